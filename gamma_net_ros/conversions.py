@@ -1,0 +1,42 @@
+"""Messages <-> arrays: the only place that knows both message layouts and core types."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+from builtin_interfaces.msg import Time
+from gamma_net_msgs.msg import Prediction
+
+
+def stamp_to_seconds(stamp: Time) -> float:
+    return stamp.sec + stamp.nanosec * 1e-9
+
+
+def seconds_to_stamp(seconds: float) -> Time:
+    sec, nanosec = divmod(round(seconds * 1e9), 1_000_000_000)
+    return Time(sec=sec, nanosec=nanosec)
+
+
+def prediction_msg(
+    *,
+    stamp: Time,
+    cumulant: str,
+    gammas: Sequence[float],
+    values: Sequence[float],
+    update_count: int,
+    frame_id: str = "",
+) -> Prediction:
+    """A Prediction of ``cumulant``'s discounted return at each gamma (values in the cumulant's units)."""
+    gammas = np.asarray(gammas, dtype=np.float64)
+    values = np.asarray(values, dtype=np.float64)
+    if gammas.shape != values.shape:
+        raise ValueError(f"gammas {gammas.shape} and values {values.shape} must have the same shape")
+    msg = Prediction()
+    msg.header.stamp = stamp
+    msg.header.frame_id = frame_id
+    msg.cumulant = cumulant
+    msg.gammas = gammas.tolist()
+    msg.values = values.tolist()
+    msg.update_count = int(update_count)
+    return msg

@@ -1,0 +1,61 @@
+"""Shared fixtures. Node tests run real rclpy nodes exchanging real messages."""
+
+from __future__ import annotations
+
+import os
+import sys
+import time
+from collections.abc import Callable
+
+import pytest
+
+sys.path.insert(0, os.path.dirname(__file__))
+from ros_isolation import claim_domain
+
+ROS_DOMAIN_ID = claim_domain()
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def pytest_report_header(config):
+    return f"ROS_DOMAIN_ID={ROS_DOMAIN_ID} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST"
+
+
+@pytest.fixture(scope="session")
+def rclpy_session():
+    """rclpy initialised once for the session (in this process's own domain)."""
+    try:
+        import rclpy
+        from gamma_net_msgs.msg import Prediction  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - environment problem, not a test result
+        pytest.fail(f"ROS 2 is not importable ({exc}): run `make test`, or `source tools/env.sh` first")
+    rclpy.init()
+    yield rclpy
+    rclpy.try_shutdown()
+
+
+@pytest.fixture
+def executor(rclpy_session):
+    """A single-threaded executor; nodes added to it are destroyed after the test."""
+    from rclpy.executors import SingleThreadedExecutor
+
+    ex = SingleThreadedExecutor()
+    yield ex
+    for node in list(ex.get_nodes()):
+        ex.remove_node(node)
+        node.destroy_node()
+    ex.shutdown()
+
+
+def spin_until(executor, predicate: Callable[[], bool], timeout: float = 10.0, step: float = 0.05) -> bool:
+    """Spin ``executor`` until ``predicate()`` holds or ``timeout`` seconds pass; return the predicate."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if predicate():
+            return True
+        executor.spin_once(timeout_sec=step)
+    return predicate()
+
+
+@pytest.fixture
+def spin():
+    return spin_until

@@ -1,0 +1,58 @@
+"""The `gamma-net` entry point: tables on stdout, the same numbers as JSON, clear errors."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+from gamma_net_core.cli import main
+
+
+def test_timescales_table_and_json_agree(tmp_path, capsys):
+    path = tmp_path / "out" / "t.json"
+    assert main(["timescales", "--tau", "1", "10", "100", "--json", str(path)]) == 0
+    printed = capsys.readouterr().out
+    data = json.loads(path.read_text())
+    assert data["command"] == "timescales"
+    rows = data["tables"][0]["rows"]
+    assert [r[0] for r in rows] == pytest.approx([0.0, 0.9, 0.99])
+    assert [r[1] for r in rows] == pytest.approx([1.0, 10.0, 100.0])
+    for gamma, tau in rows:
+        assert f"{gamma:.6g}" in printed and f"{tau:.6g}" in printed
+
+
+def test_default_table_is_the_papers_table_1(capsys):
+    assert main(["timescales"]) == 0
+    out = capsys.readouterr().out
+    for gamma in ("0.5", "0.8", "0.9", "0.95", "0.975", "0.9875", "0.99"):
+        assert gamma in out
+
+
+@pytest.mark.parametrize(
+    "argv, needle",
+    [
+        (["timescales", "--gamma", "1.0"], "got 1.0"),
+        (["timescales", "--gamma", "nan"], "got nan"),
+        (["timescales", "--tau", "0.5"], "got 0.5"),
+    ],
+)
+def test_bad_timescale_is_a_clear_error(argv, needle, capsys):
+    assert main(argv) == 1
+    assert needle in capsys.readouterr().err
+
+
+def test_unknown_command_lists_the_commands(capsys):
+    assert main(["no-such-command"]) == 2
+    err = capsys.readouterr().err
+    assert "unknown command" in err and "timescales" in err
+
+
+def test_console_script_is_installed():
+    result = subprocess.run(
+        [sys.executable, "-m", "gamma_net_core.cli", "timescales", "--gamma", "0.9"], capture_output=True, text=True
+    )
+    assert result.returncode == 0, result.stderr
+    assert "10" in result.stdout

@@ -1,0 +1,111 @@
+"""gamma_net_core imports nothing from ROS, so `pip install .` serves researchers without ROS."""
+
+from __future__ import annotations
+
+import ast
+import pathlib
+import subprocess
+import sys
+import textwrap
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+ROS_MODULES = (
+    "rclpy",
+    "rcl_interfaces",
+    "builtin_interfaces",
+    "std_msgs",
+    "sensor_msgs",
+    "diagnostic_msgs",
+    "gamma_net_msgs",
+    "ament_index_python",
+    "rosidl_runtime_py",
+    "gamma_net_ros",
+)
+
+# Imports every gamma_net_core module with ROS made unimportable, then lists any ROS
+# module that got loaded anyway.
+IMPORT_ALL = textwrap.dedent(
+    """
+    import importlib, pkgutil, sys
+    BLOCKED = {blocked!r}
+
+    class Block:
+        def find_spec(self, name, path=None, target=None):
+            if name.split(".")[0] in BLOCKED:
+                raise ImportError("ROS module imported by gamma_net_core: " + name)
+            return None
+
+    sys.meta_path.insert(0, Block())
+    import gamma_net_core
+    assert gamma_net_core.__file__.startswith({root!r}), gamma_net_core.__file__
+    names = [m.name for m in pkgutil.walk_packages(gamma_net_core.__path__, "gamma_net_core.")]
+    for name in names:
+        importlib.import_module(name)
+    loaded = sorted(m for m in sys.modules if m.split(".")[0] in BLOCKED)
+    print(len(names), "modules;", "loaded ROS modules:", loaded)
+    sys.exit(1 if loaded else 0)
+    """
+)
+
+
+def _run_import_all(root: pathlib.Path, extra_path: str | None = None) -> subprocess.CompletedProcess:
+    code = IMPORT_ALL.format(blocked=ROS_MODULES, root=str(root))
+    env = {"PATH": "/usr/bin:/bin", "HOME": str(root)}
+    if extra_path:
+        env["PYTHONPATH"] = extra_path
+    return subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, env=env, cwd=root)
+
+
+def test_core_source_has_no_ros_import():
+    offenders = []
+    for path in (REPO / "gamma_net_core").rglob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            names = []
+            if isinstance(node, ast.Import):
+                names = [a.name for a in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+                names = [node.module]
+            offenders += [
+                f"{path.relative_to(REPO)}:{node.lineno} {n}" for n in names if n.split(".")[0] in ROS_MODULES
+            ]
+    assert not offenders, "gamma_net_core must not import ROS:\n" + "\n".join(offenders)
+
+
+def test_every_core_module_imports_with_ros_blocked():
+    result = _run_import_all(REPO, extra_path=str(REPO))
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert "loaded ROS modules: []" in result.stdout
+
+
+def test_pip_install_gives_core_without_ros(tmp_path):
+    """`pip install .` (no ROS on the path) yields an importable gamma_net_core and the CLI."""
+    target = tmp_path / "site"
+    install = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "install",
+            "--quiet",
+            "--no-deps",
+            "--no-build-isolation",
+            "--target",
+            target,
+            REPO,
+        ],
+        capture_output=True,
+        text=True,
+    )
+    assert install.returncode == 0, install.stderr
+    assert (target / "gamma_net_core" / "cli.py").is_file()
+    result = _run_import_all(target, extra_path=str(target))
+    assert result.returncode == 0, result.stdout + result.stderr
+    cli = subprocess.run(
+        [sys.executable, "-c", "import sys; from gamma_net_core.cli import main; sys.exit(main(['timescales']))"],
+        capture_output=True,
+        text=True,
+        env={"PATH": "/usr/bin:/bin", "PYTHONPATH": str(target)},
+        cwd=tmp_path,
+    )
+    assert cli.returncode == 0, cli.stderr
+    assert "0.99" in cli.stdout

@@ -1,0 +1,15 @@
+# Source me (bash): the project's venv and its colcon overlay, as `make` uses them.
+#   source tools/env.sh
+_gn_root=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)
+# shellcheck disable=SC1091
+source "$_gn_root/.venv/bin/activate"
+# The ROS 2 wheels install CMake packages into the venv prefix; colcon and CMake look there.
+export CMAKE_PREFIX_PATH="$VIRTUAL_ENV${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
+export AMENT_PREFIX_PATH="$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+if [ -f "$_gn_root/install/setup.bash" ]; then
+  # shellcheck disable=SC1091
+  source "$_gn_root/install/setup.bash"
+fi
+# Discovery stays on this machine unless the caller asked otherwise.
+export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
+unset _gn_root

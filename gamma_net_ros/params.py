@@ -7,10 +7,14 @@ or `ros2 param set` are refused by rclpy before the node sees them.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, TypeVar
 
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
 from rclpy.node import Node
+
+from gamma_net_core.config import fields_of, from_mapping
+
+C = TypeVar("C")
 
 
 def declare(
@@ -44,3 +48,31 @@ def declare(
                 FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)
             ]
     return node.declare_parameter(name, default, descriptor).value
+
+
+def declare_config(node: Node, cls: type[C], prefix: str, *, read_only: bool = True) -> C:
+    """Declare one parameter per field of config dataclass ``cls`` (``prefix.field``) and build it.
+
+    The description, range and choices come from the field's :func:`gamma_net_core.config.setting`,
+    so `ros2 param describe` shows what the YAML and the `gamma-net` command document.
+
+    Raises:
+      ValueError: a value outside its range or choices, naming the parameter.
+    """
+    values = {}
+    for f in fields_of(cls):
+        meta = f.metadata
+        default = list(f.default) if isinstance(f.default, tuple) else f.default
+        constraints = f"one of {list(meta['choices'])}" if meta.get("choices") else ""
+        ranged = meta.get("low") is not None and not isinstance(default, (list, bool, str))
+        values[f.name] = declare(
+            node,
+            f"{prefix}.{f.name}",
+            default,
+            meta.get("help", ""),
+            low=meta["low"] if ranged else None,
+            high=meta["high"] if ranged else None,
+            read_only=read_only,
+            constraints=constraints,
+        )
+    return from_mapping(cls, values, where=f"parameters {prefix}.*")

@@ -69,3 +69,32 @@ def test_demo_command_runs_two_real_nodes():
     lines = [line for line in result.stdout.splitlines() if "constant (updates" in line]
     assert len(lines) == 10
     assert "tau=100:+100.0000" in lines[0]
+
+
+def test_declare_config_mirrors_the_dataclass(executor):
+    import dataclasses
+
+    from rclpy.parameter import Parameter
+
+    from gamma_net_core.config import setting
+    from gamma_net_ros.params import declare_config
+
+    @dataclasses.dataclass(frozen=True)
+    class Learner:
+        alpha: float = setting(0.1, "step size", low=0.0, high=1.0)
+        tilings: tuple[int, ...] = setting((20, 30), "tilings per group", low=1, high=1000)
+        scale: str = setting("both", "sampling scale", choices=("gamma", "tau", "both"))
+
+    node = Node("config_node", parameter_overrides=[Parameter("learner.alpha", value=0.5)])
+    executor.add_node(node)
+    config = declare_config(node, Learner, "learner")
+    assert config == Learner(alpha=0.5)
+    descriptor = node.describe_parameter("learner.alpha")
+    assert descriptor.description == "step size" and descriptor.read_only
+    assert descriptor.floating_point_range[0].to_value == 1.0
+    assert "one of" in node.describe_parameter("learner.scale").additional_constraints
+
+    bad = Node("bad_config_node", parameter_overrides=[Parameter("learner.scale", value="log")])
+    executor.add_node(bad)
+    with pytest.raises(ValueError, match=r"Learner\.scale must be one of"):
+        declare_config(bad, Learner, "learner")

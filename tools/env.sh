@@ -10,6 +10,8 @@ if [ -f "$_gn_root/install/setup.bash" ]; then
   # shellcheck disable=SC1091
   source "$_gn_root/install/setup.bash"
 fi
+# This checkout's sources come first (the venv's editable install may point at another).
+export PYTHONPATH="$_gn_root${PYTHONPATH:+:$PYTHONPATH}"
 # Discovery stays on this machine unless the caller asked otherwise.
 export ROS_AUTOMATIC_DISCOVERY_RANGE="${ROS_AUTOMATIC_DISCOVERY_RANGE:-LOCALHOST}"
 unset _gn_root

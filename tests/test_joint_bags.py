@@ -24,6 +24,7 @@ from gamma_net_core.data.joints import (
     Skip,
     SkipReason,
     stamp_seconds,
+    values_by_name,
 )
 from gamma_net_core.signals.arm_recording import simulate_arm
 
@@ -98,6 +99,13 @@ def test_each_kind_of_unusable_message_is_skipped_and_counted(reason, change, de
     assert detail in result.detail
     assert selector.skips[reason] == 1 and selector.skips.total == 1 and selector.accepted == 1
     assert selector.last_stamp == 1.0  # a skipped message changes nothing
+
+
+def test_values_by_name_picks_raw_values_in_the_order_asked():
+    names = ["wrist", "elbow", "shoulder"]
+    np.testing.assert_array_equal(values_by_name(names, [0.3, 1.2, -0.4], ["shoulder", "elbow"]), [-0.4, 1.2])
+    assert values_by_name(names, [0.3, 1.2], ["shoulder"]) is None
+    assert values_by_name(names, [0.3, 1.2, -0.4], ["shoulder", "hand"]) is None
 
 
 def test_reset_starts_a_new_episode():

@@ -285,7 +285,8 @@ class JointData:
     Attributes:
       stamps: [T] s.
       inputs: [T, n_inputs] normalized to [0, 1] (the selector's config says which joints).
-      cumulants: [T] the cumulant after each sample's time, in the signal's units.
+      cumulants: [T] the cumulant signal in each sample's message, in its units. With returns.py's
+        convention (``cumulants[t]`` is C_{t+1}), a learner pairs ``inputs[t]`` with ``cumulants[t + 1]``.
       messages: JointState messages read.
       skips: ``{kind: count}`` for every skip kind.
       config: the joint selection used.

@@ -39,6 +39,20 @@ def stamp_seconds(sec, nanosec):
     return sec + nanosec * 1e-9
 
 
+def values_by_name(names: Sequence[str], values: Sequence[float], wanted: Sequence[str]) -> np.ndarray | None:
+    """``values`` of the joints ``wanted``, in that order; None if one is missing or the lengths differ.
+
+    For nodes that need raw joint values rather than a learner's sample (e.g. the scripted
+    operator reading shoulder and elbow positions from JointState).
+    """
+    if len(values) != len(names):
+        return None
+    where = {name: i for i, name in enumerate(names)}
+    if any(joint not in where for joint in wanted):
+        return None
+    return np.array([values[where[joint]] for joint in wanted], dtype=np.float64)
+
+
 @dataclass(frozen=True)
 class JointsConfig:
     """The Γ-net's inputs and cumulant, by joint name (defaults: the paper's robot-arm study)."""

@@ -14,7 +14,13 @@ from dataclasses import dataclass
 import numpy as np
 
 from gamma_net_core.data.joints import NANOSECONDS, stamp_seconds
-from gamma_net_core.signals.arm import ArmConfig, JoystickConfig, SimulatedArm, joystick_to_joint_velocity
+from gamma_net_core.signals.arm import (
+    ArmConfig,
+    ArmKinematics,
+    JoystickConfig,
+    SimulatedArm,
+    joystick_to_joint_velocity,
+)
 from gamma_net_core.signals.maze import MazeConfig, MazePath, ProgressTracker
 from gamma_net_core.signals.operator import Operator, OperatorConfig
 
@@ -98,8 +104,7 @@ def simulate_arm(
     arm = arm or ArmConfig()
     joystick = joystick or JoystickConfig()
     path = MazePath.from_config(maze or MazeConfig())
-    simulated = SimulatedArm(arm)
-    start = simulated.kinematics.inverse(path.point_at(0.0))
+    start = ArmKinematics.from_config(arm).inverse(path.point_at(0.0))
     simulated = SimulatedArm(arm, position=start)
     if np.any(np.abs(simulated.position - start) > 1e-9):
         raise ValueError(f"the maze's start needs joint positions {start.tolist()} outside the arm's limits")

@@ -18,6 +18,7 @@ from gamma_net_core.report import Report, write_json
 #: (words, module, one-line help). Modules under gamma_net_ros need ROS 2 at run time.
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("timescales",), "gamma_net_core.experiments.timescale_table", "gamma <-> tau table (the paper's Table 1)"),
+    (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
     (("demo",), "gamma_net_ros.demo", "the main job: real ROS 2 nodes exchanging predictions"),
 ]
 

@@ -20,7 +20,8 @@ Two doors to the same kernels: :meth:`LinearGammaNet.learn` takes one transition
 node feeding messages) and :meth:`LinearGammaNet.learn_recording` a whole recording at
 numba speed, drawing each step's Gamma_t from a :class:`~gamma_net_core.timescales.TimescaleSampler`
 (the same sequence the step-by-step path sees). Bad input raises ``ValueError`` naming the
-value before any weight changes; an update that would make a weight non-finite raises
+value before any weight changes; an update that would make a weight non-finite, or so
+large that a prediction (a sum of ``n_active`` weights) could overflow, raises
 ``FloatingPointError`` and leaves the learner as it was.
 
 Checkpoint format (``save`` / ``load``, via :func:`gamma_net_core.checkpoint.save_npz`): an
@@ -239,9 +240,9 @@ def _step_sizes(gammas, deltas, alpha, loss_scaling, steps):  # pragma: no cover
 
 @numba.njit(cache=True)
 def _learn_one(
-    w, state_t, state_tp1, gammas, cumulant, terminal, alpha, loss_scaling, ts, tiles, deltas
+    w, state_t, state_tp1, gammas, cumulant, terminal, alpha, loss_scaling, ts, tiles, w_limit, deltas
 ):  # pragma: no cover
-    """One transition; returns True, or False with w unchanged when a weight would become non-finite."""
+    """One transition; returns True, or False with w unchanged when a weight would leave [-w_limit, w_limit]."""
     n_tilings = tiles[5].shape[0]
     bias_index = tiles[8]
     K = gammas.shape[0]
@@ -267,12 +268,12 @@ def _learn_one(
             undo[n] = w[i]
             n += 1
             w[i] += steps[k]
-            ok &= np.isfinite(w[i])
+            ok &= abs(w[i]) <= w_limit  # False for NaN too
         if bias_index >= 0:
             undo[n] = w[bias_index]
             n += 1
             w[bias_index] += steps[k]
-            ok &= np.isfinite(w[bias_index])
+            ok &= abs(w[bias_index]) <= w_limit
     if not ok:
         for k in range(K - 1, -1, -1):
             if bias_index >= 0:
@@ -299,11 +300,12 @@ def _learn_many(
     loss_scaling,
     ts,
     tiles,
+    w_limit,
     probe_keys,
     record_from,
     predictions,
 ):  # pragma: no cover - compiled
-    """A recording's transitions in order; returns -1, or the first step that made a weight non-finite."""
+    """A recording's transitions in order; returns -1, or the first step that put a weight beyond w_limit."""
     n_tilings = tiles[5].shape[0]
     bias_index = tiles[8]
     K = gammas.shape[1]
@@ -331,10 +333,10 @@ def _learn_many(
             for t in range(n_tilings):
                 i = idx[k, t]
                 w[i] += s
-                ok &= np.isfinite(w[i])
+                ok &= abs(w[i]) <= w_limit
             if bias_index >= 0:
                 w[bias_index] += s
-                ok &= np.isfinite(w[bias_index])
+                ok &= abs(w[bias_index]) <= w_limit
         if not ok:
             return n
     return -1
@@ -398,6 +400,8 @@ class _LinearTD:
         tau_scale = float(getattr(config, "tau_scale", 1.0))
         self._ts = (TIMESCALE_INPUTS[self._mode], tau_scale, config.n_state)
         self._tiles = self.coder.kernel_args
+        # A prediction sums n_active weights: bounding each weight keeps every prediction finite.
+        self._w_limit = float(np.finfo(np.float64).max) / self.coder.n_active
 
     # -- shape, step size
 
@@ -477,12 +481,13 @@ class _LinearTD:
             self.config.loss_scaling,
             self._ts,
             self._tiles,
+            self._w_limit,
             deltas,
         )
         if not ok:
             raise FloatingPointError(
-                f"update {self.update_count} would make weights non-finite (TD errors {deltas.tolist()}, "
-                f"cumulant {c!r}); learner unchanged: lower step_size or check the cumulant's scale"
+                f"update {self.update_count} would make weights non-finite or predictions overflow (TD errors "
+                f"{deltas.tolist()}, cumulant {c!r}); learner unchanged: lower step_size or check the cumulant's scale"
             )
         self.update_count += 1
         return deltas
@@ -530,6 +535,7 @@ class _LinearTD:
                 cfg.loss_scaling,
                 self._ts,
                 self._tiles,
+                self._w_limit,
                 probe_keys,
                 rf,
                 out,
@@ -538,8 +544,8 @@ class _LinearTD:
                 self._weights[:] = before
                 self.update_count = count
                 raise FloatingPointError(
-                    f"update at step {start + bad} (cumulant {float(c[start + bad])!r}) would make weights "
-                    "non-finite; learner unchanged: lower step_size or check the cumulant's scale"
+                    f"update at step {start + bad} (cumulant {float(c[start + bad])!r}) would make weights non-finite "
+                    "or predictions overflow; learner unchanged: lower step_size or check the cumulant's scale"
                 )
             self.update_count += stop - start
         return predictions if probe_gammas is not None else None

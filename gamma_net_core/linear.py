@@ -697,7 +697,8 @@ class LinearGammaNet(_LinearTD):
         """Predicted returns in the cumulant's units at each timescale.
 
         Args:
-          state: one state [n_state], or many [N, n_state].
+          state: one state [n_state], or many [N, n_state]; with one state input, also a
+            scalar (one state) or [N] with N > 1 (N states).
           gammas: discounts [G] in [0, 1); or ``taus`` [G] >= 1 instead (tau = 1 / (1 - gamma)).
 
         Returns:

@@ -139,3 +139,24 @@ class TimescaleSampler:
         else:
             taus = self.rng.uniform(s.tau_min, s.tau_max, size=s.n_tau)
         return np.concatenate([self._bounds, on_gamma, 1.0 - 1.0 / taus])
+
+    def sample_many(self, n: int) -> np.ndarray:
+        """``n`` successive Gamma_t at once: float64 [n, size], equal to ``n`` calls of :meth:`sample`.
+
+        The fast learners draw a whole recording's Gamma_t up front with this and must see
+        exactly the sequence a step-by-step learner sees. ``Generator.uniform(low, high)`` is
+        ``low + (high - low) * u`` with one ``u`` from ``random()`` per value, so the draws of
+        ``n`` steps are one ``random`` call, row by row (tests check the equality). Integer
+        tau uses ``integers``, whose consumption of the bit stream varies, so it loops.
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0; got {n!r}")
+        s = self.sampling
+        if s.integer_tau and s.n_tau:
+            rows = [self.sample() for _ in range(n)]
+            return np.stack(rows) if rows else np.empty((0, s.size))
+        u = self.rng.random((n, s.n_gamma + s.n_tau))
+        on_gamma = self.gamma_min + (self.gamma_max - self.gamma_min) * u[:, : s.n_gamma]
+        taus = s.tau_min + (s.tau_max - s.tau_min) * u[:, s.n_gamma :]
+        bounds = np.broadcast_to(self._bounds, (n, self._bounds.size))
+        return np.concatenate([bounds, on_gamma, 1.0 - 1.0 / taus], axis=1)

@@ -18,6 +18,7 @@ NODES = {
     "smoke_talker": "gamma_net_ros.smoke_talker:main",
     "teleop": "gamma_net_ros.teleop:main",
     "operator": "gamma_net_ros.operator:main",
+    "predictor": "gamma_net_ros.predictor:main",
 }
 
 setup(

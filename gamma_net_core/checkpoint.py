@@ -127,13 +127,26 @@ def load_npz(
     return header["config"], arrays, header.get("meta", {})
 
 
+def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
+    flat: dict[str, Any] = {}
+    for key, value in mapping.items():
+        if isinstance(value, Mapping):
+            flat.update(_flatten(value, f"{prefix}{key}."))
+        else:
+            flat[f"{prefix}{key}"] = value
+    return flat
+
+
 def check_same_config(path, saved: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
-    """Raise CheckpointError listing every setting where ``saved`` differs from ``expected``."""
-    saved = json.loads(json.dumps(dict(saved)))
-    expected = json.loads(json.dumps(dict(expected)))
-    keys = sorted(set(saved) | set(expected))
-    diffs = [f"{k}: file has {saved.get(k, '<missing>')!r}, expected {expected.get(k, '<missing>')!r}" for k in keys]
-    diffs = [d for k, d in zip(keys, diffs) if saved.get(k) != expected.get(k)]
+    """Raise CheckpointError listing every setting (nested ones as ``group.name``) that differs."""
+    saved = _flatten(json.loads(json.dumps(dict(saved))))
+    expected = _flatten(json.loads(json.dumps(dict(expected))))
+    missing = "<missing>"
+    diffs = [
+        f"{k}: file has {saved.get(k, missing)!r}, expected {expected.get(k, missing)!r}"
+        for k in sorted(set(saved) | set(expected))
+        if saved.get(k, missing) != expected.get(k, missing)
+    ]
     if diffs:
         raise CheckpointError(f"{path} was made with another configuration:\n  " + "\n  ".join(diffs))
 

@@ -597,22 +597,30 @@ class _LinearTD:
             cfg = config_lib.from_mapping(config_cls, saved, where=str(path))
         except ValueError as exc:
             raise CheckpointError(f"{path}: unusable configuration: {exc}") from None
+        return cls.from_arrays(cfg, arrays, update_count=meta.get("update_count"), source=str(path))
+
+    @classmethod
+    def from_arrays(cls, config: LinearTDConfig, arrays, *, update_count, source: str = "state"):
+        """A learner from :meth:`to_state_dict` arrays (e.g. a checkpoint holding more than the learner).
+
+        Raises:
+          CheckpointError: arrays that do not fit ``config``, non-finite weights, a bad count.
+        """
         weights = arrays.get("weights")
         try:
             coder_state = {k: arrays[k] for k in ("offsets", "mult", "base")}
-            learner = cls(cfg, _state={"tiles": coder_state, "weights": np.zeros(0), "update_count": 0})
+            learner = cls(config, _state={"tiles": coder_state, "weights": np.zeros(0), "update_count": 0})
         except (KeyError, ValueError) as exc:
-            raise CheckpointError(f"{path}: tile coder state does not fit its configuration: {exc}") from None
+            raise CheckpointError(f"{source}: tile coder state does not fit its configuration: {exc}") from None
         if weights is None or weights.dtype != np.float64 or weights.shape != (learner.n_features,):
             got = None if weights is None else f"{weights.dtype}{list(weights.shape)}"
-            raise CheckpointError(f"{path}: weights are {got}; expected float64[{learner.n_features}]")
+            raise CheckpointError(f"{source}: weights are {got}; expected float64[{learner.n_features}]")
         if not np.all(np.isfinite(weights)):
-            raise CheckpointError(f"{path}: weights hold non-finite values")
-        count = meta.get("update_count")
-        if not isinstance(count, int) or count < 0:
-            raise CheckpointError(f"{path}: bad update_count {count!r}")
+            raise CheckpointError(f"{source}: weights hold non-finite values")
+        if not isinstance(update_count, int) or update_count < 0:
+            raise CheckpointError(f"{source}: bad update_count {update_count!r}")
         learner._weights = np.array(weights)
-        learner.update_count = count
+        learner.update_count = update_count
         return learner
 
 

@@ -33,15 +33,23 @@ def node_command(
     params: dict[str, Any] | None = None,
     remaps: dict[str, str] | None = None,
     name: str | None = None,
+    node: str | None = None,
 ) -> list[str]:
-    """The command line that runs node module ``module`` with ROS arguments."""
+    """The command line that runs node module ``module`` with ROS arguments.
+
+    Args:
+      params: parameter overrides. They apply to every node of the process unless ``node``
+        is given; a params file's node-specific section outranks them, so to override a
+        value a YAML section sets for node ``predictor``, pass ``node="predictor"``.
+    """
     cmd = [sys.executable, "-u", "-m", module, "--ros-args"]
     if name:
         cmd += ["-r", f"__node:={name}"]
     if params_file:
         cmd += ["--params-file", str(params_file)]
+    target = f"{node}:" if node else ""
     for key, value in (params or {}).items():
-        cmd += ["-p", f"{key}:={_param_literal(value)}"]
+        cmd += ["-p", f"{target}{key}:={_param_literal(value)}"]
     for src, dst in (remaps or {}).items():
         cmd += ["-r", f"{src}:={dst}"]
     return cmd

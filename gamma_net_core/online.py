@@ -1,0 +1,188 @@
+"""Online learning from a stream of joint readings: what the predictor node runs per message.
+
+:class:`OnlineGammaNet` joins the pieces a robot's stream needs and that a recording read
+offline does not: joint selection and validation per message, pairing each reading with
+the previous one into a transition (S_{t-1}, C_t, S_t), a fresh Gamma_t per step, episode
+boundaries when time jumps backwards (a bag played again) or stalls longer than
+``max_gap`` (a robot paused), and a checkpoint that records every setting that gives the
+weights their meaning (the joint normalization as well as the learner's).
+
+Usage (the predictor node's callback, minus the messages)::
+
+    online = OnlineGammaNet(joints=..., learner=..., timescales=..., rng=np.random.default_rng(seed))
+    step = online.observe(stamp=t, names=msg.name, position=msg.position, velocity=msg.velocity, effort=msg.effort)
+    if isinstance(step, Skip): ...             # counted in online.skips, never learned from
+    values = online.predict(gammas)            # at the latest state, cumulant units
+
+Checkpoint format: an ``.npz`` via :func:`gamma_net_core.checkpoint.save_npz`, kind
+``"online_linear_gamma_net"``, version :data:`VERSION`; its configuration holds the
+``joints``, ``learner``, ``timescales`` and ``max_gap`` settings; its arrays are the
+learner's (see :mod:`gamma_net_core.linear`); its meta the counters.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
+from gamma_net_core.config import from_mapping, to_mapping
+from gamma_net_core.data.joints import JointSample, JointsConfig, JointSelector, Skip
+from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
+from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas
+
+KIND = "online_linear_gamma_net"
+VERSION = 1
+
+
+@dataclass(frozen=True)
+class Step:
+    """One accepted reading: the state it gave and whether a TD update was made from it."""
+
+    sample: JointSample
+    learned: bool  # False on the first reading of an episode (no previous state to pair with)
+    new_episode: bool
+
+
+class OnlineGammaNet:
+    """A linear Γ-net learning online from joint readings, one message at a time.
+
+    Args:
+      joints: which joints are inputs and which signal is the cumulant.
+      learner: the Γ-net's settings (state inputs already normalized to [0, 1] by ``joints``).
+      timescales: how Gamma_t is drawn each step.
+      rng: seeds the tile offsets and the Gamma_t draws.
+      max_gap: seconds between readings beyond which the stream is treated as restarted
+        (a new episode: nothing is learned across the gap).
+      learn: False to only predict (e.g. a frozen, deployed predictor).
+    """
+
+    def __init__(
+        self,
+        *,
+        joints: JointsConfig,
+        learner: GammaNetConfig,
+        timescales: TimescaleSampling,
+        rng: np.random.Generator,
+        max_gap: float = 1.0,
+        learn: bool = True,
+        _net: LinearGammaNet | None = None,
+    ) -> None:
+        if len(joints.input_joints) != learner.n_state:
+            raise ValueError(
+                f"joints name {len(joints.input_joints)} inputs {list(joints.input_joints)} but the learner "
+                f"expects {learner.n_state} state inputs"
+            )
+        if not max_gap > 0:
+            raise ValueError(f"max_gap must be positive; got {max_gap!r}")
+        self.joints = joints
+        self.learner_config = learner
+        self.timescales = timescales
+        self.max_gap = float(max_gap)
+        self.learning = learn
+        self.selector = JointSelector(joints)
+        self.net = _net if _net is not None else LinearGammaNet(learner, rng=rng)
+        self.sampler = TimescaleSampler(timescales, rng)
+        self.latest: JointSample | None = None
+        self.episodes = 0
+        self.td_errors: np.ndarray | None = None
+
+    @property
+    def cumulant_name(self) -> str:
+        return self.joints.cumulant_name
+
+    @property
+    def update_count(self) -> int:
+        return self.net.update_count
+
+    @property
+    def skips(self):
+        return self.selector.skips
+
+    @property
+    def accepted(self) -> int:
+        return self.selector.accepted
+
+    def start_episode(self) -> None:
+        """Forget the previous reading: the next one starts an episode (nothing learned across)."""
+        self.latest = None
+        self.selector.reset()
+
+    def observe(self, *, stamp: float, names, position=(), velocity=(), effort=()) -> Step | Skip:
+        """Take one reading: validate it, learn from the transition it completes, keep it as the state.
+
+        A stamp earlier than the last starts a new episode (a bag restarted) rather than being
+        dropped; every other unusable reading is skipped, counted in :attr:`skips`, and never
+        reaches the learner.
+        """
+        if self.selector.last_stamp is not None and stamp < self.selector.last_stamp:
+            # Time went back (a bag played again): a new episode, not a bad message.
+            self.start_episode()
+        new_episode = self.latest is None
+        result = self.selector.select(stamp=stamp, names=names, position=position, velocity=velocity, effort=effort)
+        if isinstance(result, Skip):
+            return result
+        if self.latest is not None and result.stamp - self.latest.stamp > self.max_gap:
+            new_episode = True
+        learned = False
+        if not new_episode and self.learning:
+            # The transition S_{t-1} -> S_t carries C_t, the signal measured at the new reading.
+            self.td_errors = self.net.learn(
+                self.latest.inputs, result.cumulant, result.inputs, False, self.sampler.sample()
+            )
+            learned = True
+        if new_episode:
+            self.episodes += 1
+        self.latest = result
+        return Step(sample=result, learned=learned, new_episode=new_episode)
+
+    def predict(self, gammas) -> np.ndarray:
+        """Predicted returns at the latest state for each gamma [G], in the cumulant's units.
+
+        Raises:
+          ValueError: a gamma outside [0, 1) (naming it), or no reading accepted yet.
+        """
+        g = validate_gammas(gammas, name="gamma")
+        if self.latest is None:
+            raise ValueError("no joint reading accepted yet: nothing to predict from")
+        return self.net.predict(self.latest.inputs, g)
+
+    # -- checkpoints
+
+    def _config_mapping(self) -> dict:
+        return {
+            "joints": to_mapping(self.joints),
+            "learner": to_mapping(self.learner_config),
+            "timescales": to_mapping(self.timescales),
+            "max_gap": self.max_gap,
+        }
+
+    def save(self, path: str | os.PathLike) -> pathlib.Path:
+        """Atomically write the learner and the settings that give its weights their meaning."""
+        meta = {"update_count": int(self.net.update_count), "episodes": self.episodes, "accepted": self.accepted}
+        return save_npz(
+            path, kind=KIND, version=VERSION, config=self._config_mapping(), arrays=self.net.to_state_dict(), meta=meta
+        )
+
+    def resume(self, path: str | os.PathLike) -> None:
+        """Replace the learner with the one saved at ``path``, which must have been made with these settings.
+
+        Raises:
+          FileNotFoundError: no file at ``path``.
+          CheckpointError: not such a checkpoint, or made with other settings (every difference is listed).
+        """
+        _, arrays, meta = load_npz(path, kind=KIND, version=VERSION, config=self._config_mapping())
+        net = LinearGammaNet.from_arrays(
+            from_mapping(GammaNetConfig, to_mapping(self.learner_config)),
+            arrays,
+            update_count=meta.get("update_count"),
+            source=str(path),
+        )
+        episodes = meta.get("episodes", 0)
+        if not isinstance(episodes, int) or episodes < 0:
+            raise CheckpointError(f"{path}: bad episodes count {episodes!r}")
+        self.net, self.episodes = net, episodes
+        self.start_episode()

@@ -1,0 +1,224 @@
+"""Node: learns a linear Γ-net online from ``joint_states`` and publishes its predictions.
+
+    ros2 run gamma_net_ros predictor --ros-args --params-file config/arm.yaml
+
+On every JointState it selects the joints by name, learns by TD(0) over a fresh Gamma_t
+(the robot-arm study's settings, from the YAML's ``joints``/``learner``/``timescales``
+groups) and publishes a ``gamma_net_msgs/Prediction`` at ``publish_timescales``, stamped
+with the state's stamp. ``predict_at`` (``gamma_net_msgs/PredictAt``) answers for any
+timescales. The learner is checkpointed atomically every ``checkpoint_interval`` seconds
+and on shutdown, and resumed on start. Unusable messages are skipped, counted, reported
+on ``/diagnostics`` and warned about at a throttled rate. The learning itself is
+:class:`gamma_net_core.online.OnlineGammaNet`; this node only moves messages.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import sys
+import time
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from gamma_net_msgs.msg import Prediction
+from gamma_net_msgs.srv import PredictAt
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+from sensor_msgs.msg import JointState
+
+from gamma_net_core.checkpoint import CheckpointError
+from gamma_net_core.data.joints import JointsConfig, Skip, stamp_seconds
+from gamma_net_core.experiments.timescale_table import PAPER_TAUS
+from gamma_net_core.linear import GammaNetConfig
+from gamma_net_core.online import OnlineGammaNet
+from gamma_net_core.timescales import TimescaleSampling, to_gammas
+from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
+from gamma_net_ros.params import declare, declare_config
+
+
+class Predictor(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("predictor", **kwargs)
+        seed = declare(self, "seed", 0, "seeds the tile offsets and the Gamma_t draws", low=0, high=2**31 - 1)
+        self.online = OnlineGammaNet(
+            joints=declare_config(self, JointsConfig, "joints"),
+            learner=declare_config(self, GammaNetConfig, "learner"),
+            timescales=declare_config(self, TimescaleSampling, "timescales"),
+            rng=np.random.default_rng(seed),
+            max_gap=declare(self, "max_gap", 1.0, "s between readings that starts a new episode", low=0.001, high=1e6),
+            learn=declare(self, "learn", True, "learn from the stream (false: predict only)"),
+        )
+        scale = declare(self, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
+        timescales = declare(self, "publish_timescales", [float(t) for t in PAPER_TAUS], "timescales to publish")
+        self.publish_gammas = to_gammas(timescales, scale)
+        self.stamp_source = declare(
+            self, "stamp_source", "header", "state time: header (the reading's stamp) or arrival", read_only=True
+        )
+        if self.stamp_source not in ("header", "arrival"):
+            raise ValueError(f"stamp_source must be 'header' or 'arrival'; got {self.stamp_source!r}")
+        path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
+        self.checkpoint = pathlib.Path(path).expanduser() if path else None
+        interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
+        if self.checkpoint is not None and declare(self, "resume", True, "resume from checkpoint_path if it exists"):
+            self._resume()
+        self.add_on_set_parameters_callback(self._validate_parameters)
+        self.add_post_set_parameters_callback(self._apply_parameters)
+
+        qos = qos_profile_sensor_data
+        if declare(self, "reliable_input", False, "reliable joint_states QoS (e.g. for bag playback)", read_only=True):
+            qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        self.create_subscription(JointState, "joint_states", self.on_joint_state, qos)
+        self.predictions = self.create_publisher(Prediction, "predictions", 10)
+        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_service(PredictAt, "predict_at", self.on_predict_at)
+        if self.checkpoint is not None:
+            self.create_timer(interval, self.save_checkpoint)
+        self.create_timer(1.0, self.publish_diagnostics)
+        self.last_checkpoint = None
+        self.get_logger().info(
+            f"predicting {self.online.cumulant_name} at tau {np.round(1 / (1 - self.publish_gammas), 3).tolist()}; "
+            f"Gamma_t of {self.online.timescales.size}; checkpoint {self.checkpoint or 'off'}"
+        )
+
+    # -- stream
+
+    def on_joint_state(self, msg: JointState) -> None:
+        if self.stamp_source == "header":
+            stamp = stamp_seconds(msg.header.stamp.sec, msg.header.stamp.nanosec)
+        else:
+            stamp = self.get_clock().now().nanoseconds * 1e-9
+        try:
+            step = self.online.observe(
+                stamp=stamp, names=msg.name, position=msg.position, velocity=msg.velocity, effort=msg.effort
+            )
+        except (ValueError, FloatingPointError) as exc:
+            self.get_logger().error(f"update refused, learner unchanged: {exc}", throttle_duration_sec=5.0)
+            return
+        if isinstance(step, Skip):
+            self.get_logger().warning(
+                f"skipped a joint_states message ({step.reason.value}: {step.detail}); "
+                f"{self.online.skips.total} skipped so far",
+                throttle_duration_sec=5.0,
+            )
+            return
+        if step.new_episode and self.online.episodes > 1:
+            self.get_logger().info(f"episode {self.online.episodes} starts (time went back or jumped)")
+        self.predictions.publish(self._prediction(self.publish_gammas, seconds_to_stamp(step.sample.stamp)))
+
+    def _prediction(self, gammas: np.ndarray, stamp) -> Prediction:
+        return prediction_msg(
+            stamp=stamp,
+            cumulant=self.online.cumulant_name,
+            gammas=gammas,
+            values=self.online.predict(gammas),
+            update_count=self.online.update_count,
+        )
+
+    def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:
+        scales = {PredictAt.Request.SCALE_GAMMA: "gamma", PredictAt.Request.SCALE_TAU: "tau"}
+        try:
+            if request.scale not in scales:
+                raise ValueError(f"scale must be SCALE_GAMMA (0) or SCALE_TAU (1); got {request.scale}")
+            gammas = to_gammas(np.asarray(request.timescales, dtype=np.float64), scales[request.scale])
+            prediction = self._prediction(
+                gammas, seconds_to_stamp(self.online.latest.stamp if self.online.latest else 0)
+            )
+        except ValueError as exc:
+            response.success = False
+            response.message = str(exc)
+            return response
+        response.success = True
+        response.header = prediction.header
+        response.cumulant = prediction.cumulant
+        response.gammas = prediction.gammas
+        response.values = prediction.values
+        response.update_count = prediction.update_count
+        return response
+
+    # -- parameters changed at run time
+
+    def _validate_parameters(self, parameters) -> SetParametersResult:
+        values = {p.name: p.value for p in parameters}
+        if "publish_timescales" in values or "publish_scale" in values:
+            scale = values.get("publish_scale", self.get_parameter("publish_scale").value)
+            timescales = values.get("publish_timescales", self.get_parameter("publish_timescales").value)
+            try:
+                to_gammas(timescales, scale)
+            except ValueError as exc:
+                return SetParametersResult(successful=False, reason=f"publish_timescales refused: {exc}")
+        return SetParametersResult(successful=True)
+
+    def _apply_parameters(self, parameters) -> None:
+        if any(p.name in ("publish_timescales", "publish_scale") for p in parameters):
+            scale = self.get_parameter("publish_scale").value
+            self.publish_gammas = to_gammas(self.get_parameter("publish_timescales").value, scale)
+            self.get_logger().info(f"publishing at gamma {np.round(self.publish_gammas, 6).tolist()}")
+        if any(p.name == "learn" for p in parameters):
+            self.online.learning = self.get_parameter("learn").value
+
+    # -- checkpoints and health
+
+    def _resume(self) -> None:
+        if not self.checkpoint.exists():
+            self.get_logger().info(f"no checkpoint at {self.checkpoint}: starting a new learner")
+            return
+        self.online.resume(self.checkpoint)  # CheckpointError: refuse to start (main says why)
+        self.get_logger().info(f"resumed from {self.checkpoint} after {self.online.update_count} updates")
+
+    def save_checkpoint(self) -> None:
+        if self.checkpoint is None:
+            return
+        try:
+            self.online.save(self.checkpoint)
+        except OSError as exc:
+            self.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
+            return
+        self.last_checkpoint = time.time()
+
+    def publish_diagnostics(self) -> None:
+        skips = self.online.skips.as_dict()
+        total = sum(skips.values())
+        status = DiagnosticStatus(
+            name=f"{self.get_name()}: {self.online.cumulant_name}",
+            hardware_id="gamma_net",
+            level=DiagnosticStatus.WARN if total else DiagnosticStatus.OK,
+            message=f"{total} messages skipped" if total else "learning",
+        )
+        values = {
+            "accepted": self.online.accepted,
+            "skipped": total,
+            "updates": self.online.update_count,
+            "episodes": self.online.episodes,
+            "last_checkpoint": "never" if self.last_checkpoint is None else time.ctime(self.last_checkpoint),
+            **{f"skipped.{kind}": count for kind, count in skips.items()},
+        }
+        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+        array = DiagnosticArray(status=[status])
+        array.header.stamp = self.get_clock().now().to_msg()
+        self.diagnostics.publish(array)
+
+
+def main(args=None) -> int:
+    rclpy.init(args=args)
+    try:
+        node = Predictor()
+    except (ValueError, CheckpointError) as exc:
+        rclpy.logging.get_logger("predictor").fatal(f"refusing to start: {exc}")
+        rclpy.try_shutdown()
+        return 1
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.save_checkpoint()
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

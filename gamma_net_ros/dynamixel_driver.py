@@ -38,6 +38,7 @@ from gamma_net_ros.params import declare
 
 MODES = {"velocity": OperatingMode.VELOCITY, "position": OperatingMode.POSITION}
 LIMIT_PARAMETERS = ("position_min", "position_max", "velocity_max")
+SILENCE_S = 1.0  # s without a good read (and 3 missed cycles) before the servos are reconfigured
 
 
 def check_limits(n: int, position_min, position_max, velocity_max) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -124,6 +125,8 @@ class DynamixelDriver(Node):
         self.goal: np.ndarray | None = np.zeros(n)
         self.last_command = time.monotonic()
         self._next_reconnect = 0.0
+        self._silent_cycles, self._last_good = 0, time.monotonic()
+        self.down_reason = ""
         self._last_attempts = self._last_failed = 0
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
@@ -160,6 +163,7 @@ class DynamixelDriver(Node):
                 f"configured limits exceed the servos' own (position {info.position_min.tolist()}.."
                 f"{info.position_max.tolist()} rad, velocity {info.velocity_max.tolist()} rad/s); using the tighter"
             )
+        self._silent_cycles, self._last_good = 0, time.monotonic()
         # After a (re)connect the servos hold still until the next command.
         self.goal = np.zeros(len(self.joint_names)) if self.mode == OperatingMode.VELOCITY else None
         self.last_position = None
@@ -183,12 +187,22 @@ class DynamixelDriver(Node):
             sample = self.bus.read()
         except ReadFailed as exc:
             self.counts["missed_cycles"] += 1
+            self._silent_cycles += 1
             self.get_logger().warning(f"missed cycle: {exc}", throttle_duration_sec=2.0)
+            silent_s = time.monotonic() - self._last_good
+            if self._silent_cycles >= 3 and silent_s >= SILENCE_S:
+                # No answer for a while (servo power lost?): reconfigure from scratch, since
+                # servos that come back have rebooted with torque off.
+                self.bus.close(torque_off=False)
+                self._on_port_lost(f"no valid reply for {silent_s:.1f} s ({self._silent_cycles} cycles)")
+                return
             sample = None
         except PortLost as exc:
+            self.counts["missed_cycles"] += 1
             self._on_port_lost(exc)
             return
         if sample is not None:
+            self._silent_cycles, self._last_good = 0, time.monotonic()
             self.last_position = sample.position
             msg = JointState(
                 name=self.joint_names, position=sample.position.tolist(), velocity=sample.velocity.tolist()
@@ -201,8 +215,9 @@ class DynamixelDriver(Node):
         except PortLost as exc:
             self._on_port_lost(exc)
 
-    def _on_port_lost(self, exc: Exception) -> None:
-        self.counts["missed_cycles"] += 1
+    def _on_port_lost(self, exc: Exception | str) -> None:
+        self._silent_cycles = 0
+        self.down_reason = str(exc)
         self._next_reconnect = time.monotonic() + self.reconnect_interval
         self.get_logger().error(
             f"servo bus lost ({exc}); reopening every {self.reconnect_interval} s", throttle_duration_sec=5.0
@@ -283,7 +298,8 @@ class DynamixelDriver(Node):
         recent = 1.0 - failed / attempts if attempts else 0.0
         status = DiagnosticStatus(name=f"{self.get_name()}: servo bus", hardware_id=self.bus.port_name)
         if not self.bus.is_open:
-            status.level, status.message = DiagnosticStatus.ERROR, f"port {self.bus.port_name} lost, reopening"
+            status.level = DiagnosticStatus.ERROR
+            status.message = f"servo bus down ({self.down_reason or stats.last_error}); reopening"
         elif failed:
             status.level = DiagnosticStatus.WARN
             status.message = f"{failed} of {attempts} reads failed in the last period"
@@ -298,6 +314,7 @@ class DynamixelDriver(Node):
             "failed_reads": stats.failed_reads,
             "port_losses": stats.port_losses,
             "drained_bytes": stats.drained_bytes,
+            "stale_replies": stats.stale_replies,
             "last_error": stats.last_error,
             "model_numbers": list(self.models),
             **self.counts,

@@ -204,6 +204,22 @@ def test_it_recovers_after_the_port_disappears(emulator, executor, spin):
     assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] > 0.25, timeout=5)
 
 
+def test_servos_that_stop_answering_are_reconfigured_when_they_return(emulator, executor, spin):
+    port, client = emulator
+    listener = Listener(executor)
+    start_driver(executor, port, reconnect_interval_s=0.2)
+    assert spin(executor, lambda: len(listener.states) >= 3, timeout=15)
+    client.set_faults(drop=1.0)  # servo power lost: the port stays, nobody answers
+    assert spin(executor, lambda: listener.status().get("port_state") == "lost", timeout=10)
+    assert "no valid reply" in listener.status()["message"]
+    client.reboot()  # power back: the servos restart with torque off
+    client.set_faults(drop=0.0)
+    assert not servo_state(client, "torque").any()
+    count = len(listener.states)
+    assert spin(executor, lambda: len(listener.states) >= count + 5, timeout=10)
+    assert servo_state(client, "torque").all()  # reconfigured: torque on again
+
+
 def test_ros_run_style_process_turns_torque_off_on_sigint(emulator, executor, spin):
     port, client = emulator
     listener = Listener(executor)

@@ -214,10 +214,13 @@ class DynamixelBus:
         self.close(torque_off=False)
         port = PortHandler(self.port_name)
         try:
-            if not port.setBaudRate(self.baud_rate):  # setBaudRate opens the port
-                raise PortLost(f"cannot set {self.port_name} to {self.baud_rate} baud")
+            opened = port.setBaudRate(self.baud_rate)  # setBaudRate opens the port
         except PORT_ERRORS as exc:
-            raise PortLost(f"cannot open {self.port_name}: {exc}") from exc
+            self.stats.last_error = f"cannot open {self.port_name}: {exc}"
+            raise PortLost(self.stats.last_error) from exc
+        if not opened:
+            self.stats.last_error = f"cannot set {self.port_name} to {self.baud_rate} baud"
+            raise PortLost(self.stats.last_error)
         self._port = port
         self._reader = GroupSyncRead(port, self.packet_handler, ct.STATE_BLOCK_ADDRESS, ct.STATE_BLOCK_LENGTH)
         for dxl_id in self.ids:

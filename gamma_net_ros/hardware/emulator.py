@@ -21,6 +21,7 @@ one JSON object per connection, one JSON reply line::
     {"cmd": "faults", "drop": 0.2, "corrupt": 0.1, "delay": 0.1, "delay_s": 0.08}
     {"cmd": "disconnect", "seconds": 1.5}      # seconds null: until {"cmd": "reconnect"}
     {"cmd": "reconnect"}
+    {"cmd": "reboot"}                          # every servo restarts: torque off (as after a power loss)
     {"cmd": "state"}                           # positions, velocities, torque, goals, counters
 
 :class:`EmulatorClient` wraps that protocol; in-process, :class:`ServoEmulator` has the
@@ -299,6 +300,10 @@ class ServoBank:
             return ErrorNumber.DATA_LIMIT
         return 0
 
+    def reboot(self, dxl_id: int) -> None:
+        """Restart one servo: torque off, goals reset to holding still (RAM back to its power-on state)."""
+        self._reboot(dxl_id)
+
     def _reboot(self, dxl_id: int) -> int:
         self.set(dxl_id, ct.TORQUE_ENABLE, 0)
         self.set(dxl_id, ct.HARDWARE_ERROR_STATUS, 0)
@@ -441,6 +446,13 @@ class ServoEmulator:
 
     def reconnect(self) -> None:
         self._in_loop(lambda: None if self.connected else self._open_port())
+
+    def reboot(self) -> None:
+        """Every servo restarts, as after a power loss: torque off, goals reset; the port stays."""
+        with self._lock:
+            for dxl_id in self.bank.ids:
+                self.bank.reboot(dxl_id)
+            self.counters["reboots"] += 1
 
     def state(self) -> dict:
         """Servos, connection, faults and counters, as plain JSON-able data (servo ids as ints)."""
@@ -585,9 +597,12 @@ class ServoEmulator:
         if cmd == "reconnect":
             self.reconnect()
             return {}
+        if cmd == "reboot":
+            self.reboot()
+            return {}
         if cmd == "state":
             return {"state": self.state()}
-        raise ValueError(f"unknown command {cmd!r}; expected faults, disconnect, reconnect or state")
+        raise ValueError(f"unknown command {cmd!r}; expected faults, disconnect, reconnect, reboot or state")
 
     # -- in-process use ----------------------------------------------------------------------
     def start(self) -> ServoEmulator:
@@ -664,6 +679,9 @@ class EmulatorClient:
 
     def reconnect(self) -> None:
         self.request("reconnect")
+
+    def reboot(self) -> None:
+        self.request("reboot")
 
     def state(self) -> dict:
         state = self.request("state")["state"]

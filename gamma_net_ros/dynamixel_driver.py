@@ -32,27 +32,14 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_ros.conversions import seconds_to_stamp
-from gamma_net_ros.hardware.bus import BusError, DynamixelBus, PortLost, ReadFailed, ServoInfo
+from gamma_net_ros.hardware.bus import BusError, DynamixelBus, PortLost, ReadFailed
 from gamma_net_ros.hardware.control_table import OperatingMode
+from gamma_net_ros.hardware.goals import JointGoals, JointLimits
 from gamma_net_ros.params import declare
 
 MODES = {"velocity": OperatingMode.VELOCITY, "position": OperatingMode.POSITION}
 LIMIT_PARAMETERS = ("position_min", "position_max", "velocity_max")
 SILENCE_S = 1.0  # s without a good read (and 3 missed cycles) before the servos are reconfigured
-
-
-def check_limits(n: int, position_min, position_max, velocity_max) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-joint limits as arrays; ValueError naming the offending values."""
-    arrays = [np.asarray(v, dtype=np.float64) for v in (position_min, position_max, velocity_max)]
-    for name, values in zip(LIMIT_PARAMETERS, arrays):
-        if values.shape != (n,) or not np.all(np.isfinite(values)):
-            raise ValueError(f"{name} must be {n} finite numbers (one per joint); got {values.tolist()}")
-    low, high, speed = arrays
-    if not np.all(low < high):
-        raise ValueError(f"position_min {low.tolist()} must be below position_max {high.tolist()} for every joint")
-    if not np.all(speed > 0):
-        raise ValueError(f"velocity_max {speed.tolist()} must be positive for every joint")
-    return low, high, speed
 
 
 # name, default, description, (low, high) or None. Fixed once the node is up.
@@ -102,8 +89,13 @@ class DynamixelDriver(Node):
         if p["command_mode"] not in MODES:
             raise ValueError(f"command_mode must be one of {list(MODES)}; got {p['command_mode']!r}")
         self.mode = MODES[p["command_mode"]]
-        self.limits = check_limits(n, *(p[name] for name in LIMIT_PARAMETERS))
-        self.servo_limits: tuple[np.ndarray, ...] | None = None
+        self.goals = JointGoals(
+            self.joint_names,
+            mode=p["command_mode"],
+            limits=JointLimits.of(n, **{name: p[name] for name in LIMIT_PARAMETERS}),
+            command_timeout_s=p["command_timeout_s"],
+            soft_stop_s=p["soft_stop_s"],
+        )
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
         self.bus = DynamixelBus(
@@ -116,14 +108,11 @@ class DynamixelDriver(Node):
         )
         self.rate_hz = p["rate_hz"]
         self.reconnect_interval = p["reconnect_interval_s"]
-        self.soft_stop = p["soft_stop_s"]
         names = ("cycles", "published", "missed_cycles", "reconnects", "commands", "rejected_commands",
-                 "clamped_commands", "command_timeouts")  # fmt: skip
+                 "clamped_commands")  # fmt: skip
         self.counts = dict.fromkeys(names, 0)
         self.models: tuple[int, ...] = ()
         self.last_position: np.ndarray | None = None
-        self.goal: np.ndarray | None = np.zeros(n)
-        self.last_command = time.monotonic()
         self._next_reconnect = 0.0
         self._silent_cycles, self._last_good = 0, time.monotonic()
         self.down_reason = ""
@@ -154,27 +143,18 @@ class DynamixelDriver(Node):
         )
         return True
 
-    def _adopt(self, info: ServoInfo) -> None:
+    def _adopt(self, info) -> None:
         self.models = info.model_numbers
-        self.servo_limits = (info.position_min, info.position_max, info.velocity_max)
-        low, high, speed = self.limits
-        if np.any(low < info.position_min) or np.any(high > info.position_max) or np.any(speed > info.velocity_max):
+        servo = JointLimits(info.position_min, info.position_max, info.velocity_max)
+        if not self.goals.limits.within(servo):
             self.get_logger().warning(
-                f"configured limits exceed the servos' own (position {info.position_min.tolist()}.."
-                f"{info.position_max.tolist()} rad, velocity {info.velocity_max.tolist()} rad/s); using the tighter"
+                f"configured limits exceed the servos' own (position {servo.position_min.tolist()}.."
+                f"{servo.position_max.tolist()} rad, velocity {servo.velocity_max.tolist()} rad/s); using the tighter"
             )
-        self._silent_cycles, self._last_good = 0, time.monotonic()
-        # After a (re)connect the servos hold still until the next command.
-        self.goal = np.zeros(len(self.joint_names)) if self.mode == OperatingMode.VELOCITY else None
+        self.goals.servo_limits = servo
+        self.goals.hold()  # after a (re)connect the servos hold still until the next command
         self.last_position = None
-
-    def effective_limits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """The configured limits, tightened by the servos' own once connected."""
-        low, high, speed = self.limits
-        if self.servo_limits is not None:
-            s_low, s_high, s_speed = self.servo_limits
-            low, high, speed = np.maximum(low, s_low), np.minimum(high, s_high), np.minimum(speed, s_speed)
-        return low, high, speed
+        self._silent_cycles, self._last_good = 0, time.monotonic()
 
     def _cycle(self) -> None:
         self.counts["cycles"] += 1
@@ -224,69 +204,36 @@ class DynamixelDriver(Node):
         )
 
     def _write_goals(self) -> None:
-        low, high, speed = self.effective_limits()
-        if self.mode == OperatingMode.VELOCITY:
-            timeout = self.get_parameter("command_timeout_s").value
-            if timeout > 0 and np.any(self.goal) and time.monotonic() - self.last_command > timeout:
-                self.goal = np.zeros_like(self.goal)
-                self.counts["command_timeouts"] += 1
-                self.get_logger().info(f"no joint command for {timeout} s: stopping", throttle_duration_sec=5.0)
-            goal = np.clip(self.goal, -speed, speed)
-            if self.last_position is not None:
-                # Toward a position limit no faster than would cover the room left in soft_stop_s: a
-                # soft stop (in velocity mode the servos themselves ignore their position limits).
-                room_up = np.maximum(high - self.last_position, 0.0) / self.soft_stop
-                room_down = np.maximum(self.last_position - low, 0.0) / self.soft_stop
-                goal = np.clip(goal, -room_down, room_up)
-            self.bus.write_velocity(goal)
-        else:
-            if self.goal is None:
-                if self.last_position is None:
-                    return  # holding the position written at connect until a read tells where we are
-                self.goal = self.last_position.copy()
-            self.bus.write_position(np.clip(self.goal, low, high))
+        timeouts = self.goals.timeouts
+        goal = self.goals.to_write(self.last_position, now=time.monotonic())
+        if self.goals.timeouts > timeouts:
+            self.get_logger().info("no joint command for command_timeout_s: stopping", throttle_duration_sec=5.0)
+        if goal is not None:
+            (self.bus.write_velocity if self.goals.mode == "velocity" else self.bus.write_position)(goal)
 
     # -- commands and parameters -------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
-        field = "velocity" if self.mode == OperatingMode.VELOCITY else "position"
-        values = np.asarray(getattr(msg, field), dtype=np.float64)
+        values = msg.velocity if self.goals.mode == "velocity" else msg.position
         try:
-            if len(set(msg.name)) != len(msg.name) or not msg.name:
-                raise ValueError(f"joint names must be distinct and not empty; got {list(msg.name)}")
-            unknown = [name for name in msg.name if name not in self.joint_names]
-            if unknown:
-                raise ValueError(f"unknown joints {unknown}; this driver has {self.joint_names}")
-            if values.shape != (len(msg.name),):
-                raise ValueError(f"{len(msg.name)} names but {values.size} {field} values ({field} mode)")
-            if not np.all(np.isfinite(values)):
-                raise ValueError(f"{field} values must be finite; got {values.tolist()}")
-            if self.goal is None and len(msg.name) < len(self.joint_names):
-                raise ValueError("a partial position command before the first read; name every joint")
+            clamped = self.goals.command(msg.name, values, now=time.monotonic())
         except ValueError as exc:
             self.counts["rejected_commands"] += 1
             self.get_logger().warning(f"joint command refused: {exc}", throttle_duration_sec=1.0)
             return
-        index = [self.joint_names.index(name) for name in msg.name]
-        goal = np.zeros(len(self.joint_names)) if self.goal is None else self.goal.copy()
-        goal[index] = values
-        low, high, speed = self.effective_limits()
-        limited = np.clip(goal, -speed, speed) if field == "velocity" else np.clip(goal, low, high)
-        if np.any(limited[index] != goal[index]):
-            self.counts["clamped_commands"] += 1
-        self.goal = goal
-        self.last_command = time.monotonic()
         self.counts["commands"] += 1
+        self.counts["clamped_commands"] += clamped
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
-        changed = {p.name: p.value for p in parameters if p.name in LIMIT_PARAMETERS}
-        if not changed:
+        changed = {p.name: p.value for p in parameters}
+        if "command_timeout_s" in changed:
+            self.goals.command_timeout_s = changed["command_timeout_s"]  # its range is checked by rclpy
+        if not changed.keys() & set(LIMIT_PARAMETERS):
             return SetParametersResult(successful=True)
         values = {name: changed.get(name, self.get_parameter(name).value) for name in LIMIT_PARAMETERS}
         try:
-            limits = check_limits(len(self.joint_names), *(values[name] for name in LIMIT_PARAMETERS))
+            self.goals.limits = JointLimits.of(len(self.joint_names), **values)
         except ValueError as exc:
             return SetParametersResult(successful=False, reason=str(exc))
-        self.limits = limits
         return SetParametersResult(successful=True)
 
     # -- health ------------------------------------------------------------------------------
@@ -294,8 +241,8 @@ class DynamixelDriver(Node):
         stats = self.bus.stats
         attempts, failed = stats.attempts - self._last_attempts, stats.failed_attempts - self._last_failed
         self._last_attempts, self._last_failed = stats.attempts, stats.failed_attempts
-        success = 1.0 - stats.failed_attempts / stats.attempts if stats.attempts else 0.0
-        recent = 1.0 - failed / attempts if attempts else 0.0
+        success = f"{1.0 - stats.failed_attempts / stats.attempts:.4f}" if stats.attempts else "n/a"
+        recent = f"{1.0 - failed / attempts:.4f}" if attempts else "n/a"
         status = DiagnosticStatus(name=f"{self.get_name()}: servo bus", hardware_id=self.bus.port_name)
         if not self.bus.is_open:
             status.level = DiagnosticStatus.ERROR
@@ -307,8 +254,8 @@ class DynamixelDriver(Node):
             status.level, status.message = DiagnosticStatus.OK, f"{self.rate_hz:g} Hz, reads fine"
         values = {
             "port_state": "open" if self.bus.is_open else "lost",
-            "read_success_rate": f"{success:.4f}",
-            "read_success_rate_recent": f"{recent:.4f}",
+            "read_success_rate": success,
+            "read_success_rate_recent": recent,
             "read_attempts": stats.attempts,
             "failed_attempts": stats.failed_attempts,
             "failed_reads": stats.failed_reads,
@@ -317,6 +264,7 @@ class DynamixelDriver(Node):
             "stale_replies": stats.stale_replies,
             "last_error": stats.last_error,
             "model_numbers": list(self.models),
+            "command_timeouts": self.goals.timeouts,
             **self.counts,
         }
         status.values = [KeyValue(key=key, value=str(value)) for key, value in values.items()]

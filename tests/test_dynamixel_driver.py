@@ -148,7 +148,7 @@ def test_velocity_goals_stop_when_commands_stop(emulator, executor, spin):
     listener.command(spin, executor, name=["shoulder"], velocity=[-0.5])
     assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] < -0.4, timeout=5)
     assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] == 0.0, timeout=5)
-    assert driver.counts["command_timeouts"] == 1
+    assert driver.goals.timeouts == 1
 
 
 def test_under_faults_it_keeps_publishing_counts_and_never_publishes_a_damaged_value(emulator, executor, spin):

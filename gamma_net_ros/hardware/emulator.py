@@ -197,7 +197,7 @@ class ServoBank:
             elif inst == Instruction.WRITE:
                 error, data = self._write(dxl_id, packet.params), b""
             elif inst == Instruction.REBOOT:
-                error, data = self._reboot(dxl_id), b""
+                error, data = self.reboot(dxl_id), b""
             else:
                 error, data = ErrorNumber.INSTRUCTION, b""
             # Broadcast READ/WRITE/REBOOT are carried out but never answered.
@@ -300,11 +300,8 @@ class ServoBank:
             return ErrorNumber.DATA_LIMIT
         return 0
 
-    def reboot(self, dxl_id: int) -> None:
-        """Restart one servo: torque off, goals reset to holding still (RAM back to its power-on state)."""
-        self._reboot(dxl_id)
-
-    def _reboot(self, dxl_id: int) -> int:
+    def reboot(self, dxl_id: int) -> int:
+        """Restart one servo: torque off, goals reset to holding still; returns the status error (0)."""
         self.set(dxl_id, ct.TORQUE_ENABLE, 0)
         self.set(dxl_id, ct.HARDWARE_ERROR_STATUS, 0)
         self.set(dxl_id, ct.GOAL_VELOCITY, 0)
@@ -398,6 +395,11 @@ class ServoEmulator:
         return str(self.link) if self.link else self._slave_name
 
     @property
+    def device(self) -> str:
+        """The pty slave the link points at (a new one after each reconnect)."""
+        return self._slave_name
+
+    @property
     def connected(self) -> bool:
         return self._master is not None
 
@@ -460,7 +462,7 @@ class ServoEmulator:
             return {
                 "connected": self.connected,
                 "port": self.port,
-                "device": self._slave_name,
+                "device": self.device,
                 "servos": self.bank.state(),
                 "faults": asdict(self.faults),
                 "counters": dict(self.counters),
@@ -725,7 +727,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     for sig in (signal.SIGINT, signal.SIGTERM):
         signal.signal(sig, lambda *_: stop.set())
     emulator._open_port()
-    print(f"servo emulator: ids {args.ids} on {emulator.port} -> {emulator._slave_name}; control {control}", flush=True)
+    print(f"servo emulator: ids {args.ids} on {emulator.port} -> {emulator.device}; control {control}", flush=True)
     emulator.serve(stop)
     return 0
 

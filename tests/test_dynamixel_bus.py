@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import signal
 import time
 
 import numpy as np
@@ -95,6 +96,30 @@ def test_close_turns_torque_off(emulator, bus):
     bus.close()
     assert not bus.is_open
     assert not any(s["torque"] for s in emulator.state()["servos"].values())
+
+
+class Interrupted(BaseException):
+    """Stands for the KeyboardInterrupt that Ctrl-C raises wherever the interpreter happens to be."""
+
+
+def test_torque_goes_off_even_after_an_interrupted_read(emulator, bus):
+    bus.connect(OperatingMode.VELOCITY)
+    emulator.set_faults(drop=1.0)  # the read waits inside the SDK for replies that never come
+
+    def interrupt(*_):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        with pytest.raises(Interrupted):
+            bus.read()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    emulator.set_faults(drop=0.0)
+    bus.close()
+    assert not any(s["torque"] for s in emulator.state()["servos"].values()), bus.stats.last_error
 
 
 def test_bad_configuration_is_refused_clearly(emulator):

@@ -258,6 +258,14 @@ class DynamixelBus:
             return fn(*args)
         except PORT_ERRORS as exc:
             raise self._lost(exc) from exc
+        except BaseException:
+            # Interrupted mid-transaction (Ctrl-C lands in the SDK's busy wait): the SDK would
+            # refuse every later request, torque off included, as "port in use", and part of a
+            # reply may still arrive.
+            if self._port is not None:
+                self._port.is_using = False
+            self._poisoned = True
+            raise
 
     def _drain(self) -> None:
         """Discard late bytes until the line has been quiet for quiet_s (at most 10 quiet_s), then flush."""

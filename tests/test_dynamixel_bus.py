@@ -1,0 +1,224 @@
+"""The servo bus: the real dynamixel_sdk on a pseudo-terminal, against the emulated servos."""
+
+from __future__ import annotations
+
+import math
+import signal
+import time
+
+import numpy as np
+import pytest
+
+from gamma_net_ros.hardware import control_table as ct
+from gamma_net_ros.hardware.bus import DynamixelBus, PortLost, ReadFailed, ServoError, TickCheck
+from gamma_net_ros.hardware.control_table import OperatingMode
+from gamma_net_ros.hardware.emulator import ServoBank, ServoEmulator
+
+HELD = [0.5, -0.3]  # rad, where the emulated servos start
+
+
+class FrozenClock:
+    def __call__(self):
+        return 50.0
+
+
+@pytest.fixture
+def emulator(tmp_path):
+    bank = ServoBank([1, 2], positions=HELD)
+    with ServoEmulator(bank, link=tmp_path / "ttyDXL", rng=np.random.default_rng(0)) as emu:
+        yield emu
+        # Every packet the SDK sent decoded cleanly in the emulator (our framing agrees with the SDK's).
+        assert emu.counters["bad_requests"] == 0
+
+
+@pytest.fixture
+def bus(emulator):
+    bus = DynamixelBus(emulator.port, ids=[1, 2])
+    yield bus
+    bus.close()
+
+
+def eventually(predicate, timeout=2.0) -> bool:
+    """A sync write gets no reply: poll until the emulator has carried it out."""
+    deadline = time.monotonic() + timeout
+    while not predicate() and time.monotonic() < deadline:
+        time.sleep(0.002)
+    return predicate()
+
+
+def goals(emulator, key: str) -> np.ndarray:
+    servos = emulator.state()["servos"]
+    return np.array([servos[1][key], servos[2][key]])
+
+
+def held_position(emulator) -> np.ndarray:
+    servos = emulator.state()["servos"]
+    return ct.ticks_to_rad([servos[1]["present_position"], servos[2]["present_position"]])
+
+
+def test_bus_reads_what_the_servos_hold(emulator, bus):
+    info = bus.connect(OperatingMode.VELOCITY)
+    assert info.model_numbers == (1020, 1020)
+    np.testing.assert_allclose(info.velocity_max, 350 * ct.RAD_S_PER_VELOCITY_UNIT)
+    np.testing.assert_allclose(info.position_min, -math.pi)
+    np.testing.assert_allclose(info.position_max, ct.ticks_to_rad(4095))
+    sample = bus.read()
+    np.testing.assert_array_equal(sample.position, held_position(emulator))
+    np.testing.assert_allclose(sample.position, HELD, atol=ct.RAD_PER_TICK / 2)
+    np.testing.assert_array_equal(sample.velocity, [0.0, 0.0])
+    assert sample.attempts == 1
+    servos = emulator.state()["servos"]
+    assert all(s["torque"] and s["operating_mode"] == OperatingMode.VELOCITY for s in servos.values())
+
+
+def test_velocity_goals_are_followed(emulator, bus):
+    bus.connect(OperatingMode.VELOCITY)
+    bus.write_velocity([1.0, -0.5])
+    expected = ct.velocity_units_to_rad_s(ct.rad_s_to_velocity_units([1.0, -0.5]))
+    assert eventually(lambda: np.array_equal(goals(emulator, "goal_velocity"), expected))
+    time.sleep(0.3)
+    sample = bus.read()
+    np.testing.assert_allclose(sample.velocity, [1.0, -0.5], atol=ct.RAD_S_PER_VELOCITY_UNIT)
+    assert sample.position[0] > HELD[0] + 0.2 and sample.position[1] < HELD[1] - 0.1
+
+
+def test_position_goals_are_followed_and_connect_holds_still(emulator, bus):
+    bus.connect(OperatingMode.POSITION)
+    np.testing.assert_allclose(goals(emulator, "goal_position"), HELD, atol=ct.RAD_PER_TICK)
+    bus.write_position([0.2, 0.4])
+    assert eventually(lambda: np.allclose(goals(emulator, "goal_position"), [0.2, 0.4], atol=ct.RAD_PER_TICK))
+    time.sleep(0.8)
+    np.testing.assert_allclose(bus.read().position, [0.2, 0.4], atol=0.01)
+
+
+def test_close_turns_torque_off(emulator, bus):
+    bus.connect(OperatingMode.VELOCITY)
+    bus.close()
+    assert not bus.is_open
+    assert not any(s["torque"] for s in emulator.state()["servos"].values())
+
+
+class Interrupted(BaseException):
+    """Stands for the KeyboardInterrupt that Ctrl-C raises wherever the interpreter happens to be."""
+
+
+def test_torque_goes_off_even_after_an_interrupted_read(emulator, bus):
+    bus.connect(OperatingMode.VELOCITY)
+    emulator.set_faults(drop=1.0)  # the read waits inside the SDK for replies that never come
+
+    def interrupt(*_):
+        raise Interrupted
+
+    previous = signal.signal(signal.SIGALRM, interrupt)
+    try:
+        signal.setitimer(signal.ITIMER_REAL, 0.01)
+        with pytest.raises(Interrupted):
+            bus.read()
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+    emulator.set_faults(drop=0.0)
+    bus.close()
+    assert not any(s["torque"] for s in emulator.state()["servos"].values()), bus.stats.last_error
+
+
+def test_bad_configuration_is_refused_clearly(emulator):
+    missing = DynamixelBus(emulator.port, ids=[1, 3], retries=0)
+    with pytest.raises(ServoError, match=r"servo 3 .*ping got no valid reply"):
+        missing.connect(OperatingMode.VELOCITY)
+    assert not missing.is_open
+    with pytest.raises(ValueError, match="distinct"):
+        DynamixelBus(emulator.port, ids=[1, 1])
+    with pytest.raises(ValueError, match="baud rate 12345"):
+        DynamixelBus(emulator.port, ids=[1], baud_rate=12345)
+    bus = DynamixelBus(emulator.port, ids=[1, 2])
+    bus.connect(OperatingMode.VELOCITY)
+    with pytest.raises(ValueError, match="2 finite numbers"):
+        bus.write_velocity([1.0, float("nan")])
+    with pytest.raises(ValueError, match="Goal Velocity"):
+        bus.write_velocity([1e9, 0.0])
+    bus.write_velocity([0.25, 0.0])
+    assert eventually(lambda: goals(emulator, "goal_velocity")[0] > 0.2)  # only the valid write arrived
+    bus.close()
+    with pytest.raises(PortLost, match="cannot open"):
+        DynamixelBus(str(emulator.port) + "-absent", ids=[1]).open()
+
+
+def test_header_bytes_in_the_data_are_stuffed_through_the_sdk(emulator):
+    """Velocity -1 then position 2045 put FF FF FF FF FD 07 in the reply: it must be stuffed and unstuffed."""
+    emulator.bank.clock = FrozenClock()  # hold the state exactly as placed
+    emulator.bank.place(1, position=float(ct.ticks_to_rad(2045)), velocity=-ct.RAD_S_PER_VELOCITY_UNIT)
+    bus = DynamixelBus(emulator.port, ids=[1, 2])
+    bus.open()
+    sample = bus.read()
+    assert sample.position[0] == ct.ticks_to_rad(2045)
+    assert sample.velocity[0] == -ct.RAD_S_PER_VELOCITY_UNIT
+    bus.close(torque_off=False)
+
+
+def test_lost_and_damaged_replies_are_retried_counted_and_never_returned(emulator, bus):
+    bus.connect(OperatingMode.VELOCITY)
+    held = bus.read().position
+    emulator.set_faults(drop=0.25, corrupt=0.25)
+    samples, failed = [], 0
+    for _ in range(25):
+        try:
+            samples.append(bus.read())
+        except ReadFailed:
+            failed += 1
+    counters = emulator.state()["counters"]
+    assert counters["dropped"] > 0 and counters["corrupted"] > 0
+    assert bus.stats.failed_attempts > 0 and bus.stats.failed_reads == failed
+    assert bus.stats.attempts == 1 + sum(s.attempts for s in samples) + 3 * failed
+    assert any(s.attempts > 1 for s in samples), "no read was rescued by a retry"
+    for sample in samples:  # the servos hold still: anything else would be a damaged value
+        np.testing.assert_array_equal(sample.position, held)
+        np.testing.assert_array_equal(sample.velocity, [0.0, 0.0])
+
+
+def test_late_replies_are_never_taken_for_fresh_ones(emulator, bus):
+    bus.connect(OperatingMode.VELOCITY)
+    bus.tick_check.max_age_s = 60.0  # no re-seeding during this test, however slow the machine
+    assert bus.read().attempts == 1
+    emulator.set_faults(delay=1.0, delay_s=0.06)  # every reply 60 ms late: after the SDK's ~34 ms wait
+    for _ in range(5):
+        with pytest.raises(ReadFailed):
+            bus.read()
+    # The late replies did reach the SDK as answers to later requests, and were refused.
+    assert bus.stats.stale_replies > 0
+    # Without the Realtime Tick check they would have been returned as fresh samples.
+    bus.tick_check.tolerance_ms = math.inf
+    assert bus.read() is not None
+    bus.tick_check.tolerance_ms = 20.0
+    emulator.set_faults(delay=0.0)
+    sample = bus.read()
+    np.testing.assert_array_equal(sample.position, held_position(emulator))
+
+
+def test_tick_check_by_hand():
+    check = TickCheck(tolerance_ms=10.0)
+    assert check.accept(1.000, [500, 9000])  # seeds the reference offsets
+    assert check.accept(1.033, [533, 9034])  # 33 ms later, ticks 33 and 34 ms later: fresh
+    assert not check.accept(1.100, [534, 9101])  # servo 1 sampled 66 ms before the request: late
+    assert check.accept(1.150, [650 + 30, 9150])  # served 30 ms slowly: fresh, and it barely raises the reference
+    assert check.accept(1.200, [700, 9200])  # back to normal: still fresh
+    assert not check.accept(1.300, [789, 9300])  # 11 ms too old
+    assert check.accept(9.0, [0, 0])  # nothing accepted for > 2 s: re-seeded
+    wrap = TickCheck(tolerance_ms=10.0)
+    assert wrap.accept(40.000, [32760])
+    assert wrap.accept(40.010, [2])  # the tick wrapped at 32768 ms
+    assert not wrap.accept(40.050, [3])
+
+
+def test_a_vanished_port_is_reported_and_reopened(emulator, bus):
+    bus.connect(OperatingMode.VELOCITY)
+    bus.read()
+    emulator.disconnect()  # until reconnect()
+    with pytest.raises(PortLost):
+        bus.read()
+    assert not bus.is_open and bus.stats.port_losses == 1
+    with pytest.raises(PortLost, match="cannot open"):
+        bus.connect(OperatingMode.VELOCITY)
+    emulator.reconnect()
+    bus.connect(OperatingMode.VELOCITY)
+    np.testing.assert_array_equal(bus.read().position, held_position(emulator))

@@ -1,0 +1,245 @@
+"""The dynamixel_driver node: real rclpy nodes, the real dynamixel_sdk, the servo emulator in its own process."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import pytest
+from rclpy.node import Node
+from rclpy.parameter import Parameter
+from rclpy.qos import qos_profile_sensor_data
+
+from gamma_net_ros.hardware import control_table as ct
+from gamma_net_ros.hardware.emulator import EmulatorClient
+from gamma_net_ros.paths import config_file
+from gamma_net_ros.processes import NodeProcess, node_command
+
+pytestmark = pytest.mark.ros
+
+HELD = [0.5, -0.3]  # rad, where the emulated shoulder and elbow start
+NAMES = ["shoulder", "elbow"]
+
+
+@pytest.fixture
+def emulator():
+    """A servo emulator process; yields (port, client). Requested before `executor`, so it outlives the driver."""
+    folder = tempfile.mkdtemp(prefix="dxl-", dir="/tmp")  # short: a Unix socket path has ~100 characters
+    link = f"{folder}/ttyDXL"
+    command = [sys.executable, "-u", "-m", "gamma_net_ros.hardware.emulator", "--link", link, "--ids", "1", "2",
+               "--positions", *map(str, HELD)]  # fmt: skip
+    process = NodeProcess(command).start(stdout=subprocess.DEVNULL)
+    client = EmulatorClient(f"{link}.ctl")
+    try:
+        client.wait_ready()
+        yield link, client
+    finally:
+        process.stop()
+        shutil.rmtree(folder, ignore_errors=True)
+
+
+def start_driver(executor, port, **params):
+    from gamma_net_ros.dynamixel_driver import DynamixelDriver
+
+    params = {"port": port, "diagnostics_period_s": 0.2, **params}
+    args = ["--ros-args", "--params-file", str(config_file("dynamixel"))]
+    for key, value in params.items():
+        args += ["-p", f"{key}:={value}"]
+    driver = DynamixelDriver(cli_args=args)
+    executor.add_node(driver)
+    return driver
+
+
+class Listener:
+    """What a user of the driver sees: joint_states, /diagnostics, and a joint_commands publisher."""
+
+    def __init__(self, executor):
+        from diagnostic_msgs.msg import DiagnosticArray
+        from sensor_msgs.msg import JointState
+
+        self.node = Node("dxl_test_listener")
+        self.states, self.diagnostics = [], []
+        self.node.create_subscription(JointState, "joint_states", self.states.append, qos_profile_sensor_data)
+        self.node.create_subscription(DiagnosticArray, "/diagnostics", self.diagnostics.append, 10)
+        self.publisher = self.node.create_publisher(JointState, "joint_commands", 10)
+        executor.add_node(self.node)
+
+    def command(self, spin, executor, **fields):
+        from sensor_msgs.msg import JointState
+
+        assert spin(executor, lambda: self.publisher.get_subscription_count() > 0, timeout=10)
+        self.publisher.publish(JointState(**fields))
+
+    def status(self) -> dict:
+        """The latest diagnostics as a dict of values, plus level and message."""
+        if not self.diagnostics:
+            return {}
+        (status,) = self.diagnostics[-1].status
+        return {"level": status.level, "message": status.message, **{kv.key: kv.value for kv in status.values}}
+
+
+def servo_state(client, key):
+    servos = client.state()["servos"]
+    return np.array([servos[1][key], servos[2][key]])
+
+
+def test_joint_states_match_the_emulated_servos(emulator, executor, spin):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    port, client = emulator
+    listener = Listener(executor)
+    start_driver(executor, port)
+    assert spin(executor, lambda: len(listener.states) >= 10 and listener.status(), timeout=15)
+    held = ct.ticks_to_rad(servo_state(client, "present_position"))
+    for msg in listener.states:
+        assert list(msg.name) == NAMES
+        np.testing.assert_array_equal(msg.position, held)
+        np.testing.assert_array_equal(msg.velocity, [0.0, 0.0])
+    stamps = [m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in listener.states]
+    assert all(np.diff(stamps) > 0)
+    assert servo_state(client, "torque").all() and (servo_state(client, "operating_mode") == 1).all()
+    status = listener.status()
+    assert status["level"] == DiagnosticStatus.OK and status["port_state"] == "open"
+    assert float(status["read_success_rate"]) == 1.0 and status["model_numbers"] == "[1020, 1020]"
+
+
+def test_commands_move_the_servos_within_the_limits(emulator, executor, spin):
+    port, client = emulator
+    listener = Listener(executor)
+    driver = start_driver(executor, port, command_timeout_s=0.0)
+    listener.command(spin, executor, name=["elbow"], velocity=[5.0])  # above velocity_max 2.0: clamped
+    assert spin(executor, lambda: listener.states and listener.states[-1].velocity[1] > 1.9, timeout=10)
+    assert listener.states[-1].velocity[0] == 0.0  # the shoulder was not commanded
+    assert driver.counts["clamped_commands"] == 1
+    # The elbow slows as it nears position_max (pi/2) and stops there: the soft stop.
+    assert spin(executor, lambda: abs(listener.states[-1].velocity[1]) < 0.05, timeout=10)
+    elbow = servo_state(client, "position")[1]
+    assert 1.45 < elbow < 1.58
+    # Malformed commands are refused whole and change nothing.
+    for bad in ({"name": ["wrist"], "velocity": [1.0]}, {"name": NAMES, "velocity": [0.5, float("nan")]},
+                {"name": NAMES, "velocity": [0.5]}):  # fmt: skip
+        listener.command(spin, executor, **bad)
+    assert spin(executor, lambda: driver.counts["rejected_commands"] == 3, timeout=5)
+    np.testing.assert_allclose(servo_state(client, "goal_velocity")[0], 0.0)
+    # A tighter limit set at run time is validated and used.
+    assert not driver.set_parameters([Parameter("velocity_max", value=[1.0])])[0].successful
+    assert driver.set_parameters([Parameter("velocity_max", value=[0.5, 0.5])])[0].successful
+    listener.command(spin, executor, name=NAMES, velocity=[-3.0, -3.0])
+    assert spin(executor, lambda: np.allclose(servo_state(client, "goal_velocity"), -0.5, atol=0.02), timeout=5)
+
+
+def test_position_commands_are_followed_within_the_limits(emulator, executor, spin):
+    port, client = emulator
+    listener = Listener(executor)
+    start_driver(executor, port, command_mode="position")
+    listener.command(spin, executor, name=["elbow", "shoulder"], position=[3.0, 0.2])  # elbow beyond pi/2
+    assert spin(executor, lambda: np.allclose(listener.states[-1].position if listener.states else [9, 9],
+                                              [0.2, np.pi / 2], atol=0.01), timeout=10)  # fmt: skip
+    np.testing.assert_allclose(servo_state(client, "goal_position"), [0.2, np.pi / 2], atol=ct.RAD_PER_TICK)
+
+
+def test_velocity_goals_stop_when_commands_stop(emulator, executor, spin):
+    port, client = emulator
+    listener = Listener(executor)
+    driver = start_driver(executor, port, command_timeout_s=0.3)
+    listener.command(spin, executor, name=["shoulder"], velocity=[-0.5])
+    assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] < -0.4, timeout=5)
+    assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] == 0.0, timeout=5)
+    assert driver.goals.timeouts == 1
+
+
+def test_under_faults_it_keeps_publishing_counts_and_never_publishes_a_damaged_value(emulator, executor, spin):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    port, client = emulator
+    listener = Listener(executor)
+    start_driver(executor, port)
+    assert spin(executor, lambda: len(listener.states) >= 3, timeout=15)
+    held = ct.ticks_to_rad(servo_state(client, "present_position"))
+    client.set_faults(drop=0.2, corrupt=0.2, delay=0.1, delay_s=0.06)
+    before = len(listener.states)
+    levels = set()
+
+    def enough():
+        levels.add(listener.status().get("level"))
+        status = listener.status()
+        return len(listener.states) >= before + 15 and int(status.get("missed_cycles", 0)) > 0
+
+    assert spin(executor, enough, timeout=20)
+    counters = client.state()["counters"]
+    assert counters["dropped"] and counters["corrupted"] and counters["delayed"]
+    for msg in listener.states:  # the servos hold still: any other value would be damaged data
+        np.testing.assert_array_equal(msg.position, held)
+        np.testing.assert_array_equal(msg.velocity, [0.0, 0.0])
+    status = listener.status()
+    assert DiagnosticStatus.WARN in levels
+    assert int(status["failed_attempts"]) > 0 and float(status["read_success_rate"]) < 1.0
+    assert status["last_error"].startswith("sync read")
+    # Every cycle either published a good read or was counted as missed.
+    assert int(status["cycles"]) == int(status["published"]) + int(status["missed_cycles"])
+
+
+def test_it_recovers_after_the_port_disappears(emulator, executor, spin):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    port, client = emulator
+    listener = Listener(executor)
+    driver = start_driver(executor, port, reconnect_interval_s=0.2)
+    assert spin(executor, lambda: len(listener.states) >= 3, timeout=15)
+    client.disconnect()  # until reconnect
+    assert spin(executor, lambda: listener.status().get("port_state") == "lost", timeout=10)
+    assert listener.status()["level"] == DiagnosticStatus.ERROR
+    during = len(listener.states)
+    spin(executor, lambda: False, timeout=0.5)  # retrying to reopen a port that is not there
+    assert len(listener.states) == during
+    client.reconnect()
+    assert spin(executor, lambda: len(listener.states) >= during + 5, timeout=10)
+    assert spin(executor, lambda: listener.status().get("port_state") == "open", timeout=5)
+    assert driver.counts["reconnects"] == 1 and int(listener.status()["port_losses"]) == 1
+    # Same node, same subscriptions: commands work again.
+    listener.command(spin, executor, name=["shoulder"], velocity=[0.3])
+    assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] > 0.25, timeout=5)
+
+
+def test_servos_that_stop_answering_are_reconfigured_when_they_return(emulator, executor, spin):
+    port, client = emulator
+    listener = Listener(executor)
+    start_driver(executor, port, reconnect_interval_s=0.2)
+    assert spin(executor, lambda: len(listener.states) >= 3, timeout=15)
+    client.set_faults(drop=1.0)  # servo power lost: the port stays, nobody answers
+    assert spin(executor, lambda: listener.status().get("port_state") == "lost", timeout=10)
+    assert "no valid reply" in listener.status()["message"]
+    client.reboot()  # power back: the servos restart with torque off
+    client.set_faults(drop=0.0)
+    assert not servo_state(client, "torque").any()
+    count = len(listener.states)
+    assert spin(executor, lambda: len(listener.states) >= count + 5, timeout=10)
+    assert servo_state(client, "torque").all()  # reconfigured: torque on again
+
+
+def test_ros_run_style_process_turns_torque_off_on_sigint(emulator, executor, spin):
+    port, client = emulator
+    listener = Listener(executor)
+    command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
+                           params={"port": port})  # fmt: skip
+    driver = NodeProcess(command).start(stdout=subprocess.DEVNULL)
+    try:
+        assert spin(executor, lambda: len(listener.states) >= 3, timeout=30)
+        assert servo_state(client, "torque").all()
+    finally:
+        assert driver.stop() == 0  # SIGINT: the clean path
+    assert not servo_state(client, "torque").any()
+
+
+def test_bad_configuration_is_refused_at_start(executor):
+    from gamma_net_ros.dynamixel_driver import DynamixelDriver
+
+    with pytest.raises(ValueError, match="one distinct joint name per servo id"):
+        DynamixelDriver(parameter_overrides=[Parameter("ids", value=[1, 2, 3])])
+    with pytest.raises(ValueError, match="position_min"):
+        DynamixelDriver(parameter_overrides=[Parameter("position_min", value=[2.0, 0.0])])
+    with pytest.raises(ValueError, match="command_mode"):
+        DynamixelDriver(parameter_overrides=[Parameter("command_mode", value="torque")])

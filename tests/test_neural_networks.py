@@ -137,7 +137,9 @@ def test_loss_scaling_reproduces_the_derivation_by_hand():
     assert v_tm1.grad.item() == pytest.approx(-2 * 1.8)
     # Semi-gradient: the bootstrap term carries no gradient.
     out_t = torch.tensor([[0.8]], requires_grad=True)
-    assert not td_errors(torch.tensor([[0.3]]), nstep_return, discount, out_t, output_scale(gamma, "delta")).requires_grad
+    assert not td_errors(
+        torch.tensor([[0.3]]), nstep_return, discount, out_t, output_scale(gamma, "delta")
+    ).requires_grad
 
 
 def test_scaled_theta_multiplies_the_initial_output():

@@ -115,7 +115,7 @@ def test_sampling_follows_priorities_and_weights_follow_dopamine():
     np.testing.assert_allclose(batch.probabilities, (batch.indices + 1) / total)
     # 1 / sqrt(p), normalized by the largest.
     np.testing.assert_allclose(importance_weights([0.25, 0.04]), [0.4, 1.0])
-    np.testing.assert_allclose(priorities_from_losses([[1.0, 4.0], [9.0, 0.0]]), np.sqrt([4.0, 9.0] + np.array(1e-10)))
+    np.testing.assert_allclose(priorities_from_losses([[1.0, 4.0], [9.0, 0.0]]), np.sqrt(np.array([4.0, 9.0]) + 1e-10))
 
 
 def test_state_round_trip_samples_the_same():
@@ -150,7 +150,7 @@ def test_bad_records_change_nothing():
         buf.add([[0.0, 0.0]], [1.0], [2], [False])
     with pytest.raises(ValueError, match="one value per record"):
         buf.add([[0.0, 0.0]], [1.0, 2.0], [False], [False])
-    with pytest.raises(ValueError, match="must be finite and > 0; got -1.0"):
+    with pytest.raises(ValueError, match=r"must be finite and > 0; got -1\.0"):
         buf.update_priorities(np.array([0]), [-1.0])
     after = buf.to_state_dict()
     for key in before:

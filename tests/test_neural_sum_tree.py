@@ -95,11 +95,11 @@ def test_bad_input_changes_nothing():
         tree.set([-1], [1.0])
     with pytest.raises(ValueError, match="got nan for index 3"):
         tree.set([2, 3], [1.0, np.nan])
-    with pytest.raises(ValueError, match="got -0.5"):
+    with pytest.raises(ValueError, match=r"got -0\.5"):
         tree.set([2], [-0.5])
     with pytest.raises(ValueError, match="got inf"):
         tree.set([2], [np.inf])
-    with pytest.raises(ValueError, match="must be finite and > 0; got 0.0"):
+    with pytest.raises(ValueError, match=r"must be finite and > 0; got 0\.0"):
         tree.update_positive([0], [0.0])
     with pytest.raises(ValueError, match="2 indices but priorities of shape"):
         tree.set([2, 3], [1.0])

@@ -315,7 +315,7 @@ class PrioritizedReplay:
                 f"replay state is (capacity, feature_size, n) = {shape}; "
                 f"this buffer is {(self.capacity, self.feature_size, self.n)}"
             )
-        added = int(np.asarray(state["added"]))
+        added = int(np.asarray(state["added"]).reshape(()))
         held = min(added, self.capacity)
         arrays = {k: np.asarray(state[k]) for k in ("features", "cumulants", "terminals", "truncateds")}
         for name, a in arrays.items():

@@ -19,6 +19,7 @@ from gamma_net_core.report import Report, write_json
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("timescales",), "gamma_net_core.experiments.timescale_table", "gamma <-> tau table (the paper's Table 1)"),
     (("demo",), "gamma_net_ros.demo", "the main job: real ROS 2 nodes exchanging predictions"),
+    (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),
 ]
 
 

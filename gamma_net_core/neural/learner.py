@@ -148,7 +148,7 @@ class NeuralConfig:
 
     def __post_init__(self) -> None:
         validate(self)
-        self.sampling  # noqa: B018 - TimescaleSampling checks tau_min < tau_max and a non-empty Γ_t
+        _ = self.sampling  # TimescaleSampling checks tau_min < tau_max and a non-empty Γ_t
         taus = np.asarray(self.probe_taus, dtype=np.float64)
         if np.unique(taus).size != taus.size:
             raise ValueError(f"NeuralConfig.probe_taus must be distinct; got {self.probe_taus!r}")

@@ -277,9 +277,18 @@ class PrioritizedReplay:
             probabilities=np.asarray(probabilities, dtype=np.float64),
         )
         _assemble(
-            slots, self.features, self.cumulants, self.terminals, self.truncateds, self.n,
-            batch.features, batch.bootstrap_features, batch.cumulants, batch.lengths, batch.bootstrap,
-        )  # fmt: skip
+            slots,
+            self.features,
+            self.cumulants,
+            self.terminals,
+            self.truncateds,
+            self.n,
+            batch.features,
+            batch.bootstrap_features,
+            batch.cumulants,
+            batch.lengths,
+            batch.bootstrap,
+        )
         return batch
 
     def update_priorities(self, indices, priorities) -> None:

@@ -22,6 +22,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("demo",), "gamma_net_ros.demo", "the main job: real ROS 2 nodes exchanging predictions"),
     (("square-wave",), "gamma_net_core.experiments.square_wave", "the paper's square-wave study (linear Γ-net)"),
     (("bench", "linear"), "gamma_net_core.bench.linear", "linear Γ-net steps per second against its NumPy reference"),
+    (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),
 ]
 
 

@@ -122,3 +122,85 @@ def compare(errors: Mapping[str, np.ndarray], taus) -> Comparison:
         bar_mean=norm_mean.mean(axis=1),
         bar_var=norm_var.mean(axis=1),
     )
+
+
+def scores_at_points(predictions, returns) -> tuple[np.ndarray, np.ndarray]:
+    """MSE and correlation along a sequence of evaluation points, per probe τ (the Atari study).
+
+    Args:
+      predictions: [..., P, n_tau]: predictions at P evaluation points, in their recorded order
+        (leading axes, e.g. runs and checkpoints, are kept).
+      returns: [P, n_tau]: the Monte-Carlo returns at the same points (broadcast over leading axes).
+
+    Returns:
+      (mse, correlation), each [..., n_tau]; correlation is NaN where predictions are constant.
+    """
+    p = np.asarray(predictions, dtype=np.float64)
+    r = np.asarray(returns, dtype=np.float64)
+    if p.ndim < 2 or p.shape[-2:] != r.shape:
+        raise ValueError(f"predictions [..., P, n_tau] must end in the returns' shape {r.shape}; got {p.shape}")
+    r = np.broadcast_to(r, p.shape)
+    return mse(p, r, axis=-2), correlation(p, r, axis=-2)
+
+
+def is_predictive(correlations) -> bool:
+    """The paper's filter: a configuration counts only if its correlation is positive.
+
+    Read here as: the mean over runs of the correlation is positive at every probe τ. A
+    network that outputs a constant (the failure the filter exists for) has NaN correlation
+    and fails.
+
+    Args:
+      correlations: [runs, n_tau] (or [n_tau]).
+    """
+    c = np.atleast_2d(np.asarray(correlations, dtype=np.float64))
+    mean = c.mean(axis=0)
+    return bool(np.all(np.isfinite(mean) & (mean > 0.0)))
+
+
+@dataclass(frozen=True)
+class PointComparison:
+    """Series compared at evaluation points: the paper's figures after its correlation filter."""
+
+    comparison: Comparison | None  # the series that passed the filter (None if none did)
+    correlations: dict[str, np.ndarray]  # every series: [runs, n_tau]
+    excluded: tuple[str, ...]  # series whose correlation was not positive
+
+    def to_json(self) -> dict:
+        return {
+            "comparison": self.comparison.to_json() if self.comparison else None,
+            "correlations": {k: v.tolist() for k, v in self.correlations.items()},
+            "excluded": list(self.excluded),
+        }
+
+
+def compare_at_points(predictions: Mapping[str, np.ndarray], returns, taus, *, last: int | None = None):
+    """MSE by τ, the per-τ normalization and bars, and the correlation filter, from raw predictions.
+
+    Args:
+      predictions: series -> [runs, P, n_tau], or [runs, evaluations, P, n_tau] for predictions
+        saved during training (the paper evaluates every 500k frames).
+      returns: [P, n_tau] Monte-Carlo returns at the evaluation points.
+      taus: the probe timescales [n_tau].
+      last: with evaluations, average each run's MSE and correlation over the last ``last``
+        of them (the paper: the last 5M of 20M frames, i.e. the last 10 evaluations).
+
+    Returns:
+      A :class:`PointComparison`.
+    """
+    errors, correlations, excluded = {}, {}, []
+    for name, values in predictions.items():
+        v = np.asarray(values, dtype=np.float64)
+        if v.ndim not in (3, 4):
+            raise ValueError(f"series {name!r}: predictions must be [runs, (evaluations,) P, n_tau]; got {v.shape}")
+        err, corr = scores_at_points(v, returns)
+        if v.ndim == 4:
+            window = slice(-last, None) if last else slice(None)
+            err, corr = err[:, window].mean(axis=1), corr[:, window].mean(axis=1)
+        correlations[name] = corr
+        if is_predictive(corr):
+            errors[name] = err
+        else:
+            excluded.append(name)
+    comparison = compare(errors, taus) if errors else None
+    return PointComparison(comparison=comparison, correlations=correlations, excluded=tuple(excluded))

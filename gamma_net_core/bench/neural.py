@@ -1,0 +1,237 @@
+"""`gamma-net bench neural`: neural learner updates per second, and prioritized replay sampling.
+
+Learner: one update of the paper's Atari learner (φ of 512, layers [512, 256, 128, 16, 1],
+batch 32, |Γ_t| = 8, n = 4, Adam), sampling from the replay included, timed two ways on the
+same learner in the same run:
+- tiled: :meth:`NeuralLearner.update`, the batch of 32 tiled with Γ_t into one [32, 8]
+  forward and one backward pass;
+- per-γ loop: :func:`gamma_net_core.neural.reference.reference_update`, a Python loop over
+  the 8 timescales with a separate forward and backward pass each (the straightforward way).
+The two alternate, and each is reported as the best of ``--repeats`` rounds (other work on a
+shared machine only ever slows a round down).
+
+Replay: from a full buffer (100,000 records of 512 float32 features, n = 4), sampling a
+batch of 32 windows (stratified sum-tree draws plus gathering φ, the cumulant windows and
+the bootstrap φ) and then updating their 32 priorities; and, for scale, the same number of
+draws and priority updates on :class:`gamma_net_core.neural.reference.ReferenceSumTree`
+(one item at a time in Python).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import time
+
+import numpy as np
+
+from gamma_net_core.report import Report, Table
+
+#: The issue's goals, printed next to the numbers (never asserted in tests).
+GOAL_RATIO = 4.0
+GOAL_REPLAY_US = 50.0
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--device", default="cpu", help="torch device for the learner: cpu, cuda, cuda:1, ...")
+    parser.add_argument("--updates", type=int, default=20, help="updates per timed round, each way")
+    parser.add_argument("--repeats", type=int, default=5, help="rounds; the best round counts")
+    parser.add_argument("--threads", type=int, default=0, help="torch CPU threads (0: torch's default)")
+    parser.add_argument("--embedding", default="direct", help="the Γ-net's embedding (the paper's reference: direct)")
+    parser.add_argument("--replay-capacity", type=int, default=100_000, help="records in the full replay buffer")
+    parser.add_argument("--replay-batches", type=int, default=2000, help="sample+update rounds per timing")
+    parser.add_argument(
+        "--tiny", action="store_true", help="small network and buffer (a smoke run of this command, not a benchmark)"
+    )
+
+
+def _machine(device: str) -> dict:
+    import torch
+
+    cpu = platform.processor() or "unknown CPU"
+    try:
+        with open("/proc/cpuinfo") as f:
+            cpu = next(line.split(":", 1)[1].strip() for line in f if line.startswith("model name"))
+    except (OSError, StopIteration):
+        pass
+    machine = {
+        "cpu": cpu,
+        "cores": os.cpu_count(),
+        "torch": torch.__version__,
+        "torch_threads": torch.get_num_threads(),
+        "load_average_1min": round(os.getloadavg()[0], 2),
+        "device": device,
+    }
+    if device.startswith("cuda"):
+        machine["gpu"] = torch.cuda.get_device_name(torch.device(device))
+    return machine
+
+
+def _learner(args):
+    from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
+
+    sizes = {"feature_size": 32, "hidden_sizes": (32, 16), "replay_capacity": 500} if args.tiny else {}
+    config = NeuralConfig(
+        embedding=args.embedding,
+        device=args.device,
+        min_replay_history=10**12,  # fill without training; updates are called directly
+        **{"replay_capacity": args.replay_capacity, **sizes},
+    )
+    learner = NeuralLearner(config)
+    rng = np.random.default_rng(0)
+    T = config.replay_capacity
+    features = np.maximum(rng.normal(size=(T, config.feature_size)), 0.0).astype(np.float32)  # ReLU-like φ
+    learner.observe_many(features, rng.normal(size=T), rng.random(T) < 1e-3)
+    return learner
+
+
+def _time_updates(learner, update, count: int) -> float:
+    import torch
+
+    synchronize = torch.cuda.synchronize if learner.device.type == "cuda" else (lambda: None)
+    synchronize()
+    started = time.perf_counter()
+    for _ in range(count):
+        update()
+    synchronize()
+    return (time.perf_counter() - started) / count
+
+
+def measure_learner(args) -> dict:
+    from gamma_net_core.neural.reference import reference_update
+
+    learner = _learner(args)
+    tiled, loop = learner.update, lambda: reference_update(learner)
+    for warm in (tiled, loop):
+        for _ in range(2):
+            warm()
+    best_tiled = best_loop = float("inf")
+    for _ in range(args.repeats):
+        best_tiled = min(best_tiled, _time_updates(learner, tiled, args.updates))
+        best_loop = min(best_loop, _time_updates(learner, loop, args.updates))
+    return {
+        "tiled_ms": best_tiled * 1e3,
+        "loop_ms": best_loop * 1e3,
+        "tiled_updates_per_s": 1.0 / best_tiled,
+        "loop_updates_per_s": 1.0 / best_loop,
+        "ratio": best_loop / best_tiled,
+        "parameters": sum(p.numel() for p in learner.online.parameters()),
+        "batch": learner.config.batch_size,
+        "gamma_t": learner.config.sampling.size,
+    }
+
+
+def measure_replay(args) -> dict:
+    from gamma_net_core.neural.reference import ReferenceSumTree
+    from gamma_net_core.neural.replay import PrioritizedReplay
+
+    capacity, D = (2000, 32) if args.tiny else (args.replay_capacity, 512)
+    rng = np.random.default_rng(1)
+    replay = PrioritizedReplay(capacity=capacity, feature_size=D, n=4, rng=rng)
+    chunk = 10_000
+    for start in range(0, capacity + 10, chunk):  # a little past full: the ring has wrapped
+        count = min(chunk, capacity + 10 - start)
+        replay.add(
+            rng.random((count, D), dtype=np.float32),
+            rng.normal(size=count),
+            rng.random(count) < 1e-3,
+            np.zeros(count, bool),
+        )
+    replay.update_priorities(np.arange(capacity), rng.random(capacity) + 0.01)
+    new_priorities = [rng.random(32) + 0.01 for _ in range(64)]
+
+    def sample_and_update(rounds: int) -> float:
+        started = time.perf_counter()
+        for i in range(rounds):
+            batch = replay.sample(32)
+            replay.update_priorities(batch.indices, new_priorities[i % 64])
+        return (time.perf_counter() - started) / rounds
+
+    def tree_only(rounds: int) -> float:
+        tree = replay.tree
+        started = time.perf_counter()
+        for i in range(rounds):
+            slots, _ = tree.stratified_sample(32, rng)
+            tree.update_positive(slots, new_priorities[i % 64])
+        return (time.perf_counter() - started) / rounds
+
+    plain = ReferenceSumTree(capacity)
+    for i, p in enumerate(replay.tree.leaves):
+        plain.set(i, float(p))
+
+    def plain_tree(rounds: int) -> float:
+        started = time.perf_counter()
+        for i in range(rounds):
+            total = plain.total
+            slots = [plain.query((k + rng.random()) * total / 32) for k in range(32)]
+            for slot, p in zip(slots, new_priorities[i % 64]):
+                plain.set(slot, float(p))
+        return (time.perf_counter() - started) / rounds
+
+    rounds = max(1, args.replay_batches)
+    sample_and_update(50)
+    best = {name: float("inf") for name in ("replay", "tree", "plain")}
+    for _ in range(args.repeats):
+        best["replay"] = min(best["replay"], sample_and_update(rounds))
+        best["tree"] = min(best["tree"], tree_only(rounds))
+        best["plain"] = min(best["plain"], plain_tree(max(1, rounds // 20)))
+    return {
+        "capacity": capacity,
+        "feature_size": D,
+        "replay_us": best["replay"] * 1e6,
+        "tree_us": best["tree"] * 1e6,
+        "plain_tree_us": best["plain"] * 1e6,
+        "tree_ratio": best["plain"] / best["tree"],
+    }
+
+
+def run(args: argparse.Namespace) -> Report:
+    import torch
+
+    if args.threads:
+        torch.set_num_threads(args.threads)
+    if args.updates < 1 or args.repeats < 1:
+        raise ValueError(f"--updates and --repeats must be >= 1; got {args.updates} and {args.repeats}")
+    machine = _machine(args.device)
+    learner = measure_learner(args)
+    replay = measure_replay(args)
+
+    m = Table("machine", ["cpu", "cores", "torch threads", "load (1 min)", "device"])
+    m.add(
+        machine["cpu"],
+        machine["cores"],
+        machine["torch_threads"],
+        machine["load_average_1min"],
+        machine.get("gpu", machine["device"]),
+    )
+    u = Table(
+        f"learner update ({learner['parameters']:,} parameters, batch {learner['batch']} x |Gamma_t| "
+        f"{learner['gamma_t']}, best of {args.repeats} x {args.updates})",
+        ["implementation", "ms/update", "updates/s", "vs loop"],
+        formats={"ms/update": "{:.3f}", "updates/s": "{:.1f}", "vs loop": "{:.2f}x"},
+    )
+    u.add("tiled [32, 8] batch", learner["tiled_ms"], learner["tiled_updates_per_s"], learner["ratio"])
+    u.add("per-gamma loop (reference)", learner["loop_ms"], learner["loop_updates_per_s"], 1.0)
+    r = Table(
+        f"replay: full buffer of {replay['capacity']:,} records x {replay['feature_size']} float32, n = 4",
+        ["operation", "us"],
+        formats={"us": "{:.1f}"},
+    )
+    r.add("sample 32 windows + update 32 priorities", replay["replay_us"])
+    r.add("sum tree only: 32 stratified draws + 32 updates", replay["tree_us"])
+    r.add("plain Python sum tree (reference): the same", replay["plain_tree_us"])
+    g = Table("goals (issue 6)", ["goal", "target", "measured", "met"])
+    g.add(
+        "tiled update vs per-gamma loop",
+        f">= {GOAL_RATIO:g}x",
+        f"{learner['ratio']:.2f}x",
+        learner["ratio"] >= GOAL_RATIO,
+    )
+    g.add(
+        "replay sample + priority update",
+        f"< {GOAL_REPLAY_US:g} us",
+        f"{replay['replay_us']:.1f} us",
+        replay["replay_us"] < GOAL_REPLAY_US,
+    )
+    return Report(tables=[m, u, r, g], data={"machine": machine, "learner": learner, "replay": replay})

@@ -1,0 +1,39 @@
+"""`gamma-net bench neural` runs end to end on a tiny budget (timings are never asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_bench_script_reports_learner_and_replay(tmp_path):
+    out = tmp_path / "bench.json"
+    args = ["--tiny", "--updates", "2", "--repeats", "1", "--replay-batches", "5", "--threads", "1", "--json", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_neural.py"), *args],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=300,
+    )
+    assert result.returncode == 0, result.stderr
+    assert "per-gamma loop (reference)" in result.stdout and "goals" in result.stdout
+    data = json.loads(out.read_text())["data"]
+    learner, replay = data["learner"], data["replay"]
+    assert (learner["batch"], learner["gamma_t"]) == (32, 8)
+    assert learner["ratio"] == learner["loop_ms"] / learner["tiled_ms"] > 0
+    assert replay["replay_us"] > 0 and replay["plain_tree_us"] > 0
+    assert data["machine"]["torch_threads"] == 1 and data["machine"]["device"] == "cpu"
+
+
+def test_bench_refuses_a_device_it_does_not_have(tmp_path):
+    from gamma_net_core.cli import main
+
+    assert main(["bench", "neural", "--tiny", "--device", "toaster"]) == 1

@@ -1,0 +1,300 @@
+"""The neural learner: tiled batch against the per-γ loop, schedule, a Markov chain at unseen γ,
+checkpoints and resume, bad input, a diverging loss."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from gamma_net_core.checkpoint import CheckpointError
+from gamma_net_core.config import from_mapping, to_mapping
+from gamma_net_core.neural.interpolation import interpolate
+from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
+from gamma_net_core.neural.reference import reference_gradients
+
+D = 6
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    """Small matrices on a shared 2-core machine: one thread avoids OpenMP spin-waiting (10x slower here)."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+def small(**changes) -> NeuralConfig:
+    base = dict(
+        feature_size=D,
+        hidden_sizes=(16, 8),
+        batch_size=8,
+        replay_capacity=200,
+        min_replay_history=20,
+        update_period=2,
+        target_sync_period=5,
+        step_size=1e-3,
+        seed=3,
+    )
+    return NeuralConfig(**{**base, **changes})
+
+
+def stream(T, seed=0):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.random((T, D)).astype(np.float32),
+        rng.normal(size=T),
+        rng.random(T) < 0.05,
+        rng.random(T) < 0.03,
+    )
+
+
+@pytest.mark.parametrize("embedding", ["direct", "l_embed", "h_l_embed", "matrix"])
+@pytest.mark.parametrize("scaling", ["none", "delta"])
+def test_tiled_batch_gives_the_per_gamma_loop_gradients(embedding, scaling):
+    learner = NeuralLearner(small(embedding=embedding, scaling=scaling, min_replay_history=10**6))
+    learner.observe_many(*stream(120))
+    learner.target.layers[0].weight.data.mul_(0.9)  # a target that differs from the online network
+    batch = learner.replay.sample(8)
+    gammas = learner.training_gammas()
+    assert gammas.shape == (8,)
+    loss, delta = learner.loss(batch, gammas)
+    learner.optimizer.zero_grad()
+    loss.backward()
+    tiled = {n: p.grad.clone() for n, p in learner.online.named_parameters()}
+    learner.optimizer.zero_grad()
+    loop_loss, loop_delta = reference_gradients(learner, batch, gammas)
+    assert loss.item() == pytest.approx(loop_loss, rel=1e-5)
+    np.testing.assert_allclose(delta.detach().numpy(), loop_delta, rtol=1e-5, atol=1e-6)
+    for name, p in learner.online.named_parameters():
+        torch.testing.assert_close(tiled[name], p.grad, rtol=1e-4, atol=1e-7, msg=name)
+
+
+def test_schedule_first_update_then_every_period_and_target_sync():
+    learner = NeuralLearner(small(min_replay_history=10, update_period=4, target_sync_period=3))
+    phi, c, term, trunc = stream(30)
+    trained_at = []
+    for t in range(30):
+        if learner.observe(phi[t], c[t], terminal=term[t], truncated=trunc[t]) is not None:
+            trained_at.append(learner.transitions)
+        if learner.updates == 3 and trained_at[-1:] == [learner.transitions]:
+            synced = all(torch.equal(a, b) for a, b in zip(learner.online.parameters(), learner.target.parameters()))
+            assert synced
+    assert trained_at == [12, 16, 20, 24, 28]
+    assert learner.updates == 5
+    assert not all(torch.equal(a, b) for a, b in zip(learner.online.parameters(), learner.target.parameters()))
+
+
+def test_offline_loop_equals_the_stream():
+    data = stream(150, seed=4)
+    a, b = NeuralLearner(small()), NeuralLearner(small())
+    losses = [a.observe(data[0][t], data[1][t], terminal=data[2][t], truncated=data[3][t]) for t in range(150)]
+    offline = b.observe_many(*data)
+    np.testing.assert_array_equal([x for x in losses if x is not None], offline)
+    for p, q in zip(a.online.parameters(), b.online.parameters()):
+        assert torch.equal(p, q)
+    assert (a.transitions, a.updates) == (b.transitions, b.updates) == (150, 66)
+
+
+def test_learns_a_markov_chain_at_timescales_it_never_trained_on():
+    """Six states, one-hot features, known values V_γ = (I - γP)^-1 r at every γ.
+
+    Γ_t holds only integer τ in [1, 10]; predictions at τ = 1.5, 2.5, 4.5, 7.5, 9.5 must be within 0.1 of the
+    truth on the paper's display scale, (1 - γ) V (the cumulants lie in [-1, 1]), and 5 times better than at
+    initialization. 1,500 updates.
+    """
+    S = 6
+    rng = np.random.default_rng(0)
+    P = rng.random((S, S)) ** 3
+    P /= P.sum(axis=1, keepdims=True)
+    r = np.array([1.0, 0.0, -1.0, 0.5, 0.0, -0.5])
+    states = np.empty(1700, dtype=np.int64)
+    s = 0
+    for t in range(states.size):
+        states[t] = s
+        s = rng.choice(S, p=P[s])
+    config = NeuralConfig(
+        feature_size=S,
+        hidden_sizes=(32, 32),
+        tau_max=10.0,
+        n_gamma=0,
+        n_tau=6,
+        integer_tau=True,
+        step_size=3e-3,
+        min_replay_history=200,
+        update_period=1,
+        target_sync_period=100,
+        replay_capacity=10_000,
+        seed=1,
+    )
+    learner = NeuralLearner(config)
+    unseen_taus = np.array([1.5, 2.5, 4.5, 7.5, 9.5])
+    gammas = 1.0 - 1.0 / unseen_taus
+    truth = np.stack([np.linalg.solve(np.eye(S) - g * P, r) for g in gammas], axis=1)
+
+    def scaled_error():
+        return np.abs((learner.predict(np.eye(S), gammas) - truth) * (1.0 - gammas)).max()
+
+    before = scaled_error()
+    learner.observe_many(np.eye(S, dtype=np.float32)[states], r[states])
+    after = scaled_error()
+    assert learner.updates == 1501
+    assert after < 0.1, after
+    assert after < 0.2 * before, (before, after)
+
+
+def test_checkpoint_round_trip_and_resume_equals_not_stopping(tmp_path):
+    data = stream(200, seed=7)
+    learner = NeuralLearner(small())
+    learner.observe_many(*(a[:120] for a in data))
+    path = learner.save(tmp_path / "learner.pt")
+    state = torch.load(path, weights_only=True)  # no arbitrary pickle needed
+    assert state["updates"] == learner.updates
+    resumed = NeuralLearner.load(path)
+    probe = np.random.default_rng(1).random((5, D))
+    np.testing.assert_array_equal(resumed.predict(probe, [0.0, 0.5, 0.99]), learner.predict(probe, [0.0, 0.5, 0.99]))
+    assert (resumed.transitions, resumed.updates) == (learner.transitions, learner.updates)
+    # The next updates are the ones the learner that never stopped makes.
+    a = learner.observe_many(*(x[120:] for x in data))
+    b = resumed.observe_many(*(x[120:] for x in data))
+    assert len(a) > 5
+    np.testing.assert_array_equal(a, b)
+    for p, q in zip(learner.online.parameters(), resumed.online.parameters()):
+        assert torch.equal(p, q)
+    for p, q in zip(learner.target.parameters(), resumed.target.parameters()):
+        assert torch.equal(p, q)
+    np.testing.assert_array_equal(learner.replay.tree.nodes, resumed.replay.tree.nodes)
+
+
+def test_checkpoint_of_another_configuration_is_refused(tmp_path):
+    path = NeuralLearner(small()).save(tmp_path / "a.pt")
+    with pytest.raises(CheckpointError, match="embedding: file has 'direct', expected 'l_embed'"):
+        NeuralLearner.load(path, config=small(embedding="l_embed"))
+    assert NeuralLearner.load(path, config=small(device="cpu")).config == small()
+    (tmp_path / "junk.pt").write_bytes(b"not a checkpoint")
+    with pytest.raises(CheckpointError, match="not a readable checkpoint"):
+        NeuralLearner.load(tmp_path / "junk.pt")
+    torch.save({"format": "something else"}, tmp_path / "other.pt")
+    with pytest.raises(CheckpointError, match="not a neural learner checkpoint"):
+        NeuralLearner.load(tmp_path / "other.pt")
+
+
+def test_bad_input_names_the_value_and_changes_nothing():
+    learner = NeuralLearner(small())
+    learner.observe_many(*stream(40))
+    before = (learner.transitions, learner.updates, learner.replay.added)
+    params = [p.clone() for p in learner.online.parameters()]
+    with pytest.raises(ValueError, match=r"features must be \[T, 6\] numbers; got shape \(5,\)"):
+        learner.observe(np.zeros(5), 1.0)
+    with pytest.raises(ValueError, match="got nan at record 0, feature 2"):
+        learner.observe([0, 0, np.nan, 0, 0, 0], 1.0)
+    with pytest.raises(ValueError, match="cumulants must be finite; got nan"):
+        learner.observe(np.zeros(D), float("nan"))
+    with pytest.raises(ValueError, match="got inf at record 3"):
+        learner.observe_many(np.zeros((5, D)), [0, 0, 0, np.inf, 0])
+    with pytest.raises(ValueError, match=r"gamma must be in \[0, 1\); got 1\.0 at index 1"):
+        learner.predict(np.zeros(D), [0.5, 1.0])
+    with pytest.raises(ValueError, match=r"got -0\.1"):
+        learner.predict(np.zeros(D), [-0.1])
+    with pytest.raises(ValueError, match=r"features must be \[B, 6\]"):
+        learner.predict(np.zeros((2, 7)), [0.5])
+    with pytest.raises(ValueError, match="got inf at state 1, feature 0"):
+        learner.predict([[0.0] * D, [np.inf] + [0.0] * 5], [0.5])
+    assert (learner.transitions, learner.updates, learner.replay.added) == before
+    assert all(torch.equal(p, q) for p, q in zip(params, learner.online.parameters()))
+    with pytest.raises(ValueError, match=r"NeuralConfig\.embedding must be one of"):
+        small(embedding="concat")
+    with pytest.raises(ValueError, match="is not a torch device"):
+        NeuralLearner(small(device="toaster"))
+
+
+@pytest.mark.skipif(torch.cuda.is_available(), reason="needs a machine without CUDA")
+def test_asking_for_cuda_without_it_is_a_clear_error():
+    with pytest.raises(ValueError, match=r"NeuralConfig.device 'cuda' asks for CUDA, but torch.cuda.is_available"):
+        NeuralLearner(small(device="cuda"))
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_runs_unchanged_on_cuda_and_its_checkpoint_loads_on_cpu(tmp_path):
+    data = stream(120, seed=5)
+    gpu, cpu = NeuralLearner(small(device="cuda")), NeuralLearner(small())
+    gpu_losses, cpu_losses = gpu.observe_many(*data), cpu.observe_many(*data)
+    np.testing.assert_allclose(gpu_losses, cpu_losses, rtol=1e-3, atol=1e-5)
+    phi = np.random.default_rng(0).random((4, D))
+    np.testing.assert_allclose(gpu.predict(phi, [0.0, 0.9]), cpu.predict(phi, [0.0, 0.9]), rtol=1e-3, atol=1e-4)
+    moved = NeuralLearner.load(gpu.save(tmp_path / "gpu.pt"), device="cpu")
+    np.testing.assert_allclose(moved.predict(phi, [0.0, 0.9]), gpu.predict(phi, [0.0, 0.9]), rtol=1e-6)
+
+
+def test_a_diverging_loss_stops_training_and_keeps_the_last_checkpoint(tmp_path):
+    learner = NeuralLearner(small(min_replay_history=8, update_period=1))
+    learner.observe_many(*stream(30))
+    path = learner.save(tmp_path / "last.pt")
+    saved = path.read_bytes()
+    # A cumulant of 1e30 is finite, but its squared TD error overflows float32.
+    for _ in range(50):
+        params = [p.clone() for p in learner.online.parameters()]
+        updates = learner.updates
+        try:
+            learner.observe(np.ones(D), 1e30)
+        except TrainingDiverged as exc:
+            assert f"loss became inf at update {updates + 1}" in str(exc)
+            break
+    else:
+        pytest.fail("the loss never overflowed")
+    assert learner.updates == updates
+    assert all(torch.equal(p, q) for p, q in zip(params, learner.online.parameters()))
+    with pytest.raises(TrainingDiverged, match="training has stopped"):
+        learner.observe(np.ones(D), 0.0)
+    with pytest.raises(TrainingDiverged, match="not saving"):
+        learner.save(path)
+    assert path.read_bytes() == saved
+    assert learner.predict(np.ones(D), [0.5]).shape == (1, 1)  # predictions still come from the last good weights
+
+
+def test_predictions_are_in_the_cumulants_units():
+    learner = NeuralLearner(small(scaling="delta"))
+    phi, gammas = np.random.default_rng(0).random((3, D)), np.array([0.0, 0.9, 0.99])
+    with torch.no_grad():
+        f = learner.online(torch.as_tensor(phi, dtype=torch.float32), torch.as_tensor(gammas, dtype=torch.float32))
+    np.testing.assert_allclose(learner.predict(phi, gammas), f.double().numpy() / (1 - gammas), rtol=1e-6)
+
+
+def test_scaled_theta_keeps_the_initial_noise_of_an_unscaled_network():
+    phi = np.random.default_rng(0).random((4, D))
+    gammas = np.array([0.0, 0.5, 0.9, 0.99])  # tau_max = 100: gamma_max = 0.99
+    plain = NeuralLearner(small(scaling="none")).predict(phi, gammas)
+    scaled = NeuralLearner(small(scaling="delta")).predict(phi, gammas)
+    theta = NeuralLearner(small(scaling="delta_theta")).predict(phi, gammas)
+    # Same seed, same initial weights: dividing by (1 - γ) amplifies the noise up to 100 times...
+    np.testing.assert_allclose(scaled, plain / (1 - gammas), rtol=1e-5)
+    # ...and scaling the output layer by 1 - γ_max brings it back to at most the unscaled network's.
+    np.testing.assert_allclose(theta, plain * 0.01 / (1 - gammas), rtol=1e-4)
+    np.testing.assert_allclose(theta[:, -1], plain[:, -1], rtol=1e-4)
+    assert np.all(np.abs(theta) <= np.abs(plain) * (1 + 1e-4))
+
+
+def test_probe_networks_train_and_interpolate():
+    learner = NeuralLearner(small(network="probes", probe_taus=(1.0, 2.0, 10.0), scaling="delta_theta"))
+    assert learner.training_gammas().tolist() == [0.0, 0.5, 0.9]
+    losses = learner.observe_many(*stream(80))
+    assert len(losses) == 31 and np.isfinite(losses).all()
+    phi = np.random.default_rng(2).random((3, D))
+    at_probes = learner.predict(phi, [0.0, 0.5, 0.9])
+    between = learner.predict(phi, [0.25, 0.8])
+    np.testing.assert_allclose(between, interpolate([0.0, 0.5, 0.9], at_probes, [0.25, 0.8], scale="tau"))
+    with pytest.raises(ValueError, match="outside the probes' range"):
+        learner.predict(phi, [0.95])
+
+
+def test_config_round_trips_through_the_yaml_door():
+    config = small(embedding="matrix", timescale_inputs="tau", probe_taus=(1.0, 3.0))
+    assert from_mapping(NeuralConfig, to_mapping(config)) == config
+    assert dataclasses.replace(config, seed=4).seed == 4
+    defaults = NeuralConfig()
+    assert (defaults.step_size, defaults.adam_eps, defaults.batch_size, defaults.n_step) == (6.25e-5, 1e-8, 32, 4)
+    assert (defaults.replay_capacity, defaults.min_replay_history, defaults.update_period) == (100_000, 20_000, 4)
+    assert defaults.target_sync_period == 10_000 and defaults.sampling.size == 8

@@ -139,6 +139,40 @@ class OnlineGammaNet:
         self.latest = result
         return Step(sample=result, learned=learned, new_episode=new_episode)
 
+    def learn_recording(self, *, stamps, inputs, cumulants) -> int:
+        """Learn from a whole recording of accepted readings at numba speed (e.g. a bag, offline).
+
+        The same transitions, Gamma_t draws and episode boundaries as feeding the readings to
+        :meth:`observe` one by one: so a predictor can start from what it learned on a bag.
+
+        Args:
+          stamps: [T] s, of readings that passed selection (e.g. ``JointData.stamps``).
+          inputs: [T, n_inputs] normalized inputs; cumulants: [T], the signal measured at each reading.
+
+        Returns:
+          The number of updates made.
+        """
+        stamps = np.asarray(stamps, dtype=np.float64)
+        inputs = np.asarray(inputs, dtype=np.float64)
+        cumulants = np.asarray(cumulants, dtype=np.float64)
+        if not (stamps.shape[0] == inputs.shape[0] == cumulants.shape[0]):
+            raise ValueError(
+                f"stamps {stamps.shape}, inputs {inputs.shape}, cumulants {cumulants.shape} differ in length"
+            )
+        breaks = np.flatnonzero((np.diff(stamps) < 0) | (np.diff(stamps) > self.max_gap)) + 1
+        before = self.net.update_count
+        for episode in np.split(np.arange(stamps.shape[0]), breaks):
+            if episode.size and self.learning and episode.size > 1:
+                self.net.learn_recording(
+                    states_t=inputs[episode[:-1]],
+                    cumulants=cumulants[episode[1:]],
+                    states_tp1=inputs[episode[1:]],
+                    timescales=self.sampler,
+                )
+            self.episodes += int(episode.size > 0)
+        self.start_episode()
+        return self.net.update_count - before
+
     def predict(self, gammas) -> np.ndarray:
         """Predicted returns at the latest state for each gamma [G], in the cumulant's units.
 

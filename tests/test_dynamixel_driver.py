@@ -114,10 +114,10 @@ def test_commands_move_the_servos_within_the_limits(emulator, executor, spin):
     assert spin(executor, lambda: listener.states and listener.states[-1].velocity[1] > 1.9, timeout=10)
     assert listener.states[-1].velocity[0] == 0.0  # the shoulder was not commanded
     assert driver.counts["clamped_commands"] == 1
-    # The elbow slows as it nears position_max (pi/2) and stops there: the soft stop.
+    # The elbow slows as it nears position_max (2.9 rad, config/dynamixel.yaml) and stops there: the soft stop.
     assert spin(executor, lambda: abs(listener.states[-1].velocity[1]) < 0.05, timeout=10)
     elbow = servo_state(client, "position")[1]
-    assert 1.45 < elbow < 1.58
+    assert 2.78 < elbow < 2.91
     # Malformed commands are refused whole and change nothing.
     for bad in ({"name": ["wrist"], "velocity": [1.0]}, {"name": NAMES, "velocity": [0.5, float("nan")]},
                 {"name": NAMES, "velocity": [0.5]}):  # fmt: skip
@@ -135,10 +135,10 @@ def test_position_commands_are_followed_within_the_limits(emulator, executor, sp
     port, client = emulator
     listener = Listener(executor)
     start_driver(executor, port, command_mode="position")
-    listener.command(spin, executor, name=["elbow", "shoulder"], position=[3.0, 0.2])  # elbow beyond pi/2
+    listener.command(spin, executor, name=["elbow", "shoulder"], position=[3.0, 0.2])  # elbow beyond 2.9
     assert spin(executor, lambda: np.allclose(listener.states[-1].position if listener.states else [9, 9],
-                                              [0.2, np.pi / 2], atol=0.01), timeout=10)  # fmt: skip
-    np.testing.assert_allclose(servo_state(client, "goal_position"), [0.2, np.pi / 2], atol=ct.RAD_PER_TICK)
+                                              [0.2, 2.9], atol=0.01), timeout=10)  # fmt: skip
+    np.testing.assert_allclose(servo_state(client, "goal_position"), [0.2, 2.9], atol=ct.RAD_PER_TICK)
 
 
 def test_velocity_goals_stop_when_commands_stop(emulator, executor, spin):

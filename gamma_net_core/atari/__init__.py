@@ -1,0 +1,5 @@
+"""The Atari study's data side: ALE with the paper's settings, policies and φ, a DQN trainer,
+transition recording, evaluation points and Monte-Carlo rollouts (local processes or Ray).
+
+Modules import torch, ale_py and ray only where they need them; import the submodules.
+"""

@@ -109,7 +109,7 @@ def test_bad_network_files_are_refused_with_the_reason(tmp_path):
     with pytest.raises(CheckpointError, match="missing tensors"):
         load_q_network(tmp_path / "missing.pt")
     (tmp_path / "junk.pt").write_bytes(b"not a torch file")
-    with pytest.raises(CheckpointError, match="junk.pt"):
+    with pytest.raises(CheckpointError, match=r"junk\.pt"):
         load_q_network(tmp_path / "junk.pt")
     with pytest.raises(FileNotFoundError, match="neither 'random'"):
         load_policy(str(tmp_path / "nope.pt"), num_actions=9)

@@ -19,6 +19,10 @@ from gamma_net_core.report import Report, write_json
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("timescales",), "gamma_net_core.experiments.timescale_table", "gamma <-> tau table (the paper's Table 1)"),
     (("demo",), "gamma_net_ros.demo", "the main job: real ROS 2 nodes exchanging predictions"),
+    (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
+    (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
+    (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),
+    (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
 ]
 
 

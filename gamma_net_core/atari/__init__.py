@@ -3,3 +3,6 @@ transition recording, evaluation points and Monte-Carlo rollouts (local processe
 
 Modules import torch, ale_py and ray only where they need them; import the submodules.
 """
+
+#: Size of φ, the Nature CNN's 512-unit penultimate layer (the paper's Γ-net input).
+FEATURE_SIZE = 512

@@ -23,11 +23,11 @@ from typing import Any
 import torch
 from torch import nn
 
+from gamma_net_core.atari import FEATURE_SIZE
 from gamma_net_core.checkpoint import CheckpointError, load_torch, save_torch
 
 KIND = "nature_q_network"
 VERSION = 1
-FEATURE_SIZE = 512
 
 
 class NatureQNetwork(nn.Module):

@@ -22,9 +22,8 @@ import pathlib
 from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
-import torch
 
-from gamma_net_core.atari.networks import FEATURE_SIZE, NatureQNetwork, load_q_network, random_network
+from gamma_net_core.atari import FEATURE_SIZE
 
 #: ε of the paper's data generation ("evaluation mode"); agents trained with 0.001.
 EVAL_EPSILON = 0.0001
@@ -61,7 +60,12 @@ class Policy(Protocol):
         ...
 
 
-def _batch(observation: np.ndarray) -> torch.Tensor:
+# torch is imported where a network runs: a random policy's rollouts never need it (worker start-up).
+
+
+def _batch(observation: np.ndarray):
+    import torch
+
     return torch.from_numpy(np.ascontiguousarray(observation))[None]
 
 
@@ -72,7 +76,7 @@ class EpsilonGreedyPolicy:
     generator's stream does not depend on the network's output.
     """
 
-    def __init__(self, network: NatureQNetwork, *, epsilon: float = EVAL_EPSILON, description: dict | None = None):
+    def __init__(self, network, *, epsilon: float = EVAL_EPSILON, description: dict | None = None):
         if not 0.0 <= epsilon <= 1.0:
             raise ValueError(f"epsilon must be in [0, 1]; got {epsilon!r}")
         self.network = network.eval()
@@ -87,6 +91,8 @@ class EpsilonGreedyPolicy:
         return None
 
     def act(self, observation, rng):
+        import torch
+
         action = self._explore(rng)
         if action is not None:
             return action
@@ -94,10 +100,14 @@ class EpsilonGreedyPolicy:
             return int(self.network(_batch(observation))[0].argmax())
 
     def features(self, observation):
+        import torch
+
         with torch.inference_mode():
             return self.network.features(_batch(observation))[0].numpy().copy()
 
     def act_with_features(self, observation, rng):
+        import torch
+
         explore = self._explore(rng)
         with torch.inference_mode():
             q, phi = self.network.q_and_features(_batch(observation))
@@ -115,12 +125,27 @@ class RandomPolicy:
         self.num_actions = int(num_actions)
         self.feature_size = FEATURE_SIZE
         self.feature_seed = int(feature_seed)
-        self.network = random_network(num_actions, seed=feature_seed, frame_stack=frame_stack, screen_size=screen_size)
+        self._shape = (int(frame_stack), int(screen_size))
+        self._network = None
+
+    @property
+    def network(self):
+        """The fixed feature network, built on first use (acting alone needs no network, nor torch)."""
+        if self._network is None:
+            from gamma_net_core.atari.networks import random_network
+
+            stack, size = self._shape
+            self._network = random_network(
+                self.num_actions, seed=self.feature_seed, frame_stack=stack, screen_size=size
+            )
+        return self._network
 
     def act(self, observation, rng):
         return int(rng.integers(self.num_actions))
 
     def features(self, observation):
+        import torch
+
         with torch.inference_mode():
             return self.network.features(_batch(observation))[0].numpy().copy()
 
@@ -163,6 +188,8 @@ def load_policy(
     """
     if spec == "random":
         return RandomPolicy(num_actions, feature_seed=feature_seed, frame_stack=frame_stack, screen_size=screen_size)
+    from gamma_net_core.atari.networks import load_q_network
+
     path = pathlib.Path(spec)
     if not path.is_file():
         raise FileNotFoundError(f"policy {spec!r} is neither 'random' nor an existing network file")

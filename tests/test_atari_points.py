@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import numpy as np
@@ -10,6 +11,7 @@ import torch
 
 from gamma_net_core.atari.env import AtariConfig, AtariEnv
 from gamma_net_core.atari.evaluation_points import EvaluationPoints, make_points
+from gamma_net_core.atari.networks import random_network, save_q_network
 from gamma_net_core.atari.policies import RandomPolicy
 from gamma_net_core.atari.rollouts import (
     END_HORIZON,
@@ -152,6 +154,18 @@ def test_local_processes_and_ray_give_the_same_returns(points_file, tmp_path):
     here.save(tmp_path / "returns.npz")
     loaded = MonteCarloReturns.load(tmp_path / "returns.npz")
     assert np.array_equal(loaded.returns, here.returns) and loaded.config["horizon"] == 25
+
+
+def test_a_network_policy_shipped_as_bytes_rolls_out_as_from_its_file(points_file, tmp_path):
+    """Ray nodes may not see the driver's files: the network travels in the spec; results are the same."""
+    points = EvaluationPoints.load(points_file)
+    save_q_network(tmp_path / "net.pt", random_network(18, seed=1), game="centipede")
+    spec = RolloutSpec(points.config["env"], str(tmp_path / "net.pt"), 0.3, 0, (0.0, 0.9), 20, seed=2)
+    from_file = RolloutWorker(spec).run(2, points.states[2], [0, 1, 2])
+    shipped = dataclasses.replace(spec, policy="elsewhere/net.pt", policy_bytes=(tmp_path / "net.pt").read_bytes())
+    from_bytes = RolloutWorker(shipped).run(2, points.states[2], [0, 1, 2])
+    assert np.array_equal(from_file[2], from_bytes[2]) and np.array_equal(from_file[3], from_bytes[3])
+    assert from_file[2][:, 1].std() > 0  # ε = 0.3 and sticky actions: the three rollouts differ
 
 
 def test_points_command_writes_points_and_returns(tmp_path, capsys):

@@ -118,3 +118,27 @@ def test_bad_network_files_are_refused_with_the_reason(tmp_path):
 def test_network_refuses_no_actions():
     with pytest.raises(ValueError, match="num_actions"):
         NatureQNetwork(0)
+
+
+def make_policy(*, num_actions, game, epsilon):
+    """A user's policy factory (importable: the tests folder is on sys.path)."""
+    return RandomPolicy(num_actions, feature_seed=11)
+
+
+def not_a_policy(*, num_actions, game, epsilon):
+    return "a string"
+
+
+def test_a_users_policy_factory():
+    policy = load_policy("py:test_atari_policies:make_policy", num_actions=6, game="pong")
+    assert isinstance(policy, Policy) and policy.num_actions == 6
+    assert policy.describe() == {
+        "kind": "python",
+        "factory": "test_atari_policies:make_policy",
+        "details": {"kind": "random", "feature_seed": 11},
+    }
+    assert np.array_equal(policy.features(observation()), RandomPolicy(6, feature_seed=11).features(observation()))
+    with pytest.raises(ValueError, match="cannot be loaded"):
+        load_policy("py:test_atari_policies:nothing_here", num_actions=6)
+    with pytest.raises(ValueError, match="returned a str"):
+        load_policy("py:test_atari_policies:not_a_policy", num_actions=6)

@@ -174,20 +174,27 @@ def load_policy(
     frame_stack: int = 4,
     screen_size: int = 84,
 ) -> Policy:
-    """The policy named by ``spec``: ``"random"``, or the path of a Q-network file (ε-greedy).
+    """The policy named by ``spec``: ``"random"``, a Q-network file (ε-greedy), or a user's factory.
 
     Args:
-      spec: ``"random"`` or a file accepted by :func:`~gamma_net_core.atari.networks.load_q_network`.
+      spec: ``"random"``; a file accepted by :func:`~gamma_net_core.atari.networks.load_q_network`;
+        or ``"py:package.module:factory"``, a callable ``factory(*, num_actions, game, epsilon)``
+        returning any :class:`Policy` (for an agent of another architecture, e.g. a
+        distributional Rainbow network: see the README). The module must be importable
+        wherever the policy runs (rollout worker processes, Ray nodes).
       num_actions, game: what the policy will play; a network for another game is refused.
       epsilon: exploration of the ε-greedy policy (default: the paper's 0.0001).
       feature_seed: seed of the random policy's fixed feature network.
 
     Raises:
-      FileNotFoundError: ``spec`` is neither "random" nor an existing file.
+      FileNotFoundError: ``spec`` is neither "random", a factory, nor an existing file.
       CheckpointError: the file is not a usable network for this game.
+      ValueError: a factory that cannot be imported or does not return a Policy.
     """
     if spec == "random":
         return RandomPolicy(num_actions, feature_seed=feature_seed, frame_stack=frame_stack, screen_size=screen_size)
+    if spec.startswith("py:"):
+        return _from_factory(spec, num_actions=num_actions, game=game, epsilon=epsilon)
     from gamma_net_core.atari.networks import load_q_network
 
     path = pathlib.Path(spec)
@@ -196,3 +203,41 @@ def load_policy(
     network, _ = load_q_network(path, num_actions=num_actions, game=game)
     description = {"kind": "q_network", "path": str(path.resolve()), "sha256": file_sha256(path)}
     return EpsilonGreedyPolicy(network, epsilon=epsilon, description=description)
+
+
+def _from_factory(spec: str, *, num_actions: int, game: str | None, epsilon: float) -> Policy:
+    import importlib
+
+    module_name, _, attribute = spec[3:].partition(":")
+    try:
+        factory = getattr(importlib.import_module(module_name), attribute)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"policy factory {spec!r} cannot be loaded: {exc}") from None
+    policy = factory(num_actions=num_actions, game=game, epsilon=epsilon)
+    if not isinstance(policy, Policy):
+        raise ValueError(f"policy factory {spec!r} returned a {type(policy).__name__}, which is not a Policy")
+    if policy.num_actions != num_actions:
+        raise ValueError(
+            f"policy factory {spec!r} made a policy of {policy.num_actions} actions; the game has {num_actions}"
+        )
+    return _Described(policy, {"kind": "python", "factory": spec[3:]})
+
+
+class _Described:
+    """A user's policy whose description also names the factory that made it (checked on resume)."""
+
+    def __init__(self, policy, description: dict[str, Any]):
+        self._policy, self._description = policy, description
+        self.num_actions, self.feature_size = policy.num_actions, policy.feature_size
+
+    def act(self, observation, rng):
+        return self._policy.act(observation, rng)
+
+    def features(self, observation):
+        return self._policy.features(observation)
+
+    def act_with_features(self, observation, rng):
+        return self._policy.act_with_features(observation, rng)
+
+    def describe(self):
+        return {**self._description, "details": self._policy.describe()}

@@ -40,7 +40,9 @@ from __future__ import annotations
 import dataclasses
 import math
 import os
+import pathlib
 import sys
+import tempfile
 from collections.abc import Iterable, Iterator
 from typing import Any
 
@@ -110,6 +112,8 @@ class RolloutSpec:
     gammas: tuple[float, ...]
     horizon: int | None
     seed: int
+    #: the network file's bytes, shipped to workers that may not see the file (Ray nodes)
+    policy_bytes: bytes | None = None
 
 
 class RolloutWorker:
@@ -129,8 +133,14 @@ class RolloutWorker:
         self.spec = spec
         config = AtariConfig(**spec.env)
         self.env = AtariEnv(config, seed=0)  # reseeded for every rollout
+        policy_spec = spec.policy
+        if policy is None and spec.policy_bytes is not None:
+            self._policy_file = tempfile.NamedTemporaryFile(suffix=".pt")  # removed with the worker
+            self._policy_file.write(spec.policy_bytes)
+            self._policy_file.flush()
+            policy_spec = self._policy_file.name
         self.policy = policy or load_policy(
-            spec.policy,
+            policy_spec,
             num_actions=self.env.num_actions,
             game=self.env.game,
             epsilon=spec.epsilon,
@@ -247,6 +257,9 @@ def _run_ray(spec, states, tasks, workers: int, address: str | None) -> Iterator
 
     if not ray.is_initialized():
         ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    if spec.policy != "random" and not spec.policy.startswith("py:"):
+        # Cluster nodes may not see this machine's files: ship the network itself.
+        spec = dataclasses.replace(spec, policy_bytes=pathlib.Path(spec.policy).read_bytes())
     actor = ray.remote(num_cpus=1)(RolloutWorker)
     pool = ActorPool([actor.remote(spec, None, True) for _ in range(workers)])
     state_refs = {p: ray.put(states[p]) for p in sorted({p for p, _ in tasks})}

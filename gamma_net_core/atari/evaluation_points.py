@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import dataclasses
 import os
+import sys
 from typing import Any
 
 import numpy as np
@@ -129,6 +130,7 @@ def make_points(
     offset_low: int = OFFSET_LOW,
     offset_high: int = OFFSET_HIGH,
     interval: int = INTERVAL,
+    progress: bool = False,
 ) -> EvaluationPoints:
     """Play ``episodes`` episodes with ``policy`` and save a point where the paper's schedule says.
 
@@ -139,6 +141,7 @@ def make_points(
       seed: one SeedSequence gives three streams: sticky actions, policy draws, offsets.
       offset_low, offset_high: the offset is drawn uniformly from [offset_low, offset_high).
       interval: steps between points after the offset.
+      progress: a tqdm bar on stderr, counting steps.
 
     Returns:
       The points, in the order they were visited.
@@ -149,11 +152,14 @@ def make_points(
         raise ValueError(
             f"need 0 <= offset_low < offset_high and interval >= 1; got {offset_low}, {offset_high}, {interval}"
         )
+    from tqdm import tqdm
+
     sticky_seed, policy_seed, offset_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(3))
     env = AtariEnv(config, seed=sticky_seed)
     rng = np.random.default_rng(policy_seed)
     offset_rng = np.random.default_rng(offset_seed)
     states, features, episode_of, step_of, policy_states, offsets = [], [], [], [], [], []
+    bar = tqdm(unit="step", desc="evaluation points", file=sys.stderr, disable=not progress)
     for episode in range(episodes):
         offset = int(offset_rng.integers(offset_low, offset_high))
         offsets.append(offset)
@@ -172,8 +178,11 @@ def make_points(
                 action = policy.act(observation, rng)
             step = env.step(action)
             observation = step.observation
+            bar.update(1)
             if step.terminal or step.truncated:
                 break
+        bar.set_postfix(episodes=episode + 1, points=len(states))
+    bar.close()
     description = policy.describe()
     return EvaluationPoints(
         config={

@@ -79,7 +79,7 @@ def run(args: argparse.Namespace) -> Report:
         if any(points.config.get(k) != v for k, v in wanted.items()) or points.config["env"]["game"] != env.game:
             raise ValueError(f"{points_path} was made with other settings: {points.config}; use another --out")
     if points is None:
-        points = make_points(config, policy, episodes=args.episodes, seed=args.seed)
+        points = make_points(config, policy, episodes=args.episodes, seed=args.seed, progress=not args.no_progress)
         points.save(points_path)
     results = monte_carlo_returns(
         points,

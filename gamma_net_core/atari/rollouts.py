@@ -304,7 +304,7 @@ def run_rollouts(
         results = _run_ray(spec, states, tasks, max(1, workers), ray_address)
     else:
         results = _run_local(spec, states, tasks, workers)
-    with tqdm(total=len(states) * rollouts, unit="rollout", disable=not progress) as bar:
+    with tqdm(total=len(states) * rollouts, unit="rollout", file=sys.stderr, disable=not progress) as bar:
         for point, indices, r, n, e in results:
             returns[point, indices] = r
             lengths[point, indices] = n

@@ -16,6 +16,8 @@ PACKAGE = "gamma_net_ros"
 NODES = {
     "prediction_monitor": "gamma_net_ros.prediction_monitor:main",
     "smoke_talker": "gamma_net_ros.smoke_talker:main",
+    "teleop": "gamma_net_ros.teleop:main",
+    "operator": "gamma_net_ros.operator:main",
 }
 
 setup(

@@ -18,7 +18,10 @@ from gamma_net_core.report import Report, write_json
 #: (words, module, one-line help). Modules under gamma_net_ros need ROS 2 at run time.
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("timescales",), "gamma_net_core.experiments.timescale_table", "gamma <-> tau table (the paper's Table 1)"),
+    (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
     (("demo",), "gamma_net_ros.demo", "the main job: real ROS 2 nodes exchanging predictions"),
+    (("square-wave",), "gamma_net_core.experiments.square_wave", "the paper's square-wave study (linear Γ-net)"),
+    (("bench", "linear"), "gamma_net_core.bench.linear", "linear Γ-net steps per second against its NumPy reference"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),

@@ -7,9 +7,13 @@ Both names are used for the same timescale; these functions convert and validate
 
 from __future__ import annotations
 
+import math
+from dataclasses import dataclass
 from typing import Literal
 
 import numpy as np
+
+from gamma_net_core.config import setting
 
 Scale = Literal["gamma", "tau"]
 
@@ -71,3 +75,88 @@ def to_gammas(timescales, scale: Scale) -> np.ndarray:
     if scale == "tau":
         return np.atleast_1d(gamma_from_tau(np.atleast_1d(np.asarray(timescales, dtype=np.float64))))
     raise ValueError(f"timescale scale must be 'gamma' or 'tau'; got {scale!r}")
+
+
+@dataclass(frozen=True)
+class TimescaleSampling:
+    """How Gamma_t, the set of timescales trained on at one step, is drawn.
+
+    Gamma_t always holds the bounds tau_min and tau_max (when ``include_bounds``), plus
+    ``n_gamma`` timescales drawn uniformly on the gamma scale and ``n_tau`` drawn uniformly
+    on the tau scale, both between the bounds. The paper's settings:
+    square wave 2 + 2 + 2 (section "Square-wave"), robot arm 2 + 1 + 29 ("Predictions on a
+    Robot Arm"), Atari 2 + 3 + 3 with integer tau ("Training").
+    """
+
+    n_gamma: int = setting(2, "timescales drawn uniformly on the gamma scale per step", low=0, high=4096)
+    n_tau: int = setting(2, "timescales drawn uniformly on the tau scale per step", low=0, high=4096)
+    tau_min: float = setting(1.0, "lower bound of the timescales, as tau (steps); paper: 1", low=1.0, high=1e9)
+    tau_max: float = setting(100.0, "upper bound of the timescales, as tau (steps); paper: 100", low=1.0, high=1e9)
+    include_bounds: bool = setting(True, "always train on tau_min and tau_max (the paper always does)")
+    integer_tau: bool = setting(False, "draw tau from the integers in [tau_min, tau_max) (the paper's Atari runs)")
+
+    def __post_init__(self) -> None:
+        if not self.tau_min < self.tau_max:
+            raise ValueError(f"tau_min {self.tau_min!r} must be below tau_max {self.tau_max!r}")
+        if self.size == 0:
+            raise ValueError("Gamma_t would be empty: set n_gamma, n_tau or include_bounds")
+        if self.integer_tau and self.n_tau and math.floor(self.tau_max - 1e-12) < math.ceil(self.tau_min):
+            raise ValueError(f"no integer tau in [{self.tau_min}, {self.tau_max})")
+
+    @property
+    def size(self) -> int:
+        """|Gamma_t|."""
+        return self.n_gamma + self.n_tau + (2 if self.include_bounds else 0)
+
+    @classmethod
+    def split(cls, n_drawn: int, scale: Literal["gamma", "tau", "both"], **kwargs) -> TimescaleSampling:
+        """``n_drawn`` timescales all on one scale, or half on each (the paper's distribution comparison)."""
+        if scale == "gamma":
+            return cls(n_gamma=n_drawn, n_tau=0, **kwargs)
+        if scale == "tau":
+            return cls(n_gamma=0, n_tau=n_drawn, **kwargs)
+        if scale == "both":
+            return cls(n_gamma=n_drawn - n_drawn // 2, n_tau=n_drawn // 2, **kwargs)
+        raise ValueError(f"scale must be 'gamma', 'tau' or 'both'; got {scale!r}")
+
+
+class TimescaleSampler:
+    """Draws Gamma_t as gammas: the bounds first, then the gamma-scale draws, then the tau-scale draws."""
+
+    def __init__(self, sampling: TimescaleSampling, rng: np.random.Generator) -> None:
+        self.sampling = sampling
+        self.rng = rng
+        self.gamma_min = 1.0 - 1.0 / sampling.tau_min
+        self.gamma_max = 1.0 - 1.0 / sampling.tau_max
+        self._bounds = np.array([self.gamma_min, self.gamma_max]) if sampling.include_bounds else np.empty(0)
+
+    def sample(self) -> np.ndarray:
+        """One Gamma_t: float64 [size], each gamma in [gamma(tau_min), gamma(tau_max)]."""
+        s = self.sampling
+        on_gamma = self.rng.uniform(self.gamma_min, self.gamma_max, size=s.n_gamma)
+        if s.integer_tau:
+            taus = self.rng.integers(math.ceil(s.tau_min), math.ceil(s.tau_max), size=s.n_tau).astype(np.float64)
+        else:
+            taus = self.rng.uniform(s.tau_min, s.tau_max, size=s.n_tau)
+        return np.concatenate([self._bounds, on_gamma, 1.0 - 1.0 / taus])
+
+    def sample_many(self, n: int) -> np.ndarray:
+        """``n`` successive Gamma_t at once: float64 [n, size], equal to ``n`` calls of :meth:`sample`.
+
+        The fast learners draw a whole recording's Gamma_t up front with this and must see
+        exactly the sequence a step-by-step learner sees. ``Generator.uniform(low, high)`` is
+        ``low + (high - low) * u`` with one ``u`` from ``random()`` per value, so the draws of
+        ``n`` steps are one ``random`` call, row by row (tests check the equality). Integer
+        tau uses ``integers``, whose consumption of the bit stream varies, so it loops.
+        """
+        if n < 0:
+            raise ValueError(f"n must be >= 0; got {n!r}")
+        s = self.sampling
+        if s.integer_tau and s.n_tau:
+            rows = [self.sample() for _ in range(n)]
+            return np.stack(rows) if rows else np.empty((0, s.size))
+        u = self.rng.random((n, s.n_gamma + s.n_tau))
+        on_gamma = self.gamma_min + (self.gamma_max - self.gamma_min) * u[:, : s.n_gamma]
+        taus = s.tau_min + (s.tau_max - s.tau_min) * u[:, s.n_gamma :]
+        bounds = np.broadcast_to(self._bounds, (n, self._bounds.size))
+        return np.concatenate([bounds, on_gamma, 1.0 - 1.0 / taus], axis=1)

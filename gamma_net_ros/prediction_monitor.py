@@ -32,8 +32,8 @@ def format_prediction(msg: Prediction, *, scaled: bool = False) -> str:
 
 
 class PredictionMonitor(Node):
-    def __init__(self) -> None:
-        super().__init__("prediction_monitor")
+    def __init__(self, **kwargs) -> None:
+        super().__init__("prediction_monitor", **kwargs)
         topic = declare(self, "topic", "predictions", "Prediction topic to print", read_only=True)
         self.count = declare(self, "count", 0, "exit after this many messages (0: never)", low=0, high=1_000_000_000)
         self.scaled = declare(self, "scaled", False, "print values times (1 - gamma), the paper's display scale")

@@ -19,8 +19,8 @@ from gamma_net_ros.params import declare
 
 
 class SmokeTalker(Node):
-    def __init__(self) -> None:
-        super().__init__("smoke_talker")
+    def __init__(self, **kwargs) -> None:
+        super().__init__("smoke_talker", **kwargs)
         rate = declare(self, "rate_hz", 10.0, "publishing rate", low=0.1, high=1000.0)
         taus = declare(self, "taus", [1.0, 10.0, 100.0], "timescales to publish, as tau (steps)")
         self.gammas = to_gammas(taus, "tau")

@@ -1,0 +1,157 @@
+"""Plain NumPy learners written for clarity: the oracles and yardsticks of the fast ones.
+
+Nothing here is compiled or tuned. :class:`ReferenceTileCoder` computes the indices of
+:class:`~gamma_net_core.tilecoding.TileCoder` from the same state (offsets, hashing
+constants); :class:`ReferenceLinearTD` is Algorithm 1 of the paper line by line, a
+Python loop over the gammas in Gamma_t. Tests check that the fast learners in
+:mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+
+import numpy as np
+
+from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
+from gamma_net_core.tilecoding import draw_tilings
+from gamma_net_core.timescales import TimescaleSampler
+
+
+class ReferenceTileCoder:
+    """The tile coder of :mod:`gamma_net_core.tilecoding`, one tiling at a time in NumPy.
+
+    Args:
+      low, high, tilings, widths, memory_size, bias: as for ``TileCoder``.
+      state: ``offsets``, ``mult``, ``base`` as ``TileCoder.to_state_dict()`` gives them.
+    """
+
+    def __init__(
+        self,
+        *,
+        low: Sequence[float],
+        high: Sequence[float],
+        tilings: Sequence[int],
+        widths: Sequence[float],
+        memory_size: int,
+        bias: bool,
+        state: dict[str, np.ndarray],
+    ) -> None:
+        self.low = np.asarray(low, dtype=np.float64)
+        self.span = np.asarray(high, dtype=np.float64) - self.low
+        self.widths = np.repeat(np.asarray(widths, dtype=np.float64), tilings)
+        self.tiles_per_dim = np.array([math.ceil(1.0 / w) + 1 for w in self.widths])
+        self.offsets = state["offsets"]
+        self.mult = state["mult"]
+        self.base = state["base"]
+        self.memory_size = memory_size
+        n_tiles = memory_size if memory_size else int(np.sum(self.tiles_per_dim ** len(self.low)))
+        self.bias_index = n_tiles if bias else None
+        self.n_features = n_tiles + (1 if bias else 0)
+
+    def active(self, x) -> np.ndarray:
+        """Active feature indices of one input vector: int64 [n_tilings (+1 with the bias)]."""
+        u = np.clip((np.asarray(x, dtype=np.float64) - self.low) / self.span, 0.0, 1.0)
+        # One row per tiling: the tile coordinates in each input dimension.
+        coords = np.floor(u[None, :] * (1.0 / self.widths)[:, None] + self.offsets).astype(np.int64)
+        coords = np.clip(coords, 0, self.tiles_per_dim[:, None] - 1)
+        # uint64 array arithmetic wraps modulo 2**64, as the hash needs.
+        keys = self.base + np.sum(self.mult * coords.astype(np.uint64), axis=1, dtype=np.uint64)
+        if self.memory_size:
+            keys = ((keys >> np.uint64(32)) * np.uint64(self.memory_size)) >> np.uint64(32)
+        indices = keys.astype(np.int64)
+        if self.bias_index is not None:
+            indices = np.append(indices, self.bias_index)
+        return indices
+
+
+class ReferenceLinearTD:
+    """Algorithm 1 ("Generalization over gamma with TD(0)") over tile-coded state and timescale.
+
+    Built from the same configuration and generator as ``LinearGammaNet`` (a
+    ``GammaNetConfig``) or ``FixedTimescaleTD`` (a ``FixedTimescaleConfig``), it draws the
+    same tilings and, fed the same transitions and Gamma_t, learns the same weights.
+    """
+
+    def __init__(self, config: LinearTDConfig, *, rng: np.random.Generator) -> None:
+        self.config = config
+        if isinstance(config, GammaNetConfig):
+            self.timescale_input = config.timescale_input
+        elif isinstance(config, FixedTimescaleConfig):
+            self.timescale_input = "none"
+        else:
+            raise TypeError(f"expected a GammaNetConfig or FixedTimescaleConfig; got {type(config).__name__}")
+        n_timescale_dims = {"none": 0, "gamma": 1, "tau": 1, "both": 2}[self.timescale_input]
+        low = tuple(config.state_low) + (0.0,) * n_timescale_dims
+        high = tuple(config.state_high) + (1.0,) * n_timescale_dims
+        state = draw_tilings(
+            n_dims=len(low), tilings=config.tilings, widths=config.tile_widths, memory_size=config.memory_size, rng=rng
+        )
+        self.coder = ReferenceTileCoder(
+            low=low,
+            high=high,
+            tilings=config.tilings,
+            widths=config.tile_widths,
+            memory_size=config.memory_size,
+            bias=config.bias,
+            state=state,
+        )
+        self.n_active = sum(config.tilings) + (1 if config.bias else 0)
+        self.w = np.zeros(self.coder.n_features)
+        self.update_count = 0
+
+    def features(self, state, gamma: float) -> np.ndarray:
+        """x(S, gamma) as its active indices: the state's inputs, then the timescale's."""
+        state = np.atleast_1d(np.asarray(state, dtype=np.float64))
+        tau_input = 1.0 / (1.0 - gamma) / getattr(self.config, "tau_scale", 1.0)
+        timescale = {"none": [], "gamma": [gamma], "tau": [tau_input], "both": [gamma, tau_input]}
+        return self.coder.active(np.concatenate([state, timescale[self.timescale_input]]))
+
+    def value(self, state, gamma: float) -> float:
+        """v(S, gamma) = x(S, gamma)^T w, in the cumulant's units."""
+        return float(np.sum(self.w[self.features(state, gamma)]))
+
+    def step_size(self) -> float:
+        """alpha / n_active, decayed linearly to zero over ``step_size_decay_steps`` updates if set."""
+        alpha, decay = self.config.step_size, self.config.step_size_decay_steps
+        if decay > 0:
+            return alpha * max(0.0, 1.0 - self.update_count / decay) / self.n_active
+        return alpha / self.n_active
+
+    def learn(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas) -> None:
+        """One step of Algorithm 1: every TD error with the weights before the step, then one update."""
+        Delta = np.zeros_like(self.w)
+        for gamma in gammas:
+            x_t = self.features(state_t, gamma)
+            v_t = np.sum(self.w[x_t])
+            if terminal:
+                delta = cumulant - v_t
+            else:
+                delta = cumulant + gamma * np.sum(self.w[self.features(state_tp1, gamma)]) - v_t
+            if self.config.loss_scaling:
+                delta *= 1.0 - gamma
+            np.add.at(Delta, x_t, delta)  # x_t may repeat an index: its feature value is then 2
+        self.w += self.step_size() * Delta
+        self.update_count += 1
+
+    def learn_recording(
+        self, *, states_t, cumulants, states_tp1, timescales, terminals=None, probe_gammas=None, record_from=0
+    ) -> np.ndarray | None:
+        """:meth:`learn` on each step in order; Gamma_t from a sampler (one ``sample()`` per step) or [T, K].
+
+        Returns:
+          With ``probe_gammas``, the predictions v(S_t, gamma) made before each update from ``record_from`` on.
+        """
+        recorded = []
+        for t in range(len(cumulants)):
+            if probe_gammas is not None and t >= record_from:
+                recorded.append([self.value(states_t[t], g) for g in probe_gammas])
+            gammas = timescales.sample() if isinstance(timescales, TimescaleSampler) else timescales[t]
+            terminal = bool(terminals[t]) if terminals is not None else False
+            self.learn(states_t[t], float(cumulants[t]), states_tp1[t], terminal, gammas)
+        return np.array(recorded).reshape(-1, len(probe_gammas)) if probe_gammas is not None else None
+
+    def predict(self, state, gammas) -> np.ndarray:
+        """v(S, gamma) for each gamma: [G]."""
+        return np.array([self.value(state, g) for g in gammas])

@@ -1,0 +1,28 @@
+"""`gamma-net bench linear` runs end to end on a tiny budget (timings are never asserted)."""
+
+from __future__ import annotations
+
+import json
+import os
+import pathlib
+import subprocess
+import sys
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+
+
+def test_bench_script_reports_both_settings(tmp_path):
+    out = tmp_path / "bench.json"
+    args = ["--reference-steps", "5", "--fast-steps", "300", "--repeats", "1", "--json", str(out)]
+    env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
+    result = subprocess.run(
+        [sys.executable, str(REPO / "benchmarks" / "bench_linear.py"), *args],
+        capture_output=True, text=True, env=env, cwd=tmp_path, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "square wave" in result.stdout and "robot arm" in result.stdout and "goals" in result.stdout
+    rows = json.loads(out.read_text())["data"]["rows"]
+    assert [r["setting"] for r in rows] == ["square wave", "robot arm"]
+    assert [(r["tilings"], r["features"], r["gamma_t"]) for r in rows] == [(70, 40630, 6), (100, 2049, 32)]
+    for r in rows:
+        assert r["ratio"] == r["recording_steps_per_s"] / r["reference_steps_per_s"] > 0

@@ -136,6 +136,14 @@ def test_corrupt_shard_is_named(tmp_path):
         list(ShardReader(tmp_path, verify=False).batches())
 
 
+def test_continuing_onto_a_corrupt_last_shard_is_refused(tmp_path):
+    write(tmp_path, episodes_of([6]))  # shards of 4 and 2 rows: the writer appends to the second
+    path = tmp_path / "shard-000001-n000002.npz"
+    path.write_bytes(path.read_bytes()[:-10])
+    with pytest.raises(ShardError, match=r"shard-000001-n000002\.npz is corrupt"):
+        ShardWriter(tmp_path, feature_size=F, shard_size=4, meta={"what": "test"})
+
+
 def test_feature_size_mismatch_is_refused(tmp_path):
     write(tmp_path, episodes_of([3]))
     with pytest.raises(ShardError, match="size 8, the network expects 512"):

@@ -14,6 +14,7 @@ import pathlib
 
 import numpy as np
 
+from gamma_net_core.config import to_mapping
 from gamma_net_core.report import Report, Table, write_json
 
 
@@ -75,8 +76,14 @@ def run(args: argparse.Namespace) -> Report:
     points = None
     if points_path.is_file():
         points = EvaluationPoints.load(points_path)
-        wanted = {"game": env.game, "policy": identity, "seed": args.seed, "episodes": args.episodes}
-        if any(points.config.get(k) != v for k, v in wanted.items()) or points.config["env"]["game"] != env.game:
+        wanted = {
+            "game": env.game,
+            "env": {**to_mapping(config), "game": env.game},
+            "policy": identity,
+            "seed": args.seed,
+            "episodes": args.episodes,
+        }
+        if any(points.config.get(k) != v for k, v in wanted.items()):
             raise ValueError(f"{points_path} was made with other settings: {points.config}; use another --out")
     if points is None:
         points = make_points(config, policy, episodes=args.episodes, seed=args.seed, progress=not args.no_progress)

@@ -228,6 +228,15 @@ class MonteCarloReturns:
         )
 
 
+def _policy_identity(policy: str, epsilon: float) -> dict[str, Any]:
+    """What played the rollouts: "random", a factory, or a network file's SHA-256 (not its path)."""
+    if policy == "random" or policy.startswith("py:"):
+        return {"spec": policy, "epsilon": epsilon}
+    from gamma_net_core.atari.policies import file_sha256
+
+    return {"sha256": file_sha256(policy), "epsilon": epsilon}
+
+
 def _tasks(num_points: int, rollouts: int, chunk: int) -> list[tuple[int, list[int]]]:
     return [(p, list(range(s, min(s + chunk, rollouts)))) for p in range(num_points) for s in range(0, rollouts, chunk)]
 
@@ -261,9 +270,14 @@ def _run_ray(spec, states, tasks, workers: int, address: str | None) -> Iterator
         # Cluster nodes may not see this machine's files: ship the network itself.
         spec = dataclasses.replace(spec, policy_bytes=pathlib.Path(spec.policy).read_bytes())
     actor = ray.remote(num_cpus=1)(RolloutWorker)
-    pool = ActorPool([actor.remote(spec, None, True) for _ in range(workers)])
+    actors = [actor.remote(spec, None, True) for _ in range(workers)]
     state_refs = {p: ray.put(states[p]) for p in sorted({p for p, _ in tasks})}
-    yield from pool.map_unordered(lambda a, task: a.run.remote(task[0], state_refs[task[0]], task[1]), tasks)
+    try:
+        pool = ActorPool(actors)
+        yield from pool.map_unordered(lambda a, task: a.run.remote(task[0], state_refs[task[0]], task[1]), tasks)
+    finally:
+        for a in actors:  # give the cluster's CPUs back
+            ray.kill(a)
 
 
 def run_rollouts(
@@ -372,6 +386,7 @@ def monte_carlo_returns(
     config = {
         "game": points.config["game"],
         "policy": points.config["policy"],
+        "rollout_policy": _policy_identity(policy, spec.epsilon),
         "rollouts": int(rollouts),
         "horizon": horizon,
         "seed": int(seed),

@@ -195,6 +195,11 @@ class ShardReader:
     def __len__(self) -> int:
         return self.count
 
+    def shard(self, k: int) -> TransitionBatch:
+        """Shard ``k`` alone, validated (its order against the shard before is checked by :meth:`batches`)."""
+        entry = self.shards[k]
+        return _load_shard(self.directory / entry["file"], entry, self.feature_size, self.verify)
+
     def batches(self) -> Iterator[TransitionBatch]:
         """One :class:`TransitionBatch` per shard, in recorded order."""
         previous = None
@@ -289,11 +294,10 @@ class ShardWriter:
         except ValueError as exc:
             raise ShardError(f"cannot continue this recording: {exc}") from None
         reader = ShardReader(self.directory, feature_size=self.feature_size)
-        batches = list(reader.batches())  # validates every committed shard before appending to them
         self._shards = list(index["shards"])
         self.resume = index.get("resume")
         if self._shards and int(self._shards[-1]["count"]) < self.shard_size:
-            last = batches[-1]
+            last = reader.shard(len(self._shards) - 1)  # validated before rows are appended to it
             self._shards.pop()
             self._buffered = len(last)
             for name, _ in COLUMNS:

@@ -73,7 +73,8 @@ def record(
       out: the recording's directory.
       steps: total transitions wanted in ``out``.
       config: an :class:`~gamma_net_core.atari.env.AtariConfig` (default: the paper's, Centipede).
-      policy: ``"random"`` or the path of a Q-network file (see :func:`~gamma_net_core.atari.policies.load_policy`).
+      policy: ``"random"``, a Q-network file or ``"py:module:factory"``
+        (see :func:`~gamma_net_core.atari.policies.load_policy`).
       seed: seeds the sticky actions and the policy's draws (two streams of one SeedSequence).
       epsilon: ε of a Q-network policy (default 0.0001, the paper's).
       feature_seed: seed of the random policy's fixed feature network.
@@ -82,7 +83,7 @@ def record(
       on_step: called with the row count after each row (tests use it to interrupt).
 
     Returns:
-      A summary: rows recorded now, total rows, episodes begun, whether it was interrupted.
+      A summary: rows recorded now, total rows, episodes completed, whether it was interrupted.
 
     Raises:
       ValueError: bad arguments, or ``out`` holds a recording made with other settings.

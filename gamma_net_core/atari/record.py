@@ -1,0 +1,222 @@
+"""`gamma-net atari record`: play a policy in ALE and record (φ, cumulant, terminal, ...) shards.
+
+The paper's data: transitions generated sequentially by a policy in evaluation mode
+(ε = 0.0001), the environment reset at the end of each episode or after 27,000 steps,
+saved in order, reloaded in the same order for every experiment.
+
+Resuming: with every shard commit the recorder saves its whole state in the index (the
+environment's :class:`~gamma_net_core.atari.env.EnvState`, the policy's generator state,
+the episode counter). Running the same command again with a larger ``--steps``, or after
+an interrupt, restores that state and continues, so the result equals a recording made
+in one go. Ctrl-C stops at the next step boundary and commits; a hard kill loses the rows
+after the last commit (at most one shard), which are then recorded again identically.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import sys
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+import numpy as np
+
+from gamma_net_core.config import to_mapping
+from gamma_net_core.report import Report, Table
+
+#: Rows per shard file by default: about 20 MB of φ, a commit every few seconds of recording.
+DEFAULT_SHARD_SIZE = 10_000
+
+
+def _policy_identity(description: dict[str, Any]) -> dict[str, Any]:
+    """The parts of a policy description that must match to continue a recording (not its path)."""
+    return {k: v for k, v in description.items() if k != "path"}
+
+
+@contextlib.contextmanager
+def _stop_on_sigint(flag: dict[str, bool]):
+    """Turn Ctrl-C into a request to stop at the next step boundary (main thread only)."""
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+
+    def handler(signum, frame):
+        flag["stop"] = True
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
+
+
+def record(
+    out,
+    *,
+    steps: int,
+    config=None,
+    policy: str = "random",
+    seed: int = 0,
+    epsilon: float | None = None,
+    feature_seed: int = 0,
+    shard_size: int = DEFAULT_SHARD_SIZE,
+    progress: bool = True,
+    on_step: Callable[[int], None] | None = None,
+) -> dict[str, Any]:
+    """Record until the directory ``out`` holds ``steps`` transitions (continuing what it holds).
+
+    Args:
+      out: the recording's directory.
+      steps: total transitions wanted in ``out``.
+      config: an :class:`~gamma_net_core.atari.env.AtariConfig` (default: the paper's, Centipede).
+      policy: ``"random"``, a Q-network file or ``"py:module:factory"``
+        (see :func:`~gamma_net_core.atari.policies.load_policy`).
+      seed: seeds the sticky actions and the policy's draws (two streams of one SeedSequence).
+      epsilon: ε of a Q-network policy (default 0.0001, the paper's).
+      feature_seed: seed of the random policy's fixed feature network.
+      shard_size: rows per shard (a commit per shard).
+      progress: show a tqdm bar on stderr.
+      on_step: called with the row count after each row (tests use it to interrupt).
+
+    Returns:
+      A summary: rows recorded now, total rows, episodes completed, whether it was interrupted.
+
+    Raises:
+      ValueError: bad arguments, or ``out`` holds a recording made with other settings.
+    """
+    from tqdm import tqdm
+
+    from gamma_net_core.atari.env import AtariConfig, AtariEnv, EnvState
+    from gamma_net_core.atari.networks import torch_threads
+    from gamma_net_core.atari.policies import EVAL_EPSILON, load_policy
+    from gamma_net_core.data.shards import ShardWriter
+
+    if steps < 0:
+        raise ValueError(f"steps must be >= 0; got {steps}")
+    config = config or AtariConfig()
+    epsilon = EVAL_EPSILON if epsilon is None else epsilon
+    env_seed, policy_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
+    env = AtariEnv(config, seed=env_seed)
+    agent = load_policy(
+        policy,
+        num_actions=env.num_actions,
+        game=env.game,
+        epsilon=epsilon,
+        feature_seed=feature_seed,
+        frame_stack=config.frame_stack,
+        screen_size=config.screen_size,
+    )
+    description = agent.describe()
+    meta = {
+        "game": env.game,
+        "env": {**to_mapping(config), "game": env.game},
+        "policy": _policy_identity(description),
+        "seed": int(seed),
+    }
+    writer = ShardWriter(out, feature_size=agent.feature_size, shard_size=shard_size, meta=meta)
+    rng = np.random.default_rng(policy_seed)
+    episode = 0
+    if writer.resume is not None:
+        env.set_state(EnvState.from_json(writer.resume["env"]))
+        rng.bit_generator.state = writer.resume["policy_rng"]
+        episode = int(writer.resume["episode"])
+    elif writer.count:
+        raise ValueError(f"{out}: the recording has rows but no resume state; it cannot be continued")
+
+    def resume_state() -> dict[str, Any]:
+        return {
+            "env": env.get_state().to_json(),
+            "policy_rng": rng.bit_generator.state,
+            "episode": episode,
+            "policy_path": description.get("path"),
+        }
+
+    start_count = writer.count
+    stop = {"stop": False}
+    started = time.perf_counter()
+    bar = tqdm(total=steps, initial=min(start_count, steps), unit="step", file=sys.stderr, disable=not progress)
+    observation = env.observation()
+    # One torch thread: a batch of one observation gains nothing from more, and loses on a busy machine.
+    with _stop_on_sigint(stop), bar, torch_threads(1):
+        while writer.count < steps and not stop["stop"]:
+            if env.episode_over:
+                observation = env.reset()
+            action, phi = agent.act_with_features(observation, rng)
+            step = env.step(action)
+            ended = step.terminal or step.truncated
+            writer.append(
+                features=phi,
+                cumulant=step.reward,
+                terminal=step.terminal,
+                truncated=step.truncated,
+                episode=episode,
+                step=env.episode_step - 1,
+            )
+            observation = step.observation
+            if ended:
+                episode += 1
+            if writer.shard_full:
+                writer.commit(resume_state())
+            bar.update(1)
+            if on_step is not None:
+                on_step(writer.count)
+        writer.commit(resume_state())
+    seconds = time.perf_counter() - started
+    recorded = writer.count - start_count
+    return {
+        "directory": str(out),
+        "game": env.game,
+        "policy": description,
+        "recorded": recorded,
+        "total": writer.count,
+        "episodes_completed": episode,
+        "interrupted": bool(stop["stop"]) and writer.count < steps,
+        "seconds": seconds,
+        "steps_per_second": recorded / seconds if seconds > 0 else float("nan"),
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--game", default="centipede", help="ALE game id (default: centipede, the paper's)")
+    parser.add_argument("--steps", type=int, required=True, help="total transitions wanted in --out")
+    parser.add_argument("--out", required=True, help="recording directory (continued if it holds one)")
+    parser.add_argument("--policy", default="random", help="'random' or a Q-network file (see README)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of sticky actions and policy draws")
+    parser.add_argument("--epsilon", type=float, default=None, help="ε of a Q-network policy (default 0.0001)")
+    parser.add_argument("--feature-seed", type=int, default=0, help="seed of the random policy's feature network")
+    parser.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE, help="rows per shard file")
+    parser.add_argument("--max-episode-steps", type=int, default=27000, help="episode cut (paper: 27,000)")
+    parser.add_argument("--sticky", type=float, default=0.25, help="sticky-action probability (paper: 0.25)")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.atari.env import AtariConfig
+
+    config = AtariConfig(
+        game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
+    )
+    summary = record(
+        args.out,
+        steps=args.steps,
+        config=config,
+        policy=args.policy,
+        seed=args.seed,
+        epsilon=args.epsilon,
+        feature_seed=args.feature_seed,
+        shard_size=args.shard_size,
+        progress=not args.no_progress,
+    )
+    table = Table("atari record", ["game", "recorded now", "total", "steps/s", "interrupted"])
+    table.add(
+        summary["game"], summary["recorded"], summary["total"], summary["steps_per_second"], summary["interrupted"]
+    )
+    data = dict(summary)
+    if summary["interrupted"]:
+        print("interrupted: committed; run the same command again to continue", file=sys.stderr)
+        data["exit_code"] = 130
+    return Report(tables=[table], data=data, files=[str(args.out)])

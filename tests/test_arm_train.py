@@ -129,6 +129,15 @@ def test_short_study_writes_table_figures_json_and_a_resumable_checkpoint(tmp_pa
     assert not np.array_equal(net[0], net[1])  # seeds differ in tiles and Gamma_t draws
     np.testing.assert_allclose(errors["gamma_net"]["mean"], net.mean(0), rtol=1e-4)
     ratio = net / base
+    # The references: the best constant (the scored returns' mean) and zero, from the bag's own returns.
+    read = read_joint_states(short_bag, joints=JointsConfig())
+    returns = study.true_returns(
+        study.transitions(read.stamps, read.inputs, read.cumulants).cumulants, study.EVAL_GAMMAS
+    )
+    scored = returns[:-500]
+    np.testing.assert_allclose(errors["constant"]["mean"], np.abs(scored - scored.mean(0)).sum(0), rtol=1e-4)
+    np.testing.assert_allclose(errors["constant"]["zero"], np.abs(scored).sum(0), rtol=1e-4)
+    assert np.all(net < np.array(errors["constant"]["zero"]))
     assert np.all(ratio <= HIGH) and np.all(ratio >= 1 / LOW), ratio
     # Every step (tail included) can only add error: the same sums over more steps.
     assert np.all(np.array(errors["gamma_net_all"]["by_seed"]) >= net)

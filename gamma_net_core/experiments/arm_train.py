@@ -328,7 +328,12 @@ def run_study(
 
 
 def summarize(study: dict, settings: StudySettings) -> dict:
-    """Per-gamma errors over seeds: each seed's, mean, sample std, and the ratio Γ-net / baseline."""
+    """Per-gamma errors over seeds: each seed's, mean, sample std, the ratio Γ-net / baseline, and references.
+
+    ``constant`` holds the errors of two predictors that ignore the state: the mean of the true
+    return over the scored steps (the best constant, known only in hindsight) and zero. A learner
+    above the first has learned less about the return than its average.
+    """
     runs = study["runs"]
     gammas = np.array(settings.gammas)
     out: dict = {"gammas": list(settings.gammas), "taus": (1.0 / (1.0 - gammas)).tolist()}
@@ -350,6 +355,9 @@ def summarize(study: dict, settings: StudySettings) -> dict:
             "of_means": out[f"gamma_net{suffix}"]["mean"] / out[f"baseline{suffix}"]["mean"],
             "gamma_net_wins": (ratio < 1.0).sum(0),
         }
+    # Context for the learners' errors: the best constant (the mean return, known in hindsight) and zero.
+    scored = study["returns"][: study["returns"].shape[0] - settings.tail]
+    out["constant"] = {"mean": np.abs(scored - scored.mean(0)).sum(0), "zero": np.abs(scored).sum(0)}
     paper = np.array([PAPER_TABLE2.get(g, (np.nan, np.nan)) for g in settings.gammas])
     out["paper"] = {"gamma_net": paper[:, 0], "baseline": paper[:, 1], "ratio": paper[:, 0] / paper[:, 1]}
     return out
@@ -382,6 +390,7 @@ def _tables(summary: dict, recording: dict, skips: dict, timing: dict, settings:
             "ratio min",
             "ratio max",
             "Γ-net better (seeds)",
+            "mean-return constant",
             "paper Γ-net",
             "paper baseline",
             "paper ratio",
@@ -408,6 +417,7 @@ def _tables(summary: dict, recording: dict, skips: dict, timing: dict, settings:
             r["min"][k],
             r["max"][k],
             f"{int(r['gamma_net_wins'][k])}/{n}",
+            summary["constant"]["mean"][k],
             p["gamma_net"][k],
             p["baseline"][k],
             p["ratio"][k],

@@ -459,6 +459,7 @@ def plot_table2(path: pathlib.Path, summary: dict, gammas) -> pathlib.Path:
         ax.bar(x + offset, e["mean"], 0.36, color=color, label=name, alpha=0.85)
         for row in e["by_seed"]:
             ax.plot(x + offset, row, "k.", markersize=3)
+    ax.plot(x, summary["constant"]["mean"], "_", color="k", markersize=28, mew=2, label="mean-return constant")
     ax.set_xticks(x, labels)
     ax.set_xlabel("γ")
     ax.set_ylabel("cumulative |prediction − return|")

@@ -165,8 +165,10 @@ def test_short_study_writes_table_figures_json_and_a_resumable_checkpoint(tmp_pa
 
 
 def _settings(data: study.Transitions, tail: int = 100) -> study.StudySettings:
-    node, learner, sampling, _ = study.load_learners(ARM_YAML, steps=data.steps, decay=True)
+    node, sampling, _ = study.load_learners(ARM_YAML)
+    learner = study.study_learner(node, steps=data.steps, decay=True)
     assert sampling == TimescaleSampling(n_gamma=1, n_tau=29)
+    assert study.study_learner(node, steps=data.steps, decay=False) == node
     return study.StudySettings(
         learner=learner,
         node_learner=node,
@@ -225,7 +227,11 @@ def test_bad_paths_and_topics_are_clear_cli_errors(tmp_path, short_bag, capsys):
     assert "--seeds must be >= 1" in capsys.readouterr().err
     assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--params", str(tmp_path / "no.yaml")]) == 1
     assert "no parameter file" in capsys.readouterr().err
-    assert not (tmp_path / "out" / study.JSON_NAME).exists()
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(ARM_YAML.read_text().replace("memory_size: 2048", "memory_size: -1"))
+    assert main(["arm", "train", "--out", out, "--params", str(bad), "--no-progress"]) == 1  # fails before simulating
+    assert "GammaNetConfig.memory_size must be in" in capsys.readouterr().err
+    assert not (tmp_path / "out").exists()
 
 
 def test_without_a_bag_it_simulates_one_and_refuses_to_overwrite_it(tmp_path, capsys):

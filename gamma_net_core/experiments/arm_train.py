@@ -147,18 +147,22 @@ class StudySettings:
     seed: int
 
 
-def load_learners(params: pathlib.Path, *, steps: int, decay: bool):
-    """(the node's GammaNetConfig, the study's, TimescaleSampling, JointsConfig) from ``params``' predictor section."""
+def load_learners(params: pathlib.Path):
+    """(GammaNetConfig, TimescaleSampling, JointsConfig): the predictor node's groups in ``params``."""
     from gamma_net_core.config import load_config
     from gamma_net_core.data.joints import JointsConfig
     from gamma_net_core.linear import GammaNetConfig
     from gamma_net_core.timescales import TimescaleSampling
 
     node = load_config(GammaNetConfig, params, NODE, "learner")
-    study = dataclasses.replace(node, step_size_decay_steps=steps) if decay else node
     sampling = load_config(TimescaleSampling, params, NODE, "timescales")
     joints = load_config(JointsConfig, params, NODE, "joints")
-    return node, study, sampling, joints
+    return node, sampling, joints
+
+
+def study_learner(node, *, steps: int, decay: bool):
+    """The node's learner with alpha decayed linearly to zero over ``steps`` updates (the paper's), or as is."""
+    return dataclasses.replace(node, step_size_decay_steps=steps) if decay else node
 
 
 def baseline_config(learner, gamma: float):
@@ -295,6 +299,12 @@ def run_study(
     progress: bool = True,
 ) -> dict:
     """Every seed, spread over ``workers`` processes.
+
+    Args:
+      data, settings: the recording's transitions and what every seed shares.
+      seeds: runs 0 .. seeds - 1, each seeded from (settings.seed, run).
+      workers: processes (1: in this one).
+      checkpoint: where run 0's Γ-net is saved (see :func:`save_resumable`); None: not saved.
 
     Returns:
       ``{"returns": [N, G], "runs": [per-seed dicts by run], "seconds": wall time}``.
@@ -637,6 +647,8 @@ def run(args: argparse.Namespace) -> Report:
 
     if args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
+    if args.seed < 0:
+        raise ValueError(f"--seed must be >= 0; got {args.seed}")
     if args.workers < 1:
         raise ValueError(f"--workers must be >= 1; got {args.workers}")
     if args.tail_steps is not None and args.tail_steps < 0:
@@ -646,12 +658,12 @@ def run(args: argparse.Namespace) -> Report:
     params = pathlib.Path(args.params) if args.params else DEFAULT_PARAMS
     if not params.is_file():
         raise FileNotFoundError(f"no parameter file {params}: pass --params")
+    node, sampling, joints = load_learners(params)  # a bad parameter file fails before any work
     out = pathlib.Path(args.out)
     if args.bag is None:
         bag, source = _simulate(args, params, out)
     else:
         bag, source = pathlib.Path(args.bag), {"kind": "bag", "bag": str(args.bag)}
-    _, _, _, joints = load_learners(params, steps=1, decay=False)
     read = read_joint_states(bag, joints=joints, topic=args.topic, clock=args.clock)
     if read.stamps.shape[0] < 2:
         raise ValueError(
@@ -665,7 +677,7 @@ def run(args: argparse.Namespace) -> Report:
             f"{bag}: {data.steps} transitions leave none to score after the last {tail} (--tail-steps); "
             "record longer or lower --tail-steps"
         )
-    node, learner, sampling, _ = load_learners(params, steps=data.steps, decay=not args.no_decay)
+    learner = study_learner(node, steps=data.steps, decay=not args.no_decay)
     period = float(np.median(np.diff(read.stamps))) if read.stamps.shape[0] > 1 else float("nan")
     width = min(data.steps - tail, max(2, round(args.window_s / period) if period > 0 else 750))
     start = (data.steps - tail - width) // 2

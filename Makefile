@@ -18,7 +18,7 @@ DEMO_ARGS ?=
 .PHONY: demo test setup lint lock bench clean
 
 demo: setup
-	$(ENV) && gamma-net demo $(DEMO_ARGS)
+	$(ENV) && gamma-net demo --out runs/demo --json runs/demo/demo.json $(DEMO_ARGS)
 
 test: setup
 	$(ENV) && ruff check . && ruff format --check .

@@ -17,7 +17,6 @@ NODES = {
     "dynamixel_driver": "gamma_net_ros.dynamixel_driver:main",
     "prediction_monitor": "gamma_net_ros.prediction_monitor:main",
     "servo_emulator": "gamma_net_ros.hardware.emulator:main",
-    "smoke_talker": "gamma_net_ros.smoke_talker:main",
     "teleop": "gamma_net_ros.teleop:main",
     "operator": "gamma_net_ros.operator:main",
     "predictor": "gamma_net_ros.predictor:main",

@@ -2,73 +2,59 @@
 
 from __future__ import annotations
 
-import subprocess
-import sys
-
-import numpy as np
 import pytest
 from rclpy.node import Node
 
-from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
 pytestmark = pytest.mark.ros
 
 
-def _collector(executor, topic="predictions"):
+def test_prediction_monitor_prints_predictions_from_another_process(executor, spin, tmp_path):
+    """A Prediction published here crosses to a monitor node in its own process, which prints it."""
     from gamma_net_msgs.msg import Prediction
 
-    node = Node("test_collector")
-    received = []
-    node.create_subscription(Prediction, topic, received.append, 10)
+    from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
+
+    node = Node("test_talker")
+    publisher = node.create_publisher(Prediction, "predictions", 10)
     executor.add_node(node)
-    return received
-
-
-def test_prediction_crosses_in_process(executor, spin):
-    from gamma_net_ros.smoke_talker import SmokeTalker
-
-    executor.add_node(SmokeTalker())
-    received = _collector(executor)
-    assert spin(executor, lambda: len(received) >= 3, timeout=15)
-    msg = received[-1]
-    assert msg.cumulant == "constant"
-    np.testing.assert_allclose(msg.gammas, [0.0, 0.9, 0.99])
-    np.testing.assert_allclose(msg.values, [1.0, 10.0, 100.0])
-    assert [m.update_count for m in received] == sorted(m.update_count for m in received)
-
-
-def test_prediction_crosses_between_processes(executor, spin):
-    received = _collector(executor)
-    cmd = node_command("gamma_net_ros.smoke_talker", params_file=config_file("smoke"), params={"taus": [5.0, 20.0]})
-    with NodeProcess(cmd, log_path=None).start(stdout=subprocess.DEVNULL):
-        assert spin(executor, lambda: len(received) >= 3, timeout=30)
-    np.testing.assert_allclose(received[-1].gammas, [0.8, 0.95])
-    np.testing.assert_allclose(received[-1].values, [5.0, 20.0])
+    log = tmp_path / "monitor.log"
+    monitor = NodeProcess(node_command("gamma_net_ros.prediction_monitor", params={"count": 3, "scaled": True}), log)
+    with monitor:
+        assert spin(executor, lambda: publisher.get_subscription_count() >= 1, timeout=30), log.read_text()
+        sent = 0
+        while monitor.running and sent < 200:
+            msg = prediction_msg(
+                stamp=seconds_to_stamp(12.5),
+                cumulant="|shoulder.velocity|",
+                gammas=[0.0, 0.9, 0.99],
+                values=[0.5, 4.0, 30.0],
+                update_count=sent,
+            )
+            publisher.publish(msg)
+            sent += 1
+            spin(executor, lambda: False, timeout=0.05)
+        assert monitor.wait(timeout=10) == 0
+    lines = [line for line in log.read_text().splitlines() if "|shoulder.velocity|" in line and "updates" in line]
+    assert len(lines) == 3
+    # scaled: values times (1 - gamma), the paper's display scale
+    assert "[12.500] |shoulder.velocity| (updates" in lines[0]
+    assert "tau=1:+0.5000 tau=10:+0.4000 tau=100:+0.3000" in lines[0]
 
 
 def test_out_of_range_parameter_is_refused(executor):
     from rclpy.parameter import Parameter
 
-    from gamma_net_ros.smoke_talker import SmokeTalker
+    from gamma_net_ros.teleop import Teleop
 
-    node = SmokeTalker()
+    node = Teleop()
     executor.add_node(node)
-    result = node.set_parameters([Parameter("rate_hz", value=5000.0)])[0]
+    result = node.set_parameters([Parameter("timeout", value=500.0)])[0]
     assert not result.successful
-    assert node.get_parameter("rate_hz").value == 10.0
-    descriptor = node.describe_parameter("rate_hz")
-    assert descriptor.floating_point_range[0].to_value == 1000.0
-
-
-def test_demo_command_runs_two_real_nodes():
-    result = subprocess.run(
-        [sys.executable, "-m", "gamma_net_core.cli", "demo", "--timeout", "60"], capture_output=True, text=True
-    )
-    assert result.returncode == 0, result.stdout + result.stderr
-    lines = [line for line in result.stdout.splitlines() if "constant (updates" in line]
-    assert len(lines) == 10
-    assert "tau=100:+100.0000" in lines[0]
+    assert node.get_parameter("timeout").value == 0.5
+    descriptor = node.describe_parameter("timeout")
+    assert descriptor.floating_point_range[0].to_value == 60.0
 
 
 def test_declare_config_mirrors_the_dataclass(executor):

@@ -1,0 +1,65 @@
+"""The robot-arm pipeline on a robot: Dynamixel driver, joystick teleop, online Γ-net predictor.
+
+    ros2 launch gamma_net_ros arm.launch.py port:=/dev/serial/by-id/usb-FTDI_...
+    ros2 launch gamma_net_ros arm.launch.py scripted_operator:=true   # no person at the joystick
+    ros2 topic echo /predictions
+
+All behaviour lives in the nodes and in config/arm.yaml and config/dynamixel.yaml, so what
+this file starts is what the tests and `make demo` start. A joystick needs the `joy`
+package's node (`joy:=true` starts it).
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.conditions import IfCondition
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description():
+    config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
+    params = LaunchConfiguration("params_file")
+    dynamixel_params = LaunchConfiguration("dynamixel_params_file")
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument("port", default_value="/dev/ttyUSB0", description="the servos' serial port"),
+            DeclareLaunchArgument(
+                "params_file", default_value=os.path.join(config, "arm.yaml"), description="arm, teleop, predictor"
+            ),
+            DeclareLaunchArgument(
+                "dynamixel_params_file",
+                default_value=os.path.join(config, "dynamixel.yaml"),
+                description="the Dynamixel driver's parameters",
+            ),
+            DeclareLaunchArgument("joy", default_value="false", description="start the joy package's joy_node"),
+            DeclareLaunchArgument(
+                "scripted_operator", default_value="false", description="steer by the simulated operator"
+            ),
+            Node(
+                package="gamma_net_ros",
+                executable="dynamixel_driver",
+                name="dynamixel_driver",
+                parameters=[dynamixel_params, {"port": LaunchConfiguration("port")}],
+                output="screen",
+            ),
+            Node(package="gamma_net_ros", executable="teleop", name="teleop", parameters=[params], output="screen"),
+            Node(
+                package="gamma_net_ros",
+                executable="predictor",
+                name="predictor",
+                parameters=[params],
+                output="screen",
+            ),
+            Node(package="joy", executable="joy_node", name="joy", condition=IfCondition(LaunchConfiguration("joy"))),
+            Node(
+                package="gamma_net_ros",
+                executable="operator",
+                name="operator",
+                parameters=[params],
+                condition=IfCondition(LaunchConfiguration("scripted_operator")),
+            ),
+        ]
+    )

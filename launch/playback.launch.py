@@ -1,0 +1,42 @@
+"""The predictor alone, for recordings: learn from a bag played with `ros2 bag play`.
+
+    ros2 launch gamma_net_ros playback.launch.py &
+    ros2 bag play runs/arm/joint_states
+    ros2 topic echo /predictions
+
+The predictor takes the time of each reading from its header stamp (`stamp_source:
+header`), so a bag replays its own time; playing the bag again (time jumps back) starts a
+new episode instead of corrupting learning.
+"""
+
+import os
+
+from ament_index_python.packages import get_package_share_directory
+from launch import LaunchDescription
+from launch.actions import DeclareLaunchArgument
+from launch.substitutions import LaunchConfiguration
+from launch_ros.actions import Node
+
+
+def generate_launch_description():
+    config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
+    return LaunchDescription(
+        [
+            DeclareLaunchArgument(
+                "params_file", default_value=os.path.join(config, "arm.yaml"), description="the predictor's parameters"
+            ),
+            DeclareLaunchArgument(
+                "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
+            ),
+            Node(
+                package="gamma_net_ros",
+                executable="predictor",
+                name="predictor",
+                parameters=[
+                    LaunchConfiguration("params_file"),
+                    {"checkpoint_path": LaunchConfiguration("checkpoint_path"), "stamp_source": "header"},
+                ],
+                output="screen",
+            ),
+        ]
+    )

@@ -48,6 +48,8 @@ $(EDITABLE_STAMP): $(DEPS_STAMP) setup.py setup.cfg
 	touch $@
 
 $(BUILD_STAMP): $(EDITABLE_STAMP) $(MSG_SOURCES) $(PKG_SOURCES)
+	@# A data file removed from the sources leaves a dangling symlink that stops colcon.
+	@find build install -xtype l -delete 2>/dev/null || true
 	$(ENV) && colcon build --base-paths . msg --symlink-install \
 	  --event-handlers console_direct- \
 	  --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE=$$(which python)

@@ -23,6 +23,11 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("demo",), "gamma_net_ros.demo", "the main job: real ROS 2 nodes exchanging predictions"),
     (("square-wave",), "gamma_net_core.experiments.square_wave", "the paper's square-wave study (linear Γ-net)"),
     (("bench", "linear"), "gamma_net_core.bench.linear", "linear Γ-net steps per second against its NumPy reference"),
+    (
+        ("bench", "ros"),
+        "gamma_net_ros.bench_ros",
+        "predictor node latency (p50/p99) and the highest input rate sustained",
+    ),
     (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),

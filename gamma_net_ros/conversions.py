@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import array
 from collections.abc import Sequence
 
 import numpy as np
@@ -36,7 +37,8 @@ def prediction_msg(
     msg.header.stamp = stamp
     msg.header.frame_id = frame_id
     msg.cumulant = cumulant
-    msg.gammas = gammas.tolist()
-    msg.values = values.tolist()
+    # array.array is taken as is; a list would be checked element by element.
+    msg.gammas = array.array("d", gammas.tobytes())
+    msg.values = array.array("d", values.tobytes())
     msg.update_count = int(update_count)
     return msg

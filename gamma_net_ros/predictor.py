@@ -67,9 +67,25 @@ class Predictor(Node):
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
-        qos = qos_profile_sensor_data
-        if declare(self, "reliable_input", False, "reliable joint_states QoS (e.g. for bag playback)", read_only=True):
-            qos = QoSProfile(depth=100, reliability=ReliabilityPolicy.RELIABLE)
+        depth = declare(
+            self,
+            "input_queue_depth",
+            100,
+            "joint_states waiting to be learned from",
+            low=1,
+            high=100000,
+            read_only=True,
+        )
+        reliable = declare(
+            self, "reliable_input", False, "reliable joint_states QoS (e.g. for bag playback)", read_only=True
+        )
+        # Best effort by default, as the driver publishes (sensor-data QoS); deeper than that profile's 5
+        # so that a burst of readings waits for the learner instead of being dropped.
+        qos = QoSProfile(
+            depth=depth,
+            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+            durability=qos_profile_sensor_data.durability,
+        )
         self.create_subscription(JointState, "joint_states", self.on_joint_state, qos)
         self.predictions = self.create_publisher(Prediction, "predictions", 10)
         self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)

@@ -17,22 +17,19 @@ from gamma_net_core.report import Report, write_json
 
 #: (words, module, one-line help). Modules under gamma_net_ros need ROS 2 at run time.
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
+    (("demo",), "gamma_net_ros.demo", "the main job: the arm pipeline on real ROS 2 nodes, no hardware"),
     (("timescales",), "gamma_net_core.experiments.timescale_table", "gamma <-> tau table (the paper's Table 1)"),
+    (("square-wave",), "gamma_net_core.experiments.square_wave", "the paper's square-wave study (linear Γ-net)"),
     (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
     (("arm", "train"), "gamma_net_core.experiments.arm_train", "the robot-arm study (Table 2) on a JointState bag"),
-    (("demo",), "gamma_net_ros.demo", "the main job: real ROS 2 nodes exchanging predictions"),
-    (("square-wave",), "gamma_net_core.experiments.square_wave", "the paper's square-wave study (linear Γ-net)"),
-    (("bench", "linear"), "gamma_net_core.bench.linear", "linear Γ-net steps per second against its NumPy reference"),
-    (
-        ("bench", "ros"),
-        "gamma_net_ros.bench_ros",
-        "predictor node latency (p50/p99) and the highest input rate sustained",
-    ),
-    (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),
+    (("bench", "all"), "gamma_net_ros.bench_all", "every benchmark with its defaults (make bench)"),
+    (("bench", "linear"), "gamma_net_core.bench.linear", "linear Γ-net steps per second against its NumPy reference"),
+    (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),
     (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
+    (("bench", "ros"), "gamma_net_ros.bench_ros", "predictor node latency p50/p99, highest input rate sustained"),
 ]
 
 

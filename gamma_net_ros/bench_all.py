@@ -1,0 +1,42 @@
+"""`gamma-net bench all` (`make bench`): every benchmark with its defaults, one report.
+
+Each benchmark times its own reference in the same run, so the ratios it prints hold for
+whatever machine runs this; the absolute rates are for docs/benchmarks.md's notes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+from gamma_net_core.report import Report
+
+BENCHMARKS = {
+    "linear": "gamma_net_core.bench.linear",
+    "neural": "gamma_net_core.bench.neural",
+    "atari": "gamma_net_core.bench.atari",
+    "ros": "gamma_net_ros.bench_ros",
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--only", nargs="+", choices=sorted(BENCHMARKS), help="run only these benchmarks")
+
+
+def run(args: argparse.Namespace) -> Report:
+    report = Report()
+    for name, module_name in BENCHMARKS.items():
+        if args.only and name not in args.only:
+            continue
+        print(f"[bench all] {name} ...", file=sys.stderr, flush=True)
+        module = importlib.import_module(module_name)
+        parser = argparse.ArgumentParser()
+        module.add_arguments(parser)
+        part = module.run(parser.parse_args([]))
+        for table in part.tables:
+            table.title = f"[{name}] {table.title}"
+        report.tables += part.tables
+        report.data[name] = part.data
+        report.files += part.files
+    return report

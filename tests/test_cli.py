@@ -8,7 +8,7 @@ import sys
 
 import pytest
 
-from gamma_net_core.cli import main
+from gamma_net_core.cli import COMMANDS, main
 
 
 def test_timescales_table_and_json_agree(tmp_path, capsys):
@@ -56,3 +56,14 @@ def test_console_script_is_installed():
     )
     assert result.returncode == 0, result.stderr
     assert "10" in result.stdout
+
+
+@pytest.mark.parametrize("words, module_name, help_", COMMANDS)
+def test_every_command_builds_its_parser(words, module_name, help_):
+    import argparse
+    import importlib
+
+    module = importlib.import_module(module_name)
+    parser = argparse.ArgumentParser(prog="gamma-net " + " ".join(words))
+    module.add_arguments(parser)
+    assert callable(module.run) and help_

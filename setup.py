@@ -14,6 +14,7 @@ from setuptools import find_packages, setup
 PACKAGE = "gamma_net_ros"
 
 NODES = {
+    "bag_player": "gamma_net_ros.bag_player:main",
     "dynamixel_driver": "gamma_net_ros.dynamixel_driver:main",
     "prediction_monitor": "gamma_net_ros.prediction_monitor:main",
     "servo_emulator": "gamma_net_ros.hardware.emulator:main",

@@ -263,16 +263,17 @@ def test_predictions_approach_the_exact_returns_at_every_probe_tau():
     """Tolerances, on the MSE over the return's mean square after 50k steps (the paper's budget):
 
     - unscaled: under 2% at every probe tau (R^2 > 0.98); the worst of 20 seeds was 0.8%.
-    - loss scaling: under 2% at tau <= 10 and under 15% at tau >= 20; the worst of 20 seeds
-      was 0.8% and 7.4%. The weights learn f = (1 - gamma) V and an error in f is multiplied
-      by tau in V: with every timescale weighted alike, the long ones end less accurate (the
-      paper's finding), and more steps do not remove it (about the same after 200k).
+    - loss scaling: under 2% at tau <= 10 and under 20% at tau >= 20; the worst of 20 seeds was
+      0.8% and 7.4%, the worst of the square-wave study's 100 runs 1.3% and 13.9% (tau = 40).
+      The weights learn f = (1 - gamma) V and an error in f is multiplied by tau in V: with
+      every timescale weighted alike, the long ones end less accurate (the paper's finding);
+      more steps halve it (200k) rather than remove it.
 
     Any real fault (a wrong index, sign, gamma or scale) gives errors of order 1.
     """
     np.testing.assert_array_less(relative_mse(dataclasses.replace(SQUARE, loss_scaling=False), 50_000), 0.02)
     scaled = relative_mse(SQUARE, 50_000)
-    np.testing.assert_array_less(scaled, np.where(PROBE_TAUS <= 10, 0.02, 0.15))
+    np.testing.assert_array_less(scaled, np.where(PROBE_TAUS <= 10, 0.02, 0.20))
 
 
 def test_baseline_learns_its_one_timescale():

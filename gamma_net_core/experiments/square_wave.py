@@ -11,7 +11,7 @@ scales, loss scaling on), which is run once and shared:
 - inputs: timescale input gamma, tau / 100, or both;
 - distribution: the 4 drawn timescales of Gamma_t all on the gamma scale, all on the tau
   scale, or 2 + 2 (tau in {1, 100} always included);
-- scaling: TD errors scaled by (1 - gamma) or not.
+- scaling: loss scaling on (the weights learn f = (1 - gamma) V, predictions V = f / (1 - gamma)) or off.
 
 The paper gives no step size for this experiment; the default, alpha = 0.5 / 70 active
 features, is the largest round value that was stable for every series here: alpha = 0.7

@@ -3,7 +3,7 @@
 A linear Γ-net learns the returns of a square wave (period 100, ±1) from its phase, tile
 coded with 20 tilings of width 1.0, 20 of 0.5 and 30 of 0.1 jointly with the timescale
 inputs. Each run trains for ``steps`` steps (paper: 50k); its error at each probe tau is
-the MSE of the online predictions v(S_t, gamma) against the exact return G_t(gamma) over
+the MSE of the online predictions V(S_t, gamma) against the exact return G_t(gamma) over
 the last ``last`` steps (paper: 5k). Three comparisons, as in the paper's figure, each
 against the reference configuration (gamma and tau inputs, Gamma_t of 6 drawn on both
 scales, loss scaling on), which is run once and shared:

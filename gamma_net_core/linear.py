@@ -2,19 +2,30 @@
 
 The learner of the paper's square-wave and robot-arm experiments (Algorithm 1). The
 timescale inputs (gamma, tau / tau_scale, or both) are extra input dimensions tile-coded
-jointly with the state, so one weight vector predicts at any gamma. On each transition
+jointly with the state, so one weight vector predicts at any gamma.
+
+Loss scaling (section "Generalizing over Timescale", Eq. scaled_v). With it on, the weights
+learn the value of the scaled cumulant, f(s, gamma) = (1 - gamma) V(s, gamma) = w . x(s, gamma),
+and the estimator is V = f / (1 - gamma): so returns of every timescale are learned in the
+same range as the cumulant (a long timescale's return does not dominate the weights), and
+every prediction this module gives is still V, in the cumulant's units. Without it the
+weights learn V = w . x directly. In both cases s_k = 1 - gamma_k (scaling on) or 1 (off)
+is the factor from V to the weights' output f = s V, and on each transition
 (S_t, C_{t+1}, S_{t+1}) the TD errors of every gamma_k in Gamma_t are computed with the
 weights before the step and their gradients summed:
 
-    delta_k = C_{t+1} + gamma_k v(S_{t+1}, gamma_k) - v(S_t, gamma_k)    (C_{t+1} - v(S_t, gamma_k) if terminal)
-    w      += alpha_n / n_active * sum_k s_k delta_k x(S_t, gamma_k)
+    delta_k = s_k C_{t+1} + gamma_k f(S_{t+1}, gamma_k) - f(S_t, gamma_k)    (s_k C_{t+1} - f(S_t, gamma_k) if terminal)
+    w      += alpha_n / n_active * sum_k delta_k x(S_t, gamma_k)
 
-where ``s_k = 1 - gamma_k`` with loss scaling (the paper's derivation: learning the value of
-the cumulant scaled by 1 - gamma, with predictions still in the cumulant's units) and 1
-without, ``n_active`` is the number of active features per (state, gamma) and alpha_n
-decays linearly to zero over ``step_size_decay_steps`` updates when that is set.
-The fixed-timescale baseline (:class:`FixedTimescaleTD`) is the same learner with no
-timescale input, trained on its one gamma.
+With scaling delta_k = (1 - gamma_k) delta_V,k, the TD error of V times 1 - gamma_k, as in the
+paper's derivation; for one fixed gamma this is exactly unscaled TD(0) on the cumulant
+(1 - gamma) C, whose predictions are then divided by 1 - gamma (the neural core,
+:mod:`gamma_net_core.neural.networks`, reads the paper the same way). The TD errors
+``learn`` returns are delta_V = delta_k / s_k, in the cumulant's units. ``n_active`` is
+the number of active features per (state, gamma) and alpha_n decays linearly to zero over
+``step_size_decay_steps`` updates when that is set. The fixed-timescale baseline
+(:class:`FixedTimescaleTD`) is the same learner with no timescale input, trained on its one
+gamma.
 
 Two doors to the same kernels: :meth:`LinearGammaNet.learn` takes one transition (a
 node feeding messages) and :meth:`LinearGammaNet.learn_recording` a whole recording at
@@ -29,7 +40,9 @@ Checkpoint format (``save`` / ``load``, via :func:`gamma_net_core.checkpoint.sav
 version :data:`VERSION`, the configuration (:func:`gamma_net_core.config.to_mapping`) and
 meta ``{"update_count", "n_features", "n_dims"}``; its arrays are
 
-- ``weights``  float64 [n_features]: tiles (then the bias unit, last);
+- ``weights``  float64 [n_features]: tiles (then the bias unit, last); they give f = s V
+  (f = (1 - gamma) V with ``loss_scaling``, V without); version 1 files, written when scaled
+  weights meant V itself, are refused;
 - ``offsets``  float64 [n_tilings, n_dims]: tiling offsets in tile widths, in [0, 1);
 - ``mult``     uint64  [n_tilings, n_dims]: hashing multipliers (strides when unhashed);
 - ``base``     uint64  [n_tilings]: hashing offsets (first index of each tiling when unhashed).
@@ -53,7 +66,8 @@ from gamma_net_core.config import setting
 from gamma_net_core.tilecoding import TileCoder, add_keys, finalize, normalize
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
 
-VERSION = 1
+#: 2: with loss scaling the weights hold f = (1 - gamma) V (version 1: V, its updates scaled).
+VERSION = 2
 
 #: numba code of each timescale input: how many input dimensions it adds and which.
 TIMESCALE_INPUTS = {"none": 0, "gamma": 1, "tau": 2, "both": 3}
@@ -105,7 +119,9 @@ class LinearTDConfig:
         high=2**62,
     )
     loss_scaling: bool = setting(
-        True, "scale each TD error by (1 - gamma) (section 'Generalizing over Timescale'); paper: on"
+        True,
+        "learn f = (1 - gamma) V, the value of the cumulant scaled by (1 - gamma), and predict V = f / (1 - gamma) "
+        "(section 'Generalizing over Timescale', Eq. scaled_v); predictions stay in the cumulant's units; paper: on",
     )
 
     def __post_init__(self) -> None:
@@ -201,38 +217,48 @@ def _value(w, state_keys, ts_keys, tiles):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
+def _output_scale(gamma, loss_scaling):  # pragma: no cover - compiled
+    """s(gamma): the weights' output is f = s V, so s = 1 - gamma with loss scaling, else 1."""
+    return 1.0 - gamma if loss_scaling else 1.0
+
+
+@numba.njit(cache=True, inline="always")
 def _td_errors(
-    w, keys_t, keys_tp1, gammas, cumulant, terminal, ts, tiles, u_ts, keys_ts, idx, deltas
+    w, keys_t, keys_tp1, gammas, cumulant, terminal, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas
 ):  # pragma: no cover
-    """Fill idx[k] with the active tiles of (S_t, gamma_k) and deltas[k] with its TD error; w is untouched."""
+    """Fill idx[k] with the active tiles of (S_t, gamma_k) and deltas[k] with the TD error of the weights' output.
+
+    That output is f = s V (s = 1 - gamma_k with loss scaling, else 1), so deltas[k] is
+    delta_f = s C + gamma_k f(S_{t+1}) - f(S_t) = s delta_V; w is untouched.
+    """
     memory_size = tiles[7]
     for k in range(gammas.shape[0]):
         gamma = gammas[k]
         _timescale_keys(gamma, ts, tiles, u_ts, keys_ts)
-        v_t = 0.0
-        v_tp1 = 0.0
+        f_t = 0.0
+        f_tp1 = 0.0
         for t in range(keys_t.shape[0]):
             i = finalize(keys_t[t] + keys_ts[t], memory_size)
             idx[k, t] = i
-            v_t += w[i]
+            f_t += w[i]
             if not terminal:
-                v_tp1 += w[finalize(keys_tp1[t] + keys_ts[t], memory_size)]
+                f_tp1 += w[finalize(keys_tp1[t] + keys_ts[t], memory_size)]
         if tiles[8] >= 0:
-            v_t += w[tiles[8]]
-            v_tp1 += w[tiles[8]]
+            f_t += w[tiles[8]]
+            f_tp1 += w[tiles[8]]
+        scaled = _output_scale(gamma, loss_scaling) * cumulant
         if terminal:
-            deltas[k] = cumulant - v_t
+            deltas[k] = scaled - f_t
         else:
-            deltas[k] = cumulant + gamma * v_tp1 - v_t
+            deltas[k] = scaled + gamma * f_tp1 - f_t
 
 
 @numba.njit(cache=True, inline="always")
-def _step_sizes(gammas, deltas, alpha, loss_scaling, steps):  # pragma: no cover - compiled
-    """steps[k] = alpha * s_k * delta_k; False if any is not finite."""
+def _step_sizes(deltas, alpha, steps):  # pragma: no cover - compiled
+    """steps[k] = alpha * delta_f,k; False if any is not finite."""
     ok = True
-    for k in range(gammas.shape[0]):
-        scale = 1.0 - gammas[k] if loss_scaling else 1.0
-        steps[k] = alpha * scale * deltas[k]
+    for k in range(deltas.shape[0]):
+        steps[k] = alpha * deltas[k]
         if not np.isfinite(steps[k]):
             ok = False
     return ok
@@ -242,7 +268,10 @@ def _step_sizes(gammas, deltas, alpha, loss_scaling, steps):  # pragma: no cover
 def _learn_one(
     w, state_t, state_tp1, gammas, cumulant, terminal, alpha, loss_scaling, ts, tiles, w_limit, deltas
 ):  # pragma: no cover
-    """One transition; returns True, or False with w unchanged when a weight would leave [-w_limit, w_limit]."""
+    """One transition; returns True, or False with w unchanged when a weight would leave [-w_limit, w_limit].
+
+    On return deltas[k] holds the TD error in the cumulant's units, delta_V = delta_f / s.
+    """
     n_tilings = tiles[5].shape[0]
     bias_index = tiles[8]
     K = gammas.shape[0]
@@ -255,8 +284,11 @@ def _learn_one(
     steps = np.empty(K)
     _state_keys(state_t, tiles, u, keys_t)
     _state_keys(state_tp1, tiles, u, keys_tp1)
-    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, ts, tiles, u_ts, keys_ts, idx, deltas)
-    if not _step_sizes(gammas, deltas, alpha, loss_scaling, steps):
+    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas)
+    ok = _step_sizes(deltas, alpha, steps)
+    for k in range(K):
+        deltas[k] /= _output_scale(gammas[k], loss_scaling)
+    if not ok:
         return False
     # Undo log: old values in write order, restored in reverse, so repeated indices come back exactly.
     undo = np.empty(K * (n_tilings + 1))
@@ -302,10 +334,14 @@ def _learn_many(
     tiles,
     w_limit,
     probe_keys,
+    probe_scales,
     record_from,
     predictions,
 ):  # pragma: no cover - compiled
-    """A recording's transitions in order; returns -1, or the first step that put a weight beyond w_limit."""
+    """A recording's transitions in order; returns -1, or the first step that put a weight beyond w_limit.
+
+    predictions[n - record_from, j] = f(S_n, probe j) / probe_scales[j], V in the cumulant's units.
+    """
     n_tilings = tiles[5].shape[0]
     bias_index = tiles[8]
     K = gammas.shape[1]
@@ -321,11 +357,12 @@ def _learn_many(
         _state_keys(states_t[n], tiles, u, keys_t)
         if n >= record_from:
             for j in range(probe_keys.shape[0]):
-                predictions[n - record_from, j] = _value(w, keys_t, probe_keys[j], tiles)
+                predictions[n - record_from, j] = _value(w, keys_t, probe_keys[j], tiles) / probe_scales[j]
         _state_keys(states_tp1[n], tiles, u, keys_tp1)
-        _td_errors(w, keys_t, keys_tp1, gammas[n], cumulants[n], terminals[n], ts, tiles, u_ts, keys_ts, idx, deltas)
+        g, c, end = gammas[n], cumulants[n], terminals[n]
+        _td_errors(w, keys_t, keys_tp1, g, c, end, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas)
         alpha = _alpha(step_size, decay_steps, count + n, n_active)
-        if not _step_sizes(gammas[n], deltas, alpha, loss_scaling, steps):
+        if not _step_sizes(deltas, alpha, steps):
             return n
         ok = True
         for k in range(K):
@@ -351,19 +388,22 @@ def _alpha(step_size, decay_steps, count, n_active):  # pragma: no cover - compi
 
 
 @numba.njit(cache=True)
-def _predict_many(w, states, gammas, ts, tiles):  # pragma: no cover - compiled
+def _predict_many(w, states, gammas, loss_scaling, ts, tiles):  # pragma: no cover - compiled
+    """V(S_n, gamma_k) = f / s(gamma_k) for each state and gamma: [N, G], in the cumulant's units."""
     n_tilings = tiles[5].shape[0]
     out = np.empty((states.shape[0], gammas.shape[0]))
     u = np.empty(states.shape[1])
     u_ts = np.empty(_n_timescale_dims(ts[0]))
     keys_ts = np.empty((gammas.shape[0], n_tilings), dtype=np.uint64)
+    scales = np.empty(gammas.shape[0])
     for k in range(gammas.shape[0]):
         _timescale_keys(gammas[k], ts, tiles, u_ts, keys_ts[k])
+        scales[k] = _output_scale(gammas[k], loss_scaling)
     keys = np.empty(n_tilings, dtype=np.uint64)
     for n in range(states.shape[0]):
         _state_keys(states[n], tiles, u, keys)
         for k in range(gammas.shape[0]):
-            out[n, k] = _value(w, keys, keys_ts[k], tiles)
+            out[n, k] = _value(w, keys, keys_ts[k], tiles) / scales[k]
     return out
 
 
@@ -400,8 +440,10 @@ class _LinearTD:
         tau_scale = float(getattr(config, "tau_scale", 1.0))
         self._ts = (TIMESCALE_INPUTS[self._mode], tau_scale, config.n_state)
         self._tiles = self.coder.kernel_args
-        # A prediction sums n_active weights: bounding each weight keeps every prediction finite.
-        self._w_limit = float(np.finfo(np.float64).max) / self.coder.n_active
+        # A prediction sums n_active weights (then, with loss scaling, divides by 1 - gamma >= 2**-53, the
+        # smallest for a float gamma < 1): bounding each weight keeps every prediction finite.
+        headroom = 2.0**-53 if config.loss_scaling else 1.0
+        self._w_limit = float(np.finfo(np.float64).max) * headroom / self.coder.n_active
 
     # -- shape, step size
 
@@ -512,6 +554,7 @@ class _LinearTD:
             raise ValueError(f"record_from must be in [0, {T}]; got {record_from!r}")
         probes = np.empty(0) if probe_gammas is None else validate_gammas(probe_gammas, name="probe_gammas")
         probe_keys = self._timescale_keys(probes)
+        probe_scales = 1.0 - probes if self.config.loss_scaling else np.ones_like(probes)
         predictions = np.empty((T - record_from, probes.shape[0]))
         # A failure part way restores these, so the learner is as it was before the call.
         before, count = self._weights.copy(), self.update_count
@@ -537,6 +580,7 @@ class _LinearTD:
                 self._tiles,
                 self._w_limit,
                 probe_keys,
+                probe_scales,
                 rf,
                 out,
             )
@@ -561,9 +605,11 @@ class _LinearTD:
         """[G] for one state ([n_state], or a scalar with one state input), [N, G] for [N, n_state] or [N]."""
         x = np.asarray(state, dtype=np.float64)
         n = self.config.n_state
+        scaling = self.config.loss_scaling
         if x.ndim == 0 or (x.ndim == 1 and x.shape[0] == n):
-            return _predict_many(self._weights, self._state(x, "state")[None, :], gammas, self._ts, self._tiles)[0]
-        return _predict_many(self._weights, self._states(x, "states"), gammas, self._ts, self._tiles)
+            one = self._state(x, "state")[None, :]
+            return _predict_many(self._weights, one, gammas, scaling, self._ts, self._tiles)[0]
+        return _predict_many(self._weights, self._states(x, "states"), gammas, scaling, self._ts, self._tiles)
 
     # -- checkpoints
 
@@ -668,7 +714,8 @@ class LinearGammaNet(_LinearTD):
           gammas: Gamma_t, the discounts trained on at this step [K], each in [0, 1).
 
         Returns:
-          The TD errors [K] of each gamma before the update (unscaled, cumulant units).
+          The TD errors delta_V [K] of each gamma before the update, in the cumulant's units
+          (with loss scaling the update used (1 - gamma) times these).
         """
         return self._learn(state_t, cumulant, state_tp1, terminal, validate_gammas(gammas, name="Gamma_t"))
 
@@ -691,7 +738,7 @@ class LinearGammaNet(_LinearTD):
           timescales: a sampler drawing each step's Gamma_t (the same sequence as calling its
             ``sample()`` once per step), or the gammas themselves [T, K].
           terminals: optional bool [T]; ``terminals[t]`` means S_{t+1} is terminal.
-          probe_gammas: optional [P]: record online predictions v(S_t, gamma) made before each update.
+          probe_gammas: optional [P]: record online predictions V(S_t, gamma) made before each update.
           record_from: the first step whose predictions are recorded.
 
         Returns:

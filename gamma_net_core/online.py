@@ -35,7 +35,8 @@ from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas
 
 KIND = "online_linear_gamma_net"
-VERSION = 1
+#: 2: the learner's weights follow :mod:`gamma_net_core.linear` version 2 (f = (1 - gamma) V with loss scaling).
+VERSION = 2
 
 
 @dataclass(frozen=True)

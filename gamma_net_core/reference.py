@@ -3,7 +3,8 @@
 Nothing here is compiled or tuned. :class:`ReferenceTileCoder` computes the indices of
 :class:`~gamma_net_core.tilecoding.TileCoder` from the same state (offsets, hashing
 constants); :class:`ReferenceLinearTD` is Algorithm 1 of the paper line by line, a
-Python loop over the gammas in Gamma_t. Tests check that the fast learners in
+Python loop over the gammas in Gamma_t, with loss scaling as the paper derives it (the
+weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)). Tests check that the fast learners in
 :mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
 """
 
@@ -108,9 +109,17 @@ class ReferenceLinearTD:
         timescale = {"none": [], "gamma": [gamma], "tau": [tau_input], "both": [gamma, tau_input]}
         return self.coder.active(np.concatenate([state, timescale[self.timescale_input]]))
 
-    def value(self, state, gamma: float) -> float:
-        """v(S, gamma) = x(S, gamma)^T w, in the cumulant's units."""
+    def scale(self, gamma: float) -> float:
+        """s(gamma) = 1 - gamma with loss scaling, else 1: the weights learn f = s V (Eq. scaled_v)."""
+        return 1.0 - gamma if self.config.loss_scaling else 1.0
+
+    def output(self, state, gamma: float) -> float:
+        """f(S, gamma) = x(S, gamma)^T w: the value of the cumulant scaled by s(gamma)."""
         return float(np.sum(self.w[self.features(state, gamma)]))
+
+    def value(self, state, gamma: float) -> float:
+        """V(S, gamma) = f(S, gamma) / s(gamma), in the cumulant's units."""
+        return self.output(state, gamma) / self.scale(gamma)
 
     def step_size(self) -> float:
         """alpha / n_active, decayed linearly to zero over ``step_size_decay_steps`` updates if set."""
@@ -119,21 +128,27 @@ class ReferenceLinearTD:
             return alpha * max(0.0, 1.0 - self.update_count / decay) / self.n_active
         return alpha / self.n_active
 
-    def learn(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas) -> None:
-        """One step of Algorithm 1: every TD error with the weights before the step, then one update."""
+    def learn(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas) -> np.ndarray:
+        """One step of Algorithm 1 on f: every TD error with the weights before the step, then one update.
+
+        Returns:
+          The TD errors of V, delta_f / s(gamma) [K], in the cumulant's units.
+        """
         Delta = np.zeros_like(self.w)
+        deltas_v = []
         for gamma in gammas:
             x_t = self.features(state_t, gamma)
-            v_t = np.sum(self.w[x_t])
+            f_t = np.sum(self.w[x_t])
+            scaled_cumulant = self.scale(gamma) * cumulant  # (1 - gamma) C: the scaled cumulant's value is f
             if terminal:
-                delta = cumulant - v_t
+                delta_f = scaled_cumulant - f_t
             else:
-                delta = cumulant + gamma * np.sum(self.w[self.features(state_tp1, gamma)]) - v_t
-            if self.config.loss_scaling:
-                delta *= 1.0 - gamma
-            np.add.at(Delta, x_t, delta)  # x_t may repeat an index: its feature value is then 2
+                delta_f = scaled_cumulant + gamma * np.sum(self.w[self.features(state_tp1, gamma)]) - f_t
+            np.add.at(Delta, x_t, delta_f)  # x_t may repeat an index: its feature value is then 2
+            deltas_v.append(delta_f / self.scale(gamma))
         self.w += self.step_size() * Delta
         self.update_count += 1
+        return np.array(deltas_v)
 
     def learn_recording(
         self, *, states_t, cumulants, states_tp1, timescales, terminals=None, probe_gammas=None, record_from=0
@@ -141,7 +156,7 @@ class ReferenceLinearTD:
         """:meth:`learn` on each step in order; Gamma_t from a sampler (one ``sample()`` per step) or [T, K].
 
         Returns:
-          With ``probe_gammas``, the predictions v(S_t, gamma) made before each update from ``record_from`` on.
+          With ``probe_gammas``, the predictions V(S_t, gamma) made before each update from ``record_from`` on.
         """
         recorded = []
         for t in range(len(cumulants)):
@@ -153,5 +168,5 @@ class ReferenceLinearTD:
         return np.array(recorded).reshape(-1, len(probe_gammas)) if probe_gammas is not None else None
 
     def predict(self, state, gammas) -> np.ndarray:
-        """v(S, gamma) for each gamma: [G]."""
+        """V(S, gamma) for each gamma: [G], in the cumulant's units."""
         return np.array([self.value(state, g) for g in gammas])

@@ -96,6 +96,24 @@ def _finite_or_none(value: Any) -> Any:
     return value
 
 
+def round_significant(value: Any, digits: int = 4) -> Any:
+    """Floats (also inside dicts, lists, arrays) to ``digits`` significant digits, non-finite to None.
+
+    So that JSON of study results committed to the repository stays small.
+    """
+    if isinstance(value, float):
+        return float(f"{value:.{digits}g}") if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {k: round_significant(v, digits) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [round_significant(v, digits) for v in value]
+    if isinstance(value, np.ndarray):
+        return round_significant(value.tolist(), digits)
+    if isinstance(value, np.generic):
+        return round_significant(value.item(), digits)
+    return value
+
+
 def write_json(path: str | os.PathLike, obj: Any) -> None:
     """Write ``obj`` as JSON atomically (a reader never sees half a file)."""
     path = pathlib.Path(path)

@@ -9,6 +9,7 @@ import sys
 import pytest
 
 from gamma_net_core.cli import COMMANDS, main
+from gamma_net_core.report import round_significant
 
 
 def test_timescales_table_and_json_agree(tmp_path, capsys):
@@ -67,3 +68,16 @@ def test_every_command_builds_its_parser(words, module_name, help_):
     parser = argparse.ArgumentParser(prog="gamma-net " + " ".join(words))
     module.add_arguments(parser)
     assert callable(module.run) and help_
+
+
+def test_round_significant_keeps_digits_everywhere_and_drops_non_finite():
+    import numpy as np
+
+    value = {
+        "a": 123456.789,
+        "b": [0.000123456, np.float64(2.0 / 3.0)],
+        "c": np.array([[1.23456e-9, np.inf]]),
+        "d": "x",
+    }
+    assert round_significant(value, 3) == {"a": 123000.0, "b": [0.000123, 0.667], "c": [[1.23e-9, None]], "d": "x"}
+    assert round_significant((float("nan"), 7)) == [None, 7]

@@ -23,7 +23,7 @@ from gamma_net_core.reference import ReferenceLinearTD
 from gamma_net_core.signals.square_wave import SquareWave
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, gamma_from_tau
 
-SQUARE = learner_config(SERIES[0], 1.0)  # the paper's square-wave learner, alpha = 1 / 70
+SQUARE = learner_config(SERIES[0], 0.5)  # the paper's square-wave learner, the study's alpha = 0.5 / 70
 PROBE_TAUS = np.array([1, 2, 5, 10, 20, 40, 60, 80, 100.0])
 
 
@@ -78,6 +78,11 @@ def test_robot_arm_matches_the_numpy_reference_after_1000_steps():
     assert net.n_features == 2049 and net.n_active == 101 and net.update_count == 1000
     assert np.abs(ref.w).max() > 0.01
     np.testing.assert_allclose(net.weights, ref.w, rtol=0, atol=1e-12)
+    # One more step: the same TD errors, delta_V in the cumulant's units, and the same predictions V.
+    gammas = sampler.sample()
+    np.testing.assert_allclose(net.learn(s_t[0], c[0], s_tp1[0], False, gammas),
+                               ref.learn(s_t[0], c[0], s_tp1[0], False, gammas), rtol=0, atol=1e-12)  # fmt: skip
+    np.testing.assert_allclose(net.predict(s_t[0], gammas), ref.predict(s_t[0], gammas), rtol=1e-12)
 
 
 def test_baseline_matches_the_numpy_reference():
@@ -154,38 +159,75 @@ def tiny(**kw):
     return {**base, "bias": True, "step_size": 0.5, **kw}
 
 
-@pytest.mark.parametrize(
-    "scaling, first, terminal, non_terminal", [(True, 0.5, 0.625, 0.6875), (False, 1.0, 1.0, 1.25)]
-)
-def test_terminal_and_loss_scaling_by_hand(scaling, first, terminal, non_terminal):
-    """gamma = 0.5, alpha = 0.5 / 2 active features; v is the sum of the two active weights.
+@pytest.mark.parametrize("scaling, f1, f_terminal, f_non_terminal", [(True, 0.5, 0.5, 0.625), (False, 1.0, 1.0, 1.25)])
+def test_terminal_and_loss_scaling_by_hand(scaling, f1, f_terminal, f_non_terminal):
+    """gamma = 0.5, alpha = 0.5 / 2 active features; the output f is the sum of the two active weights.
 
-    Step 1 (C = 2, v = 0): delta = 2; each weight moves 0.25 * s * 2 with s = 0.5 (scaled) or 1.
-    Step 2 from v1 with C = 1: terminal delta = 1 - v1; otherwise delta = 1 + 0.5 v1 - v1.
+    With loss scaling f = (1 - gamma) V = 0.5 V and s = 0.5; without, f = V and s = 1.
+    Step 1 (C = 2, f = 0): delta_f = 2 s; each weight moves 0.25 delta_f: f1 = 1.0 s, V1 = 1.
+    Step 2 from f1 with C = 1: terminal delta_f = s - f1 = 0 (V1 = C already);
+    otherwise delta_f = s + 0.5 f1 - f1 = 0.5 s, each weight moves 0.125 s: f2 = 1.25 s, V2 = 1.25.
+    For one gamma, scaled TD is unscaled TD on the cumulant s C: the same V, weights s times as large.
+    The returned TD errors are delta_V = delta_f / s: 2, then 0 (terminal) or 0.5.
     """
     config = FixedTimescaleConfig(**tiny(loss_scaling=scaling), gamma=0.5)
-    for is_terminal, expected in ((True, terminal), (False, non_terminal)):
+    for is_terminal, f2 in ((True, f_terminal), (False, f_non_terminal)):
         net = FixedTimescaleTD(config, rng=np.random.default_rng(0))
         assert net.learn(0.3, 2.0, 0.3) == 2.0
-        assert net.predict(0.3) == pytest.approx(first)
+        assert net.weights.sum() == pytest.approx(f1)
+        assert net.predict(0.3) == pytest.approx(1.0)
         delta = net.learn(0.3, 1.0, None if is_terminal else 0.3, is_terminal)
-        assert delta == pytest.approx(1.0 - first if is_terminal else 1.0 - 0.5 * first)
-        assert net.predict(0.3) == pytest.approx(expected)
-        assert net.predict(0.9) == pytest.approx(expected)  # same tile
+        assert delta == pytest.approx(0.0 if is_terminal else 0.5)
+        assert net.weights.sum() == pytest.approx(f2)
+        assert net.predict(0.3) == pytest.approx(1.0 if is_terminal else 1.25)
+        assert net.predict(0.9) == pytest.approx(1.0 if is_terminal else 1.25)  # same tile
 
 
-@pytest.mark.parametrize("scaling, after", [(True, 0.75), (False, 1.0)])
+@pytest.mark.parametrize("scaling, after", [(True, [0.75, 1.5, 7.5]), (False, [1.0, 1.0, 1.0])])
 def test_summed_update_uses_the_weights_before_the_step(scaling, after):
-    """Gamma_t = {0, 0.5}, every (state, gamma) on the same two features, C = 1, v = 0.
+    """Gamma_t = {0, 0.5}, every (state, gamma) on the same two features, C = 1, f = 0.
 
-    Both TD errors are 1 (computed before any change); each weight moves
-    0.25 * (s_0 + s_0.5) with s = (1, 0.5) scaled or (1, 1) unscaled: v = 2 * 0.375 or 2 * 0.5.
-    A sequential update would have seen v > 0 for the second gamma.
+    Both TD errors are computed before any change: delta_f = s C = 1 and 0.5 scaled (1 and 1
+    unscaled); each weight moves 0.25 (1 + 0.5) or 0.25 (1 + 1), so f = 0.75 or 1.0 at every
+    gamma. Scaled, V = f / (1 - gamma) = 0.75, 1.5, 7.5 at gamma = 0, 0.5, 0.9; unscaled V = f.
+    The returned delta_V are 1 and 1 either way. A sequential update would have seen f > 0
+    for the second gamma.
     """
     config = GammaNetConfig(**tiny(loss_scaling=scaling), timescale_input="both")
     net = LinearGammaNet(config, rng=np.random.default_rng(0))
     np.testing.assert_array_equal(net.learn(0.5, 1.0, 0.5, False, [0.0, 0.5]), [1.0, 1.0])
     np.testing.assert_allclose(net.predict(0.5, [0.0, 0.5, 0.9]), after)
+
+
+@pytest.mark.parametrize("gamma", [0.5, 0.9, 0.99])
+def test_scaled_fixed_timescale_is_unscaled_td_on_the_scaled_cumulant(gamma):
+    """Eq. scaled_v for one gamma: the weights learn f, the value of (1 - gamma) C, and V = f / (1 - gamma).
+
+    So a loss-scaled learner must equal, bit for bit, an unscaled one fed (1 - gamma) C, with
+    its predictions and TD errors divided by (1 - gamma) — and the same holds for a Γ-net whose
+    Gamma_t is that one gamma.
+    """
+    s_t, c, s_tp1, terminals = arm_data(800)
+    scaled_c = (1.0 - gamma) * c
+    kw = {"states_t": s_t, "states_tp1": s_tp1, "terminals": terminals}
+    scaled = FixedTimescaleTD(FixedTimescaleConfig(gamma=gamma), rng=np.random.default_rng(2))
+    plain = FixedTimescaleTD(FixedTimescaleConfig(gamma=gamma, loss_scaling=False), rng=np.random.default_rng(2))
+    online_scaled = scaled.learn_recording(cumulants=c, record_predictions=True, **kw)
+    online_plain = plain.learn_recording(cumulants=scaled_c, record_predictions=True, **kw)
+    np.testing.assert_array_equal(scaled.weights, plain.weights)
+    assert np.abs(scaled.predict(s_t)).max() > 0.1  # it learned something (the cumulant averages about 0.4)
+    np.testing.assert_array_equal(online_scaled, online_plain / (1.0 - gamma))
+    np.testing.assert_array_equal(scaled.predict(s_t), plain.predict(s_t) / (1.0 - gamma))
+    assert scaled.learn(s_t[0], c[0], s_tp1[0]) == plain.learn(s_t[0], scaled_c[0], s_tp1[0]) / (1.0 - gamma)
+
+    nets = [LinearGammaNet(GammaNetConfig(loss_scaling=flag), rng=np.random.default_rng(3)) for flag in (True, False)]
+    fixed = np.full((800, 1), gamma)
+    probes = [0.0, gamma]
+    seen = [net.learn_recording(cumulants=cs, timescales=fixed, probe_gammas=probes, **kw)
+            for net, cs in zip(nets, (c, scaled_c))]  # fmt: skip
+    np.testing.assert_array_equal(nets[0].weights, nets[1].weights)
+    np.testing.assert_array_equal(seen[0], seen[1] / (1.0 - np.array(probes)))
+    np.testing.assert_array_equal(nets[0].predict(s_t, [gamma]), nets[1].predict(s_t, [gamma]) / (1.0 - gamma))
 
 
 def test_step_size_decays_linearly_to_zero():
@@ -218,15 +260,20 @@ def relative_mse(config, steps, *, seed=0):
 
 
 def test_predictions_approach_the_exact_returns_at_every_probe_tau():
-    """Tolerance: the MSE at every probe tau is under 2% of the return's mean square (R^2 > 0.98).
+    """Tolerances, on the MSE over the return's mean square after 50k steps (the paper's budget):
 
-    Over 20 seeds the worst observed was 0.8% unscaled after 50k steps, and, with loss
-    scaling (which slows tau = 100 a hundredfold), 0.7% after 200k steps; 2% leaves room
-    for other seeds while any real fault (a wrong index, sign or gamma) gives errors of
-    order 1.
+    - unscaled: under 2% at every probe tau (R^2 > 0.98); the worst of 20 seeds was 0.8%.
+    - loss scaling: under 2% at tau <= 10 and under 20% at tau >= 20; the worst of 20 seeds was
+      0.8% and 7.4%, the worst of the square-wave study's 100 runs 1.3% and 13.9% (tau = 40).
+      The weights learn f = (1 - gamma) V and an error in f is multiplied by tau in V: with
+      every timescale weighted alike, the long ones end less accurate (the paper's finding);
+      more steps halve it (200k) rather than remove it.
+
+    Any real fault (a wrong index, sign, gamma or scale) gives errors of order 1.
     """
     np.testing.assert_array_less(relative_mse(dataclasses.replace(SQUARE, loss_scaling=False), 50_000), 0.02)
-    np.testing.assert_array_less(relative_mse(SQUARE, 200_000), 0.02)
+    scaled = relative_mse(SQUARE, 50_000)
+    np.testing.assert_array_less(scaled, np.where(PROBE_TAUS <= 10, 0.02, 0.20))
 
 
 def test_baseline_learns_its_one_timescale():
@@ -282,24 +329,25 @@ def test_mismatched_checkpoints_are_refused(tmp_path):
         LinearGammaNet.load(path, config=dataclasses.replace(SQUARE, loss_scaling=False))
     with pytest.raises(CheckpointError, match="holds a 'linear_gamma_net', not a 'linear_fixed_timescale'"):
         FixedTimescaleTD.load(path)
-    config, arrays, meta = load_npz(path, kind="linear_gamma_net", version=1)
-    save_npz(tmp_path / "v2.npz", kind="linear_gamma_net", version=2, config=config, arrays=arrays, meta=meta)
-    with pytest.raises(CheckpointError, match="version 2; this code reads 1"):
-        LinearGammaNet.load(tmp_path / "v2.npz")
+    config, arrays, meta = load_npz(path, kind="linear_gamma_net", version=2)
+    # Version 1 held V itself in loss-scaled weights (now f = (1 - gamma) V): refused, never misread.
+    save_npz(tmp_path / "v1.npz", kind="linear_gamma_net", version=1, config=config, arrays=arrays, meta=meta)
+    with pytest.raises(CheckpointError, match="version 1; this code reads 2"):
+        LinearGammaNet.load(tmp_path / "v1.npz")
     short = {**arrays, "weights": arrays["weights"][:-1]}
-    save_npz(tmp_path / "short.npz", kind="linear_gamma_net", version=1, config=config, arrays=short, meta=meta)
+    save_npz(tmp_path / "short.npz", kind="linear_gamma_net", version=2, config=config, arrays=short, meta=meta)
     with pytest.raises(CheckpointError, match="weights are float64\\[40629\\]; expected float64\\[40630\\]"):
         LinearGammaNet.load(tmp_path / "short.npz")
     narrow = {**arrays, "offsets": arrays["offsets"][:, :2]}
-    save_npz(tmp_path / "narrow.npz", kind="linear_gamma_net", version=1, config=config, arrays=narrow, meta=meta)
+    save_npz(tmp_path / "narrow.npz", kind="linear_gamma_net", version=2, config=config, arrays=narrow, meta=meta)
     with pytest.raises(CheckpointError, match="tile coder state"):
         LinearGammaNet.load(tmp_path / "narrow.npz")
     bad = {**arrays, "weights": np.full_like(arrays["weights"], np.nan)}
-    save_npz(tmp_path / "nan.npz", kind="linear_gamma_net", version=1, config=config, arrays=bad, meta=meta)
+    save_npz(tmp_path / "nan.npz", kind="linear_gamma_net", version=2, config=config, arrays=bad, meta=meta)
     with pytest.raises(CheckpointError, match="non-finite"):
         LinearGammaNet.load(tmp_path / "nan.npz")
     with pytest.raises(CheckpointError, match="unusable configuration"):
-        save_npz(tmp_path / "cfg.npz", kind="linear_gamma_net", version=1, config={**config, "tilings": [0]},
+        save_npz(tmp_path / "cfg.npz", kind="linear_gamma_net", version=2, config={**config, "tilings": [0]},
                  arrays=arrays, meta=meta)  # fmt: skip
         LinearGammaNet.load(tmp_path / "cfg.npz")
 

@@ -5,10 +5,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gamma_net_core.checkpoint import CheckpointError
+from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
 from gamma_net_core.data.joints import JointsConfig, Skip
 from gamma_net_core.linear import GammaNetConfig
-from gamma_net_core.online import OnlineGammaNet
+from gamma_net_core.online import KIND, VERSION, OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
 
 NAMES = ["shoulder", "elbow"]
@@ -68,6 +68,11 @@ def test_save_resume_and_refusal(tmp_path):
         learner.start_episode()
         learner.observe(stamp=10.0, names=NAMES, position=position[0], velocity=velocity[0])
     np.testing.assert_array_equal(resumed.predict([0.0, 0.9, 0.99]), online.predict([0.0, 0.9, 0.99]))
+    # A version 1 file (loss-scaled weights that meant V, not f = (1 - gamma) V) is refused, not misread.
+    config, arrays, meta = load_npz(path, kind=KIND, version=VERSION)
+    save_npz(tmp_path / "v1.npz", kind=KIND, version=1, config=config, arrays=arrays, meta=meta)
+    with pytest.raises(CheckpointError, match="version 1; this code reads 2"):
+        resumed.resume(tmp_path / "v1.npz")
     other = _online(max_gap=2.0)
     with pytest.raises(CheckpointError, match=r"max_gap: file has 1\.0, expected 2\.0"):
         other.resume(path)

@@ -11,6 +11,7 @@ from gamma_net_core.cli import main
 from gamma_net_core.experiments import square_wave as study
 from gamma_net_core.returns import discounted_returns
 from gamma_net_core.signals.square_wave import SquareWave
+from gamma_net_core.timescales import gamma_from_tau
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 
@@ -67,6 +68,22 @@ def test_tiny_study_writes_figures_json_and_table(tmp_path, capsys):
         assert max(max(row) for row in c["norm_mean"]) == pytest.approx(1.0)  # worst series is 1 at each tau
     assert "tau=100" in printed and "square-wave study" in printed
     assert json.loads((tmp_path / "report.json").read_text())["command"] == "square-wave"
+
+
+def test_the_default_step_size_learns_in_the_cumulants_units_with_and_without_scaling():
+    """20k steps of run 0 at the study's alpha (0.5 / 70): MSE under 10% of the return's mean square at every tau.
+
+    With loss scaling the weights learn f = (1 - gamma) V and the study records V = f / (1 - gamma):
+    were f recorded instead, the error at tau = 100 would be about 98% of the mean square. The worst
+    seen over 3 runs of each series was 5.2% (scaled) and 1.3% (unscaled).
+    """
+    budget = study.Budget(runs=1, steps=20_000, last=5_000)
+    assert budget.step_size == 0.5
+    mean_square = np.mean(SquareWave().returns(gamma_from_tau(np.array(study.PROBE_TAUS))) ** 2, axis=0)
+    for key in ("reference", "unscaled"):
+        index = next(i for i, s in enumerate(study.SERIES) if s.key == key)
+        _, _, mse, _ = study.run_one((index, 0, budget, False))
+        np.testing.assert_array_less(mse / mean_square, 0.10)
 
 
 def test_two_worker_processes_give_the_numbers_of_one():

@@ -48,7 +48,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gamma_net_core.report import Report, Table
+from gamma_net_core.report import Report, Table, round_significant
 
 #: The section of config/arm.yaml the predictor node reads, and so does this study.
 NODE = "predictor"
@@ -278,10 +278,8 @@ def save_resumable(net, config, path: pathlib.Path) -> pathlib.Path:
     differ = sorted(k for k in trained if trained[k] != wanted[k] and k != "step_size_decay_steps")
     if differ:
         raise ValueError(f"the checkpoint's configuration differs from the trained one in {differ}")
-    state = net.to_state_dict()
-    tiles = {k: state[k] for k in ("offsets", "mult", "base")}
-    resumable = LinearGammaNet(
-        config, _state={"tiles": tiles, "weights": state["weights"], "update_count": net.update_count}
+    resumable = LinearGammaNet.from_arrays(
+        config, net.to_state_dict(), update_count=net.update_count, source="the trained Γ-net"
     )
     return resumable.save(path)
 
@@ -495,8 +493,7 @@ def write_outputs(out: pathlib.Path, data: Transitions, study: dict, settings: S
     """Figures, the JSON of every number and the tables."""
     from gamma_net_core import config as config_lib
     from gamma_net_core.checkpoint import atomic_write
-    from gamma_net_core.experiments.square_wave import _round, compact_png
-    from gamma_net_core.plots import plot_predictions
+    from gamma_net_core.plots import compact_png, plot_predictions
 
     summary = summarize(study, settings)
     runs = study["runs"]
@@ -545,7 +542,7 @@ def write_outputs(out: pathlib.Path, data: Transitions, study: dict, settings: S
         "checkpoint": extra["checkpoint"],
         "tables": [t.to_json() for t in tables],
     }
-    document = _round(json.loads(json.dumps(document, default=_plain)), 5)
+    document = round_significant(json.loads(json.dumps(document, default=_plain)), 5)
     text = json.dumps(document, separators=(",", ":"), allow_nan=False)
     files.append(str(atomic_write(out / JSON_NAME, lambda f: f.write(text.encode("utf-8") + b"\n"))))
     return tables, files, summary, timing

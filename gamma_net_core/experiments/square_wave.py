@@ -3,7 +3,7 @@
 A linear Γ-net learns the returns of a square wave (period 100, ±1) from its phase, tile
 coded with 20 tilings of width 1.0, 20 of 0.5 and 30 of 0.1 jointly with the timescale
 inputs. Each run trains for ``steps`` steps (paper: 50k); its error at each probe tau is
-the MSE of the online predictions v(S_t, gamma) against the exact return G_t(gamma) over
+the MSE of the online predictions V(S_t, gamma) against the exact return G_t(gamma) over
 the last ``last`` steps (paper: 5k). Three comparisons, as in the paper's figure, each
 against the reference configuration (gamma and tau inputs, Gamma_t of 6 drawn on both
 scales, loss scaling on), which is run once and shared:
@@ -11,11 +11,13 @@ scales, loss scaling on), which is run once and shared:
 - inputs: timescale input gamma, tau / 100, or both;
 - distribution: the 4 drawn timescales of Gamma_t all on the gamma scale, all on the tau
   scale, or 2 + 2 (tau in {1, 100} always included);
-- scaling: TD errors scaled by (1 - gamma) or not.
+- scaling: loss scaling on (the weights learn f = (1 - gamma) V, predictions V = f / (1 - gamma)) or off.
 
-The paper gives no step size for this experiment; the default, alpha = 1.0 / 70 active
-features, is the largest round value that was stable for every series here (alpha = 1.6
-diverged with loss scaling on), so that 50k steps suffice at tau = 100.
+The paper gives no step size for this experiment; the default, alpha = 0.5 / 70 active
+features, is the largest round value that was stable for every series here: alpha = 0.7
+diverged with the gamma input alone and 1.0 with either input alone (the summed updates of
+the timescales in Gamma_t fall on shared tiles). Stability does not depend on loss scaling:
+for a linear learner only the cumulant's size changes with it.
 Runs are seeded from (seed, series, run) and spread over worker processes.
 """
 
@@ -32,7 +34,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gamma_net_core.report import Report, Table
+from gamma_net_core.report import Report, Table, round_significant
 
 #: The paper's probe timescales (Table 1), as tau in steps.
 PROBE_TAUS = (1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0)
@@ -83,7 +85,7 @@ class Budget:
     steps: int = 50_000
     last: int = 5_000
     seed: int = 0
-    step_size: float = 1.0
+    step_size: float = 0.5
 
 
 def learner_config(series: Series, step_size: float):
@@ -183,37 +185,12 @@ def run_study(budget: Budget, *, workers: int = 2, progress: bool = True) -> dic
     return {"mse": mse, "predictions": predictions, "seconds": time.perf_counter() - started}
 
 
-def _round(value, digits: int = 4):
-    """Floats to ``digits`` significant digits, so the committed JSON stays small."""
-    if isinstance(value, float):
-        return float(f"{value:.{digits}g}") if np.isfinite(value) else None
-    if isinstance(value, dict):
-        return {k: _round(v, digits) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_round(v, digits) for v in value]
-    if isinstance(value, np.ndarray):
-        return _round(value.tolist(), digits)
-    if isinstance(value, np.generic):
-        return _round(value.item(), digits)
-    return value
-
-
-def compact_png(path: pathlib.Path, colors: int = 96) -> pathlib.Path:
-    """Rewrite a figure with an adaptive palette: a few times smaller, visually the same (line plots)."""
-    from PIL import Image
-
-    with Image.open(path) as image:
-        small = image.convert("RGB").quantize(colors=colors, method=Image.Quantize.MEDIANCUT, dither=Image.Dither.NONE)
-    small.save(path, optimize=True)
-    return path
-
-
 def write_outputs(study: dict, budget: Budget, out: pathlib.Path) -> tuple[list[Table], list[str], dict]:
     """Figures, the JSON of every number and the printed tables, from a finished study."""
     from gamma_net_core import config as config_lib
     from gamma_net_core.checkpoint import atomic_write
     from gamma_net_core.evaluation import compare
-    from gamma_net_core.plots import plot_comparison, plot_predictions
+    from gamma_net_core.plots import compact_png, plot_comparison, plot_predictions
     from gamma_net_core.signals.square_wave import SquareWave
     from gamma_net_core.timescales import gamma_from_tau
 
@@ -261,7 +238,7 @@ def write_outputs(study: dict, budget: Budget, out: pathlib.Path) -> tuple[list[
         "comparisons": {name: c.to_json() for name, c in comparisons.items()},
         "mse_by_run": {key: values for key, values in study["mse"].items()},
     }
-    data = _round(data)
+    data = round_significant(data)
     text = json.dumps(data, separators=(",", ":"), allow_nan=False)
     path = atomic_write(out / "square_wave.json", lambda f: f.write(text.encode("utf-8") + b"\n"))
     files.append(str(path))
@@ -277,7 +254,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--steps", type=int, default=50_000, help="training steps per run (paper: 50k)")
     parser.add_argument("--last", type=int, default=5_000, help="final steps whose errors are averaged (paper: 5k)")
     parser.add_argument("--seed", type=int, default=0, help="runs are seeded from (seed, series, run)")
-    parser.add_argument("--step-size", type=float, default=1.0, help="alpha before dividing by the 70 active features")
+    parser.add_argument(
+        "--step-size",
+        type=float,
+        default=0.5,
+        help="alpha before dividing by the 70 active features (0.7 diverged with the gamma input alone)",
+    )
     parser.add_argument("--workers", type=int, default=2, help="worker processes (1: run in this process)")
     parser.add_argument("--out", default="runs/square_wave", help="folder for the figures and square_wave.json")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")

@@ -16,14 +16,14 @@ from __future__ import annotations
 import sys
 import time
 
-import rclpy
-from rclpy.executors import ExternalShutdownException
+from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_core.data.bags import DEFAULT_TOPIC, iter_joint_states
 from gamma_net_ros.conversions import seconds_to_stamp
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 
 
@@ -85,6 +85,12 @@ class BagPlayer(Node):
             else:
                 self.done = True
 
+    def destroy_node(self) -> None:
+        # Let the last messages leave before the process goes (acknowledged, when reliable).
+        self.publisher.wait_for_all_acked(Duration(seconds=2.0))
+        time.sleep(0.2)
+        super().destroy_node()
+
     def _publish(self, message) -> None:
         msg = JointState()
         msg.header.stamp = seconds_to_stamp(message.stamp)
@@ -97,23 +103,7 @@ class BagPlayer(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = BagPlayer()
-    except (ValueError, FileNotFoundError) as exc:
-        rclpy.logging.get_logger("bag_player").fatal(str(exc))
-        rclpy.try_shutdown()
-        return 1
-    try:
-        while rclpy.ok() and not node.done:
-            rclpy.spin_once(node, timeout_sec=0.1)
-        time.sleep(0.5)  # let the last messages leave before the process goes
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(BagPlayer, args, until=lambda node: node.done)
 
 
 if __name__ == "__main__":

@@ -23,10 +23,8 @@ import sys
 import time
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -35,6 +33,7 @@ from gamma_net_ros.conversions import seconds_to_stamp
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus, PortLost, ReadFailed
 from gamma_net_ros.hardware.control_table import OperatingMode
 from gamma_net_ros.hardware.goals import JointGoals, JointLimits
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 
 MODES = {"velocity": OperatingMode.VELOCITY, "position": OperatingMode.POSITION}
@@ -279,21 +278,7 @@ class DynamixelDriver(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = DynamixelDriver()
-    except ValueError as exc:  # a bad parameter: say which, without a traceback
-        print(f"dynamixel_driver: {exc}", file=sys.stderr)
-        rclpy.try_shutdown()
-        return 2
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(DynamixelDriver, args)
 
 
 if __name__ == "__main__":

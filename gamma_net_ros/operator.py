@@ -11,7 +11,6 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
@@ -20,6 +19,7 @@ from gamma_net_core.data.joints import stamp_seconds, values_by_name
 from gamma_net_core.signals.arm import ArmConfig, ArmKinematics, JoystickConfig
 from gamma_net_core.signals.maze import MazeConfig, MazePath
 from gamma_net_core.signals.operator import Operator, OperatorConfig
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
 
 
@@ -66,16 +66,7 @@ class ScriptedOperator(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    node = ScriptedOperator()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(ScriptedOperator, args)
 
 
 if __name__ == "__main__":

@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import sys
 
-import rclpy
 from gamma_net_msgs.msg import Prediction
 from rclpy.node import Node
 
 from gamma_net_core.timescales import tau_from_gamma
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 
 
@@ -51,17 +51,7 @@ class PredictionMonitor(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    node = PredictionMonitor()
-    try:
-        while rclpy.ok() and not node.done:
-            rclpy.spin_once(node, timeout_sec=0.1)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(PredictionMonitor, args, until=lambda node: node.done)
 
 
 if __name__ == "__main__":

@@ -19,29 +19,30 @@ import sys
 import time
 
 import numpy as np
-import rclpy
 from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from gamma_net_msgs.msg import Prediction
 from gamma_net_msgs.srv import PredictAt
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
-from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.data.joints import JointsConfig, Skip, stamp_seconds
 from gamma_net_core.experiments.timescale_table import PAPER_TAUS
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling, to_gammas
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
 
 
 class Predictor(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("predictor", **kwargs)
+        # Until __init__ completes there is nothing of ours to save: a node refused at start (say,
+        # for a checkpoint of another configuration) must never overwrite that checkpoint on shutdown.
+        self.checkpoint = None
         seed = declare(self, "seed", 0, "seeds the tile offsets and the Gamma_t draws", low=0, high=2**31 - 1)
         self.online = OnlineGammaNet(
             joints=declare_config(self, JointsConfig, "joints"),
@@ -60,10 +61,10 @@ class Predictor(Node):
         if self.stamp_source not in ("header", "arrival"):
             raise ValueError(f"stamp_source must be 'header' or 'arrival'; got {self.stamp_source!r}")
         path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
-        self.checkpoint = pathlib.Path(path).expanduser() if path else None
+        checkpoint = pathlib.Path(path).expanduser() if path else None
         interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
-        if self.checkpoint is not None and declare(self, "resume", True, "resume from checkpoint_path if it exists"):
-            self._resume()
+        if checkpoint is not None and declare(self, "resume", True, "resume from checkpoint_path if it exists"):
+            self._resume(checkpoint)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -90,10 +91,11 @@ class Predictor(Node):
         self.predictions = self.create_publisher(Prediction, "predictions", 10)
         self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
-        if self.checkpoint is not None:
+        if checkpoint is not None:
             self.create_timer(interval, self.save_checkpoint)
         self.create_timer(1.0, self.publish_diagnostics)
         self.last_checkpoint = None
+        self.checkpoint = checkpoint  # from here on, shutting down saves the learner
         self.get_logger().info(
             f"predicting {self.online.cumulant_name} at tau {np.round(1 / (1 - self.publish_gammas), 3).tolist()}; "
             f"Gamma_t of {self.online.timescales.size}; checkpoint {self.checkpoint or 'off'}"
@@ -177,12 +179,12 @@ class Predictor(Node):
 
     # -- checkpoints and health
 
-    def _resume(self) -> None:
-        if not self.checkpoint.exists():
-            self.get_logger().info(f"no checkpoint at {self.checkpoint}: starting a new learner")
+    def _resume(self, checkpoint: pathlib.Path) -> None:
+        if not checkpoint.exists():
+            self.get_logger().info(f"no checkpoint at {checkpoint}: starting a new learner")
             return
-        self.online.resume(self.checkpoint)  # CheckpointError: refuse to start (main says why)
-        self.get_logger().info(f"resumed from {self.checkpoint} after {self.online.update_count} updates")
+        self.online.resume(checkpoint)  # CheckpointError: refuse to start (run_node says why)
+        self.get_logger().info(f"resumed from {checkpoint} after {self.online.update_count} updates")
 
     def save_checkpoint(self) -> None:
         if self.checkpoint is None:
@@ -193,6 +195,10 @@ class Predictor(Node):
             self.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
             return
         self.last_checkpoint = time.time()
+
+    def destroy_node(self) -> None:
+        self.save_checkpoint()  # the last learning before a shutdown is kept
+        super().destroy_node()
 
     def publish_diagnostics(self) -> None:
         skips = self.online.skips.as_dict()
@@ -218,22 +224,7 @@ class Predictor(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = Predictor()
-    except (ValueError, CheckpointError) as exc:
-        rclpy.logging.get_logger("predictor").fatal(f"refusing to start: {exc}")
-        rclpy.try_shutdown()
-        return 1
-    try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.save_checkpoint()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(Predictor, args)
 
 
 if __name__ == "__main__":

@@ -14,11 +14,11 @@ from __future__ import annotations
 import sys
 
 import numpy as np
-import rclpy
 from rclpy.node import Node
 from sensor_msgs.msg import JointState, Joy
 
 from gamma_net_core.signals.arm import ArmConfig, JoystickConfig, joystick_to_joint_velocity
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
 
 
@@ -78,16 +78,7 @@ class Teleop(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    node = Teleop()
-    try:
-        rclpy.spin(node)
-    except KeyboardInterrupt:
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(Teleop, args)
 
 
 if __name__ == "__main__":

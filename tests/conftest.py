@@ -59,3 +59,36 @@ def spin_until(executor, predicate: Callable[[], bool], timeout: float = 10.0, s
 @pytest.fixture
 def spin():
     return spin_until
+
+
+@pytest.fixture
+def start_emulator():
+    """Starts servo emulators (Protocol 2.0 on a pty, each its own process): ``start(positions) -> (port, client)``.
+
+    Request it before ``executor`` so the emulators outlive the nodes that use them.
+    """
+    import shutil
+    import subprocess
+    import sys
+    import tempfile
+
+    from gamma_net_ros.hardware.emulator import EmulatorClient
+    from gamma_net_ros.processes import NodeProcess
+
+    started = []
+
+    def start(positions=(0.0, 0.0), ids=(1, 2)):
+        folder = tempfile.mkdtemp(prefix="dxl-", dir="/tmp")  # short: a Unix socket path has ~100 characters
+        link = f"{folder}/ttyDXL"
+        command = [sys.executable, "-u", "-m", "gamma_net_ros.hardware.emulator", "--link", link]
+        command += ["--ids", *map(str, ids), "--positions", *map(str, positions)]
+        process = NodeProcess(command).start(stdout=subprocess.DEVNULL)
+        started.append((process, folder))
+        client = EmulatorClient(f"{link}.ctl")
+        client.wait_ready()
+        return link, client
+
+    yield start
+    for process, folder in started:
+        process.stop()
+        shutil.rmtree(folder, ignore_errors=True)

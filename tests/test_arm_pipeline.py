@@ -2,11 +2,6 @@
 
 from __future__ import annotations
 
-import shutil
-import subprocess
-import sys
-import tempfile
-
 import pytest
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -15,7 +10,6 @@ from sensor_msgs.msg import JointState, Joy
 
 from gamma_net_core.data.bags import write_recording
 from gamma_net_core.signals.arm_recording import simulate_arm
-from gamma_net_ros.hardware.emulator import EmulatorClient
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.predictor import Predictor
 from gamma_net_ros.processes import NodeProcess, node_command
@@ -25,18 +19,8 @@ pytestmark = pytest.mark.ros
 
 
 @pytest.fixture
-def emulator():
-    folder = tempfile.mkdtemp(prefix="dxl-", dir="/tmp")  # short: a Unix socket path has ~100 characters
-    link = f"{folder}/ttyDXL"
-    command = [sys.executable, "-u", "-m", "gamma_net_ros.hardware.emulator", "--link", link, "--ids", "1", "2"]
-    process = NodeProcess(command + ["--positions", "-0.5", "1.7"]).start(stdout=subprocess.DEVNULL)
-    client = EmulatorClient(f"{link}.ctl")
-    try:
-        client.wait_ready()
-        yield link, client
-    finally:
-        process.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+def emulator(start_emulator):
+    return start_emulator((-0.5, 1.7))
 
 
 def test_teleop_moves_the_emulated_arm(emulator, executor, spin):

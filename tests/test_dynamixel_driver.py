@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import shutil
 import subprocess
-import sys
-import tempfile
 
 import numpy as np
 import pytest
@@ -14,7 +11,6 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 
 from gamma_net_ros.hardware import control_table as ct
-from gamma_net_ros.hardware.emulator import EmulatorClient
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
@@ -25,20 +21,9 @@ NAMES = ["shoulder", "elbow"]
 
 
 @pytest.fixture
-def emulator():
-    """A servo emulator process; yields (port, client). Requested before `executor`, so it outlives the driver."""
-    folder = tempfile.mkdtemp(prefix="dxl-", dir="/tmp")  # short: a Unix socket path has ~100 characters
-    link = f"{folder}/ttyDXL"
-    command = [sys.executable, "-u", "-m", "gamma_net_ros.hardware.emulator", "--link", link, "--ids", "1", "2",
-               "--positions", *map(str, HELD)]  # fmt: skip
-    process = NodeProcess(command).start(stdout=subprocess.DEVNULL)
-    client = EmulatorClient(f"{link}.ctl")
-    try:
-        client.wait_ready()
-        yield link, client
-    finally:
-        process.stop()
-        shutil.rmtree(folder, ignore_errors=True)
+def emulator(start_emulator):
+    """A servo emulator process holding HELD; yields (port, client)."""
+    return start_emulator(HELD)
 
 
 def start_driver(executor, port, **params):

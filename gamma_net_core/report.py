@@ -10,7 +10,6 @@ import json
 import math
 import os
 import pathlib
-import tempfile
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -114,16 +113,16 @@ def round_significant(value: Any, digits: int = 4) -> Any:
     return value
 
 
-def write_json(path: str | os.PathLike, obj: Any) -> None:
-    """Write ``obj`` as JSON atomically (a reader never sees half a file)."""
-    path = pathlib.Path(path)
-    path.parent.mkdir(parents=True, exist_ok=True)
-    text = json.dumps(_finite_or_none(json.loads(json.dumps(obj, default=_json_default))), indent=2)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w") as f:
-            f.write(text + "\n")
-        os.replace(tmp, path)
-    except BaseException:
-        pathlib.Path(tmp).unlink(missing_ok=True)
-        raise
+def write_json(path: str | os.PathLike, obj: Any, *, digits: int | None = None, compact: bool = False) -> pathlib.Path:
+    """Write ``obj`` as JSON atomically (a reader never sees half a file); NaN and infinity as null.
+
+    Args:
+      digits: round floats to this many significant digits (committed study results stay small).
+      compact: no indentation or spaces.
+    """
+    plain = json.loads(json.dumps(obj, default=_json_default))
+    plain = round_significant(plain, digits) if digits is not None else _finite_or_none(plain)
+    text = json.dumps(plain, allow_nan=False, **({"separators": (",", ":")} if compact else {"indent": 2}))
+    from gamma_net_core.checkpoint import atomic_write
+
+    return atomic_write(path, lambda f: f.write(text.encode("utf-8") + b"\n"))

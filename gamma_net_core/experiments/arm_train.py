@@ -38,7 +38,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import multiprocessing
 import os
 import pathlib
@@ -48,7 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gamma_net_core.report import Report, Table, round_significant
+from gamma_net_core.report import Report, Table, write_json
 
 #: The section of config/arm.yaml the predictor node reads, and so does this study.
 NODE = "predictor"
@@ -492,7 +491,6 @@ def plot_table2(path: pathlib.Path, summary: dict, gammas) -> pathlib.Path:
 def write_outputs(out: pathlib.Path, data: Transitions, study: dict, settings: StudySettings, extra: dict):
     """Figures, the JSON of every number and the tables."""
     from gamma_net_core import config as config_lib
-    from gamma_net_core.checkpoint import atomic_write
     from gamma_net_core.plots import compact_png, plot_predictions
 
     summary = summarize(study, settings)
@@ -542,9 +540,7 @@ def write_outputs(out: pathlib.Path, data: Transitions, study: dict, settings: S
         "checkpoint": extra["checkpoint"],
         "tables": [t.to_json() for t in tables],
     }
-    document = round_significant(json.loads(json.dumps(document, default=_plain)), 5)
-    text = json.dumps(document, separators=(",", ":"), allow_nan=False)
-    files.append(str(atomic_write(out / JSON_NAME, lambda f: f.write(text.encode("utf-8") + b"\n"))))
+    files.append(str(write_json(out / JSON_NAME, document, digits=5, compact=True)))
     return tables, files, summary, timing
 
 
@@ -554,16 +550,6 @@ def _shown(path: pathlib.Path) -> str:
         return str(path.resolve().relative_to(pathlib.Path.cwd().resolve()))
     except ValueError:
         return str(path)
-
-
-def _plain(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    if isinstance(value, pathlib.PurePath):
-        return str(value)
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")
 
 
 # ----------------------------------------------------------------------------- command

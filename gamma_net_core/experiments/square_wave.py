@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import json
 import multiprocessing
 import os
 import pathlib
@@ -34,7 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gamma_net_core.report import Report, Table, round_significant
+from gamma_net_core.report import Report, Table, round_significant, write_json
 
 #: The paper's probe timescales (Table 1), as tau in steps.
 PROBE_TAUS = (1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0)
@@ -188,7 +187,6 @@ def run_study(budget: Budget, *, workers: int = 2, progress: bool = True) -> dic
 def write_outputs(study: dict, budget: Budget, out: pathlib.Path) -> tuple[list[Table], list[str], dict]:
     """Figures, the JSON of every number and the printed tables, from a finished study."""
     from gamma_net_core import config as config_lib
-    from gamma_net_core.checkpoint import atomic_write
     from gamma_net_core.evaluation import compare
     from gamma_net_core.plots import compact_png, plot_comparison, plot_predictions
     from gamma_net_core.signals.square_wave import SquareWave
@@ -238,10 +236,8 @@ def write_outputs(study: dict, budget: Budget, out: pathlib.Path) -> tuple[list[
         "comparisons": {name: c.to_json() for name, c in comparisons.items()},
         "mse_by_run": {key: values for key, values in study["mse"].items()},
     }
+    files.append(str(write_json(out / "square_wave.json", data, digits=4, compact=True)))
     data = round_significant(data)
-    text = json.dumps(data, separators=(",", ":"), allow_nan=False)
-    path = atomic_write(out / "square_wave.json", lambda f: f.write(text.encode("utf-8") + b"\n"))
-    files.append(str(path))
     summary = Table("square-wave study", ["comparison", "best (lowest bar mean)", "runs", "steps", "seconds"])
     for name, c in comparisons.items():
         summary.add(name, c.best(), budget.runs, budget.steps, round(study["seconds"], 1))

@@ -28,6 +28,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),
     (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
+    (("bench", "bridge"), "gamma_net_ros.bench_bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
 ]
 
 

@@ -89,11 +89,21 @@ class AleBridge(Node):
         feature_size = declare(
             self, "feature_size", 512, "φ size the consumers' network takes (0: any)", low=0, high=10**6, read_only=True
         )
-        self.rate = declare(self, "rate", 0.0, "messages per second at most (0: no limit)", low=0.0, high=1e7)
-        self.consumers = declare(
-            self, "consumers", 1, "acknowledging consumers to wait for (0: no flow control)", low=0, high=1000
+        self.rate = declare(
+            self, "rate", 0.0, "messages per second at most (0: no limit)", low=0.0, high=1e7, read_only=True
         )
-        depth = declare(self, "queue_depth", 2000, "reliable KEEP_LAST depth of the publisher", low=1, high=10**6)
+        self.consumers = declare(
+            self,
+            "consumers",
+            1,
+            "acknowledging consumers to wait for (0: no flow control)",
+            low=0,
+            high=1000,
+            read_only=True,
+        )
+        depth = declare(
+            self, "queue_depth", 2000, "reliable KEEP_LAST depth of the publisher", low=1, high=10**6, read_only=True
+        )
         self.window = declare(
             self,
             "window",
@@ -101,12 +111,19 @@ class AleBridge(Node):
             "messages in flight per consumer at most; <= queue_depth and <= the consumers' depth",
             low=1,
             high=10**6,
+            read_only=True,
         )
         if self.window > depth:
             raise ValueError(f"window {self.window} must not exceed queue_depth {depth}: resent samples would be gone")
-        self.exit_at_end = declare(self, "exit_at_end", False, "exit (code 0) once every message is taken")
-        self.progress_period = declare(self, "progress_period", 5.0, "s between progress lines", low=0.1, high=1e6)
-        timeout = declare(self, "consumer_timeout", 10.0, "s without a report: consumer gone", low=0.5, high=1e6)
+        self.exit_at_end = declare(
+            self, "exit_at_end", False, "exit (code 0) once every message is taken", read_only=True
+        )
+        self.progress_period = declare(
+            self, "progress_period", 5.0, "s between progress lines", low=0.1, high=1e6, read_only=True
+        )
+        timeout = declare(
+            self, "consumer_timeout", 10.0, "s without a report: consumer gone", low=0.5, high=1e6, read_only=True
+        )
 
         self.rows, self.total, self.what = self._open_source(feature_size if feature_size else None)
         self.publisher = self.create_publisher(
@@ -156,10 +173,16 @@ class AleBridge(Node):
 
         config = declare_config(self, AtariConfig, "env")
         spec = declare(self, "policy", "random", "random, a Q-network file, or py:module:factory", read_only=True)
-        seed = declare(self, "seed", 0, "seeds sticky actions and the policy's draws", low=0, high=2**31 - 1)
-        epsilon = declare(self, "epsilon", EVAL_EPSILON, "ε of a Q-network policy (paper: 0.0001)", low=0.0, high=1.0)
-        feature_seed = declare(self, "feature_seed", 0, "seed of the random policy's φ network", low=0, high=2**31 - 1)
-        steps = declare(self, "steps", 0, "steps to play (0: until stopped)", low=0, high=2**62)
+        seed = declare(
+            self, "seed", 0, "seeds sticky actions and the policy's draws", low=0, high=2**31 - 1, read_only=True
+        )
+        epsilon = declare(
+            self, "epsilon", EVAL_EPSILON, "ε of a Q-network policy (paper: 0.0001)", low=0.0, high=1.0, read_only=True
+        )
+        feature_seed = declare(
+            self, "feature_seed", 0, "seed of the random policy's φ network", low=0, high=2**31 - 1, read_only=True
+        )
+        steps = declare(self, "steps", 0, "steps to play (0: until stopped)", low=0, high=2**62, read_only=True)
         torch.set_num_threads(1)  # batch-1 forward passes: one thread is fastest, and the cores are shared
         env_seed, policy_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
         env = AtariEnv(config, seed=env_seed)  # ValueError on an unknown game, naming close matches

@@ -2,19 +2,30 @@
 
     ros2 run gamma_net_ros neural_predictor --ros-args --params-file config/atari.yaml
 
-Each ``gamma_net_msgs/Transition`` (reliable QoS, depth ``queue_depth``) is validated and
-queued by the subscription's callback, which never waits for training: a message with
-features of the wrong size or a NaN is skipped, counted (``/diagnostics``) and warned
-about at a throttled rate, never learned from. A worker thread moves the queued steps into
-the learner's prioritized replay and trains as the neural core does (the Atari settings of
-the YAML's ``learner`` group: one update per ``update_period`` steps after
-``min_replay_history``), keeping that ratio in the long run when training is slower than
-the stream; ``max_update_lag`` bounds how far it may fall behind. A lock guards the learner
-between the worker, predictions and checkpoints. Consecutive messages of one episode form
-the transitions; a gap in the (episode, step) numbering ends the episode there (a
-truncation), so no transition is made up (:mod:`gamma_net_core.neural.online`).
+Receiving is decoupled from training, because the bridge delivers thousands of
+transitions a second and one learner at the paper's sizes trains a few hundred steps' worth
+(an update every 4 steps costs several milliseconds on a CPU):
 
-Out: ``predictions`` (``gamma_net_msgs/Prediction``) at ``publish_timescales`` at most
+- The executor thread (rclpy's single-threaded executor: its multi-threaded one took a third
+  as many messages per second here) runs the subscription callback, which only validates a
+  ``gamma_net_msgs/Transition`` (reliable QoS, depth ``queue_depth``) and queues it. A message
+  with features of the wrong size or a NaN is skipped, counted (``/diagnostics``) and warned
+  about at a throttled rate, never learned from. It also answers ``predict_at``, which waits
+  for at most one update, and publishes ``/diagnostics``.
+- A worker thread, at a lower CPU priority (``worker_nice``) so that receiving keeps up on a
+  busy machine, moves the queued steps into the learner's prioritized replay and trains as
+  the neural core does (the YAML's ``learner`` group: one update per ``update_period`` steps
+  after ``min_replay_history``). When training is slower than the stream it falls behind and
+  catches up when the stream pauses, so the paper's ratio holds in the long run;
+  ``max_update_lag`` bounds the lag (intake, and through the taken reports the bridge, then
+  wait). It also publishes the predictions, sends the taken reports and writes checkpoints.
+- A lock guards the learner between the two.
+
+Consecutive messages of one episode form the transitions; a gap in the (episode, step)
+numbering ends the episode there (a truncation), so no transition is made up
+(:mod:`gamma_net_core.neural.online`).
+
+Out: ``predictions`` (``gamma_net_msgs/Prediction``) at ``publish_timescales``, at most
 ``publish_rate`` times a second, at the latest state whenever it or the network changed,
 stamped with that state's message stamp; ``predict_at`` (``gamma_net_msgs/PredictAt``) for
 any timescales; ``transitions/taken`` reports for the bridge's flow control. The learner
@@ -54,7 +65,9 @@ class NeuralPredictor(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("neural_predictor", **kwargs)
         config = declare_config(self, NeuralConfig, "learner")
-        threads = declare(self, "torch_threads", 1, "torch CPU threads (1: best on a shared CPU)", low=1, high=256)
+        threads = declare(
+            self, "torch_threads", 1, "torch CPU threads (1: best on a shared CPU)", low=1, high=256, read_only=True
+        )
         import torch
 
         torch.set_num_threads(threads)
@@ -62,20 +75,40 @@ class NeuralPredictor(Node):
         scale = declare(self, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
         timescales = declare(self, "publish_timescales", [float(t) for t in PAPER_TAUS], "timescales to publish")
         self.publish_gammas = to_gammas(timescales, scale)
-        rate = declare(self, "publish_rate", 10.0, "predictions per second at most (0: none)", low=0.0, high=1000.0)
+        rate = declare(
+            self, "publish_rate", 10.0, "predictions per second at most (0: none)", low=0.0, high=1000.0, read_only=True
+        )
         depth = declare(
-            self, "queue_depth", 2000, "reliable KEEP_LAST depth; >= the bridge's window", low=1, high=10**6
+            self,
+            "queue_depth",
+            2000,
+            "reliable KEEP_LAST depth; >= the bridge's window",
+            low=1,
+            high=10**6,
+            read_only=True,
         )
         lag = declare(self, "max_update_lag", 0, "owed updates before intake waits (0: no bound)", low=0, high=2**62)
-        every = declare(self, "report_every", 32, "messages between taken reports (< bridge window)", low=1, high=10**6)
+        every = declare(
+            self,
+            "report_every",
+            32,
+            "messages between taken reports (< bridge window)",
+            low=1,
+            high=10**6,
+            read_only=True,
+        )
         self.worker_nice = declare(
             self, "worker_nice", 10, "nice increment of the training thread (0: none)", low=0, high=19, read_only=True
         )
-        self.progress_period = declare(self, "progress_period", 10.0, "s between progress lines", low=0.1, high=1e6)
+        self.progress_period = declare(
+            self, "progress_period", 10.0, "s between progress lines", low=0.1, high=1e6, read_only=True
+        )
         path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
         self.checkpoint = pathlib.Path(path).expanduser() if path else None
-        interval = declare(self, "checkpoint_interval", 300.0, "s between checkpoints", low=0.1, high=86400.0)
-        resume = declare(self, "resume", True, "resume from checkpoint_path if it exists")
+        interval = declare(
+            self, "checkpoint_interval", 300.0, "s between checkpoints", low=0.1, high=86400.0, read_only=True
+        )
+        resume = declare(self, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
         self.stream = self._open(config, lag, resume)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
@@ -244,6 +277,8 @@ class NeuralPredictor(Node):
             self.publish_gammas = to_gammas(self.get_parameter("publish_timescales").value, scale)
             self._published_about = None
             self.get_logger().info(f"publishing at gamma {np.round(self.publish_gammas, 6).tolist()}")
+        if any(p.name == "max_update_lag" for p in parameters):
+            self.stream.max_update_lag = self.get_parameter("max_update_lag").value
 
     # -- checkpoints and health
 

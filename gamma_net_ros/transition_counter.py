@@ -31,11 +31,21 @@ class TransitionCounter(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("transition_counter", **kwargs)
         depth = declare(
-            self, "queue_depth", 2000, "reliable KEEP_LAST depth; >= the bridge's window", low=1, high=10**6
+            self,
+            "queue_depth",
+            2000,
+            "reliable KEEP_LAST depth; >= the bridge's window",
+            low=1,
+            high=10**6,
+            read_only=True,
         )
-        every = declare(self, "report_every", 32, "messages between taken reports", low=1, high=10**6)
-        self.delay = declare(self, "delay", 0.0, "s spent per message (a slow consumer on purpose)", low=0.0, high=10.0)
-        self.exit_after = declare(self, "exit_after", 0, "exit after this many messages (0: never)", low=0, high=2**62)
+        every = declare(self, "report_every", 32, "messages between taken reports", low=1, high=10**6, read_only=True)
+        self.delay = declare(
+            self, "delay", 0.0, "s spent per message (a slow consumer on purpose)", low=0.0, high=10.0, read_only=True
+        )
+        self.exit_after = declare(
+            self, "exit_after", 0, "exit after this many messages (0: never)", low=0, high=2**62, read_only=True
+        )
         self.received = 0
         self.out_of_order = 0
         self.last: tuple[int, int, bool] | None = None  # (episode, step, ended)

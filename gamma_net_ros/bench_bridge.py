@@ -48,6 +48,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="neural predictor: steps before training starts (paper: 20000; lower, so it trains while receiving)",
     )
     parser.add_argument("--window", type=int, default=1000, help="bridge: messages in flight at most")
+    parser.add_argument(
+        "--worker-nice", type=int, default=None, help="neural predictor: nice of its training thread (default: YAML)"
+    )
     parser.add_argument("--repeats", type=int, default=1, help="runs per consumer, alternated")
     parser.add_argument("--timeout", type=float, default=600.0, help="s one delivery may take")
     parser.add_argument("--logs", default=None, help="keep the nodes' logs in this directory")
@@ -99,6 +102,8 @@ def _deliver(consumer: str, recording, args, logs: pathlib.Path, run: int, liste
     consumer_params = {"queue_depth": max(2000, args.window)}
     if consumer == "neural_predictor":
         consumer_params["learner.min_replay_history"] = args.min_replay_history
+        if args.worker_nice is not None:
+            consumer_params["worker_nice"] = args.worker_nice
     listener.latest.pop(consumer, None)
     node = NodeProcess(
         node_command(CONSUMERS[consumer], params_file=params, params=consumer_params, node=consumer),

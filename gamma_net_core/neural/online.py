@@ -8,13 +8,14 @@ therefore splits the work between two threads:
 - :meth:`~TransitionStream.receive` (the subscription's thread): validates a message and
   appends it to a queue. Microseconds; never waits for the learner.
 - :meth:`~TransitionStream.work` (one worker thread, in a loop): moves the queued steps
-  into the learner's prioritized replay, then makes the updates owed. The schedule is the
+  into the learner's prioritized replay and makes the updates owed. The schedule is the
   learner's: one update per ``update_period`` steps once ``min_replay_history`` steps have
-  been observed, counted on the steps observed, so in the long run the ratio is the
-  paper's even when training lags behind the stream (the updates then sample a replay
-  that already holds newer steps). ``max_update_lag`` bounds that lag: while more updates
-  are owed, nothing more is moved into the replay, so the queue (and, through the
-  acknowledgements a node sends for what it has taken, the sender) waits for training.
+  been observed, counted on the steps observed. A worker that keeps up makes exactly the
+  updates of :meth:`NeuralLearner.observe` (tested); one that lags keeps the ratio in the
+  long run, its late updates sampling a replay that already holds newer steps.
+  ``max_update_lag`` bounds that lag: while more updates are owed, nothing more is moved
+  into the replay, so the queue (and, through the reports a node sends of what it has
+  taken, the sender) waits for training.
 
 The loop that uses it::
 
@@ -23,7 +24,7 @@ The loop that uses it::
     while running:                                  # the worker thread
         if not stream.work():
             stream.wait(0.05)
-    values, latest = stream.predict(gammas)         # any thread: at the latest state
+    values, latest, updates = stream.predict(gammas)  # any thread: at the latest state
 
 Episode boundaries. Consecutive messages of one episode form the transitions; a message's
 own ``terminal``/``truncated`` flags end an episode. A lost or skipped message must not

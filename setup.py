@@ -21,6 +21,9 @@ NODES = {
     "teleop": "gamma_net_ros.teleop:main",
     "operator": "gamma_net_ros.operator:main",
     "predictor": "gamma_net_ros.predictor:main",
+    "ale_bridge": "gamma_net_ros.ale_bridge:main",
+    "neural_predictor": "gamma_net_ros.neural_predictor:main",
+    "transition_counter": "gamma_net_ros.transition_counter:main",
 }
 
 setup(

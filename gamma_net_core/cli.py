@@ -30,6 +30,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),
     (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
     (("bench", "ros"), "gamma_net_ros.bench_ros", "predictor node latency p50/p99, highest input rate sustained"),
+    (("bench", "bridge"), "gamma_net_ros.bench_bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
 ]
 
 

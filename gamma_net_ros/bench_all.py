@@ -17,6 +17,7 @@ BENCHMARKS = {
     "neural": "gamma_net_core.bench.neural",
     "atari": "gamma_net_core.bench.atari",
     "ros": "gamma_net_ros.bench_ros",
+    "bridge": "gamma_net_ros.bench_bridge",
 }
 
 

@@ -1,0 +1,360 @@
+"""Node: recorded (or live) Atari transitions -> ``gamma_net_msgs/Transition`` messages.
+
+    ros2 run gamma_net_ros ale_bridge --ros-args --params-file config/atari.yaml -p shard_dir:=runs/centipede
+
+``source: shards`` replays a recording made by ``gamma-net atari record`` in its recorded
+order; ``source: live`` plays ALE with a policy (``random``, a Q-network file, or
+``py:module:factory``) and publishes each step as it happens. One message per step:
+φ(S_t), C_{t+1} (the reward), terminal, truncated, episode, step; stamped when published.
+
+Pace: at most ``rate`` messages per second (0: no limit), and, with ``consumers`` > 0, as
+fast as the slowest consumer takes them without loss: consumers report what they have taken
+on ``<topic>/taken`` and the bridge keeps at most ``window`` messages in flight
+(:mod:`gamma_net_ros.flow_control` says why reliable QoS alone loses messages). Publishing
+starts once ``consumers`` consumers report and are matched. With ``consumers: 0`` nothing
+waits for anyone: a subscriber slower than the bridge then loses messages (set ``rate``).
+
+Progress: a log line every ``progress_period`` seconds and ``/diagnostics`` every second.
+At the end of the data the bridge waits until every consumer has taken every message, logs
+a summary and, with ``exit_at_end``, exits with code 0. A recording that is missing,
+corrupt (checked shard by shard before the first message, with ``verify``) or of another
+feature size than ``feature_size`` stops the node at start with a clear error (exit code 1).
+"""
+
+from __future__ import annotations
+
+import array
+import sys
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import rclpy
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from gamma_net_msgs.msg import Transition
+from rclpy.duration import Duration
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from rclpy.task import Future
+
+from gamma_net_core.atari.env import AtariConfig
+from gamma_net_core.checkpoint import CheckpointError
+from gamma_net_core.data.shards import ShardError, ShardReader
+from gamma_net_ros.flow_control import ConsumerWindow
+from gamma_net_ros.params import declare, declare_config
+
+#: (features float32 [F], cumulant, terminal, truncated, episode, step): one row of a recording.
+Row = tuple[np.ndarray, float, bool, bool, int, int]
+#: Seconds one pump call may publish for before the executor serves reports and timers again.
+PUMP_BUDGET = 0.02
+
+
+def recorded_rows(reader: ShardReader) -> Iterator[Row]:
+    """A recording's rows in order, each shard validated (SHA-256, layout, order) before its first row."""
+    for batch in reader.batches():
+        for i in range(len(batch)):
+            yield (
+                batch.features[i],
+                float(batch.cumulants[i]),
+                bool(batch.terminals[i]),
+                bool(batch.truncated[i]),
+                int(batch.episodes[i]),
+                int(batch.steps[i]),
+            )
+
+
+def live_rows(env, policy, rng: np.random.Generator, *, steps: int) -> Iterator[Row]:
+    """Play ``policy`` in ``env`` (an AtariEnv) and yield each step as it happens; ``steps`` 0: forever."""
+    episode, taken, observation = 0, 0, None
+    while steps == 0 or taken < steps:
+        if env.episode_over:
+            observation = env.reset()
+        action, phi = policy.act_with_features(observation, rng)
+        step = env.step(action)
+        yield phi, float(step.reward), bool(step.terminal), bool(step.truncated), episode, env.episode_step - 1
+        observation = step.observation
+        episode += int(step.terminal or step.truncated)
+        taken += 1
+
+
+class AleBridge(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("ale_bridge", **kwargs)
+        self.source = declare(
+            self, "source", "shards", "shards (replay a recording) or live (play ALE)", read_only=True
+        )
+        if self.source not in ("shards", "live"):
+            raise ValueError(f"source must be 'shards' or 'live'; got {self.source!r}")
+        feature_size = declare(
+            self, "feature_size", 512, "φ size the consumers' network takes (0: any)", low=0, high=10**6, read_only=True
+        )
+        self.rate = declare(
+            self, "rate", 0.0, "messages per second at most (0: no limit)", low=0.0, high=1e7, read_only=True
+        )
+        self.consumers = declare(
+            self,
+            "consumers",
+            1,
+            "acknowledging consumers to wait for (0: no flow control)",
+            low=0,
+            high=1000,
+            read_only=True,
+        )
+        depth = declare(
+            self, "queue_depth", 2000, "reliable KEEP_LAST depth of the publisher", low=1, high=10**6, read_only=True
+        )
+        self.window = declare(
+            self,
+            "window",
+            1000,
+            "messages in flight per consumer at most; <= queue_depth and <= the consumers' depth",
+            low=1,
+            high=10**6,
+            read_only=True,
+        )
+        if self.window > depth:
+            raise ValueError(f"window {self.window} must not exceed queue_depth {depth}: resent samples would be gone")
+        self.exit_at_end = declare(
+            self, "exit_at_end", False, "exit (code 0) once every message is taken", read_only=True
+        )
+        self.progress_period = declare(
+            self, "progress_period", 5.0, "s between progress lines", low=0.1, high=1e6, read_only=True
+        )
+        timeout = declare(
+            self, "consumer_timeout", 10.0, "s without a report: consumer gone", low=0.5, high=1e6, read_only=True
+        )
+
+        self.rows, self.total, self.what = self._open_source(feature_size if feature_size else None)
+        self.publisher = self.create_publisher(
+            Transition, "transitions", QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
+        )
+        self.window_tracker = ConsumerWindow(
+            self, "transitions", published=lambda: self.published, on_report=self.pump, timeout=timeout
+        )
+        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.state = "waiting"  # -> running -> draining -> done (or failed)
+        self.published = 0
+        self.started: float | None = None
+        self.ended: float | None = None
+        self.finished = Future()  # result: the exit code
+        self._last_progress = (time.monotonic(), 0)
+        self.error = ""
+        self.pump_timer = self.create_timer(0.001 if self.rate > 0 or self.consumers == 0 else 0.01, self.pump)
+        self.create_timer(self.progress_period, self.log_progress)
+        self.create_timer(1.0, self.publish_diagnostics)
+        pace = f"at most {self.rate:g}/s" if self.rate else "no rate limit"
+        flow = f"window {self.window} for {self.consumers} consumer(s)" if self.consumers else "no flow control"
+        self.get_logger().info(f"{self.what}: {pace}, {flow}, on {self.publisher.topic_name}")
+
+    def _open_source(self, feature_size: int | None) -> tuple[Iterator[Row], int | None, str]:
+        if self.source == "shards":
+            directory = declare(self, "shard_dir", "", "recording directory (gamma-net atari record)", read_only=True)
+            verify = declare(self, "verify", True, "check every shard before the first message", read_only=True)
+            if not directory:
+                raise ValueError("shard_dir is empty: give the recording's directory (-p shard_dir:=DIR)")
+            reader = ShardReader(directory, feature_size=feature_size)  # FileNotFoundError / ShardError
+            if verify:
+                started = time.perf_counter()
+                for _ in reader.batches():  # hashes, layouts, NaNs and row order of every shard
+                    pass
+                self.get_logger().info(
+                    f"{directory}: {len(reader.shards)} shards, {reader.count} transitions, "
+                    f"checked in {time.perf_counter() - started:.2f} s"
+                )
+            return recorded_rows(reader), reader.count, f"replaying {reader.count} transitions from {directory}"
+        return self._open_live(feature_size)
+
+    def _open_live(self, feature_size: int | None) -> tuple[Iterator[Row], int | None, str]:
+        import torch
+
+        from gamma_net_core.atari.env import AtariEnv
+        from gamma_net_core.atari.policies import EVAL_EPSILON, load_policy
+
+        config = declare_config(self, AtariConfig, "env")
+        spec = declare(self, "policy", "random", "random, a Q-network file, or py:module:factory", read_only=True)
+        seed = declare(
+            self, "seed", 0, "seeds sticky actions and the policy's draws", low=0, high=2**31 - 1, read_only=True
+        )
+        epsilon = declare(
+            self, "epsilon", EVAL_EPSILON, "ε of a Q-network policy (paper: 0.0001)", low=0.0, high=1.0, read_only=True
+        )
+        feature_seed = declare(
+            self, "feature_seed", 0, "seed of the random policy's φ network", low=0, high=2**31 - 1, read_only=True
+        )
+        steps = declare(self, "steps", 0, "steps to play (0: until stopped)", low=0, high=2**62, read_only=True)
+        torch.set_num_threads(1)  # batch-1 forward passes: one thread is fastest, and the cores are shared
+        env_seed, policy_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
+        env = AtariEnv(config, seed=env_seed)  # ValueError on an unknown game, naming close matches
+        policy = load_policy(
+            spec,
+            num_actions=env.num_actions,
+            game=env.game,
+            epsilon=epsilon,
+            feature_seed=feature_seed,
+            frame_stack=config.frame_stack,
+            screen_size=config.screen_size,
+        )
+        if feature_size is not None and policy.feature_size != feature_size:
+            raise ValueError(f"policy {spec!r} gives φ of size {policy.feature_size}; feature_size is {feature_size}")
+        rows = live_rows(env, policy, np.random.default_rng(policy_seed), steps=steps)
+        return rows, steps or None, f"playing {env.game} live with policy {spec!r}"
+
+    # -- publishing
+
+    def _ready(self) -> bool:
+        """Every consumer we wait for reports and is matched (else its first messages would be lost)."""
+        if len(self.window_tracker.consumers) < self.consumers:
+            return False
+        return self.publisher.get_subscription_count() >= max(self.consumers, 1)
+
+    def _allowed(self) -> int:
+        """How many more messages may go out now (flow control and rate)."""
+        allowed = sys.maxsize
+        if self.consumers:
+            allowed = self.window - self.window_tracker.in_flight()
+        if self.rate > 0:
+            due = int(self.rate * (time.monotonic() - self.started)) + 1
+            allowed = min(allowed, due - self.published)
+        return allowed
+
+    def pump(self) -> None:
+        """Publish what flow control and rate allow, for at most PUMP_BUDGET seconds."""
+        if self.state in ("done", "failed"):
+            return
+        gone = self.window_tracker.forget_silent()
+        if gone:
+            self.get_logger().warning(f"consumer(s) {gone} stopped reporting: no longer waited for")
+        if self.state == "waiting":
+            if not self._ready():
+                return
+            self.state = "running"
+            self.started = time.monotonic()
+            self._last_progress = (self.started, 0)
+            self.get_logger().info(f"{self.publisher.get_subscription_count()} subscriber(s): publishing")
+        if self.state == "running":
+            if self.consumers and len(self.window_tracker.consumers) < self.consumers:
+                return  # a consumer went away: wait for it (or another) to report again
+            deadline = time.monotonic() + PUMP_BUDGET
+            allowed = self._allowed()
+            while allowed > 0 and time.monotonic() < deadline:
+                try:
+                    row = next(self.rows)
+                except StopIteration:
+                    self.state = "draining"
+                    break
+                except (ShardError, FileNotFoundError) as exc:
+                    # Stop here; what was published still reaches the consumers before the node says so.
+                    self.error = f"the recording became unreadable after {self.published} messages: {exc}"
+                    self.get_logger().error(self.error)
+                    self.state = "draining"
+                    break
+                self.publisher.publish(self._message(row))
+                self.published += 1
+                allowed -= 1
+        if self.state == "draining" and self._all_taken():
+            if self.consumers and not self.window_tracker.consumers:
+                return  # every consumer went away before taking the end: wait for one to come back
+            self.ended = time.monotonic()
+            self.state = "failed" if self.error else "done"
+            self.pump_timer.cancel()
+            self.get_logger().info(f"{self.state}: {self.summary()}")
+            self.publish_diagnostics()
+            self.finished.set_result(1 if self.error else 0)
+
+    def _message(self, row: Row) -> Transition:
+        features, cumulant, terminal, truncated, episode, step = row
+        msg = Transition()
+        msg.header.stamp = self.get_clock().now().to_msg()
+        msg.features = array.array("f", np.ascontiguousarray(features, dtype=np.float32).tobytes())
+        msg.cumulant = cumulant
+        msg.terminal = terminal
+        msg.truncated = truncated
+        msg.episode = episode
+        msg.step = step
+        return msg
+
+    def _all_taken(self) -> bool:
+        if self.consumers:
+            return self.window_tracker.in_flight() == 0
+        return self.publisher.wait_for_all_acked(Duration(seconds=0))  # at least in every reader's history
+
+    # -- progress
+
+    @property
+    def seconds(self) -> float:
+        if self.started is None:
+            return 0.0
+        return (self.ended or time.monotonic()) - self.started
+
+    def summary(self) -> str:
+        rate = self.published / self.seconds if self.seconds > 0 else 0.0
+        return f"{self.published} transitions in {self.seconds:.2f} s ({rate:.0f}/s), all taken"
+
+    def log_progress(self) -> None:
+        if self.state not in ("running", "draining"):
+            if self.state == "waiting":
+                heard = len(self.window_tracker.consumers)
+                self.get_logger().info(
+                    f"waiting for {self.consumers} consumer(s) on {self.window_tracker.topic} ({heard} reporting) "
+                    f"and {max(self.consumers, 1)} subscriber(s) ({self.publisher.get_subscription_count()} matched)"
+                )
+            return
+        now = time.monotonic()
+        then, count = self._last_progress
+        self._last_progress = (now, self.published)
+        of = f" of {self.total} ({100 * self.published / self.total:.1f}%)" if self.total else ""
+        self.get_logger().info(
+            f"published {self.published}{of}, {(self.published - count) / max(now - then, 1e-9):.0f}/s, "
+            f"{self.window_tracker.in_flight()} in flight"
+        )
+
+    def publish_diagnostics(self) -> None:
+        level = {"failed": DiagnosticStatus.ERROR, "waiting": DiagnosticStatus.WARN}.get(
+            self.state, DiagnosticStatus.OK
+        )
+        status = DiagnosticStatus(
+            name=f"{self.get_name()}: {self.source}",
+            hardware_id="gamma_net",
+            level=level,
+            message=self.error or self.state,
+        )
+        values = {
+            "state": self.state,
+            "published": self.published,
+            "total": self.total if self.total is not None else "unbounded",
+            "in_flight": self.window_tracker.in_flight(),
+            "consumers": len(self.window_tracker.consumers),
+            "seconds": f"{self.seconds:.3f}",
+            "rate": f"{self.published / self.seconds:.1f}" if self.seconds > 0 else "0",
+        }
+        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+        msg = DiagnosticArray(status=[status])
+        msg.header.stamp = self.get_clock().now().to_msg()
+        self.diagnostics.publish(msg)
+
+
+def main(args=None) -> int:
+    rclpy.init(args=args)
+    try:
+        node = AleBridge()
+    except (ValueError, FileNotFoundError, ShardError, CheckpointError) as exc:
+        rclpy.logging.get_logger("ale_bridge").fatal(f"refusing to start: {exc}")
+        rclpy.try_shutdown()
+        return 1
+    code = 0
+    try:
+        rclpy.spin_until_future_complete(node, node.finished)
+        code = node.finished.result() if node.finished.done() else 0
+        if code == 0 and not node.exit_at_end:
+            rclpy.spin(node)  # done: stay up (diagnostics) until stopped
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+    return code
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -17,7 +17,8 @@ from gamma_net_core.config import load_config
 from gamma_net_core.data.bags import JointStateBagWriter, read_joint_states, write_recording
 from gamma_net_core.data.joints import JointsConfig
 from gamma_net_core.experiments import arm_train as study
-from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
+from gamma_net_core.linear import GammaNetConfig
+from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.signals.arm_recording import simulate_arm
 from gamma_net_core.timescales import TimescaleSampling
 
@@ -161,8 +162,16 @@ def test_short_study_writes_table_figures_json_and_a_resumable_checkpoint(tmp_pa
     assert set(data["baselines"]) == {str(g) for g in study.EVAL_GAMMAS}
     assert all("timescale_input" not in b for b in data["baselines"].values())
     assert json.loads(report.read_text())["command"] == "arm train"
-    # The checkpoint loads with the YAML's own learner configuration, and keeps learning (constant alpha).
-    loaded = LinearGammaNet.load(out / study.CHECKPOINT_NAME, config=node)
+    # The checkpoint is the predictor node's: it resumes with the YAML's settings and keeps learning
+    # (constant alpha).
+    node_side = OnlineGammaNet(
+        joints=load_config(JointsConfig, ARM_YAML, "predictor", "joints"),
+        learner=node,
+        timescales=load_config(TimescaleSampling, ARM_YAML, "predictor", "timescales"),
+        rng=np.random.default_rng(1),
+    )
+    node_side.resume(out / study.CHECKPOINT_NAME)
+    loaded = node_side.net
     assert loaded.update_count == data["recording"]["transitions (steps)"]
     assert loaded.step_size() == pytest.approx(0.1 / loaded.n_active)
 
@@ -180,6 +189,7 @@ def _settings(data: study.Transitions, tail: int = 100) -> study.StudySettings:
         tail=tail,
         window=(100, 400),
         seed=3,
+        joints=load_config(JointsConfig, ARM_YAML, "predictor", "joints"),
     )
 
 
@@ -189,11 +199,19 @@ def test_checkpoint_predicts_what_the_trained_net_predicted(tmp_path, short_bag)
     settings = _settings(data)
     result = study.run_study(data, settings, seeds=1, workers=1, checkpoint=tmp_path / "net.npz", progress=False)
     window = result["runs"][0]["window"]["gamma_net"]
-    loaded = LinearGammaNet.load(tmp_path / "net.npz", config=settings.node_learner)
+
+    def node_side(learner):
+        online = OnlineGammaNet(
+            joints=settings.joints, learner=learner, timescales=settings.sampling, rng=np.random.default_rng(0)
+        )
+        online.resume(tmp_path / "net.npz")
+        return online
+
+    loaded = node_side(settings.node_learner).net
     np.testing.assert_array_equal(loaded.predict(data.states_t[100:400], study.EVAL_GAMMAS), window)
     # Its saved configuration is the node's, not the study's decayed one.
     with pytest.raises(ValueError, match="step_size_decay_steps"):
-        LinearGammaNet.load(tmp_path / "net.npz", config=settings.learner)
+        node_side(settings.learner)
 
 
 def test_two_worker_processes_give_the_numbers_of_one(short_bag):

@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gamma_net_core.config import load_section
 from gamma_net_core.report import Report, Table, write_json
 
 #: The section of config/arm.yaml the predictor node reads, and so does this study.
@@ -144,6 +145,8 @@ class StudySettings:
     tail: int  # unscored steps at the end
     window: tuple[int, int]  # [start, stop) steps of the figure
     seed: int
+    joints: object = None  # JointsConfig: recorded in the checkpoint, so the predictor node can resume it
+    max_gap: float = 1.0  # the predictor node's episode gap, recorded likewise
 
 
 def load_learners(params: pathlib.Path):
@@ -259,19 +262,30 @@ def train_seed(task: tuple) -> dict:
         start, stop = settings.window
         result["window"] = {name: values[start:stop] for name, values in predicted.items()}
     if checkpoint is not None:
-        save_resumable(net, settings.node_learner, checkpoint)
+        save_resumable(
+            net,
+            settings.node_learner,
+            checkpoint,
+            joints=settings.joints,
+            timescales=settings.sampling,
+            max_gap=settings.max_gap,
+        )
     return result
 
 
-def save_resumable(net, config, path: pathlib.Path) -> pathlib.Path:
-    """Save ``net``'s tiles and weights under ``config`` (the node's learner settings), so it resumes learning.
+def save_resumable(net, config, path: pathlib.Path, *, joints, timescales, max_gap: float) -> pathlib.Path:
+    """Save ``net`` as the predictor node's checkpoint: its settings from the YAML, so it resumes learning.
 
     The study decays alpha to zero over the recording; a checkpoint saved with that schedule would
-    never learn again once resumed. The saved learner differs from the trained one in its step-size
-    schedule only; anything else that differs is refused.
+    never learn again once resumed, so the learner is saved with ``config`` (the node's constant
+    alpha) and differs from the trained one in its step-size schedule only; anything else that
+    differs is refused. The file is an :class:`~gamma_net_core.online.OnlineGammaNet` checkpoint
+    (with the joint selection, Gamma_t sampling and episode gap the node checks on resume):
+    ``checkpoint_path`` of the `predictor` node can point at it.
     """
     from gamma_net_core.config import to_mapping
     from gamma_net_core.linear import LinearGammaNet
+    from gamma_net_core.online import OnlineGammaNet
 
     trained, wanted = to_mapping(net.config), to_mapping(config)
     differ = sorted(k for k in trained if trained[k] != wanted[k] and k != "step_size_decay_steps")
@@ -280,7 +294,15 @@ def save_resumable(net, config, path: pathlib.Path) -> pathlib.Path:
     resumable = LinearGammaNet.from_arrays(
         config, net.to_state_dict(), update_count=net.update_count, source="the trained Γ-net"
     )
-    return resumable.save(path)
+    online = OnlineGammaNet(
+        joints=joints,
+        learner=config,
+        timescales=timescales,
+        rng=np.random.default_rng(0),
+        max_gap=max_gap,
+        _net=resumable,
+    )
+    return online.save(path)
 
 
 # ----------------------------------------------------------------------------- the study
@@ -672,6 +694,8 @@ def run(args: argparse.Namespace) -> Report:
         tail=tail,
         window=(start, start + width),
         seed=args.seed,
+        joints=joints,
+        max_gap=float(load_section(params, NODE).get("max_gap", 1.0)),
     )
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / CHECKPOINT_NAME

@@ -123,6 +123,27 @@ def test_interpolated_probes_on_the_tau_and_gamma_scales():
         ev.member_predictions(study.Member("fixed", "probes"), runs, [3.5])
 
 
+def test_a_diverged_or_missing_series_is_named_and_left_out():
+    members = (
+        study.Member("gamma", "input_gamma"),
+        study.Member("tau", "input_tau"),
+        study.Member("both", "reference"),
+    )
+    spec = study.ComparisonSpec("inputs", "Inputs", members)
+    good = np.stack([RETURNS + 1.0, RETURNS + 0.5])[None]  # [1 run, 2 evaluations, P, τ]
+    diverged = good.copy()
+    diverged[0, 1] = np.nan  # NaN after the divergence, as train_run saves it
+    runs = {"reference": runs_of("reference", TAUS, good), "input_gamma": runs_of("input_gamma", TAUS, diverged)}
+    runs["input_gamma"].stopped = ["the loss became nan at update 3"]
+    result = ev.evaluate_comparison(spec, runs, RETURNS, TAUS, last=1)
+    assert result.missing == ("tau",) and result.points.excluded == ("gamma",)
+    assert result.points.comparison.names == ("both",)
+    assert "not trained: tau" in result.note and "training diverged (NaN after it): gamma (1 of 1 seeds)" in result.note
+    np.testing.assert_allclose(result.curves["both"], [[1.0, 0.25]])  # MSE 1 then 0.25; the worst mean is 1
+    alone = ev.evaluate_comparison(spec, {"reference": runs["reference"]}, RETURNS, TAUS, last=1)
+    assert alone.points is None and alone.note.startswith("not run: needs at least two")
+
+
 def test_the_interpolation_comparison_is_scored_between_the_probes():
     spec = next(c for c in study.COMPARISONS if c.name == "interpolation")
     assert spec.at == "between" and study.INTERPOLATION_TAUS == (1.5, 3.5, 7.5, 15.0, 30.0, 50.0, 70.0, 90.0)
@@ -265,6 +286,13 @@ def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
     )
     assert "no network would ever train" in error(train_argv(data, tmp_path / "a", "--set", "min_replay_history=240"))
     assert "--steps must be in [1, 240]" in error(train_argv(data, tmp_path / "a", "--steps", "241"))
+    elsewhere = tmp_path / "elsewhere"  # points whose φ come from another feature network than the recording's
+    points = EvaluationPoints.load(data / "pts" / "points.npz")
+    points.config["policy"] = {**points.config["policy"], "feature_seed": 1}
+    points.save(elsewhere / "points.npz")
+    assert "come from different policy settings" in error(
+        replaced(train_argv(data, tmp_path / "a"), "--points", elsewhere)
+    )
     assert not (tmp_path / "a").exists()  # nothing was written
 
     run = tmp_path / "b"

@@ -267,6 +267,10 @@ def evaluate_comparison(spec, runs: dict[str, SeriesRuns], returns, taus, *, las
     if not informative.all():
         flat = ", ".join(f"{t:g}" for t in taus[~informative])
         notes.append(f"τ {flat}: the returns are equal at every point, so the filter ignores correlation there")
+    diverged = [f"{m.label} ({sum(x is not None for x in runs[m.series].stopped)} of {len(runs[m.series].seeds)} seeds)"
+                for m in present if any(x is not None for x in runs[m.series].stopped)]  # fmt: skip
+    if diverged:
+        notes.append(f"training diverged (NaN after it): {', '.join(diverged)}")
     if result.excluded:
         notes.append(f"dropped by the positive-correlation filter: {', '.join(result.excluded)}")
     return ComparisonResult(

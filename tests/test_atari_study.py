@@ -63,7 +63,7 @@ def test_normalization_bars_filter_and_window_by_hand():
         # Perfect early, anti-correlated at the end: only the steady state counts, so it is dropped.
         "late_anti": np.concatenate([history(RETURNS, anti), history(RETURNS, anti)]),
     }
-    result, informative, steady = ev.filtered_comparison(predictions, RETURNS, TAUS, last=1)
+    result, informative, steady, failing = ev.filtered_comparison(predictions, RETURNS, TAUS, last=1)
     assert informative.all()
     assert result.excluded == ("late_anti",)
     c = result.comparison
@@ -76,15 +76,20 @@ def test_normalization_bars_filter_and_window_by_hand():
     np.testing.assert_allclose(result.correlations["late_anti"], -1.0)
     assert c.best() == "good"
     # Over both evaluations every series averages a correlation of 0 (-1 then +1): all are dropped.
-    both, _, _ = ev.filtered_comparison(predictions, RETURNS, TAUS, last=2)
+    both, _, _, _ = ev.filtered_comparison(predictions, RETURNS, TAUS, last=2)
     assert both.excluded == ("good", "half", "late_anti") and both.comparison is None
+    # Without the filter every series is compared; the ones failing it are still named.
+    unfiltered, _, _, failing = ev.filtered_comparison(predictions, RETURNS, TAUS, last=1, apply_filter=False)
+    assert unfiltered.excluded == () and failing == ("late_anti",)
+    assert unfiltered.comparison.names == ("good", "half", "late_anti")
+    np.testing.assert_allclose(unfiltered.comparison.norm_mean[:, 0], [1 / 5.0, 1.875 / 5.0, 1.0])
 
 
 def test_filter_ignores_a_tau_whose_returns_are_equal_at_every_point():
     returns = RETURNS.copy()
     returns[:, 0] = 0.0  # no reward one step after any point: correlation undefined for every series
     predictions = {"a": history(returns + 1.0), "b": history(returns * 2.0 + 0.5)}
-    result, informative, _ = ev.filtered_comparison(predictions, returns, TAUS, last=1)
+    result, informative, _, _ = ev.filtered_comparison(predictions, returns, TAUS, last=1)
     assert informative.tolist() == [False, True]
     assert result.excluded == () and result.comparison.names == ("a", "b")
     assert np.isnan(result.correlations["a"][0, 0])
@@ -245,6 +250,19 @@ def test_train_and_evaluate_end_to_end(data, tmp_path, capsys):
             assert (evaluation / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
             assert max(np.max(v) for v in outcome["comparison"]["norm_mean"]) == 1.0
     assert (evaluation / "predictions_in_time.png").read_bytes()[:8] == PNG_MAGIC
+    assert result["series"]["reference"]["seeds"] == [0, 1] and result["filter_applied"]
+    # --no-filter: every series in the MSE panels; the filter's verdict is the same, and still reported.
+    argv = ["atari", "evaluate", "--run", str(run), "--points", str(data / "pts"), "--out", str(tmp_path / "all")]
+    assert main([*argv, "--no-filter"]) == 0
+    unfiltered = json.loads((tmp_path / "all" / "atari_evaluate.json").read_text())
+    assert not unfiltered["filter_applied"]
+    for name in ("embedding", "scaling", "interpolation"):
+        before, after = comparisons[name], unfiltered["comparisons"][name]
+        assert after["fails_filter"] == before["fails_filter"] == before["result"]["excluded"]
+        assert after["result"]["excluded"] == []
+        assert sorted(after["result"]["comparison"]["names"]) == sorted(after["result"]["correlations"])
+    _, one_seed = ev.load_study(run, seeds=1)  # --seeds 1: the same first seed of every series
+    assert {name: s.seeds for name, s in one_seed.items()} == {name: [0] for name in result["series"]}
     # The steady-state MSE in the JSON is the run files' own numbers: the last 2 evaluations, the points' returns.
     returns = MonteCarloReturns.load(data / "pts" / "returns.npz")
     targets = returns.returns[:, study.columns(returns.taus, saved.taus, what="the returns")]

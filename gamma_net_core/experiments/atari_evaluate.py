@@ -71,8 +71,11 @@ class SeriesRuns:
     stopped: list[str | None]
 
 
-def load_study(run: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, SeriesRuns]]:
+def load_study(run: str | pathlib.Path, *, seeds: int | None = None) -> tuple[dict[str, Any], dict[str, SeriesRuns]]:
     """``study.json`` and every finished run of a `gamma-net atari train` folder.
+
+    Args:
+      seeds: use seeds 0 .. seeds - 1 only (the same seeds for every series); None: every seed found.
 
     Raises:
       FileNotFoundError: no study in ``run``.
@@ -88,6 +91,7 @@ def load_study(run: str | pathlib.Path) -> tuple[dict[str, Any], dict[str, Serie
     series: dict[str, SeriesRuns] = {}
     for name in SERIES:
         files = sorted((run / name).glob(f"seed-*/{PREDICTIONS}"), key=lambda p: int(p.parent.name[5:]))
+        files = [f for f in files if seeds is None or int(f.parent.name[5:]) < seeds]
         loaded = [RunPredictions.load(f) for f in files]
         if not loaded:
             continue
@@ -204,6 +208,7 @@ class ComparisonResult:
     curves: dict[str, np.ndarray]  # label -> [runs, evaluations]
     transitions: np.ndarray
     note: str | None = None
+    failing: tuple[str, ...] = ()  # series whose correlation fails the filter (dropped unless --no-filter)
 
     def to_json(self) -> dict[str, Any]:
         return {
@@ -212,13 +217,14 @@ class ComparisonResult:
             "members": {m.label: {"series": m.series, "interpolation": m.interpolation} for m in self.spec.members},
             "missing": list(self.missing),
             "note": self.note,
+            "fails_filter": list(self.failing),
             "result": self.points.to_json() if self.points is not None else None,
             "steady_state_mse_by_run": self.steady_mse,
             "learning_curves": {"transitions": self.transitions, "normalized_mse_by_run": self.curves},
         }
 
 
-def filtered_comparison(predictions: dict[str, np.ndarray], returns, taus, *, last: int):
+def filtered_comparison(predictions: dict[str, np.ndarray], returns, taus, *, last: int, apply_filter: bool = True):
     """The paper's filter, then its normalized comparison, over each run's last ``last`` evaluations.
 
     As :func:`~gamma_net_core.evaluation.compare_at_points`, except that the filter looks only at
@@ -229,28 +235,34 @@ def filtered_comparison(predictions: dict[str, np.ndarray], returns, taus, *, la
     Args:
       predictions: label -> [runs, evaluations, points, n_tau].
       returns: [points, n_tau].
+      apply_filter: False keeps every series in the comparison (a diagnosis when the filter drops
+        the reference); which series fail it is still returned.
 
     Returns:
-      (PointComparison, informative: bool [n_tau], steady MSE: label -> [runs, n_tau]).
+      (PointComparison, informative: bool [n_tau], steady MSE: label -> [runs, n_tau], failing: the
+      labels that fail the filter, dropped from the comparison when ``apply_filter``).
     """
     from gamma_net_core.evaluation import PointComparison, compare, is_predictive, scores_at_points
 
     returns = np.asarray(returns, dtype=np.float64)
     informative = returns.std(axis=0) > 0
-    errors, correlations, excluded = {}, {}, []
+    errors, correlations, failing = {}, {}, []
     for label, values in predictions.items():
         mse, corr = scores_at_points(values, returns)  # [runs, evaluations, n_tau]
         with np.errstate(invalid="ignore"):
             mse, corr = mse[:, -last:].mean(axis=1), corr[:, -last:].mean(axis=1)
         errors[label], correlations[label] = mse, corr
         if not (informative.any() and is_predictive(corr[:, informative])):
-            excluded.append(label)
+            failing.append(label)
+    excluded = tuple(failing) if apply_filter else ()
     kept = {label: e for label, e in errors.items() if label not in excluded}
     comparison = compare(kept, taus) if kept else None
-    return PointComparison(comparison, correlations, tuple(excluded)), informative, errors
+    return PointComparison(comparison, correlations, excluded), informative, errors, tuple(failing)
 
 
-def evaluate_comparison(spec, runs: dict[str, SeriesRuns], returns, taus, *, last: int) -> ComparisonResult:
+def evaluate_comparison(
+    spec, runs: dict[str, SeriesRuns], returns, taus, *, last: int, apply_filter: bool = True
+) -> ComparisonResult:
     """Score one comparison's members at ``taus`` against ``returns`` [P, n_tau] over the last ``last`` evaluations."""
     taus = np.asarray(taus, dtype=np.float64)
     present = [m for m in spec.members if m.series in runs]
@@ -260,7 +272,9 @@ def evaluate_comparison(spec, runs: dict[str, SeriesRuns], returns, taus, *, las
         note = f"not run: needs at least two of its series trained; missing {list(missing)}"
         return ComparisonResult(spec, taus, (), missing, None, {}, {}, transitions, note)
     predictions = {m.label: member_predictions(m, runs, taus) for m in present}
-    result, informative, steady = filtered_comparison(predictions, returns, taus, last=last)
+    result, informative, steady, failing = filtered_comparison(
+        predictions, returns, taus, last=last, apply_filter=apply_filter
+    )
     notes = []
     if missing:
         notes.append(f"not trained: {', '.join(missing)}")
@@ -271,8 +285,9 @@ def evaluate_comparison(spec, runs: dict[str, SeriesRuns], returns, taus, *, las
                 for m in present if any(x is not None for x in runs[m.series].stopped)]  # fmt: skip
     if diverged:
         notes.append(f"training diverged (NaN after it): {', '.join(diverged)}")
-    if result.excluded:
-        notes.append(f"dropped by the positive-correlation filter: {', '.join(result.excluded)}")
+    if failing:
+        verdict = "dropped by" if apply_filter else "kept (--no-filter) though they fail"
+        notes.append(f"{verdict} the positive-correlation filter: {', '.join(failing)}")
     return ComparisonResult(
         spec,
         taus,
@@ -283,6 +298,7 @@ def evaluate_comparison(spec, runs: dict[str, SeriesRuns], returns, taus, *, las
         learning_curves(predictions, returns),
         transitions,
         "; ".join(notes) or None,
+        failing,
     )
 
 
@@ -354,6 +370,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--out", default=None, help="folder for the figures and atari_evaluate.json (default RUN/evaluation)"
     )
     parser.add_argument("--episode", type=int, default=0, help="episode of the points shown in predictions_in_time.png")
+    parser.add_argument("--seeds", type=int, default=None, help="use seeds 0 .. N-1 of every series (default: all)")
+    parser.add_argument(
+        "--no-filter",
+        action="store_true",
+        help="keep series that fail the positive-correlation filter in the MSE panels (still named as failing)",
+    )
 
 
 def nanmean(values, axis=None):
@@ -368,7 +390,9 @@ def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.plots import plot_comparison
     from gamma_net_core.report import write_json
 
-    study, runs = load_study(args.run)
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
+    study, runs = load_study(args.run, seeds=args.seeds)
     points, returns = load_points(args.points, study)
     out = pathlib.Path(args.out) if args.out else pathlib.Path(args.run) / "evaluation"
     out.mkdir(parents=True, exist_ok=True)
@@ -393,9 +417,10 @@ def run(args: argparse.Namespace) -> Report:
     results: dict[str, ComparisonResult] = {}
     tables: list[Table] = []
     summary = Table(
-        f"atari evaluate: {len(points)} points, steady state = last {last} of {transitions.size} evaluations "
+        f"atari evaluate{' (--no-filter)' if args.no_filter else ''}: {len(points)} points, "
+        f"steady state = last {last} of {transitions.size} evaluations "
         f"(after {int(0.75 * transitions[-1])} of {int(transitions[-1])} transitions)",
-        ["comparison", "best (lowest bar mean)", "dropped by the filter", "not trained"],
+        ["comparison", "best (lowest bar mean)", "failing the filter", "not trained"],
     )
     for spec in COMPARISONS:
         if spec.at == "between":
@@ -408,26 +433,30 @@ def run(args: argparse.Namespace) -> Report:
             taus, cols = np.asarray(INTERPOLATION_TAUS), between_cols
         else:
             taus, cols = probe_taus, probe_cols
-        result = evaluate_comparison(spec, runs, returns.returns[:, cols], taus, last=last)
+        result = evaluate_comparison(
+            spec, runs, returns.returns[:, cols], taus, last=last, apply_filter=not args.no_filter
+        )
         results[spec.name] = result
         if result.points is None:
             summary.add(spec.name, "-", "-", ", ".join(result.missing) or "-")
             continue
         pc = result.points
         if pc.comparison is not None:
-            path = plot_comparison(
-                pc.comparison,
-                out / f"{spec.name}.png",
-                title=f"{spec.title} (steady state, {len(next(iter(runs.values())).seeds)} seeds)",
-                correlation=pc.correlations,
-                reference=spec.reference_label,
-            )
+            with _quiet():  # NaN correlation where the returns are equal at every point
+                path = plot_comparison(
+                    pc.comparison,
+                    out / f"{spec.name}.png",
+                    title=f"{spec.title} (steady state, {len(next(iter(runs.values())).seeds)} seeds"
+                    + (", no filter)" if args.no_filter else ")"),
+                    correlation=pc.correlations,
+                    reference=spec.reference_label,
+                )
             files.append(str(compact_png(path)))
         files.append(str(compact_png(plot_learning_curves(result, out / f"{spec.name}_learning.png", last=last))))
         table = Table(
             f"{spec.title}: steady-state MSE by τ (mean over seeds), normalized bars, correlation\n"
             f"  the paper: {PAPER[spec.name]}" + (f"\n  note: {result.note}" if result.note else ""),
-            ["series", "seeds", "bar mean", "bar var", "corr", "kept", *[f"τ={t:g}" for t in taus]],
+            ["series", "seeds", "bar mean", "bar var", "corr", "filter", *[f"τ={t:g}" for t in taus]],
         )
         for label in result.labels:
             kept = pc.comparison is not None and label in pc.comparison.names
@@ -438,12 +467,12 @@ def run(args: argparse.Namespace) -> Report:
                 float(pc.comparison.bar_mean[i]) if kept else float("nan"),
                 float(pc.comparison.bar_var[i]) if kept else float("nan"),
                 float(nanmean(pc.correlations[label])),
-                "yes" if kept else "no",
+                ("fails" if label in result.failing else "passes") + ("" if kept else ", dropped"),
                 *nanmean(result.steady_mse[label], axis=0).tolist(),
             )
         tables.append(table)
         best = pc.comparison.best() if pc.comparison is not None else "-"
-        summary.add(spec.name, best, ", ".join(pc.excluded) or "-", ", ".join(result.missing) or "-")
+        summary.add(spec.name, best, ", ".join(result.failing) or "-", ", ".join(result.missing) or "-")
 
     figure = plot_predictions_in_time(runs, points, returns, out, episode=args.episode)
     if figure is not None:
@@ -471,6 +500,7 @@ def run(args: argparse.Namespace) -> Report:
         },
         "comparisons": {name: r.to_json() for name, r in results.items()},
         "paper": PAPER,
+        "filter_applied": not args.no_filter,
     }
     json_path = out / "atari_evaluate.json"
     write_json(json_path, _round(json.loads(json.dumps(data, default=_jsonable))))

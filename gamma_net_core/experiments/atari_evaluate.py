@@ -355,7 +355,7 @@ def plot_predictions_in_time(runs, points, returns, out: pathlib.Path, *, episod
         shown,
         np.atleast_1d(gamma_from_tau(taus)),
         out / "predictions_in_time.png",
-        title=f"Predictions after training along episode {episode}'s evaluation points (dashed: Monte-Carlo return)",
+        title=f"End of training: predictions along episode {episode}'s evaluation points; dashed: Monte-Carlo return",
         xlabel="step of the episode",
     )
 

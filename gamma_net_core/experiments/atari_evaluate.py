@@ -385,10 +385,10 @@ def nanmean(values, axis=None):
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.checkpoint import atomic_write
     from gamma_net_core.experiments.atari_series import COMPARISONS, INTERPOLATION_TAUS, columns
     from gamma_net_core.experiments.square_wave import _round, compact_png
     from gamma_net_core.plots import plot_comparison
-    from gamma_net_core.report import write_json
 
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
@@ -480,11 +480,13 @@ def run(args: argparse.Namespace) -> Report:
     se = returns.standard_errors
     floor = np.nanmean(se**2, axis=0) if np.isfinite(se).any() else np.full(returns.taus.shape, np.nan)
     noise = Table(
-        "Monte-Carlo targets: mean return and the noise floor (mean squared standard error) by τ",
-        ["τ", "mean return", "noise floor"],
+        "Monte-Carlo targets by τ: mean return, the MSE of predicting 0 and of predicting the mean at every point, "
+        "and the noise floor (mean squared standard error of the targets)",
+        ["τ", "mean return", "MSE of 0", "MSE of the mean", "noise floor"],
     )
     for g, tau in enumerate(returns.taus):
-        noise.add(float(tau), float(returns.returns[:, g].mean()), float(floor[g]))
+        column = returns.returns[:, g]
+        noise.add(float(tau), float(column.mean()), float(np.mean(column**2)), float(column.var()), float(floor[g]))
     data = {
         "study": study,
         "points": {
@@ -492,7 +494,13 @@ def run(args: argparse.Namespace) -> Report:
             "episodes": sorted(set(points.episodes.tolist())),
             "rollouts": returns.config.get("rollouts"),
         },
-        "returns": {"taus": returns.taus, "mean": returns.returns.mean(axis=0), "noise_floor": floor},
+        "returns": {
+            "taus": returns.taus,
+            "mean": returns.returns.mean(axis=0),
+            "mse_of_zero": np.mean(returns.returns**2, axis=0),
+            "mse_of_mean": returns.returns.var(axis=0),
+            "noise_floor": floor,
+        },
         "steady_state": {"evaluations": last, "of": int(transitions.size), "transitions": transitions},
         "series": {
             s.name: {"seeds": s.seeds, "seconds": s.seconds, "stopped": s.stopped, "taus": s.taus}
@@ -503,7 +511,8 @@ def run(args: argparse.Namespace) -> Report:
         "filter_applied": not args.no_filter,
     }
     json_path = out / "atari_evaluate.json"
-    write_json(json_path, _round(json.loads(json.dumps(data, default=_jsonable))))
+    text = json.dumps(_round(json.loads(json.dumps(data, default=_jsonable))), separators=(",", ":"), allow_nan=False)
+    atomic_write(json_path, lambda f: f.write(text.encode("utf-8") + b"\n"))  # compact: committed beside the figures
     files.append(str(json_path))
     return Report(
         tables=[summary, *tables, noise],

@@ -224,8 +224,9 @@ def test_train_and_evaluate_end_to_end(data, tmp_path, capsys):
     assert learner.config.seed == 1 and learner.transitions == 240
     np.testing.assert_allclose(learner.predict(points.features, saved.gammas), saved.predictions[-1], rtol=1e-6)
 
-    # Running it again trains nothing (finished runs are kept) and adds a missing series.
-    assert main([*train_argv(data, run, "--series", "reference,unscaled"), "--json", str(tmp_path / "again.json")]) == 0
+    # Running it again trains nothing (finished runs are kept; the device is not part of a study) and adds a series.
+    again = [*train_argv(data, run, "--series", "reference,unscaled"), "--set", "device=cpu:0"]
+    assert main([*again, "--json", str(tmp_path / "again.json")]) == 0
     again = json.loads((tmp_path / "again.json").read_text())["data"]
     assert again["skipped"] == [["reference", 0], ["reference", 1]]
     assert sorted((r["series"], r["seed"]) for r in again["runs"]) == [("unscaled", 0), ("unscaled", 1)]

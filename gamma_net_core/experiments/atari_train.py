@@ -329,6 +329,7 @@ def run(args: argparse.Namespace) -> Report:
         series_config,
         study_taus,
     )
+    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
     from gamma_net_core.report import write_json
 
     series = parse_series(args.series)
@@ -359,7 +360,8 @@ def run(args: argparse.Namespace) -> Report:
     _check_same_play(reader.meta, points.config, args.shards, points_file)
     taus = study_taus(reference.probe_taus)
     identity = {
-        "reference": to_mapping(reference),
+        # The device changes where a run computes, not what it learns (as for checkpoints).
+        "reference": {k: v for k, v in to_mapping(reference).items() if k not in PORTABLE_SETTINGS},
         "shards": {"meta": reader.meta, "transitions": int(steps)},
         "points": {"sha256": file_sha256(points_file), "count": len(points)},
         "schedule": schedule.tolist(),
@@ -391,7 +393,8 @@ def run(args: argparse.Namespace) -> Report:
             where = run_path(out, name, seed)
             if (where / PREDICTIONS).is_file():
                 saved = RunPredictions.load(where / PREDICTIONS)
-                if saved.config.get("learner") != config:
+                portable = {k: v for k, v in (saved.config.get("learner") or {}).items() if k not in PORTABLE_SETTINGS}
+                if portable != {k: v for k, v in config.items() if k not in PORTABLE_SETTINGS}:
                     raise ValueError(f"{where / PREDICTIONS} was trained with another configuration; remove it")
                 skipped.append(saved)
                 continue

@@ -25,6 +25,8 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),
+    (("atari", "train"), "gamma_net_core.experiments.atari_train", "train Γ-nets and probe networks on shards"),
+    (("atari", "evaluate"), "gamma_net_core.experiments.atari_evaluate", "the paper's Atari comparison figures"),
     (("bench", "all"), "gamma_net_ros.bench_all", "every benchmark with its defaults (make bench)"),
     (("bench", "linear"), "gamma_net_core.bench.linear", "linear Γ-net steps per second against its NumPy reference"),
     (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),

@@ -1,0 +1,533 @@
+"""`gamma-net atari evaluate`: the paper's Atari comparison figures from a `gamma-net atari train` run.
+
+For each comparison (:data:`~gamma_net_core.experiments.atari_series.COMPARISONS`: embedding,
+embedding activation, matrix embedding, inputs, Γ_t distribution, loss scaling, fixed probes
+vs Γ-net, interpolated probes vs Γ-net), as the paper's "Plotting" section describes:
+
+- each run's MSE at each τ against the Monte-Carlo returns over the evaluation points, and
+  the correlation between its predictions and the returns along the points in sequence,
+  both averaged over the run's steady state: the evaluations made after the first three
+  quarters of its transitions (the paper: the last 5M of 20M frames, 10 of 40 evaluations);
+- the paper's filter: a series counts only if its correlation is positive (here: the mean
+  over seeds, at every τ; :func:`~gamma_net_core.evaluation.is_predictive`); the others are
+  named and left out of the MSE panels;
+- per τ, the mean MSE over seeds normalized by the largest mean across the series kept, so
+  the worst is 1.0; the bars average the normalized means and the normalized variances over
+  τ; shading is the min–max over seeds;
+- the interpolation comparison is scored at the τ between the probes (1.5, 3.5, ..., 90),
+  where the probe networks' predictions are interpolated on the γ or the τ scale
+  (:func:`~gamma_net_core.neural.interpolation.interpolate`); it needs Monte-Carlo returns
+  at those τ (``gamma-net atari points --taus ...``).
+
+Outputs in ``--out``: ``COMPARISON.png`` (MSE by τ split at τ = 10, bars, correlation),
+``COMPARISON_learning.png`` (normalized MSE averaged over τ against transitions, the
+Atari@200M figures' learning curves), ``predictions_in_time.png`` (the Centipede figure:
+predictions along one episode's evaluation points against the Monte-Carlo returns) and
+``atari_evaluate.json`` (every number).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import json
+import pathlib
+import warnings
+from typing import Any
+
+import numpy as np
+
+from gamma_net_core.report import Report, Table
+
+#: τ shown in the predictions-in-time figure.
+FIGURE_TAUS = (1.0, 5.0, 20.0, 60.0, 100.0)
+#: What the paper concluded (Centipede@25M and Atari@200M), for the summary table.
+PAPER = {
+    "embedding": "little difference; l_embed lowest variance on Centipede, not on other games",
+    "embedding_activation": "linear generally slightly better than ReLU (ReLU worse with h_l_embed)",
+    "matrix": "matrix learns slower, worse at long τ; ReLU worst",
+    "inputs": "γ alone worst; τ and both similar; both best at very short τ, lower variance",
+    "distribution": "γ-scale draws worst, mostly at long τ; both scales recommended",
+    "scaling": "Centipede: scaling clearly better; other games: better at short τ, worse at long",
+    "fixed_vs_gamma_net": "probe networks somewhat more accurate than the Γ-net",
+    "interpolation": "interpolated probes (either scale) beat the Γ-net",
+}
+
+
+# ----------------------------------------------------------------------------- loading
+
+
+@dataclasses.dataclass
+class SeriesRuns:
+    """Every seed of one series, stacked: predictions [runs, evaluations, points, τ]."""
+
+    name: str
+    seeds: list[int]
+    transitions: np.ndarray  # [E]
+    taus: np.ndarray  # [G]
+    predictions: np.ndarray  # [R, E, P, G]
+    seconds: list[float]
+    stopped: list[str | None]
+
+
+def load_study(run: str | pathlib.Path, *, seeds: int | None = None) -> tuple[dict[str, Any], dict[str, SeriesRuns]]:
+    """``study.json`` and every finished run of a `gamma-net atari train` folder.
+
+    Args:
+      seeds: use seeds 0 .. seeds - 1 only (the same seeds for every series); None: every seed found.
+
+    Raises:
+      FileNotFoundError: no study in ``run``.
+      ValueError: no finished run, or a run of another study or evaluation schedule.
+    """
+    from gamma_net_core.experiments.atari_series import PREDICTIONS, SERIES, STUDY, RunPredictions
+
+    run = pathlib.Path(run)
+    if not (run / STUDY).is_file():
+        raise FileNotFoundError(f"no Atari study at {run} ({STUDY} is missing): run `gamma-net atari train` first")
+    study = json.loads((run / STUDY).read_text())
+    identity = study["identity"]
+    series: dict[str, SeriesRuns] = {}
+    for name in SERIES:
+        files = sorted((run / name).glob(f"seed-*/{PREDICTIONS}"), key=lambda p: int(p.parent.name[5:]))
+        files = [f for f in files if seeds is None or int(f.parent.name[5:]) < seeds]
+        loaded = [RunPredictions.load(f) for f in files]
+        if not loaded:
+            continue
+        for f, r in zip(files, loaded):
+            if r.config.get("study") != identity:
+                raise ValueError(f"{f} belongs to another study than {run / STUDY}")
+            if not (np.array_equal(r.transitions, loaded[0].transitions) and np.allclose(r.taus, loaded[0].taus)):
+                raise ValueError(f"{f}: its evaluation schedule or τ differ from {files[0]}")
+        series[name] = SeriesRuns(
+            name=name,
+            seeds=[int(r.config["seed"]) for r in loaded],
+            transitions=loaded[0].transitions,
+            taus=loaded[0].taus,
+            predictions=np.stack([r.predictions for r in loaded]),
+            seconds=[float(r.meta.get("seconds", np.nan)) for r in loaded],
+            stopped=[r.meta.get("stopped") for r in loaded],
+        )
+    if not series:
+        raise ValueError(f"{run} holds no finished run (no */seed-*/{PREDICTIONS})")
+    return study, series
+
+
+def load_points(points_dir: str | pathlib.Path, study: dict[str, Any]):
+    """The evaluation points and their Monte-Carlo returns; both must be the ones the study trained against."""
+    from gamma_net_core.atari.evaluation_points import EvaluationPoints
+    from gamma_net_core.atari.policies import file_sha256
+    from gamma_net_core.atari.rollouts import MonteCarloReturns
+
+    points_dir = pathlib.Path(points_dir)
+    points_file, returns_file = points_dir / "points.npz", points_dir / "returns.npz"
+    for f in (points_file, returns_file):
+        if not f.is_file():
+            raise FileNotFoundError(f"{f} is missing: make it with `gamma-net atari points --out {points_dir}`")
+    sha = file_sha256(points_file)
+    if sha != study["identity"]["points"]["sha256"]:
+        raise ValueError(f"{points_file} is not the set of points the study was trained against (SHA-256 differs)")
+    returns = MonteCarloReturns.load(returns_file)
+    if returns.config.get("points_sha256") not in (None, sha):
+        raise ValueError(f"{returns_file} was computed from other points than {points_file}")
+    return EvaluationPoints.load(points_file), returns
+
+
+# ----------------------------------------------------------------------------- the math
+
+
+@contextlib.contextmanager
+def _quiet():
+    """NaN (diverged runs, undefined correlations) is expected here: no warnings about all-NaN slices."""
+    with warnings.catch_warnings(), np.errstate(all="ignore"):
+        warnings.simplefilter("ignore", RuntimeWarning)
+        yield
+
+
+def steady_state_count(transitions) -> int:
+    """How many of the last evaluations are the steady state: those after 3/4 of the transitions.
+
+    The paper averaged over the last 5M of 20M frames with an evaluation every 500k frames:
+    the 10 evaluations at 15.5M ... 20M. At least the last evaluation is always kept.
+    """
+    t = np.asarray(transitions, dtype=np.float64)
+    if t.ndim != 1 or t.size == 0:
+        raise ValueError(f"transitions must be a non-empty [E] array; got shape {t.shape}")
+    return max(1, int(np.sum(t > 0.75 * t[-1])))
+
+
+def member_predictions(member, runs: dict[str, SeriesRuns], taus) -> np.ndarray:
+    """A comparison member's predictions at ``taus``: [runs, evaluations, points, n_tau].
+
+    A series' own predictions are selected by τ; an interpolated member's come from the probe
+    networks' predictions at their own τ, interpolated on the member's scale.
+    """
+    from gamma_net_core.experiments.atari_series import columns
+    from gamma_net_core.neural.interpolation import interpolate
+    from gamma_net_core.timescales import gamma_from_tau
+
+    s = runs[member.series]
+    taus = np.asarray(taus, dtype=np.float64)
+    if member.interpolation is None:
+        return s.predictions[..., columns(s.taus, taus, what=f"the {s.name} predictions")]
+    R, E, P, G = s.predictions.shape
+    values = interpolate(
+        np.atleast_1d(gamma_from_tau(s.taus)),
+        s.predictions.reshape(-1, G),
+        np.atleast_1d(gamma_from_tau(taus)),
+        scale=member.interpolation,
+    )
+    return values.reshape(R, E, P, taus.size)
+
+
+def learning_curves(predictions: dict[str, np.ndarray], returns) -> dict[str, np.ndarray]:
+    """Normalized MSE averaged over τ at every evaluation: label -> [runs, evaluations].
+
+    Per τ, every run's MSE is divided by the largest mean-over-runs MSE of any series at any
+    evaluation (the Atari@200M learning curves), then averaged over τ.
+    """
+    from gamma_net_core.evaluation import scores_at_points
+
+    mse = {label: scores_at_points(p, returns)[0] for label, p in predictions.items()}  # [R, E, n_tau]
+    with _quiet():
+        top = np.nanmax(np.stack([np.nanmax(np.nanmean(m, axis=0), axis=0) for m in mse.values()]), axis=0)
+        return {label: np.mean(m / np.where(top > 0, top, 1.0), axis=-1) for label, m in mse.items()}
+
+
+@dataclasses.dataclass
+class ComparisonResult:
+    """One comparison: what was compared, the paper's scores, the learning curves, and notes."""
+
+    spec: Any  # ComparisonSpec
+    taus: np.ndarray
+    labels: tuple[str, ...]
+    missing: tuple[str, ...]  # members whose series was not trained
+    points: Any  # PointComparison or None
+    steady_mse: dict[str, np.ndarray]  # label -> [runs, n_tau], averaged over the steady state
+    curves: dict[str, np.ndarray]  # label -> [runs, evaluations]
+    transitions: np.ndarray
+    note: str | None = None
+    failing: tuple[str, ...] = ()  # series whose correlation fails the filter (dropped unless --no-filter)
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "title": self.spec.title,
+            "taus": self.taus,
+            "members": {m.label: {"series": m.series, "interpolation": m.interpolation} for m in self.spec.members},
+            "missing": list(self.missing),
+            "note": self.note,
+            "fails_filter": list(self.failing),
+            "result": self.points.to_json() if self.points is not None else None,
+            "steady_state_mse_by_run": self.steady_mse,
+            "learning_curves": {"transitions": self.transitions, "normalized_mse_by_run": self.curves},
+        }
+
+
+def filtered_comparison(predictions: dict[str, np.ndarray], returns, taus, *, last: int, apply_filter: bool = True):
+    """The paper's filter, then its normalized comparison, over each run's last ``last`` evaluations.
+
+    As :func:`~gamma_net_core.evaluation.compare_at_points`, except that the filter looks only at
+    the τ where the Monte-Carlo returns differ between points: where they are all equal (e.g.
+    no reward one step after any point), correlation is undefined for every series alike and
+    says nothing about which is predictive. The MSE is compared at every τ.
+
+    Args:
+      predictions: label -> [runs, evaluations, points, n_tau].
+      returns: [points, n_tau].
+      apply_filter: False keeps every series in the comparison (a diagnosis when the filter drops
+        the reference); which series fail it is still returned.
+
+    Returns:
+      (PointComparison, informative: bool [n_tau], steady MSE: label -> [runs, n_tau], failing: the
+      labels that fail the filter, dropped from the comparison when ``apply_filter``).
+    """
+    from gamma_net_core.evaluation import PointComparison, compare, is_predictive, scores_at_points
+
+    returns = np.asarray(returns, dtype=np.float64)
+    informative = returns.std(axis=0) > 0
+    errors, correlations, failing = {}, {}, []
+    for label, values in predictions.items():
+        mse, corr = scores_at_points(values, returns)  # [runs, evaluations, n_tau]
+        with np.errstate(invalid="ignore"):
+            mse, corr = mse[:, -last:].mean(axis=1), corr[:, -last:].mean(axis=1)
+        errors[label], correlations[label] = mse, corr
+        if not (informative.any() and is_predictive(corr[:, informative])):
+            failing.append(label)
+    excluded = tuple(failing) if apply_filter else ()
+    kept = {label: e for label, e in errors.items() if label not in excluded}
+    comparison = compare(kept, taus) if kept else None
+    return PointComparison(comparison, correlations, excluded), informative, errors, tuple(failing)
+
+
+def evaluate_comparison(
+    spec, runs: dict[str, SeriesRuns], returns, taus, *, last: int, apply_filter: bool = True
+) -> ComparisonResult:
+    """Score one comparison's members at ``taus`` against ``returns`` [P, n_tau] over the last ``last`` evaluations."""
+    taus = np.asarray(taus, dtype=np.float64)
+    present = [m for m in spec.members if m.series in runs]
+    missing = tuple(m.label for m in spec.members if m.series not in runs)
+    transitions = next(iter(runs.values())).transitions
+    if len(present) < 2:
+        note = f"not run: needs at least two of its series trained; missing {list(missing)}"
+        return ComparisonResult(spec, taus, (), missing, None, {}, {}, transitions, note)
+    predictions = {m.label: member_predictions(m, runs, taus) for m in present}
+    result, informative, steady, failing = filtered_comparison(
+        predictions, returns, taus, last=last, apply_filter=apply_filter
+    )
+    notes = []
+    if missing:
+        notes.append(f"not trained: {', '.join(missing)}")
+    if not informative.all():
+        flat = ", ".join(f"{t:g}" for t in taus[~informative])
+        notes.append(f"τ {flat}: the returns are equal at every point, so the filter ignores correlation there")
+    diverged = [f"{m.label} ({sum(x is not None for x in runs[m.series].stopped)} of {len(runs[m.series].seeds)} seeds)"
+                for m in present if any(x is not None for x in runs[m.series].stopped)]  # fmt: skip
+    if diverged:
+        notes.append(f"training diverged (NaN after it): {', '.join(diverged)}")
+    if failing:
+        verdict = "dropped by" if apply_filter else "kept (--no-filter) though they fail"
+        notes.append(f"{verdict} the positive-correlation filter: {', '.join(failing)}")
+    return ComparisonResult(
+        spec,
+        taus,
+        tuple(predictions),
+        missing,
+        result,
+        steady,
+        learning_curves(predictions, returns),
+        transitions,
+        "; ".join(notes) or None,
+        failing,
+    )
+
+
+# ----------------------------------------------------------------------------- figures
+
+
+def plot_learning_curves(result: ComparisonResult, path: pathlib.Path, *, last: int) -> pathlib.Path:
+    """Normalized MSE averaged over τ against transitions: mean over seeds, min–max shading, log scale."""
+    from gamma_net_core.plots import _pyplot, _save
+
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 3.6))
+    x = result.transitions
+    for i, label in enumerate(result.labels):
+        curves = result.curves[label]
+        color = "black" if label == result.spec.reference_label else f"C{i}"
+        with _quiet():
+            ax.plot(x, np.nanmean(curves, axis=0), "-", color=color, label=label, linewidth=1.2)
+            ax.fill_between(x, np.nanmin(curves, axis=0), np.nanmax(curves, axis=0), color=color, alpha=0.12)
+    ax.axvspan(x[-last] if last <= x.size else x[0], x[-1], color="gray", alpha=0.08, label="steady state")
+    ax.set_yscale("log")
+    ax.set_xlabel("transitions observed")
+    ax.set_ylabel("normalized MSE, mean over τ")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=7)
+    ax.set_title(f"{result.spec.title}: learning curves", fontsize=9)
+    return _save(fig, path)
+
+
+def plot_predictions_in_time(runs, points, returns, out: pathlib.Path, *, episode: int) -> pathlib.Path | None:
+    """The Centipede figure: the reference Γ-net's (and the probes') final predictions along one episode's points."""
+    from gamma_net_core.experiments.atari_series import columns
+    from gamma_net_core.plots import plot_predictions
+    from gamma_net_core.timescales import gamma_from_tau
+
+    if "reference" not in runs:
+        return None
+    rows = np.flatnonzero(points.episodes == episode)
+    if rows.size < 2:
+        raise ValueError(
+            f"--episode {episode} has {rows.size} evaluation points; the points hold episodes "
+            f"{sorted(set(points.episodes.tolist()))}"
+        )
+    taus = np.array([t for t in FIGURE_TAUS if np.isclose(returns.taus, t).any()])
+    target = returns.returns[rows][:, columns(returns.taus, taus, what="the returns")]
+    shown = {}
+    for name, label in (("reference", "Γ-net (direct)"), ("probes", "fixed probes")):
+        if name in runs and np.isclose(runs[name].taus[:, None], taus[None, :]).any(axis=0).all():
+            r = runs[name]
+            shown[f"{label}, seed {r.seeds[0]}"] = r.predictions[0, -1][rows][:, columns(r.taus, taus, what=name)]
+    return plot_predictions(
+        points.steps[rows],
+        target,
+        shown,
+        np.atleast_1d(gamma_from_tau(taus)),
+        out / "predictions_in_time.png",
+        title=f"End of training: predictions along episode {episode}'s evaluation points; dashed: Monte-Carlo return",
+        xlabel="step of the episode",
+    )
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--run", required=True, help="folder of `gamma-net atari train --out`")
+    parser.add_argument("--points", required=True, help="evaluation points folder (points.npz and returns.npz)")
+    parser.add_argument(
+        "--out", default=None, help="folder for the figures and atari_evaluate.json (default RUN/evaluation)"
+    )
+    parser.add_argument("--episode", type=int, default=0, help="episode of the points shown in predictions_in_time.png")
+    parser.add_argument("--seeds", type=int, default=None, help="use seeds 0 .. N-1 of every series (default: all)")
+    parser.add_argument(
+        "--no-filter",
+        action="store_true",
+        help="keep series that fail the positive-correlation filter in the MSE panels (still named as failing)",
+    )
+
+
+def nanmean(values, axis=None):
+    """Mean ignoring NaN (a diverged run, an undefined correlation); NaN where nothing is left, silently."""
+    with _quiet():
+        return np.nanmean(np.asarray(values, dtype=np.float64), axis=axis)
+
+
+def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.checkpoint import atomic_write
+    from gamma_net_core.experiments.atari_series import COMPARISONS, INTERPOLATION_TAUS, columns
+    from gamma_net_core.experiments.square_wave import _round, compact_png
+    from gamma_net_core.plots import plot_comparison
+
+    if args.seeds is not None and args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
+    study, runs = load_study(args.run, seeds=args.seeds)
+    points, returns = load_points(args.points, study)
+    out = pathlib.Path(args.out) if args.out else pathlib.Path(args.run) / "evaluation"
+    out.mkdir(parents=True, exist_ok=True)
+    for s in runs.values():
+        if s.predictions.shape[2] != len(points):
+            raise ValueError(
+                f"series {s.name} predicted at {s.predictions.shape[2]} points; {args.points} holds {len(points)}"
+            )
+    probe_taus = np.sort(np.asarray(study["identity"]["reference"]["probe_taus"], dtype=np.float64))
+    probe_cols = columns(returns.taus, probe_taus, what=f"{args.points}/returns.npz")
+    transitions = next(iter(runs.values())).transitions
+    last = steady_state_count(transitions)
+    between_note = None
+    try:
+        between_cols = columns(returns.taus, INTERPOLATION_TAUS, what=f"{args.points}/returns.npz")
+    except ValueError as exc:
+        between_cols = None
+        taus_text = " ".join(f"{t:g}" for t in sorted({*probe_taus.tolist(), *INTERPOLATION_TAUS}))
+        between_note = f"not run: {exc}; make the returns with `gamma-net atari points --taus {taus_text}`"
+
+    files: list[str] = []
+    results: dict[str, ComparisonResult] = {}
+    tables: list[Table] = []
+    summary = Table(
+        f"atari evaluate{' (--no-filter)' if args.no_filter else ''}: {len(points)} points, "
+        f"steady state = last {last} of {transitions.size} evaluations "
+        f"(after {int(0.75 * transitions[-1])} of {int(transitions[-1])} transitions)",
+        ["comparison", "best (lowest bar mean)", "failing the filter", "not trained"],
+    )
+    for spec in COMPARISONS:
+        if spec.at == "between":
+            if between_cols is None:
+                results[spec.name] = ComparisonResult(
+                    spec, np.asarray(INTERPOLATION_TAUS), (), (), None, {}, {}, transitions, between_note
+                )
+                summary.add(spec.name, "-", "-", "needs returns between the probes")
+                continue
+            taus, cols = np.asarray(INTERPOLATION_TAUS), between_cols
+        else:
+            taus, cols = probe_taus, probe_cols
+        result = evaluate_comparison(
+            spec, runs, returns.returns[:, cols], taus, last=last, apply_filter=not args.no_filter
+        )
+        results[spec.name] = result
+        if result.points is None:
+            summary.add(spec.name, "-", "-", ", ".join(result.missing) or "-")
+            continue
+        pc = result.points
+        if pc.comparison is not None:
+            with _quiet():  # NaN correlation where the returns are equal at every point
+                path = plot_comparison(
+                    pc.comparison,
+                    out / f"{spec.name}.png",
+                    title=f"{spec.title} (steady state, {len(next(iter(runs.values())).seeds)} seeds"
+                    + (", no filter)" if args.no_filter else ")"),
+                    correlation=pc.correlations,
+                    reference=spec.reference_label,
+                )
+            files.append(str(compact_png(path)))
+        files.append(str(compact_png(plot_learning_curves(result, out / f"{spec.name}_learning.png", last=last))))
+        table = Table(
+            f"{spec.title}: steady-state MSE by τ (mean over seeds), normalized bars, correlation\n"
+            f"  the paper: {PAPER[spec.name]}" + (f"\n  note: {result.note}" if result.note else ""),
+            ["series", "seeds", "bar mean", "bar var", "corr", "filter", *[f"τ={t:g}" for t in taus]],
+        )
+        for label in result.labels:
+            kept = pc.comparison is not None and label in pc.comparison.names
+            i = pc.comparison.names.index(label) if kept else None
+            table.add(
+                label,
+                result.steady_mse[label].shape[0],
+                float(pc.comparison.bar_mean[i]) if kept else float("nan"),
+                float(pc.comparison.bar_var[i]) if kept else float("nan"),
+                float(nanmean(pc.correlations[label])),
+                ("fails" if label in result.failing else "passes") + ("" if kept else ", dropped"),
+                *nanmean(result.steady_mse[label], axis=0).tolist(),
+            )
+        tables.append(table)
+        best = pc.comparison.best() if pc.comparison is not None else "-"
+        summary.add(spec.name, best, ", ".join(result.failing) or "-", ", ".join(result.missing) or "-")
+
+    figure = plot_predictions_in_time(runs, points, returns, out, episode=args.episode)
+    if figure is not None:
+        files.append(str(compact_png(figure)))
+    se = returns.standard_errors
+    floor = np.nanmean(se**2, axis=0) if np.isfinite(se).any() else np.full(returns.taus.shape, np.nan)
+    noise = Table(
+        "Monte-Carlo targets by τ: mean return, the MSE of predicting 0 and of predicting the mean at every point, "
+        "and the noise floor (mean squared standard error of the targets)",
+        ["τ", "mean return", "MSE of 0", "MSE of the mean", "noise floor"],
+    )
+    for g, tau in enumerate(returns.taus):
+        column = returns.returns[:, g]
+        noise.add(float(tau), float(column.mean()), float(np.mean(column**2)), float(column.var()), float(floor[g]))
+    data = {
+        "study": study,
+        "points": {
+            "count": len(points),
+            "episodes": sorted(set(points.episodes.tolist())),
+            "rollouts": returns.config.get("rollouts"),
+        },
+        "returns": {
+            "taus": returns.taus,
+            "mean": returns.returns.mean(axis=0),
+            "mse_of_zero": np.mean(returns.returns**2, axis=0),
+            "mse_of_mean": returns.returns.var(axis=0),
+            "noise_floor": floor,
+        },
+        "steady_state": {"evaluations": last, "of": int(transitions.size), "transitions": transitions},
+        "series": {
+            s.name: {"seeds": s.seeds, "seconds": s.seconds, "stopped": s.stopped, "taus": s.taus}
+            for s in runs.values()
+        },
+        "comparisons": {name: r.to_json() for name, r in results.items()},
+        "paper": PAPER,
+        "filter_applied": not args.no_filter,
+    }
+    json_path = out / "atari_evaluate.json"
+    text = json.dumps(_round(json.loads(json.dumps(data, default=_jsonable))), separators=(",", ":"), allow_nan=False)
+    atomic_write(json_path, lambda f: f.write(text.encode("utf-8") + b"\n"))  # compact: committed beside the figures
+    files.append(str(json_path))
+    return Report(
+        tables=[summary, *tables, noise],
+        data={
+            "comparisons": {
+                k: {"best": t[1], "dropped": t[2], "not_trained": t[3]} for k, t in zip(results, summary.rows)
+            }
+        },
+        files=files,
+    )
+
+
+def _jsonable(value):
+    if isinstance(value, np.ndarray):
+        return value.tolist()
+    if isinstance(value, np.generic):
+        return value.item()
+    raise TypeError(f"not JSON serializable: {type(value).__name__}")

@@ -1,0 +1,452 @@
+"""`gamma-net atari train`: Γ-nets of each compared configuration and the probe networks, on recorded transitions.
+
+The paper's training ("Training", appendix): transitions recorded from a policy are read
+back in their recorded order "as if the data was generated in an online fashion": each one
+goes into the prioritized replay and, once ``min_replay_history`` have been seen, every
+``update_period``-th triggers an update (:meth:`~gamma_net_core.neural.learner.NeuralLearner.observe_many`,
+exactly the loop of the ``neural_predictor`` node). The paper saved the networks every 500k
+frames and evaluated each saved network at the evaluation points; here every
+``--eval-every`` transitions each learner predicts at the points' φ, for the probe τ and the
+τ between them (:data:`~gamma_net_core.experiments.atari_series.INTERPOLATION_TAUS`; probe
+networks predict at their own τ only, and are interpolated later by ``atari evaluate``).
+
+The reference learner is the ``neural_predictor`` node's (``--params``, default
+``config/atari.yaml``); ``--set KEY=VALUE`` changes a setting for every series (a smaller
+``min_replay_history`` or ``target_sync_period`` for a shorter run), and each series then
+changes one setting of it (:data:`~gamma_net_core.experiments.atari_series.SERIES`).
+
+Runs (series × seeds) are spread over worker processes, one torch thread each; a run
+depends only on its configuration, seed and the data, not on where it runs. A run whose
+``predictions.npz`` already exists is skipped, so the same command continues a stopped
+study, and a later command may add series or seeds to the same ``--out``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import os
+import pathlib
+import sys
+import time
+from typing import Any
+
+import numpy as np
+
+from gamma_net_core.report import Report, Table
+
+#: The paper evaluates 40 times in a run (every 500k of 20M frames): the default schedule.
+DEFAULT_EVALUATIONS = 40
+#: Transitions between progress reports from a run.
+PROGRESS_CHUNK = 500
+
+
+@dataclasses.dataclass(frozen=True)
+class RunTask:
+    """One series and seed, with everything a worker process needs (plain, picklable values)."""
+
+    series: str
+    seed: int
+    config: dict[str, Any]  # NeuralConfig fields
+    shards: str
+    steps: int
+    schedule: tuple[int, ...]  # transitions at each evaluation, 0 first
+    features: np.ndarray  # φ at the evaluation points [P, F]
+    taus: tuple[float, ...]  # where a Γ-net predicts
+    out: str
+    checkpoint: bool
+    identity: dict[str, Any]  # the study's identity, repeated in the file's header
+
+    @property
+    def key(self) -> str:
+        return f"{self.series} seed {self.seed}"
+
+
+def evaluation_schedule(steps: int, eval_every: int) -> np.ndarray:
+    """Transitions observed at each evaluation: 0, k, 2k, ... and the last one, ``steps``."""
+    if steps < 1 or eval_every < 1:
+        raise ValueError(f"steps and eval_every must be >= 1; got {steps}, {eval_every}")
+    return np.unique(np.concatenate([np.arange(0, steps, eval_every), [steps]])).astype(np.int64)
+
+
+def read_rows(directory: str | os.PathLike, steps: int, feature_size: int):
+    """The first ``steps`` transitions of a recording (validated shard by shard, in order)."""
+    from gamma_net_core.data.shards import ShardReader, TransitionBatch
+
+    reader = ShardReader(directory, feature_size=feature_size)
+    if steps > len(reader):
+        raise ValueError(f"{directory} holds {len(reader)} transitions; asked to train on {steps}")
+    parts, held = [], 0
+    for batch in reader.batches():
+        parts.append(batch)
+        held += len(batch)
+        if held >= steps:
+            break
+    return TransitionBatch(
+        0, *(np.concatenate([getattr(p, f) for p in parts])[:steps] for f in TransitionBatch._fields[1:])
+    )
+
+
+def train_run(task: RunTask, progress=None) -> dict[str, Any]:
+    """Train one series and seed on the recording, predicting at the evaluation points on the schedule.
+
+    Writes ``learner.pt`` (unless the task says not to, or training diverged) and then
+    ``predictions.npz`` (its presence marks the run done).
+
+    Args:
+      task: the run.
+      progress: called with the number of transitions just observed (for a progress bar).
+
+    Returns:
+      A summary: series, seed, transitions, updates, seconds, the mean loss of the last 100
+      updates, and why training stopped (None if it did not).
+    """
+    from gamma_net_core.config import from_mapping
+    from gamma_net_core.experiments.atari_series import CHECKPOINT, PREDICTIONS, RunPredictions
+    from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
+    from gamma_net_core.timescales import gamma_from_tau
+
+    started = time.perf_counter()
+    config = from_mapping(NeuralConfig, task.config, where=task.key)
+    learner = NeuralLearner(config)
+    data = read_rows(task.shards, task.steps, config.feature_size)
+    if config.network == "probes":
+        taus = np.sort(np.asarray(config.probe_taus, dtype=np.float64))
+    else:
+        taus = np.asarray(task.taus, dtype=np.float64)
+    gammas = np.atleast_1d(gamma_from_tau(taus))
+    schedule = np.asarray(task.schedule, dtype=np.int64)
+    predictions = np.full((schedule.size, task.features.shape[0], taus.size), np.nan)
+    updates = np.zeros(schedule.size, dtype=np.int64)
+    predictions[0] = learner.predict(task.features, gammas)
+    losses: list[np.ndarray] = []
+    stopped = None
+    for e in range(1, schedule.size):
+        for start in range(int(schedule[e - 1]), int(schedule[e]), PROGRESS_CHUNK):
+            stop = min(start + PROGRESS_CHUNK, int(schedule[e]))
+            try:
+                losses.append(
+                    learner.observe_many(
+                        data.features[start:stop],
+                        data.cumulants[start:stop],
+                        data.terminals[start:stop],
+                        data.truncated[start:stop],
+                    )
+                )
+            except TrainingDiverged as exc:
+                stopped = str(exc)
+                break
+            if progress is not None:
+                progress(stop - start)
+        updates[e:] = learner.updates
+        if stopped is not None:
+            break
+        predictions[e] = learner.predict(task.features, gammas)
+    out = pathlib.Path(task.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if task.checkpoint and stopped is None:
+        learner.save(out / CHECKPOINT)
+    loss = np.concatenate(losses) if losses else np.zeros(0)
+    seconds = time.perf_counter() - started
+    RunPredictions(
+        config={"series": task.series, "seed": task.seed, "learner": task.config, "study": task.identity},
+        transitions=schedule,
+        updates=updates,
+        taus=taus,
+        gammas=gammas,
+        predictions=predictions,
+        losses=loss,
+        meta={"seconds": seconds, "stopped": stopped},
+    ).save(out / PREDICTIONS)
+    return {
+        "series": task.series,
+        "seed": task.seed,
+        "transitions": int(learner.transitions),
+        "updates": int(learner.updates),
+        "seconds": seconds,
+        "final_loss": float(loss[-100:].mean()) if loss.size else float("nan"),
+        "stopped": stopped,
+    }
+
+
+# ----------------------------------------------------------------------------- worker processes
+
+_QUEUE = None
+
+
+def _init_worker(queue) -> None:
+    import torch
+
+    global _QUEUE
+    _QUEUE = queue
+    torch.set_num_threads(1)  # parallelism comes from the processes
+
+
+def _train_in_worker(task: RunTask) -> dict[str, Any]:
+    return train_run(task, progress=lambda n: _QUEUE.put(n))
+
+
+def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> list[dict[str, Any]]:
+    """Every task, on ``workers`` processes (0: in this process), longest first; one progress bar."""
+    import queue as queue_lib
+
+    from tqdm import tqdm
+
+    from gamma_net_core.experiments.atari_series import SERIES
+
+    tasks = sorted(tasks, key=lambda t: -SERIES[t.series].cost)
+    results: list[dict[str, Any]] = []
+    bar = tqdm(
+        total=sum(t.steps for t in tasks), unit="transition", desc="training", file=sys.stderr, disable=not progress
+    )
+
+    def done(summary: dict[str, Any]) -> None:
+        results.append(summary)
+        bar.set_postfix(runs=f"{len(results)}/{len(tasks)}")
+        state = f"stopped: {summary['stopped']}" if summary["stopped"] else f"final loss {summary['final_loss']:.4g}"
+        bar.write(
+            f"{summary['series']} seed {summary['seed']}: {summary['updates']} updates, "
+            f"{summary['seconds']:.0f} s, {state}",
+            file=sys.stderr,
+        )
+
+    try:
+        if workers == 0:
+            from gamma_net_core.atari.networks import torch_threads
+
+            with torch_threads(1):
+                for task in tasks:
+                    done(train_run(task, progress=bar.update))
+            return results
+        import multiprocessing
+        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+        # spawn, not fork: torch's thread pools do not survive a fork.
+        context = multiprocessing.get_context("spawn")
+        messages = context.Queue()
+        with ProcessPoolExecutor(
+            max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(messages,)
+        ) as pool:
+            pending = {pool.submit(_train_in_worker, task) for task in tasks}
+            try:
+                while pending:
+                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
+                    while True:
+                        try:
+                            bar.update(messages.get_nowait())
+                        except queue_lib.Empty:
+                            break
+                    for future in finished:
+                        done(future.result())
+            except BaseException:
+                for future in pending:
+                    future.cancel()
+                raise
+        return results
+    finally:
+        bar.close()
+
+
+# ----------------------------------------------------------------------------- the command
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--shards", required=True, help="transition recording (gamma-net atari record --out)")
+    parser.add_argument("--points", required=True, help="evaluation points folder (gamma-net atari points --out)")
+    parser.add_argument("--out", default="runs/atari/train", help="run folder (continued if it holds this study)")
+    parser.add_argument(
+        "--params", default=None, help="YAML with the neural_predictor learner (default config/atari.yaml)"
+    )
+    parser.add_argument("--series", default="all", help="comma-separated series, or 'all' (see atari_series.SERIES)")
+    parser.add_argument("--seeds", type=int, default=3, help="seeds per series (paper: 6)")
+    parser.add_argument("--steps", type=int, default=None, help="transitions to train on (default: the recording)")
+    parser.add_argument(
+        "--eval-every",
+        type=int,
+        default=None,
+        help=f"transitions between evaluations (default: steps / {DEFAULT_EVALUATIONS})",
+    )
+    parser.add_argument(
+        "--set",
+        action="append",
+        default=[],
+        metavar="KEY=VALUE",
+        help="change a learner setting for every series, e.g. --set min_replay_history=5000 (repeatable)",
+    )
+    parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (0: in this one)")
+    parser.add_argument("--no-checkpoints", action="store_true", help="do not save each run's final learner")
+    parser.add_argument("--no-progress", action="store_true", help="no progress bar")
+
+
+def parse_sets(items: list[str]) -> dict[str, Any]:
+    """``KEY=VALUE`` strings -> a mapping; values read as YAML (numbers, lists, strings)."""
+    import yaml
+
+    changes = {}
+    for item in items:
+        key, sep, value = item.partition("=")
+        if not sep or not key.strip():
+            raise ValueError(f"--set takes KEY=VALUE; got {item!r}")
+        changes[key.strip()] = yaml.safe_load(value)
+    return changes
+
+
+def reference_config(params: str | os.PathLike | None, sets: list[str]):
+    """The study's reference: the neural predictor's learner from ``params``, with ``--set`` changes."""
+    from gamma_net_core.config import from_mapping, load_section
+    from gamma_net_core.experiments.atari_series import DEFAULT_PARAMS, GROUP, NODE, check_reference
+    from gamma_net_core.neural.learner import NeuralConfig
+
+    path = pathlib.Path(params) if params else DEFAULT_PARAMS
+    mapping = {**load_section(path, NODE, GROUP), **parse_sets(sets)}
+    reference = from_mapping(NeuralConfig, mapping, where=f"{path}:{NODE}.{GROUP} with --set {sets}")
+    check_reference(reference)
+    return reference, path
+
+
+def _check_same_play(shards_meta: dict[str, Any], points_config: dict[str, Any], shards, points) -> None:
+    """φ at the points must come from the network that made the recording's φ (same policy, same game)."""
+    for part in ("game", "env", "policy"):
+        if part in shards_meta and part in points_config and shards_meta[part] != points_config[part]:
+            raise ValueError(
+                f"the recording {shards} and the evaluation points {points} come from different {part} settings: "
+                f"{shards_meta[part]!r} and {points_config[part]!r}"
+            )
+
+
+def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.atari.evaluation_points import EvaluationPoints
+    from gamma_net_core.atari.policies import file_sha256
+    from gamma_net_core.config import to_mapping
+    from gamma_net_core.data.shards import ShardReader
+    from gamma_net_core.experiments.atari_series import (
+        PREDICTIONS,
+        STUDY,
+        RunPredictions,
+        parse_series,
+        run_path,
+        series_config,
+        study_taus,
+    )
+    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
+    from gamma_net_core.report import write_json
+
+    series = parse_series(args.series)
+    if args.seeds < 1:
+        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
+    if args.workers < 0:
+        raise ValueError(f"--workers must be >= 0; got {args.workers}")
+    reference, params = reference_config(args.params, args.set)
+    reader = ShardReader(args.shards, feature_size=reference.feature_size)
+    steps = len(reader) if args.steps is None else args.steps
+    if not 1 <= steps <= len(reader):
+        raise ValueError(f"--steps must be in [1, {len(reader)}] (the recording {args.shards}); got {steps}")
+    if reference.min_replay_history >= steps:
+        raise ValueError(
+            f"min_replay_history {reference.min_replay_history} >= --steps {steps}: no network would ever train; "
+            "lower it with --set min_replay_history=N"
+        )
+    eval_every = args.eval_every if args.eval_every is not None else max(1, steps // DEFAULT_EVALUATIONS)
+    schedule = evaluation_schedule(steps, eval_every)
+    points_file = pathlib.Path(args.points) / "points.npz"
+    if not points_file.is_file():
+        raise FileNotFoundError(f"{points_file} is missing: make it with `gamma-net atari points --out {args.points}`")
+    points = EvaluationPoints.load(points_file)
+    if points.features.ndim != 2 or points.features.shape[1] != reference.feature_size or len(points) == 0:
+        raise ValueError(
+            f"{points_file} holds φ of shape {points.features.shape}; the networks take {reference.feature_size} values"
+        )
+    _check_same_play(reader.meta, points.config, args.shards, points_file)
+    taus = study_taus(reference.probe_taus)
+    identity = {
+        # The device changes where a run computes, not what it learns (as for checkpoints).
+        "reference": {k: v for k, v in to_mapping(reference).items() if k not in PORTABLE_SETTINGS},
+        "shards": {"meta": reader.meta, "transitions": int(steps)},
+        "points": {"sha256": file_sha256(points_file), "count": len(points)},
+        "schedule": schedule.tolist(),
+        "taus": taus.tolist(),
+    }
+    out = pathlib.Path(args.out)
+    study_file = out / STUDY
+    if study_file.is_file():
+        saved = json.loads(study_file.read_text())
+        if saved.get("identity") != json.loads(json.dumps(identity)):
+            differ = sorted(
+                k for k in identity if saved.get("identity", {}).get(k) != json.loads(json.dumps(identity[k]))
+            )
+            raise ValueError(f"{out} holds a study made with other {differ}; use another --out")
+    write_json(
+        study_file,
+        {
+            "identity": identity,
+            "params": str(params),
+            "sets": list(args.set),
+            "shards": str(pathlib.Path(args.shards).resolve()),
+        },
+    )
+
+    tasks, skipped = [], []
+    for name in series:
+        for seed in range(args.seeds):
+            config = to_mapping(series_config(reference, name, seed))
+            where = run_path(out, name, seed)
+            if (where / PREDICTIONS).is_file():
+                saved = RunPredictions.load(where / PREDICTIONS)
+                portable = {k: v for k, v in (saved.config.get("learner") or {}).items() if k not in PORTABLE_SETTINGS}
+                if portable != {k: v for k, v in config.items() if k not in PORTABLE_SETTINGS}:
+                    raise ValueError(f"{where / PREDICTIONS} was trained with another configuration; remove it")
+                skipped.append(saved)
+                continue
+            tasks.append(
+                RunTask(
+                    series=name,
+                    seed=seed,
+                    config=config,
+                    shards=str(args.shards),
+                    steps=steps,
+                    schedule=tuple(int(s) for s in schedule),
+                    features=np.ascontiguousarray(points.features, dtype=np.float32),
+                    taus=tuple(float(t) for t in taus),
+                    out=str(where),
+                    checkpoint=not args.no_checkpoints,
+                    identity=identity,
+                )
+            )
+    started = time.perf_counter()
+    workers = min(args.workers, len(tasks))
+    results = run_tasks(tasks, workers=workers, progress=not args.no_progress) if tasks else []
+    seconds = time.perf_counter() - started
+
+    table = Table(
+        f"atari train: {steps} transitions, {len(schedule)} evaluations at {len(points)} points, "
+        f"{workers} worker(s), {seconds:.0f} s",
+        ["series", "seed", "updates", "seconds", "final loss", "status"],
+    )
+    for r in sorted(results, key=lambda r: (series.index(r["series"]), r["seed"])):
+        status = "diverged" if r["stopped"] else "trained"
+        table.add(r["series"], r["seed"], r["updates"], r["seconds"], r["final_loss"], status)
+    for saved in skipped:
+        table.add(
+            saved.config["series"],
+            saved.config["seed"],
+            int(saved.updates[-1]),
+            saved.meta["seconds"],
+            float(saved.losses[-100:].mean()) if saved.losses.size else float("nan"),
+            "already trained",
+        )
+    data = {
+        "runs": results,
+        "skipped": [(s.config["series"], s.config["seed"]) for s in skipped],
+        "seconds": seconds,
+        "steps": steps,
+        "eval_every": eval_every,
+        "reference": to_mapping(reference),
+    }
+    if any(r["stopped"] for r in results):
+        print("some runs diverged: their predictions after the divergence are NaN", file=sys.stderr)
+    return Report(
+        tables=[table],
+        data=data,
+        files=[str(study_file), *(str(run_path(out, r["series"], r["seed"])) for r in results)],
+    )

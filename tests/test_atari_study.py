@@ -1,0 +1,333 @@
+"""`gamma-net atari train` and `atari evaluate`: the paper's comparisons, by hand and end to end on real ALE data."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+
+import numpy as np
+import pytest
+import torch
+
+from gamma_net_core.atari.evaluation_points import EvaluationPoints
+from gamma_net_core.atari.rollouts import MonteCarloReturns
+from gamma_net_core.cli import main
+from gamma_net_core.experiments import atari_evaluate as ev
+from gamma_net_core.experiments import atari_series as study
+from gamma_net_core.experiments import atari_train as train
+from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
+from gamma_net_core.timescales import gamma_from_tau
+
+PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
+ALL_TAUS = [f"{t:g}" for t in study.study_taus(NeuralConfig().probe_taus)]
+# Tiny learners: the paper's settings but for the budget (the settings a user changes with --set).
+TINY = ["--set", "hidden_sizes=[16, 8]", "--set", "min_replay_history=60", "--set", "target_sync_period=5"]
+
+
+@pytest.fixture(autouse=True)
+def one_torch_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)
+
+
+# ----------------------------------------------------------------------------- by hand
+
+
+def test_steady_state_is_the_evaluations_after_three_quarters_of_training():
+    assert ev.steady_state_count([0, 10, 20, 30, 40, 50, 60, 70, 80]) == 2  # 70 and 80 (> 60)
+    paper = np.arange(0, 20_000_001, 500_000)  # every 500k frames of 20M
+    assert ev.steady_state_count(paper) == 10  # the last 5M: 15.5M ... 20M
+    assert ev.steady_state_count([0, 5]) == 1
+    with pytest.raises(ValueError, match="non-empty"):
+        ev.steady_state_count([])
+
+
+RETURNS = np.array([[1.0, 10.0], [2.0, 20.0], [3.0, 30.0], [4.0, 40.0]])  # 4 points, τ = 1 and 10
+TAUS = np.array([1.0, 10.0])
+
+
+def history(*evaluations) -> np.ndarray:
+    """[1 run, evaluations, points, τ]."""
+    return np.stack(evaluations)[None]
+
+
+def test_normalization_bars_filter_and_window_by_hand():
+    anti = RETURNS[::-1]
+    predictions = {
+        # Anti-correlated early, then off by 1 at every point: MSE 1 at both τ in the steady state.
+        "good": np.concatenate([history(anti, RETURNS + 1.0), history(anti, RETURNS - 1.0)]),  # 2 runs
+        # Half the return: MSE (1 + 4 + 9 + 16) / 4 / 4 = 1.875 at τ = 1 and 187.5 at τ = 10.
+        "half": np.concatenate([history(anti, 0.5 * RETURNS), history(anti, 0.5 * RETURNS)]),
+        # Perfect early, anti-correlated at the end: only the steady state counts, so it is dropped.
+        "late_anti": np.concatenate([history(RETURNS, anti), history(RETURNS, anti)]),
+    }
+    result, informative, steady, failing = ev.filtered_comparison(predictions, RETURNS, TAUS, last=1)
+    assert informative.all()
+    assert result.excluded == ("late_anti",)
+    c = result.comparison
+    assert c.names == ("good", "half")
+    np.testing.assert_allclose(c.mean, [[1.0, 1.0], [1.875, 187.5]])
+    np.testing.assert_allclose(c.norm_mean, [[1 / 1.875, 1 / 187.5], [1.0, 1.0]])  # the worst is 1 at each τ
+    np.testing.assert_allclose(c.bar_mean, [(1 / 1.875 + 1 / 187.5) / 2, 1.0])  # averaged over τ
+    np.testing.assert_allclose(c.var, [[0.0, 0.0], [0.0, 0.0]])
+    np.testing.assert_allclose(steady["late_anti"], [[5.0, 500.0], [5.0, 500.0]])
+    np.testing.assert_allclose(result.correlations["late_anti"], -1.0)
+    assert c.best() == "good"
+    # Over both evaluations every series averages a correlation of 0 (-1 then +1): all are dropped.
+    both, _, _, _ = ev.filtered_comparison(predictions, RETURNS, TAUS, last=2)
+    assert both.excluded == ("good", "half", "late_anti") and both.comparison is None
+    # Without the filter every series is compared; the ones failing it are still named.
+    unfiltered, _, _, failing = ev.filtered_comparison(predictions, RETURNS, TAUS, last=1, apply_filter=False)
+    assert unfiltered.excluded == () and failing == ("late_anti",)
+    assert unfiltered.comparison.names == ("good", "half", "late_anti")
+    np.testing.assert_allclose(unfiltered.comparison.norm_mean[:, 0], [1 / 5.0, 1.875 / 5.0, 1.0])
+
+
+def test_filter_ignores_a_tau_whose_returns_are_equal_at_every_point():
+    returns = RETURNS.copy()
+    returns[:, 0] = 0.0  # no reward one step after any point: correlation undefined for every series
+    predictions = {"a": history(returns + 1.0), "b": history(returns * 2.0 + 0.5)}
+    result, informative, _, _ = ev.filtered_comparison(predictions, returns, TAUS, last=1)
+    assert informative.tolist() == [False, True]
+    assert result.excluded == () and result.comparison.names == ("a", "b")
+    assert np.isnan(result.correlations["a"][0, 0])
+    np.testing.assert_allclose(result.comparison.mean[:, 0], [1.0, 0.25])  # MSE still compared there
+
+
+def test_learning_curves_normalize_each_tau_by_the_worst_mean_at_any_evaluation():
+    curves = ev.learning_curves(
+        {"a": history(RETURNS + 2.0, RETURNS + 1.0), "b": history(RETURNS, RETURNS + 1.0)}, RETURNS
+    )
+    # MSE: a = 4 then 1, b = 0 then 1, at both τ; the worst mean is 4.
+    np.testing.assert_allclose(curves["a"], [[1.0, 0.25]])
+    np.testing.assert_allclose(curves["b"], [[0.0, 0.25]])
+
+
+def runs_of(name: str, taus, predictions) -> ev.SeriesRuns:
+    predictions = np.asarray(predictions, dtype=np.float64)
+    return ev.SeriesRuns(name, [0], np.array([0, 10]), np.asarray(taus, float), predictions, [0.0], [None])
+
+
+def test_interpolated_probes_on_the_tau_and_gamma_scales():
+    probe_taus = np.array([1.0, 2.0, 5.0, 10.0])
+    values = np.broadcast_to(3.0 * probe_taus, (1, 2, 1, 4))  # V = 3 τ at every point: linear in τ
+    runs = {"probes": runs_of("probes", probe_taus, values)}
+    between = np.array([1.5, 3.5, 7.5])
+    on_tau = ev.member_predictions(study.Member("tau", "probes", "tau"), runs, between)
+    np.testing.assert_allclose(on_tau[0, 0, 0], 3.0 * between)  # exact on the scale it is linear in
+    on_gamma = ev.member_predictions(study.Member("gamma", "probes", "gamma"), runs, between)
+    g, lo, hi = gamma_from_tau(3.5), gamma_from_tau(2.0), gamma_from_tau(5.0)
+    w = (g - lo) / (hi - lo)  # the weight on the γ scale: 0.6 here, 0.5 on the τ scale
+    np.testing.assert_allclose(on_gamma[0, 0, 0, 1], 3.0 * ((1 - w) * 2.0 + w * 5.0))
+    assert on_gamma[0, 0, 0, 1] > on_tau[0, 0, 0, 1]
+    own = ev.member_predictions(study.Member("fixed", "probes"), runs, [2.0, 10.0])
+    np.testing.assert_allclose(own[0, 0, 0], [6.0, 30.0])
+    with pytest.raises(ValueError, match=r"has no τ \[3.5\]"):
+        ev.member_predictions(study.Member("fixed", "probes"), runs, [3.5])
+
+
+def test_a_diverged_or_missing_series_is_named_and_left_out():
+    members = (
+        study.Member("gamma", "input_gamma"),
+        study.Member("tau", "input_tau"),
+        study.Member("both", "reference"),
+    )
+    spec = study.ComparisonSpec("inputs", "Inputs", members)
+    good = np.stack([RETURNS + 1.0, RETURNS + 0.5])[None]  # [1 run, 2 evaluations, P, τ]
+    diverged = good.copy()
+    diverged[0, 1] = np.nan  # NaN after the divergence, as train_run saves it
+    runs = {"reference": runs_of("reference", TAUS, good), "input_gamma": runs_of("input_gamma", TAUS, diverged)}
+    runs["input_gamma"].stopped = ["the loss became nan at update 3"]
+    result = ev.evaluate_comparison(spec, runs, RETURNS, TAUS, last=1)
+    assert result.missing == ("tau",) and result.points.excluded == ("gamma",)
+    assert result.points.comparison.names == ("both",)
+    assert "not trained: tau" in result.note and "training diverged (NaN after it): gamma (1 of 1 seeds)" in result.note
+    np.testing.assert_allclose(result.curves["both"], [[1.0, 0.25]])  # MSE 1 then 0.25; the worst mean is 1
+    alone = ev.evaluate_comparison(spec, {"reference": runs["reference"]}, RETURNS, TAUS, last=1)
+    assert alone.points is None and alone.note.startswith("not run: needs at least two")
+
+
+def test_the_interpolation_comparison_is_scored_between_the_probes():
+    spec = next(c for c in study.COMPARISONS if c.name == "interpolation")
+    assert spec.at == "between" and study.INTERPOLATION_TAUS == (1.5, 3.5, 7.5, 15.0, 30.0, 50.0, 70.0, 90.0)
+    assert {m.interpolation for m in spec.members} == {None, "gamma", "tau"}
+    others = [c for c in study.COMPARISONS if c.name != "interpolation"]
+    assert all(c.at == "probe" for c in others)
+
+
+def test_each_series_changes_one_setting_of_the_reference():
+    reference = NeuralConfig(seed=7)
+    study.check_reference(reference)
+    for name in study.SERIES:
+        config = study.series_config(reference, name, 2)
+        assert config.seed == 9  # the reference's seed + the seed index
+        changed = {
+            f.name for f in dataclasses.fields(NeuralConfig) if getattr(config, f.name) != getattr(reference, f.name)
+        }
+        expected = {"seed"} | set(study.SERIES[name].changes) - {"draws"}
+        if name.startswith("draws"):
+            expected |= {"n_gamma", "n_tau"}
+            assert config.n_gamma + config.n_tau == reference.n_gamma + reference.n_tau
+        assert changed == expected, name
+    assert study.series_config(reference, "draws_gamma", 0).n_tau == 0
+    assert study.parse_series("all") == list(study.SERIES)
+    assert study.parse_series("probes,reference") == ["reference", "probes"]
+    with pytest.raises(ValueError, match="unknown series \\['direkt'\\]; known: reference"):
+        study.parse_series("reference,direkt")
+    with pytest.raises(ValueError, match="the study's reference must be the paper's"):
+        study.check_reference(NeuralConfig(embedding="l_embed"))
+
+
+def test_evaluation_schedule():
+    assert train.evaluation_schedule(100, 30).tolist() == [0, 30, 60, 90, 100]
+    assert train.evaluation_schedule(90, 30).tolist() == [0, 30, 60, 90]
+
+
+# ----------------------------------------------------------------------------- end to end on real ALE data
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+    """A real Centipede recording (random policy) and evaluation points with returns at every study τ."""
+    root = tmp_path_factory.mktemp("atari_study")
+    env = ["--max-episode-steps", "80", "--no-progress"]
+    assert main(["atari", "record", "--steps", "240", "--out", str(root / "rec"), *env]) == 0
+    points = ["atari", "points", "--episodes", "1", "--rollouts", "2", "--horizon", "40", "--workers", "0"]
+    assert main([*points, "--out", str(root / "pts"), "--taus", *ALL_TAUS, *env]) == 0
+    return root
+
+
+def train_argv(data, out, *extra):
+    return ["atari", "train", "--shards", str(data / "rec"), "--points", str(data / "pts"), "--out", str(out),
+            "--seeds", "2", "--eval-every", "40", "--workers", "0", "--no-progress", *TINY, *extra]  # fmt: skip
+
+
+def test_train_and_evaluate_end_to_end(data, tmp_path, capsys):
+    run = tmp_path / "run"
+    series = "reference,probes,l_embed,input_gamma"
+    assert main([*train_argv(data, run, "--series", series), "--json", str(tmp_path / "train.json")]) == 0
+    report = json.loads((tmp_path / "train.json").read_text())
+    assert sorted((r["series"], r["seed"]) for r in report["data"]["runs"]) == sorted(
+        (s, k) for s in series.split(",") for k in (0, 1)
+    )
+    points = EvaluationPoints.load(data / "pts" / "points.npz")
+    saved = study.RunPredictions.load(run / "reference" / "seed-1" / study.PREDICTIONS)
+    assert saved.transitions.tolist() == [0, 40, 80, 120, 160, 200, 240]
+    assert saved.predictions.shape == (7, len(points), len(ALL_TAUS)) and np.isfinite(saved.predictions).all()
+    assert saved.updates[-1] == (240 - 60) // 4 + 1 and saved.losses.size == saved.updates[-1]
+    probes = study.RunPredictions.load(run / "probes" / "seed-0" / study.PREDICTIONS)
+    np.testing.assert_allclose(probes.taus, [1, 2, 5, 10, 20, 40, 60, 80, 100])  # their own τ only
+    # The final learner is a checkpoint the neural_predictor node resumes from; it predicts what was recorded.
+    learner = NeuralLearner.load(run / "reference" / "seed-1" / study.CHECKPOINT)
+    assert learner.config.seed == 1 and learner.transitions == 240
+    np.testing.assert_allclose(learner.predict(points.features, saved.gammas), saved.predictions[-1], rtol=1e-6)
+
+    # Running it again trains nothing (finished runs are kept; the device is not part of a study) and adds a series.
+    again = [*train_argv(data, run, "--series", "reference,unscaled"), "--set", "device=cpu:0"]
+    assert main([*again, "--json", str(tmp_path / "again.json")]) == 0
+    again = json.loads((tmp_path / "again.json").read_text())["data"]
+    assert again["skipped"] == [["reference", 0], ["reference", 1]]
+    assert sorted((r["series"], r["seed"]) for r in again["runs"]) == [("unscaled", 0), ("unscaled", 1)]
+    capsys.readouterr()
+
+    evaluation = tmp_path / "evaluation"
+    assert main(["atari", "evaluate", "--run", str(run), "--points", str(data / "pts"), "--out", str(evaluation)]) == 0
+    out = capsys.readouterr().out
+    assert "Timescale inputs: steady-state MSE by τ" in out and "the paper: γ alone worst" in out
+    result = json.loads((evaluation / "atari_evaluate.json").read_text())
+    assert result["steady_state"]["evaluations"] == 2  # 200 and 240 of 240 transitions
+    comparisons = result["comparisons"]
+    assert comparisons["interpolation"]["taus"] == list(study.INTERPOLATION_TAUS)
+    assert comparisons["inputs"]["taus"] == [1, 2, 5, 10, 20, 40, 60, 80, 100]
+    assert comparisons["inputs"]["missing"] == ["tau"] and comparisons["matrix"]["result"] is None
+    for name in ("embedding", "inputs", "scaling", "fixed_vs_gamma_net", "interpolation"):
+        outcome = comparisons[name]["result"]
+        kept = outcome["comparison"]["names"] if outcome["comparison"] else []
+        assert sorted(kept + outcome["excluded"]) == sorted(outcome["correlations"])  # every series kept or dropped
+        assert (evaluation / f"{name}_learning.png").read_bytes()[:8] == PNG_MAGIC
+        if kept:
+            assert (evaluation / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
+            assert max(np.max(v) for v in outcome["comparison"]["norm_mean"]) == 1.0
+    assert (evaluation / "predictions_in_time.png").read_bytes()[:8] == PNG_MAGIC
+    assert result["series"]["reference"]["seeds"] == [0, 1] and result["filter_applied"]
+    # --no-filter: every series in the MSE panels; the filter's verdict is the same, and still reported.
+    argv = ["atari", "evaluate", "--run", str(run), "--points", str(data / "pts"), "--out", str(tmp_path / "all")]
+    assert main([*argv, "--no-filter"]) == 0
+    unfiltered = json.loads((tmp_path / "all" / "atari_evaluate.json").read_text())
+    assert not unfiltered["filter_applied"]
+    for name in ("embedding", "scaling", "interpolation"):
+        before, after = comparisons[name], unfiltered["comparisons"][name]
+        assert after["fails_filter"] == before["fails_filter"] == before["result"]["excluded"]
+        assert after["result"]["excluded"] == []
+        assert sorted(after["result"]["comparison"]["names"]) == sorted(after["result"]["correlations"])
+    _, one_seed = ev.load_study(run, seeds=1)  # --seeds 1: the same first seed of every series
+    assert {name: s.seeds for name, s in one_seed.items()} == {name: [0] for name in result["series"]}
+    # The steady-state MSE in the JSON is the run files' own numbers: the last 2 evaluations, the points' returns.
+    returns = MonteCarloReturns.load(data / "pts" / "returns.npz")
+    targets = returns.returns[:, study.columns(returns.taus, saved.taus, what="the returns")]
+    mse = ((saved.predictions[-2:] - targets) ** 2).mean(axis=1).mean(axis=0)
+    probe_columns = study.columns(saved.taus, [1, 2, 5, 10, 20, 40, 60, 80, 100], what="reference")
+    np.testing.assert_allclose(
+        comparisons["inputs"]["steady_state_mse_by_run"]["both"][1], mse[probe_columns], rtol=1e-3
+    )
+
+
+def test_runs_give_the_same_predictions_in_worker_processes(data, tmp_path):
+    argv = [*train_argv(data, tmp_path / "here", "--series", "reference"), "--seeds", "1"]
+    assert main(argv) == 0
+    argv = [*train_argv(data, tmp_path / "there", "--series", "reference"), "--seeds", "1", "--workers", "1"]
+    assert main(argv) == 0
+    here = study.RunPredictions.load(tmp_path / "here" / "reference" / "seed-0" / study.PREDICTIONS)
+    there = study.RunPredictions.load(tmp_path / "there" / "reference" / "seed-0" / study.PREDICTIONS)
+    np.testing.assert_array_equal(here.predictions, there.predictions)
+    np.testing.assert_array_equal(here.losses, there.losses)
+
+
+def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
+    def error(argv) -> str:
+        assert main(argv) == 1
+        return capsys.readouterr().err
+
+    def replaced(argv, flag, value):
+        i = argv.index(flag) + 1
+        return [*argv[:i], str(value), *argv[i + 1 :]]
+
+    assert "no transition recording at" in error(replaced(train_argv(data, tmp_path / "a"), "--shards", tmp_path))
+    assert "points.npz is missing" in error(replaced(train_argv(data, tmp_path / "a"), "--points", tmp_path))
+    assert "unknown series ['direkt']" in error(train_argv(data, tmp_path / "a", "--series", "reference,direkt"))
+    assert "features have size 512, the network expects 256" in error(
+        train_argv(data, tmp_path / "a", "--set", "feature_size=256")
+    )
+    assert "unknown NeuralConfig settings ['hiden_sizes']" in error(
+        train_argv(data, tmp_path / "a", "--set", "hiden_sizes=[4]")
+    )
+    assert "no network would ever train" in error(train_argv(data, tmp_path / "a", "--set", "min_replay_history=240"))
+    assert "--steps must be in [1, 240]" in error(train_argv(data, tmp_path / "a", "--steps", "241"))
+    elsewhere = tmp_path / "elsewhere"  # points whose φ come from another feature network than the recording's
+    points = EvaluationPoints.load(data / "pts" / "points.npz")
+    points.config["policy"] = {**points.config["policy"], "feature_seed": 1}
+    points.save(elsewhere / "points.npz")
+    assert "come from different policy settings" in error(
+        replaced(train_argv(data, tmp_path / "a"), "--points", elsewhere)
+    )
+    assert not (tmp_path / "a").exists()  # nothing was written
+
+    run = tmp_path / "b"
+    assert main(train_argv(data, run, "--series", "reference", "--seeds", "1")) == 0
+    assert "holds a study made with other ['reference']" in error(
+        train_argv(data, run, "--series", "reference", "--set", "target_sync_period=6")
+    )
+    evaluate = ["atari", "evaluate", "--run", str(run), "--points"]
+    assert "points.npz is missing" in error([*evaluate, str(tmp_path)])
+    assert "no Atari study at" in error(["atari", "evaluate", "--run", str(tmp_path), "--points", str(data / "pts")])
+    other = tmp_path / "other_points"
+    other.mkdir()
+    (other / "points.npz").write_bytes((data / "pts" / "points.npz").read_bytes())
+    assert "returns.npz is missing" in error([*evaluate, str(other)])
+    points = EvaluationPoints.load(data / "pts" / "points.npz")
+    points.features = points.features * 2.0
+    points.save(other / "points.npz")
+    (other / "returns.npz").write_bytes((data / "pts" / "returns.npz").read_bytes())
+    assert "not the set of points the study was trained against" in error([*evaluate, str(other)])

@@ -14,7 +14,8 @@ import numpy as np
 from gamma_net_core.evaluation import Comparison
 
 
-def _pyplot():
+def pyplot():
+    """matplotlib.pyplot on the headless Agg backend."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -67,7 +68,7 @@ def plot_comparison(
       split_at: tau where the x-axis splits into a short- and a long-timescale half (None: one axis).
       reference: series drawn in black (the paper's reference configuration).
     """
-    plt = _pyplot()
+    plt = pyplot()
     panels = 3 if correlation else 2
     fig = plt.figure(figsize=(5.2 * panels, 3.6))
     grid = fig.add_gridspec(1, panels, width_ratios=[1.4, 1.0] + ([1.4] if correlation else []), wspace=0.3)
@@ -108,7 +109,7 @@ def plot_comparison(
             ax.grid(alpha=0.3)
         corr_axes[0].set_title("correlation", loc="left")
     fig.suptitle(title)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_predictions(
@@ -130,7 +131,7 @@ def plot_predictions(
       predictions: series name -> [T, G] predicted returns.
       scaled: show values times (1 - gamma), as the paper does "for display purposes".
     """
-    plt = _pyplot()
+    plt = pyplot()
     gammas = np.asarray(gammas, dtype=np.float64)
     scale = (1.0 - gammas) if scaled else np.ones_like(gammas)
     fig, axes = plt.subplots(len(gammas), 1, figsize=(9, 1.9 * len(gammas)), sharex=True, squeeze=False)
@@ -144,12 +145,13 @@ def plot_predictions(
     axes[0, 0].legend(fontsize=7, loc="upper right", ncol=1 + len(predictions))
     axes[-1, 0].set_xlabel(xlabel)
     fig.suptitle(title + (" (values × (1-γ))" if scaled else ""))
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
-def _save(fig, path) -> pathlib.Path:
+def save_figure(fig, path) -> pathlib.Path:
+    """Write ``fig`` as a PNG (folders made as needed) and close it."""
     path = pathlib.Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110, bbox_inches="tight")
-    _pyplot().close(fig)
+    pyplot().close(fig)
     return path

@@ -38,7 +38,7 @@ from typing import Any
 
 import numpy as np
 
-from gamma_net_core.report import Report, Table
+from gamma_net_core.report import Report, Table, write_json
 
 #: τ shown in the predictions-in-time figure.
 FIGURE_TAUS = (1.0, 5.0, 20.0, 60.0, 100.0)
@@ -307,9 +307,9 @@ def evaluate_comparison(
 
 def plot_learning_curves(result: ComparisonResult, path: pathlib.Path, *, last: int) -> pathlib.Path:
     """Normalized MSE averaged over τ against transitions: mean over seeds, min–max shading, log scale."""
-    from gamma_net_core.plots import _pyplot, _save
+    from gamma_net_core.plots import pyplot, save_figure
 
-    plt = _pyplot()
+    plt = pyplot()
     fig, ax = plt.subplots(figsize=(6.4, 3.6))
     x = result.transitions
     for i, label in enumerate(result.labels):
@@ -325,7 +325,7 @@ def plot_learning_curves(result: ComparisonResult, path: pathlib.Path, *, last: 
     ax.grid(alpha=0.3, which="both")
     ax.legend(fontsize=7)
     ax.set_title(f"{result.spec.title}: learning curves", fontsize=9)
-    return _save(fig, path)
+    return save_figure(fig, path)
 
 
 def plot_predictions_in_time(runs, points, returns, out: pathlib.Path, *, episode: int) -> pathlib.Path | None:
@@ -385,10 +385,8 @@ def nanmean(values, axis=None):
 
 
 def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.checkpoint import atomic_write
     from gamma_net_core.experiments.atari_series import COMPARISONS, INTERPOLATION_TAUS, columns
-    from gamma_net_core.experiments.square_wave import _round, compact_png
-    from gamma_net_core.plots import plot_comparison
+    from gamma_net_core.plots import compact_png, plot_comparison
 
     if args.seeds is not None and args.seeds < 1:
         raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
@@ -511,9 +509,7 @@ def run(args: argparse.Namespace) -> Report:
         "filter_applied": not args.no_filter,
     }
     json_path = out / "atari_evaluate.json"
-    text = json.dumps(_round(json.loads(json.dumps(data, default=_jsonable))), separators=(",", ":"), allow_nan=False)
-    atomic_write(json_path, lambda f: f.write(text.encode("utf-8") + b"\n"))  # compact: committed beside the figures
-    files.append(str(json_path))
+    files.append(str(write_json(json_path, data, digits=4, compact=True)))  # compact: committed beside the figures
     return Report(
         tables=[summary, *tables, noise],
         data={
@@ -523,11 +519,3 @@ def run(args: argparse.Namespace) -> Report:
         },
         files=files,
     )
-
-
-def _jsonable(value):
-    if isinstance(value, np.ndarray):
-        return value.tolist()
-    if isinstance(value, np.generic):
-        return value.item()
-    raise TypeError(f"not JSON serializable: {type(value).__name__}")

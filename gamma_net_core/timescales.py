@@ -17,6 +17,10 @@ from gamma_net_core.config import setting
 
 Scale = Literal["gamma", "tau"]
 
+#: The paper's probe timescales, as tau in steps (Table 1; the square-wave, robot-arm and Atari
+#: evaluations all probe these).
+PROBE_TAUS = (1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0)
+
 
 def validate_gammas(gammas, *, name: str = "gamma") -> np.ndarray:
     """Return ``gammas`` as a float64 array, or raise naming the first bad value.

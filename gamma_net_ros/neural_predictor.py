@@ -52,13 +52,12 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
 from gamma_net_core.checkpoint import CheckpointError
-from gamma_net_core.experiments.timescale_table import PAPER_TAUS
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
 from gamma_net_core.neural.online import TransitionStream
-from gamma_net_core.timescales import to_gammas
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, stamp_to_seconds
 from gamma_net_ros.flow_control import TakenReporter
 from gamma_net_ros.params import declare, declare_config
+from gamma_net_ros.predictions import PublishedTimescales, answer, refuse, requested_gammas
 
 
 class NeuralPredictor(Node):
@@ -72,9 +71,7 @@ class NeuralPredictor(Node):
 
         torch.set_num_threads(threads)
         self.cumulant = declare(self, "cumulant_name", "reward", "name of the predicted signal", read_only=True)
-        scale = declare(self, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
-        timescales = declare(self, "publish_timescales", [float(t) for t in PAPER_TAUS], "timescales to publish")
-        self.publish_gammas = to_gammas(timescales, scale)
+        self.published = PublishedTimescales(self)
         rate = declare(
             self, "publish_rate", 10.0, "predictions per second at most (0: none)", low=0.0, high=1000.0, read_only=True
         )
@@ -136,7 +133,7 @@ class NeuralPredictor(Node):
         c = config
         self.get_logger().info(
             f"Γ-net on φ of {c.feature_size}, layers {list(c.hidden_sizes)}, update every {c.update_period} steps "
-            f"after {c.min_replay_history}; publishing tau {np.round(1 / (1 - self.publish_gammas), 3).tolist()}; "
+            f"after {c.min_replay_history}; publishing tau {self.published.taus}; "
             f"checkpoint {self.checkpoint or 'off'}"
         )
 
@@ -229,8 +226,9 @@ class NeuralPredictor(Node):
             and self._published_about[1] == updates
         ):
             return
-        values, state, updates = self.stream.predict(self.publish_gammas)
-        self.predictions.publish(self._prediction(self.publish_gammas, values, state.stamp, updates))
+        gammas = self.published.gammas
+        values, state, updates = self.stream.predict(gammas)
+        self.predictions.publish(self._prediction(gammas, values, state.stamp, updates))
         self._published_about = (state, updates)
 
     def _prediction(self, gammas, values, stamp: float, updates: int) -> Prediction:
@@ -239,44 +237,21 @@ class NeuralPredictor(Node):
         )
 
     def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:
-        scales = {PredictAt.Request.SCALE_GAMMA: "gamma", PredictAt.Request.SCALE_TAU: "tau"}
         try:
-            if request.scale not in scales:
-                raise ValueError(f"scale must be SCALE_GAMMA (0) or SCALE_TAU (1); got {request.scale}")
-            gammas = to_gammas(np.asarray(request.timescales, dtype=np.float64), scales[request.scale])
+            gammas = requested_gammas(request)
             values, state, updates = self.stream.predict(gammas)
         except ValueError as exc:
-            response.success = False
-            response.message = str(exc)
-            return response
-        prediction = self._prediction(gammas, values, state.stamp, updates)
-        response.success = True
-        response.header = prediction.header
-        response.cumulant = prediction.cumulant
-        response.gammas = prediction.gammas
-        response.values = prediction.values
-        response.update_count = prediction.update_count
-        return response
+            return refuse(response, exc)
+        return answer(response, self._prediction(gammas, values, state.stamp, updates))
 
     # -- parameters changed at run time
 
     def _validate_parameters(self, parameters) -> SetParametersResult:
-        values = {p.name: p.value for p in parameters}
-        if "publish_timescales" in values or "publish_scale" in values:
-            scale = values.get("publish_scale", self.get_parameter("publish_scale").value)
-            timescales = values.get("publish_timescales", self.get_parameter("publish_timescales").value)
-            try:
-                to_gammas(timescales, scale)
-            except ValueError as exc:
-                return SetParametersResult(successful=False, reason=f"publish_timescales refused: {exc}")
-        return SetParametersResult(successful=True)
+        return self.published.validate(parameters)
 
     def _apply_parameters(self, parameters) -> None:
-        if any(p.name in ("publish_timescales", "publish_scale") for p in parameters):
-            scale = self.get_parameter("publish_scale").value
-            self.publish_gammas = to_gammas(self.get_parameter("publish_timescales").value, scale)
+        if self.published.apply(parameters):
             self._published_about = None
-            self.get_logger().info(f"publishing at gamma {np.round(self.publish_gammas, 6).tolist()}")
         if any(p.name == "max_update_lag" for p in parameters):
             self.stream.max_update_lag = self.get_parameter("max_update_lag").value
 

@@ -28,13 +28,13 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_core.data.joints import JointsConfig, Skip, stamp_seconds
-from gamma_net_core.experiments.timescale_table import PAPER_TAUS
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.online import OnlineGammaNet
-from gamma_net_core.timescales import TimescaleSampling, to_gammas
+from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
+from gamma_net_ros.predictions import PublishedTimescales, answer, refuse, requested_gammas
 
 
 class Predictor(Node):
@@ -52,9 +52,7 @@ class Predictor(Node):
             max_gap=declare(self, "max_gap", 1.0, "s between readings that starts a new episode", low=0.001, high=1e6),
             learn=declare(self, "learn", True, "learn from the stream (false: predict only)"),
         )
-        scale = declare(self, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
-        timescales = declare(self, "publish_timescales", [float(t) for t in PAPER_TAUS], "timescales to publish")
-        self.publish_gammas = to_gammas(timescales, scale)
+        self.published = PublishedTimescales(self)
         self.stamp_source = declare(
             self, "stamp_source", "header", "state time: header (the reading's stamp) or arrival", read_only=True
         )
@@ -97,7 +95,7 @@ class Predictor(Node):
         self.last_checkpoint = None
         self.checkpoint = checkpoint  # from here on, shutting down saves the learner
         self.get_logger().info(
-            f"predicting {self.online.cumulant_name} at tau {np.round(1 / (1 - self.publish_gammas), 3).tolist()}; "
+            f"predicting {self.online.cumulant_name} at tau {self.published.taus}; "
             f"Gamma_t of {self.online.timescales.size}; checkpoint {self.checkpoint or 'off'}"
         )
 
@@ -124,7 +122,7 @@ class Predictor(Node):
             return
         if step.new_episode and self.online.episodes > 1:
             self.get_logger().info(f"episode {self.online.episodes} starts (time went back or jumped)")
-        self.predictions.publish(self._prediction(self.publish_gammas, seconds_to_stamp(step.sample.stamp)))
+        self.predictions.publish(self._prediction(self.published.gammas, seconds_to_stamp(step.sample.stamp)))
 
     def _prediction(self, gammas: np.ndarray, stamp) -> Prediction:
         return prediction_msg(
@@ -136,44 +134,20 @@ class Predictor(Node):
         )
 
     def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:
-        scales = {PredictAt.Request.SCALE_GAMMA: "gamma", PredictAt.Request.SCALE_TAU: "tau"}
         try:
-            if request.scale not in scales:
-                raise ValueError(f"scale must be SCALE_GAMMA (0) or SCALE_TAU (1); got {request.scale}")
-            gammas = to_gammas(np.asarray(request.timescales, dtype=np.float64), scales[request.scale])
-            prediction = self._prediction(
-                gammas, seconds_to_stamp(self.online.latest.stamp if self.online.latest else 0)
-            )
+            gammas = requested_gammas(request)
+            stamp = seconds_to_stamp(self.online.latest.stamp if self.online.latest else 0)
+            return answer(response, self._prediction(gammas, stamp))
         except ValueError as exc:
-            response.success = False
-            response.message = str(exc)
-            return response
-        response.success = True
-        response.header = prediction.header
-        response.cumulant = prediction.cumulant
-        response.gammas = prediction.gammas
-        response.values = prediction.values
-        response.update_count = prediction.update_count
-        return response
+            return refuse(response, exc)
 
     # -- parameters changed at run time
 
     def _validate_parameters(self, parameters) -> SetParametersResult:
-        values = {p.name: p.value for p in parameters}
-        if "publish_timescales" in values or "publish_scale" in values:
-            scale = values.get("publish_scale", self.get_parameter("publish_scale").value)
-            timescales = values.get("publish_timescales", self.get_parameter("publish_timescales").value)
-            try:
-                to_gammas(timescales, scale)
-            except ValueError as exc:
-                return SetParametersResult(successful=False, reason=f"publish_timescales refused: {exc}")
-        return SetParametersResult(successful=True)
+        return self.published.validate(parameters)
 
     def _apply_parameters(self, parameters) -> None:
-        if any(p.name in ("publish_timescales", "publish_scale") for p in parameters):
-            scale = self.get_parameter("publish_scale").value
-            self.publish_gammas = to_gammas(self.get_parameter("publish_timescales").value, scale)
-            self.get_logger().info(f"publishing at gamma {np.round(self.publish_gammas, 6).tolist()}")
+        self.published.apply(parameters)
         if any(p.name == "learn" for p in parameters):
             self.online.learning = self.get_parameter("learn").value
 

@@ -22,7 +22,7 @@ def test_demo_runs_the_whole_arm_pipeline(tmp_path):
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     live = [line for line in result.stdout.splitlines() if "(1-γ)·prediction" in line]
-    assert len(live) >= 5  # a live line every two seconds once predictions flow
+    assert len(live) >= 5  # a live line per two-second tick once predictions flow
     report = json.loads((out / "demo.json").read_text())
     run = dict(report["tables"][0]["rows"])
     assert run["joint readings recorded"] > 500  # 25 s at 30 Hz through the real driver

@@ -50,12 +50,11 @@ import numpy as np
 
 from gamma_net_core.checkpoint import load_npz, save_npz
 from gamma_net_core.returns import monte_carlo_return, truncation_horizon
-from gamma_net_core.timescales import gamma_from_tau
+from gamma_net_core.timescales import PROBE_TAUS, gamma_from_tau
 
 KIND = "atari_mc_returns"
 VERSION = 1
 #: The paper's probe timescales, as τ in steps.
-PROBE_TAUS = (1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0)
 #: Weight of the largest probe γ below which a rollout may stop.
 HORIZON_TOLERANCE = 1e-4
 END_HORIZON, END_TERMINAL, END_TRUNCATED = 0, 1, 2

@@ -34,9 +34,9 @@ from dataclasses import dataclass
 import numpy as np
 
 from gamma_net_core.report import Report, Table, round_significant, write_json
+from gamma_net_core.timescales import PROBE_TAUS
 
 #: The paper's probe timescales (Table 1), as tau in steps.
-PROBE_TAUS = (1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0)
 #: Timescales shown in the predictions figures, as tau.
 FIGURE_TAUS = (1.0, 5.0, 20.0, 60.0, 100.0)
 #: Steps of run 0 shown in the predictions figures (the end of training).

@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 from gamma_net_core.report import Report, Table
-from gamma_net_core.timescales import gamma_from_tau, tau_from_gamma
+from gamma_net_core.timescales import PROBE_TAUS, gamma_from_tau, tau_from_gamma
 
-#: The paper's Table 1 ("Expected Timesteps"), given as tau.
-PAPER_TAUS = (1, 2, 5, 10, 20, 40, 60, 80, 100)
+#: The paper's Table 1 ("Expected Timesteps"), given as tau: its probe timescales.
+PAPER_TAUS = PROBE_TAUS
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

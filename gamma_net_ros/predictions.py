@@ -1,0 +1,83 @@
+"""What every predictor node shares: the published timescales and the PredictAt service's answers.
+
+Both the linear `predictor` and the `neural_predictor` publish Predictions at
+``publish_timescales`` (given as tau or gamma by ``publish_scale``, changeable at run time and
+validated before they are taken) and answer ``predict_at`` at any timescales, with a clear
+error for a bad request.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from gamma_net_msgs.msg import Prediction
+from gamma_net_msgs.srv import PredictAt
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.node import Node
+
+from gamma_net_core.timescales import PROBE_TAUS, to_gammas
+from gamma_net_ros.params import declare
+
+_SCALES = {PredictAt.Request.SCALE_GAMMA: "gamma", PredictAt.Request.SCALE_TAU: "tau"}
+
+
+class PublishedTimescales:
+    """The ``publish_scale`` and ``publish_timescales`` parameters of ``node``, as validated gammas.
+
+    The node calls :meth:`validate` from its set-parameters callback and :meth:`apply` from its
+    post-set callback; :attr:`gammas` always holds valid discounts.
+    """
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        scale = declare(node, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
+        timescales = declare(node, "publish_timescales", list(PROBE_TAUS), "timescales to publish")
+        self.gammas = to_gammas(timescales, scale)
+
+    def validate(self, parameters) -> SetParametersResult:
+        values = {p.name: p.value for p in parameters}
+        if "publish_timescales" in values or "publish_scale" in values:
+            scale = values.get("publish_scale", self.node.get_parameter("publish_scale").value)
+            timescales = values.get("publish_timescales", self.node.get_parameter("publish_timescales").value)
+            try:
+                to_gammas(timescales, scale)
+            except ValueError as exc:
+                return SetParametersResult(successful=False, reason=f"publish_timescales refused: {exc}")
+        return SetParametersResult(successful=True)
+
+    def apply(self, parameters) -> bool:
+        """Take new values after they were set; True if the published timescales changed."""
+        if not any(p.name in ("publish_timescales", "publish_scale") for p in parameters):
+            return False
+        scale = self.node.get_parameter("publish_scale").value
+        self.gammas = to_gammas(self.node.get_parameter("publish_timescales").value, scale)
+        self.node.get_logger().info(f"publishing at gamma {np.round(self.gammas, 6).tolist()}")
+        return True
+
+    @property
+    def taus(self) -> list[float]:
+        return np.round(1.0 / (1.0 - self.gammas), 3).tolist()
+
+
+def requested_gammas(request: PredictAt.Request) -> np.ndarray:
+    """The request's timescales as validated gammas; ValueError naming a bad scale or value."""
+    if request.scale not in _SCALES:
+        raise ValueError(f"scale must be SCALE_GAMMA (0) or SCALE_TAU (1); got {request.scale}")
+    return to_gammas(np.asarray(request.timescales, dtype=np.float64), _SCALES[request.scale])
+
+
+def answer(response: PredictAt.Response, prediction: Prediction) -> PredictAt.Response:
+    """A successful PredictAt response carrying ``prediction``."""
+    response.success = True
+    response.header = prediction.header
+    response.cumulant = prediction.cumulant
+    response.gammas = prediction.gammas
+    response.values = prediction.values
+    response.update_count = prediction.update_count
+    return response
+
+
+def refuse(response: PredictAt.Response, error: Exception) -> PredictAt.Response:
+    """A failed PredictAt response whose message names what was wrong; nothing else is filled."""
+    response.success = False
+    response.message = str(error)
+    return response

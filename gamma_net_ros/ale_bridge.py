@@ -168,8 +168,8 @@ class AleBridge(Node):
     def _open_live(self, feature_size: int | None) -> tuple[Iterator[Row], int | None, str]:
         import torch
 
-        from gamma_net_core.atari.env import AtariEnv
-        from gamma_net_core.atari.policies import EVAL_EPSILON, load_policy
+        from gamma_net_core.atari.policies import EVAL_EPSILON
+        from gamma_net_core.atari.record import make_player
 
         config = declare_config(self, AtariConfig, "env")
         spec = declare(self, "policy", "random", "random, a Q-network file, or py:module:factory", read_only=True)
@@ -184,20 +184,10 @@ class AleBridge(Node):
         )
         steps = declare(self, "steps", 0, "steps to play (0: until stopped)", low=0, high=2**62, read_only=True)
         torch.set_num_threads(1)  # batch-1 forward passes: one thread is fastest, and the cores are shared
-        env_seed, policy_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
-        env = AtariEnv(config, seed=env_seed)  # ValueError on an unknown game, naming close matches
-        policy = load_policy(
-            spec,
-            num_actions=env.num_actions,
-            game=env.game,
-            epsilon=epsilon,
-            feature_seed=feature_seed,
-            frame_stack=config.frame_stack,
-            screen_size=config.screen_size,
-        )
+        env, policy, rng = make_player(config, spec, seed=seed, epsilon=epsilon, feature_seed=feature_seed)
         if feature_size is not None and policy.feature_size != feature_size:
             raise ValueError(f"policy {spec!r} gives φ of size {policy.feature_size}; feature_size is {feature_size}")
-        rows = live_rows(env, policy, np.random.default_rng(policy_seed), steps=steps)
+        rows = live_rows(env, policy, rng, steps=steps)
         return rows, steps or None, f"playing {env.game} live with policy {spec!r}"
 
     # -- publishing

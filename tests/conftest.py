@@ -92,3 +92,15 @@ def start_emulator():
     for process, folder in started:
         process.stop()
         shutil.rmtree(folder, ignore_errors=True)
+
+
+@pytest.fixture
+def one_torch_thread():
+    """Torch on one thread for the test, restored after: small matrices on a shared 2-core machine
+    run faster (two threads' OpenMP spin-waiting made them up to 10x slower here)."""
+    import torch
+
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

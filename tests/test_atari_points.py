@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from gamma_net_core.atari.env import AtariConfig, AtariEnv
 from gamma_net_core.atari.evaluation_points import EvaluationPoints, make_points
@@ -24,15 +23,9 @@ from gamma_net_core.atari.rollouts import (
 from gamma_net_core.cli import main
 from gamma_net_core.config import to_mapping
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 CONFIG = AtariConfig(max_episode_steps=150)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 @pytest.fixture(scope="module")

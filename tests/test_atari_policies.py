@@ -10,14 +10,7 @@ from gamma_net_core.atari.networks import NatureQNetwork, load_q_network, random
 from gamma_net_core.atari.policies import EpsilonGreedyPolicy, Policy, RandomPolicy, load_policy
 from gamma_net_core.checkpoint import CheckpointError
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """One thread per forward pass: faster than two on this shared 2-core machine, and restored after."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def observation(seed: int = 0) -> np.ndarray:

@@ -8,7 +8,6 @@ import signal
 
 import numpy as np
 import pytest
-import torch
 
 from gamma_net_core.atari.env import AtariConfig, AtariEnv
 from gamma_net_core.atari.networks import random_network, save_q_network
@@ -17,16 +16,10 @@ from gamma_net_core.atari.record import record
 from gamma_net_core.cli import main
 from gamma_net_core.data.shards import read_transitions
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 # Short episodes, so that a tiny recording crosses episode cuts and shard boundaries.
 CONFIG = AtariConfig(max_episode_steps=40)
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def same(a, b) -> bool:

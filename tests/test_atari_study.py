@@ -7,7 +7,6 @@ import json
 
 import numpy as np
 import pytest
-import torch
 
 from gamma_net_core.atari.evaluation_points import EvaluationPoints
 from gamma_net_core.atari.rollouts import MonteCarloReturns
@@ -18,18 +17,12 @@ from gamma_net_core.experiments import atari_train as train
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
 from gamma_net_core.timescales import gamma_from_tau
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 ALL_TAUS = [f"{t:g}" for t in study.study_taus(NeuralConfig().probe_taus)]
 # Tiny learners: the paper's settings but for the budget (the settings a user changes with --set).
 TINY = ["--set", "hidden_sizes=[16, 8]", "--set", "min_replay_history=60", "--set", "target_sync_period=5"]
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 # ----------------------------------------------------------------------------- by hand

@@ -14,13 +14,7 @@ from gamma_net_core.atari.frame_replay import FrameReplay
 from gamma_net_core.cli import main
 from gamma_net_core.data.shards import read_transitions
 
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
 
 def filled_replay(capacity: int, ends: dict[int, str], count: int) -> FrameReplay:

@@ -15,16 +15,9 @@ from gamma_net_core.neural.interpolation import interpolate
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
 from gamma_net_core.neural.reference import reference_gradients
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 D = 6
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    """Small matrices on a shared 2-core machine: one thread avoids OpenMP spin-waiting (10x slower here)."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def small(**changes) -> NeuralConfig:

@@ -16,15 +16,9 @@ from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
 from gamma_net_core.neural.online import SkipReason, TransitionStream, updates_due
 
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
 D = 6
-
-
-@pytest.fixture(autouse=True)
-def one_torch_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
 
 
 def small(**changes) -> NeuralConfig:

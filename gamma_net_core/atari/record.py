@@ -54,6 +54,31 @@ def _stop_on_sigint(flag: dict[str, bool]):
         signal.signal(signal.SIGINT, previous)
 
 
+def make_player(config, policy: str, *, seed: int, epsilon: float, feature_seed: int):
+    """The environment, the policy and the policy's generator, all from one seed: what plays a game.
+
+    Recording and the ROS bridge's live play both start here, so the same seed plays the same game.
+
+    Returns:
+      (AtariEnv, Policy, numpy Generator for the policy's draws).
+    """
+    from gamma_net_core.atari.env import AtariEnv
+    from gamma_net_core.atari.policies import load_policy
+
+    env_seed, policy_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
+    env = AtariEnv(config, seed=env_seed)  # ValueError on an unknown game, naming close matches
+    agent = load_policy(
+        policy,
+        num_actions=env.num_actions,
+        game=env.game,
+        epsilon=epsilon,
+        feature_seed=feature_seed,
+        frame_stack=config.frame_stack,
+        screen_size=config.screen_size,
+    )
+    return env, agent, np.random.default_rng(policy_seed)
+
+
 def record(
     out,
     *,
@@ -90,26 +115,16 @@ def record(
     """
     from tqdm import tqdm
 
-    from gamma_net_core.atari.env import AtariConfig, AtariEnv, EnvState
+    from gamma_net_core.atari.env import AtariConfig, EnvState
     from gamma_net_core.atari.networks import torch_threads
-    from gamma_net_core.atari.policies import EVAL_EPSILON, load_policy
+    from gamma_net_core.atari.policies import EVAL_EPSILON
     from gamma_net_core.data.shards import ShardWriter
 
     if steps < 0:
         raise ValueError(f"steps must be >= 0; got {steps}")
     config = config or AtariConfig()
     epsilon = EVAL_EPSILON if epsilon is None else epsilon
-    env_seed, policy_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
-    env = AtariEnv(config, seed=env_seed)
-    agent = load_policy(
-        policy,
-        num_actions=env.num_actions,
-        game=env.game,
-        epsilon=epsilon,
-        feature_seed=feature_seed,
-        frame_stack=config.frame_stack,
-        screen_size=config.screen_size,
-    )
+    env, agent, rng = make_player(config, policy, seed=seed, epsilon=epsilon, feature_seed=feature_seed)
     description = agent.describe()
     meta = {
         "game": env.game,
@@ -118,7 +133,6 @@ def record(
         "seed": int(seed),
     }
     writer = ShardWriter(out, feature_size=agent.feature_size, shard_size=shard_size, meta=meta)
-    rng = np.random.default_rng(policy_seed)
     episode = 0
     if writer.resume is not None:
         env.set_state(EnvState.from_json(writer.resume["env"]))

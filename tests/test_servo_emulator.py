@@ -84,9 +84,9 @@ def test_control_folder_is_private_and_a_stuck_client_does_not_stall_the_servos(
             reads = 0
             deadline = time.monotonic() + 1.0
             while time.monotonic() < deadline:
-                assert bus.read().attempts == 1
+                bus.read()  # raises ReadFailed if the servos go unanswered for three attempts
                 reads += 1
-            assert reads >= 10 and bus.stats.failed_attempts == 0
+            assert reads >= 10 and bus.stats.failed_reads == 0
             stuck.close()
         finally:
             bus.close()
@@ -120,3 +120,21 @@ def test_leftovers_of_a_killed_emulator_are_reused(folder):
         code, output = stop(again)
     assert code == 0, output
     assert list(folder.iterdir()) == []
+
+
+def test_in_process_emulator_refuses_a_taken_control_path_to_its_caller(folder):
+    import numpy as np
+
+    from gamma_net_ros.hardware.emulator import ServoBank, ServoEmulator
+
+    taken = folder / "ctl"
+    taken.mkdir()
+    (taken / "notes.txt").write_text("mine\n")
+    emulator = ServoEmulator(ServoBank([1]), link=folder / "tty", rng=np.random.default_rng(0), control=taken)
+    with pytest.raises(FileExistsError, match="--control"):
+        emulator.start()
+    assert (taken / "notes.txt").read_text() == "mine\n"
+    assert sorted(p.name for p in folder.iterdir()) == ["ctl"]  # the link it made is gone again
+    with ServoEmulator(ServoBank([1]), link=folder / "tty", rng=np.random.default_rng(0), control=folder / "c2") as emu:
+        assert EmulatorClient(folder / "c2").state()["port"] == emu.port
+    assert sorted(p.name for p in folder.iterdir()) == ["ctl"]

@@ -91,6 +91,10 @@ class ControlServer:
     def socket_path(self) -> pathlib.Path:
         return self.folder / SOCKET_NAME
 
+    @property
+    def running(self) -> bool:
+        return self._thread is not None
+
     def start(self) -> ControlServer:
         """Make the folder, listen, and serve on a background thread.
 

@@ -192,7 +192,7 @@ class ServoEmulator:
             self.open_port()
         self._serving = threading.current_thread()
         try:
-            if self._control is not None:
+            if self._control is not None and not self._control.running:
                 self._control.start()
             while not stop.is_set():
                 self._run_calls()
@@ -252,6 +252,12 @@ class ServoEmulator:
         can time out waiting for this thread, so the interval is lowered to 1 ms until stop().
         """
         self.open_port()
+        if self._control is not None:
+            try:  # here, so that a taken path is refused to the caller, not inside the thread
+                self._control.start()
+            except BaseException:
+                self._close_port()
+                raise
         self._switch_interval = sys.getswitchinterval()
         sys.setswitchinterval(min(self._switch_interval, 0.001))
         self._stop.clear()

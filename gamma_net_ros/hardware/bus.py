@@ -19,7 +19,9 @@ What goes wrong on a real bus, and what the bus does about it:
   attempt after a failed one is sent at least ``quiet_s`` after it, so a reply to the earlier
   request looks at least that much too old; the check tolerates less than half of it. A
   sample's stamp is therefore the time of the request its data answers (to within that
-  tolerance), or the sample is not returned and is counted (``stale_replies``).
+  tolerance), or the sample is not returned and is counted (``stale_replies``). The check's
+  reference is seeded (after opening, or 2 s without an accepted reply) only by a read after a
+  drain whose replies are the last on the line for a while: a late reply is never a seed.
 - Replies come late by design: a USB serial adapter holds received bytes for its latency
   timer (FTDI: 16 ms by default). :meth:`DynamixelBus.adapt_timeout` measures the round trip
   once connected and sets the reply timeout to cover it within the control cycle's budget,
@@ -153,11 +155,20 @@ class TickCheck:
         self.reference: np.ndarray | None = None
         self.reference_time = -np.inf
 
-    def accept(self, request_time: float, ticks) -> bool:
-        """Whether replies carrying ``ticks`` (one per servo) answer a request sent at ``request_time`` (s)."""
+    def needs_seed(self, request_time: float) -> bool:
+        """Whether the next reply would (re-)seed the reference instead of being checked against it."""
+        return self.reference is None or request_time - self.reference_time > self.max_age_s
+
+    def accept(self, request_time: float, ticks, *, may_seed: bool = True) -> bool:
+        """Whether replies carrying ``ticks`` (one per servo) answer a request sent at ``request_time`` (s).
+
+        With no reference (or an expired one) they seed it if ``may_seed``, and are refused if not.
+        """
         offset = (np.asarray(ticks, dtype=np.float64) - request_time * 1000.0) % ct.TICK_MODULUS
         age = request_time - self.reference_time
         if self.reference is None or age > self.max_age_s or offset.shape != self.reference.shape:
+            if not may_seed:
+                return False
             self.reference, self.reference_time = offset, request_time
             return True
         half = ct.TICK_MODULUS / 2
@@ -426,17 +437,24 @@ class DynamixelBus:
         """
         self.stats.reads += 1
         for attempt in range(1, self.retries + 2):
-            if self._poisoned:
+            seeding = self.tick_check.needs_seed(time.monotonic())
+            if self._poisoned or seeding:
                 self._guard(self._drain)
             stamp, sent = self.clock(), time.monotonic()
             self.stats.attempts += 1
-            result = self._guard(self._sync_read_once)
+            result = self._guard(self._sync_read_once, self._seed_timeout_ms() if seeding else None)
             if result == COMM_SUCCESS:
                 ticks, position, velocity = self._decode_block()
-                if self.tick_check.accept(sent, ticks):
+                # A seed is checked against nothing: it must be the last reply on the line, or what
+                # was read may answer an earlier request whose own reply came late.
+                if seeding and not self._guard(self._stays_quiet, self._seed_timeout_ms() / 1000.0):
+                    error = "replies kept coming after the read that was to seed the Realtime Tick check"
+                    self.stats.stale_replies += 1
+                elif self.tick_check.accept(sent, ticks, may_seed=seeding):
                     return JointSample(stamp, position, velocity, attempts=attempt)
-                self.stats.stale_replies += 1
-                error = "a late reply to an earlier request (its Realtime Tick is too old)"
+                else:
+                    self.stats.stale_replies += 1
+                    error = "a late reply to an earlier request (its Realtime Tick is too old)"
             else:
                 error = self.packet_handler.getTxRxResult(result)
             self.stats.failed_attempts += 1
@@ -447,6 +465,20 @@ class DynamixelBus:
             f"sync read of servos {self.ids} on {self.port_name} failed "
             f"{self.retries + 1} times; last: {self.stats.last_error}"
         )
+
+    def _seed_timeout_ms(self) -> float:
+        """How long a seeding read waits for its replies, and then for silence."""
+        return max(4.0 * (self.reply_timeout_ms or SDK_TIMEOUT_MS), 100.0)
+
+    def _stays_quiet(self, seconds: float) -> bool:
+        """Whether nothing arrives for ``seconds``; if something does, the line is poisoned."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self._port.getBytesAvailable():
+                self._poisoned = True
+                return False
+            time.sleep(0.0005)
+        return True
 
     def adapt_timeout(self, budget_ms: float, *, samples: int = 5) -> float:
         """Measure the sync-read round trip and set the reply timeout to cover it within ``budget_ms``.

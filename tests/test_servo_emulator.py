@@ -138,3 +138,23 @@ def test_in_process_emulator_refuses_a_taken_control_path_to_its_caller(folder):
     with ServoEmulator(ServoBank([1]), link=folder / "tty", rng=np.random.default_rng(0), control=folder / "c2") as emu:
         assert EmulatorClient(folder / "c2").state()["port"] == emu.port
     assert sorted(p.name for p in folder.iterdir()) == ["ctl"]
+
+
+@pytest.mark.parametrize(
+    ("args", "named"),
+    [
+        (["--drop", "1.5"], "drop=1.5"),
+        (["--drop", "0.6", "--delay", "0.6"], "exceed 1"),
+        (["--latency-s", "-0.01"], "latency_s=-0.01"),
+        (["--ids", "1", "1"], "[1, 1]"),
+        (["--positions", "0.1"], "1 initial positions for 2 servos"),
+    ],
+)
+def test_bad_settings_are_refused_in_one_line_and_make_nothing(folder, args, named):
+    result = subprocess.run(
+        [*COMMANDS["module"], "--link", str(folder / "ttyDXL"), *args], capture_output=True, text=True, timeout=30
+    )
+    assert result.returncode == 2 and "Traceback" not in result.stderr
+    (line,) = result.stderr.strip().splitlines()
+    assert named in line, line
+    assert list(folder.iterdir()) == []

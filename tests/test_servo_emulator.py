@@ -112,6 +112,10 @@ def test_leftovers_of_a_killed_emulator_are_reused(folder):
     EmulatorClient(f"{link}.ctl").wait_ready()
     stop(killed, signal.SIGKILL)
     assert link.is_symlink() and pathlib.Path(f"{link}.ctl", "socket").exists()  # left behind
+    if os.path.exists(os.readlink(link)):  # another process got the pty number meanwhile: not ours to take
+        result = subprocess.run([*COMMANDS["module"], "--link", str(link)], capture_output=True, text=True, timeout=30)
+        assert result.returncode == 2 and "already exists" in result.stderr
+        return
     again = start(COMMANDS["module"], "--link", str(link))
     try:
         state = EmulatorClient(f"{link}.ctl").wait_ready()

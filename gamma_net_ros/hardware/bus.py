@@ -135,11 +135,12 @@ class TickCheck:
 
     Each servo's Realtime Tick (ms, wrapping at 32768) minus the host's request time is a
     per-servo offset that stays put for fresh replies (up to the servo's processing jitter and
-    clock drift), while a late reply to an earlier request shows an offset smaller by at least
-    how long the failed attempt and the drain took (``timeout + quiet``). The reference offset
-    follows fresh replies down at once and up by at most ``rise_ms_per_s`` (clock drift), so
-    one slowly-served reply cannot raise it; it is re-seeded after ``max_age_s`` without an
-    accepted reply, or by :meth:`reset` (a fresh port).
+    clock drift; never below it by more than the tick's 1 ms resolution), while a late reply to
+    an earlier request shows an offset smaller by how long before this request that one went
+    out (at least the bus's ``quiet_s``). The reference offset follows fresh replies down at
+    once and up by at most ``rise_ms_per_s`` (clock drift), so one slowly-served reply cannot
+    raise it. It is seeded after :meth:`reset` (a fresh port) or ``max_age_s`` without an
+    accepted reply; the bus seeds it only from a read it knows answered its own request.
 
     Args:
       tolerance_ms: how much older than the reference a reply may look and still be fresh.

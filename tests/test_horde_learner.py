@@ -165,3 +165,26 @@ def _small_spec():
         "timescales": {"n_gamma": 1, "n_tau": 1, "tau_max": 10},
         "questions": [{"name": "speed", "cumulant": {**js, "field": "velocity[0]", "transform": "abs"}}],
     }
+
+
+def test_autostep_kernel_equals_its_reference():
+    from gamma_net_core.horde.adaptive import ReferenceAutostepTD
+
+    Q, T = 3, 60
+    adaptation = AdaptationConfig(method="autostep", meta_step_size=0.05, trace_tau=100.0)
+    states, cumulants, continuations = stream(T, Q, seed=4)
+    horde = HordeLearner(
+        CONFIG, names=["a", "b", "c"], timescales=SAMPLING, adaptation=adaptation, rng=np.random.default_rng(9)
+    )
+    refs = [ReferenceAutostepTD(CONFIG, adaptation, rng=np.random.default_rng(9)) for _ in range(Q)]
+    sampler = TimescaleSampler(SAMPLING, np.random.default_rng(1))
+    for t in range(T):
+        g = sampler.sample()
+        deltas = horde.learn(states[t], cumulants[t], states[t + 1], continuations[t], gammas=g)
+        for q, ref in enumerate(refs):
+            d = ref.learn(states[t], cumulants[t, q], states[t + 1], continuations[t, q] == 0.0, g)
+            np.testing.assert_allclose(deltas[q], d, rtol=1e-9, atol=1e-9)
+    for q, ref in enumerate(refs):
+        np.testing.assert_allclose(horde.weights[q], ref.w, rtol=1e-9, atol=1e-12)
+        np.testing.assert_allclose(horde.step_sizes[q], ref.alpha, rtol=1e-9)
+    assert not np.allclose(horde.step_sizes, CONFIG.step_size / 9)  # the step sizes did adapt

@@ -42,6 +42,10 @@ TAIL_TAUS = 5
 STUDY_ALPHAS = (0.03, 0.1, 0.3, 1.0)
 
 
+class Diverged(ValueError):
+    """A learner whose weights would leave the finite range: reported in one line, not a traceback."""
+
+
 @dataclasses.dataclass(frozen=True)
 class Stream:
     """The learned transitions in order: t -> t + 1 for each t in ``index``."""
@@ -105,7 +109,10 @@ def train_horde(spec, stream: Stream, gammas: np.ndarray):
     online = np.empty((N, Q, all_gammas.shape[0]))
     for n in range(N):
         online[n] = horde.predict(stream.states_t[n], all_gammas)
-        horde.learn(stream.states_t[n], stream.cumulants[n], stream.states_tp1[n], stream.continuations[n])
+        try:
+            horde.learn(stream.states_t[n], stream.cumulants[n], stream.states_tp1[n], stream.continuations[n])
+        except FloatingPointError as exc:
+            raise Diverged(f"transition {n} of {N}: {exc}") from None
     final = np.stack([horde.predict(s, all_gammas) for s in stream.states_t])
     G = gammas.shape[0]
     readouts, j = {}, G
@@ -153,12 +160,17 @@ def step_size_study(spec, stream: Stream, gammas, returns, mask, alphas) -> dict
 
     out = {}
     constant = dataclasses.replace(spec, adaptation=AdaptationConfig(method="constant"))
-    for alpha in alphas:
-        _, online, final, _ = train_horde(replace_learner(constant, step_size=float(alpha)), stream, gammas)
-        out[f"alpha={alpha:g}"] = {"online": errors(online, returns, mask)[1], "final": errors(final, returns, mask)[1]}
     autostep = dataclasses.replace(spec, adaptation=dataclasses.replace(spec.adaptation, method="autostep"))
-    _, online, final, _ = train_horde(autostep, stream, gammas)
-    out["autostep"] = {"online": errors(online, returns, mask)[1], "final": errors(final, returns, mask)[1]}
+    runs = [(f"alpha={a:g}", replace_learner(constant, step_size=float(a))) for a in alphas] + [("autostep", autostep)]
+    for name, run_spec in runs:
+        try:
+            _, online, final, _ = train_horde(run_spec, stream, gammas)
+        except Diverged as exc:
+            # A step size that diverges loses to every one that does not, at every question and timescale.
+            inf = np.full(returns.shape[1:], np.inf)
+            out[name] = {"online": inf, "final": inf, "diverged": str(exc)}
+            continue
+        out[name] = {"online": errors(online, returns, mask)[1], "final": errors(final, returns, mask)[1]}
     return out
 
 
@@ -307,7 +319,9 @@ def run(args: argparse.Namespace) -> Report:
                 rows.append({"question": name, "tau": float(tau), "best_alpha": best, "beats_online": beats})
         tables.append(study_table)
         data["step_size_study"] = {
-            "methods": {m: {k: v.tolist() for k, v in e.items()} for m, e in study.items()},
+            "methods": {
+                m: {k: (v if isinstance(v, str) else v.tolist()) for k, v in e.items()} for m, e in study.items()
+            },
             "rows": rows,
             "autostep_beats_best_constant_everywhere": all(r["beats_online"] for r in rows),
         }

@@ -41,7 +41,7 @@ def test_default_table_is_the_papers_table_1(capsys):
     ],
 )
 def test_bad_timescale_is_a_clear_error(argv, needle, capsys):
-    assert main(argv) == 1
+    assert main(argv) == 2
     assert needle in capsys.readouterr().err
 
 

@@ -128,7 +128,9 @@ def load_section(path: str | pathlib.Path, node: str, prefix: str | None = None)
         mark = getattr(exc, "problem_mark", None)
         where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
         problem = getattr(exc, "problem", None) or type(exc).__name__
-        raise ValueError(f"{path}: not valid YAML{where}: {problem}") from None
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        opened = f" ({context} from line {start.line + 1})" if context and start is not None else ""
+        raise ValueError(f"{path}: not valid YAML{where}: {problem}{opened}") from None
     if not isinstance(document, dict):
         raise ValueError(f"{path}: expected a mapping of node names, got {type(document).__name__}")
     params: dict[str, Any] = {}

@@ -115,8 +115,8 @@ def output_file(flag: str, path: str | os.PathLike | None) -> pathlib.Path | Non
     """
     if path is None:
         return None
+    check(os.fspath(path) != "", f"{flag} must name a file; got ''")
     path = pathlib.Path(path)
-    check(str(path) != "", f"{flag} must name a file; got ''")
     if path.exists():
         check(not path.is_dir(), f"{flag} {path} is a folder; it must name a file")
         check(os.access(path, os.W_OK), f"{flag} {path}: not writable (permission denied)")
@@ -134,8 +134,8 @@ def output_dir(flag: str, path: str | os.PathLike | None) -> pathlib.Path | None
     """
     if path is None:
         return None
+    check(os.fspath(path) != "", f"{flag} must name a folder; got ''")
     path = pathlib.Path(path)
-    check(str(path) != "", f"{flag} must name a folder; got ''")
     if path.exists():
         check(path.is_dir(), f"{flag} {path} is a file; it must name a folder")
         check(os.access(path, os.W_OK | os.X_OK), f"{flag} {path}: not writable (permission denied)")
@@ -152,6 +152,7 @@ def input_path(flag: str, path: str | os.PathLike | None, *, kind: str = "any") 
     """
     if path is None:
         return None
+    check(os.fspath(path) != "", f"{flag} must name a {'folder' if kind == 'dir' else 'file'}; got ''")
     path = pathlib.Path(path)
     check(path.exists(), f"{flag} {path}: no such file or folder")
     check(kind != "file" or path.is_file(), f"{flag} {path} is a folder; it must name a file")
@@ -170,6 +171,13 @@ def _missing_module(exc: ModuleNotFoundError) -> str:
     return f"needs the Python package {name!r}, which is not installed: " + hints.get(
         name, "install the project's requirements (make setup)"
     )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line like every other refusal (the usage is one --help away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _usage() -> str:
@@ -210,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         print(f"{command}: {_missing_module(exc)}", file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog=command, description=help_)
+    parser = _Parser(prog=command, description=help_)
     module.add_arguments(parser)
     parser.add_argument("--json", metavar="PATH", help="also write the numbers printed as JSON to PATH")
     args = parser.parse_args(argv[len(words) :])
@@ -226,9 +234,12 @@ def main(argv: list[str] | None = None) -> int:
             raise  # one of ours: a bug, not a missing package
         print(f"{command}: {_missing_module(exc)}", file=sys.stderr)
         return 2
-    except (ValueError, FileNotFoundError) as exc:
+    except (ValueError, OSError) as exc:  # the input, or the disk, not the arguments: found while working
         print(f"{command}: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr)
+        return 130
     if not isinstance(report, Report):
         raise TypeError(f"{module_name}.run returned {type(report).__name__}, expected Report")
     report.data.setdefault("wall_seconds", round(time.perf_counter() - started, 3))

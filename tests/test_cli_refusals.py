@@ -13,6 +13,7 @@ from __future__ import annotations
 import hashlib
 import os
 import pathlib
+import shlex
 import shutil
 import subprocess
 import sys
@@ -26,6 +27,8 @@ CASES = [
     ("timescales-gamma-1", "timescales --gamma 1.0", 2, "--gamma must be in [0, 1); got 1.0", None),
     ("timescales-tau-below-1", "timescales --tau 0.5", 2, "--tau must be >= 1; got 0.5", None),
     ("timescales-rate-0", "timescales --rate-hz 0", 2, "--rate-hz must be > 0; got 0.0", None),
+    ("timescales-tau-not-a-number", "timescales --tau abc", 2, "argument --tau: invalid float value: 'abc'", None),
+    ("timescales-gamma-and-tau", "timescales --tau 2 --gamma 0.5", 2, "--gamma: not allowed with argument --tau", None),
     ("json-below-a-file", "timescales --json {file}/t.json", 2, "{file} is a file, not a folder", None),
     ("json-is-a-folder", "timescales --json {dir}", 2, "--json {dir} is a folder", None),
     ("square-wave-steps-100", "square-wave --steps 100 --out {new}", 2, "--steps must be >= 300", None),
@@ -43,6 +46,7 @@ CASES = [
         "--step-size must be > 0; got nan",
         None,
     ),
+    ("square-wave-out-empty", "square-wave --out ''", 2, "--out must name a folder; got ''", None),
     ("square-wave-out-is-a-file", "square-wave --out {file}", 2, "--out {file} is a file", None),
     ("square-wave-json-unwritable", "square-wave --out {new} --json {file}/x.json", 2, "is a file, not a folder", None),
     ("arm-simulate-circuits-0", "arm simulate --circuits 0 --out {new}", 2, "--circuits must be >= 1; got 0", None),
@@ -62,10 +66,12 @@ CASES = [
         "(while parsing a flow sequence from line 2)",
         None,
     ),
+    ("arm-simulate-seed-negative", "arm simulate --seed -1 --out {new}", 2, "--seed must be >= 0; got -1", None),
     ("arm-train-workers-0", "arm train --workers 0 --out {new}", 2, "--workers must be >= 1; got 0", None),
     ("arm-train-window-0", "arm train --window-s 0 --out {new}", 2, "--window-s must be > 0; got 0.0", None),
     ("arm-train-out-below-a-file", "arm train --out {file}/run", 2, "cannot make the folder", None),
     ("atari-record-steps-0", "atari record --steps 0 --out {new}", 2, "--steps must be >= 1; got 0", None),
+    ("atari-record-out-is-a-file", "atari record --steps 5 --out {file}", 2, "--out {file} is a file", None),
     ("atari-record-sticky-1.5", "atari record --steps 5 --sticky 1.5 --out {new}", 2, "--sticky must be", None),
     ("atari-record-unknown-game", "atari record --game centipedx --steps 5 --out {new}", 2, "'centipedx'", None),
     ("atari-record-no-policy", "atari record --policy {missing} --steps 5 --out {new}", 2, "--policy {missing}", None),
@@ -108,13 +114,23 @@ CASES = [
         None,
     ),
     ("atari-train-bad-set", "atari train --shards {dir} --points {dir} --set oops --out {new}", 2, "'oops'", None),
+    (
+        "atari-train-broken-params",
+        "atari train --shards {dir} --points {dir} --params {broken} --out {new}",
+        1,
+        "broken.yaml: not valid YAML",
+        None,
+    ),
+    ("atari-evaluate-episode-negative", "atari evaluate --run {dir} --points {dir} --episode -1", 2, "--episode", None),
     ("atari-evaluate-no-run", "atari evaluate --run {missing} --points {dir}", 2, "--run {missing}", None),
     ("bench-linear-core", "bench linear --core 100000", 2, "--core 100000 is not one of", None),
     ("bench-neural-device", "bench neural --tiny --device toaster", 2, "'toaster' is not a torch device", None),
+    ("bench-neural-embedding", "bench neural --tiny --embedding x", 2, "--embedding must be one of", None),
     ("bench-atari-seconds-0", "bench atari --seconds 0", 2, "--seconds must be > 0; got 0.0", None),
     ("bench-ros-rate-0", "bench ros --rates 0", 2, "--rates must be > 0; got 0.0", None),
     ("bench-ros-without-rclpy", "bench ros --seconds 1", 2, "'rclpy', which is not installed", "rclpy"),
     ("bench-bridge-no-recording", "bench bridge --recording {missing}", 2, "--recording {missing}", None),
+    ("bench-bridge-nice", "bench bridge --worker-nice 30", 2, "--worker-nice must be >= 0 and <= 19; got 30", None),
     ("demo-seconds-negative", "demo --seconds -1 --out {dir}", 2, "--seconds must be >= 20; got -1.0", None),
     ("demo-pretrain-negative", "demo --pretrain-circuits -1 --out {dir}", 2, "--pretrain-circuits must be >= 0", None),
     ("demo-foreign-checkpoint", "demo --out {dir}", 2, "{dir}/predictor.npz exists and was not written by", None),
@@ -172,7 +188,7 @@ def workspace(tmp_path) -> dict[str, pathlib.Path]:
 @pytest.mark.parametrize("argv, code, needle, missing", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_refused_in_one_line_and_changes_nothing(workspace, argv, code, needle, missing):
     names = {k: str(v) for k, v in workspace.items()}
-    argv = [part.format(**names) for part in argv.split()]
+    argv = [part.format(**names) for part in shlex.split(argv)]
     env = dict(os.environ)
     if missing:
         env["GAMMA_NET_TEST_MISSING"] = missing

@@ -147,6 +147,8 @@ def _check_outputs(out: pathlib.Path, paths: list[pathlib.Path]) -> None:
     Raises:
       UsageError: naming the first such file.
     """
+    logs = out / "logs"
+    check(not logs.exists() or logs.is_dir(), f"--out {out}: {logs} is a file; the demo writes its logs there")
     known = _manifest(out)
     for path in paths:
         if not (path.exists() or path.is_symlink()):

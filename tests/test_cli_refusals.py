@@ -125,7 +125,6 @@ CASES = [
     ("atari-evaluate-no-run", "atari evaluate --run {missing} --points {dir}", 2, "--run {missing}", None),
     ("bench-linear-core", "bench linear --core 100000", 2, "--core 100000 is not one of", None),
     ("bench-neural-device", "bench neural --tiny --device toaster", 2, "'toaster' is not a torch device", None),
-    ("bench-neural-embedding", "bench neural --tiny --embedding x", 2, "--embedding must be one of", None),
     ("bench-atari-seconds-0", "bench atari --seconds 0", 2, "--seconds must be > 0; got 0.0", None),
     ("bench-ros-rate-0", "bench ros --rates 0", 2, "--rates must be > 0; got 0.0", None),
     ("bench-ros-without-rclpy", "bench ros --seconds 1", 2, "'rclpy', which is not installed", "rclpy"),

@@ -316,22 +316,8 @@ def _check_same_play(shards_meta: dict[str, Any], points_config: dict[str, Any],
 
 
 def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.atari.evaluation_points import EvaluationPoints
-    from gamma_net_core.atari.policies import file_sha256
     from gamma_net_core.cli import UsageError, check_range, input_path, output_dir
-    from gamma_net_core.config import to_mapping
-    from gamma_net_core.data.shards import ShardReader
-    from gamma_net_core.experiments.atari_series import (
-        PREDICTIONS,
-        STUDY,
-        RunPredictions,
-        parse_series,
-        run_path,
-        series_config,
-        study_taus,
-    )
-    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
-    from gamma_net_core.report import write_json
+    from gamma_net_core.experiments.atari_series import parse_series
 
     try:
         series = parse_series(args.series)
@@ -346,6 +332,23 @@ def run(args: argparse.Namespace) -> Report:
     input_path("--points", args.points, kind="dir")
     input_path("--params", args.params, kind="file")
     output_dir("--out", args.out)
+
+    # The heavy imports (torch) only once the arguments are known to be good.
+    from gamma_net_core.atari.evaluation_points import EvaluationPoints
+    from gamma_net_core.atari.policies import file_sha256
+    from gamma_net_core.config import to_mapping
+    from gamma_net_core.data.shards import ShardReader
+    from gamma_net_core.experiments.atari_series import (
+        PREDICTIONS,
+        STUDY,
+        RunPredictions,
+        run_path,
+        series_config,
+        study_taus,
+    )
+    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
+    from gamma_net_core.report import write_json
+
     reference, params = reference_config(args.params, args.set)
     reader = ShardReader(args.shards, feature_size=reference.feature_size)
     steps = len(reader) if args.steps is None else args.steps

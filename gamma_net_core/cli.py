@@ -7,9 +7,11 @@ only affects the subcommands that need it.
 
 Errors a user can make are refused in one line, ``gamma-net <command>: <message>``, never
 with a traceback: ``run`` checks its arguments and output paths first, with the helpers
-below, and raises :class:`UsageError` (exit 2) before any work. A ``ValueError`` or missing
-file found while working on the input (a bad bag, a foreign checkpoint) is one line too
-(exit 1). Anything else is a bug and keeps its traceback.
+below, and raises :class:`UsageError` (exit 2) before any work; a bad option for argparse
+and a missing optional package (``rclpy``, ``ale_py``) are exit 2 as well. A ``ValueError``
+or ``OSError`` found while working on the input (a bad bag, a broken YAML, a foreign
+checkpoint, a full disk) is one line too (exit 1); Ctrl-C is exit 130. Anything else is a
+bug and keeps its traceback.
 """
 
 from __future__ import annotations
@@ -165,6 +167,7 @@ def _missing_module(exc: ModuleNotFoundError) -> str:
     name = (exc.name or str(exc)).split(".")[0]
     hints = {
         "rclpy": "this command needs ROS 2: run it through `make`, or `source tools/env.sh` first",
+        "gamma_net_ros": "this command needs ROS 2 and the colcon-built package: `source tools/env.sh` first",
         "gamma_net_msgs": "build the messages first: `make`, or `source tools/env.sh` after a colcon build",
         "ale_py": "this command needs the Arcade Learning Environment: pip install ale-py (requirements.txt)",
     }

@@ -102,7 +102,7 @@ CASES = [
         "atari-train-agent-learning-rate",
         "atari train-agent --game centipede --frames 400 --learning-rate 2 --out {new}",
         2,
-        "DQNConfig.learning_rate must be in",
+        "--learning-rate must be in [1e-08, 1.0]; got 2.0",
         None,
     ),
     ("atari-train-no-shards", "atari train --shards {missing} --points {dir} --out {new}", 2, "--shards", None),

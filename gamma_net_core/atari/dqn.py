@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import pathlib
+import re
 import sys
 import time
 from typing import Any
@@ -319,8 +320,9 @@ def run(args: argparse.Namespace) -> Report:
 
     try:
         config = DQNConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DQNConfig)})
-    except ValueError as exc:  # the message names the setting, which is the option without its dashes
-        raise UsageError(str(exc)) from None
+    except ValueError as exc:  # named as typed: DQNConfig.learning_rate is --learning-rate
+        message = re.sub(r"DQNConfig\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), str(exc))
+        raise UsageError(message) from None
     check_play(args)
     env_config = AtariConfig(
         game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky

@@ -128,6 +128,7 @@ CASES = [
     ("bench-atari-seconds-0", "bench atari --seconds 0", 2, "--seconds must be > 0; got 0.0", None),
     ("bench-ros-rate-0", "bench ros --rates 0", 2, "--rates must be > 0; got 0.0", None),
     ("bench-ros-without-rclpy", "bench ros --seconds 1", 2, "'rclpy', which is not installed", "rclpy"),
+    ("bench-all-without-rclpy", "bench all", 2, "'rclpy', which is not installed", "rclpy"),
     ("bench-bridge-no-recording", "bench bridge --recording {missing}", 2, "--recording {missing}", None),
     ("bench-bridge-nice", "bench bridge --worker-nice 30", 2, "--worker-nice must be >= 0 and <= 19; got 30", None),
     ("demo-seconds-negative", "demo --seconds -1 --out {dir}", 2, "--seconds must be >= 20; got -1.0", None),

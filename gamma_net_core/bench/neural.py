@@ -199,8 +199,9 @@ def run(args: argparse.Namespace) -> Report:
     check(args.embedding in EMBEDDINGS, f"--embedding must be one of {list(EMBEDDINGS)}; got {args.embedding!r}")
     try:
         _device(args.device)
-    except ValueError as exc:
-        raise UsageError(f"--device: {exc}") from None
+    except ValueError as exc:  # torch lists every device type it knows: too long for one line
+        message, cut, _ = str(exc).replace("NeuralConfig.device", "--device").partition(": Expected one of")
+        raise UsageError(message + (" (e.g. cpu, cuda, cuda:1)" if cut else "")) from None
     if args.threads:
         torch.set_num_threads(args.threads)
     machine = _machine(args.device)

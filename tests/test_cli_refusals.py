@@ -90,6 +90,13 @@ CASES = [
         "--horizon must be 'auto', 'episode' or an int >= 1; got 'soon'",
         None,
     ),
+    (
+        "atari-points-ray-without-ray",
+        "atari points --episodes 1 --rollouts 1 --ray-address auto --out {new}",
+        2,
+        "'ray', which is not installed",
+        "ray",
+    ),
     ("atari-points-episodes-0", "atari points --episodes 0 --rollouts 1 --out {new}", 2, "--episodes must be", None),
     (
         "atari-train-agent-frames-0",

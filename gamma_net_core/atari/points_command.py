@@ -74,6 +74,8 @@ def run(args: argparse.Namespace) -> Report:
     horizon = _horizon(args.horizon)
     check_play(args)
     out = output_dir("--out", args.out)
+    if args.ray_address is not None:
+        import ray  # noqa: F401  (without Ray: refused now, in one line, not after the points are made)
     config = AtariConfig(
         game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
     )

@@ -5,9 +5,10 @@
     ros2 topic echo /horde/predictions
     ros2 topic echo /horde/errors
 
-The questions (cumulants, terminations, inputs, learner, readouts, rate) live in the questions
-file; the node's own parameters in the `horde:` section of the parameters file. Start it beside
-the nodes that publish the topics the questions name (e.g. arm.launch.py).
+The questions (cumulants, terminations, inputs, learner, readouts, rate, published taus) live in
+the questions file (gamma_net_core/horde/questions.py documents its keys); the node's own
+parameters (checkpoints, learn) are launch arguments. Start it beside the nodes that publish the
+topics the questions name (e.g. arm.launch.py).
 """
 
 import os
@@ -34,16 +35,17 @@ def generate_launch_description():
             DeclareLaunchArgument(
                 "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
             ),
+            DeclareLaunchArgument("learn", default_value="true", description="learn (false: predict only)"),
             Node(
                 package="gamma_net_ros",
                 executable="horde",
                 name="horde",
                 parameters=[
-                    LaunchConfiguration("params_file"),
                     {
                         "questions_file": LaunchConfiguration("questions_file"),
                         "checkpoint_path": LaunchConfiguration("checkpoint_path"),
-                    },
+                        "learn": LaunchConfiguration("learn"),
+                    }
                 ],
                 output="screen",
             ),

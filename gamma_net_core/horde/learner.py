@@ -240,8 +240,8 @@ class HordeLearner:
         if bad >= 0:
             raise FloatingPointError(
                 f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
-                f"large (TD errors {deltas[bad].tolist()}, cumulant {c[bad]!r}); learner unchanged: lower step_size "
-                "or check the cumulant's scale"
+                f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "
+                "learner unchanged: lower step_size, use Autostep, or check the cumulant's scale"
             )
         self.update_count += 1
         return deltas

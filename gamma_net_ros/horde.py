@@ -146,6 +146,7 @@ class Horde(Node):
 
     def tick(self) -> None:
         self.ticks += 1
+        stamp = self.get_clock().now().to_msg()  # the time of the sampled state
         sample = self.sampler.sample()
         if not sample.ok:
             self._skip(sample)
@@ -162,7 +163,7 @@ class Horde(Node):
                 self._gap("refused", f"update refused, learner unchanged: {exc}")
                 return
         self.latest_inputs = inputs
-        self.latest_stamp = self.get_clock().now().to_msg()
+        self.latest_stamp = stamp
         values = self.learner.predict(inputs, self.published.gammas)  # [Q, G]
         readouts = [self.learner.readout(inputs, name) for name in self.learner.readout_names]
         table = np.column_stack([values, *readouts])  # [Q, G + R]

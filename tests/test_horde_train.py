@@ -161,6 +161,10 @@ def test_horde_train_scores_every_question_and_saves_a_resumable_learner(bag, tm
             {"questions": [{"name": "q", "cumulant": {**BATTERY, "type": "sensor_msgs/msg/Imu", "field": "x"}}]},
             "topic '/battery' in",
         ),
+        (
+            {"learner": {"tilings": [16], "memory_size": 1024, "step_size": 1000.0}},
+            "non-finite or too large (largest TD error",
+        ),
     ],
 )
 def test_bad_questions_fail_with_one_line_and_write_nothing(bag, tmp_path, change, says):

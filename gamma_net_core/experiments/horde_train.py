@@ -191,22 +191,28 @@ def plot_errors(path: pathlib.Path, names, taus, horde_final, base_final) -> pat
     return compact_png(save_figure(fig, path))
 
 
-def plot_predictions(path, names, taus, stream, final, returns, *, window: int) -> pathlib.Path:
+def plot_predictions(path, names, taus, stream, final, returns, *, rate_hz: float, window: int) -> pathlib.Path:
     from gamma_net_core.plots import compact_png, pyplot, save_figure
 
     plt = pyplot()
     shown = [0, len(taus) - 1] if len(taus) > 1 else [0]
-    fig, axes = plt.subplots(len(names), len(shown), figsize=(5.0 * len(shown), 1.8 * len(names)), squeeze=False)
+    fig, axes = plt.subplots(
+        len(names), len(shown), figsize=(5.0 * len(shown), 1.9 * len(names)), squeeze=False, sharex=True
+    )
     start = max(0, stream.states_t.shape[0] // 2 - window // 2)
     x = np.arange(start, min(start + window, stream.states_t.shape[0]))
+    seconds = x / rate_hz
     for q, name in enumerate(names):
         for col, k in enumerate(shown):
             ax = axes[q, col]
-            ax.plot(x, returns[x, q, k], "k-", lw=1.0, label="return")
-            ax.plot(x, final[x, q, k], "-", lw=0.9, label="Γ-net")
-            ax.set_title(f"{name}, tau = {taus[k]:g}", fontsize=8)
+            ax.plot(seconds, returns[x, q, k], "k-", lw=1.0, label="return")
+            ax.plot(seconds, final[x, q, k], "-", lw=0.9, label="Γ-net")
+            ax.set_title(f"{name}, tau = {taus[k]:g} steps", fontsize=8)
+            ax.tick_params(labelsize=7)
     axes[0, 0].legend(fontsize=7)
-    axes[-1, 0].set_xlabel("step")
+    for col in range(len(shown)):
+        axes[-1, col].set_xlabel("time in the recording (s)")
+    fig.tight_layout()
     return compact_png(save_figure(fig, path))
 
 
@@ -328,7 +334,14 @@ def run(args: argparse.Namespace) -> Report:
     files = [
         plot_errors(out / "horde_errors.png", names, taus, h_cum, b_cum),
         plot_predictions(
-            out / "horde_predictions.png", names, taus, stream, h_final, returns, window=round(60 * spec.rate_hz)
+            out / "horde_predictions.png",
+            names,
+            taus,
+            stream,
+            h_final,
+            returns,
+            rate_hz=spec.rate_hz,
+            window=round(60 * spec.rate_hz),
         ),
         horde.save(out / "horde.npz"),
         write_json(out / "horde_train.json", data),

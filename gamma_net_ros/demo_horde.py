@@ -23,11 +23,6 @@ from gamma_net_ros.processes import NodeProcess, node_command
 
 #: The timescale (tau, in the horde's ticks) shown in the live lines.
 SHOWN_TAU = 10.0
-#: The demo's step size. config/horde.yaml's 0.1 (the paper's) diverges on the event question here:
-#: where it terminates its target does not bootstrap, and the updates of 32 timescales sharing tiles
-#: add up to an effective step above 2 (weights reach 1e9 within 1,000 steps of the simulated arm;
-#: 0.05 and 0.02 stay bounded).
-STEP_SIZE = 0.05
 
 
 def _field_published(field: str, joint_state) -> bool:
@@ -72,7 +67,6 @@ class HordeDemo:
             else:
                 self.dropped.append(question["name"])
         doc["questions"] = kept
-        doc.setdefault("learner", {})["step_size"] = min(STEP_SIZE, doc.get("learner", {}).get("step_size", 1.0))
         questions = self.logs / "horde_questions.yaml"
         questions.write_text(yaml.safe_dump(doc, sort_keys=False))
         if self.dropped:

@@ -18,6 +18,7 @@ published timescale against its realized return is published on ``horde/errors``
 from __future__ import annotations
 
 import array
+import math
 import pathlib
 import sys
 import time
@@ -28,6 +29,7 @@ from gamma_net_msgs.msg import PredictionArray, PredictionErrors
 from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
 
+from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import HordeSpec, load_questions
@@ -57,24 +59,36 @@ class _Timescales(PublishedTimescales):
 
 
 class Row:
-    """Turns the latest message of each topic into the learner's row: inputs, cumulants, continuations."""
+    """Turns the latest message of each topic into the learner's row: inputs, cumulants, continuations.
+
+    Each distinct (topic, field) is read once per tick, however many questions use it.
+    """
 
     def __init__(self, spec: HordeSpec) -> None:
-        self.state = [(s.topic, s.path) for s in spec.state]
-        self.cumulants = [(q.cumulant.topic, q.cumulant.path, q.cumulant.apply) for q in spec.questions]
+        fields: dict[tuple[str, str], int] = {}
+
+        def slot(signal) -> int:
+            return fields.setdefault((signal.topic, signal.field), len(fields))
+
+        self.state = [slot(s) for s in spec.state]
+        self.cumulants = [(slot(q.cumulant), q.cumulant.apply) for q in spec.questions]
         self.terminations = [
-            None if q.termination is None else (q.termination.topic, q.termination.path, q.termination.continuation)
-            for q in spec.questions
+            (slot(q.termination), q.termination.continuation) for q in spec.questions if q.termination is not None
         ]
+        self.terminating = [i for i, q in enumerate(spec.questions) if q.termination is not None]
+        self.n_questions = len(spec.questions)
+        self.reads = [(topic, parse_field(field)) for (topic, field) in fields]
 
     def __call__(self, messages: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """ValueError naming the field that cannot be read or is not finite."""
-        inputs = np.array([path.resolve(messages[topic]) for topic, path in self.state])
-        cumulants = np.array([apply(path.resolve(messages[topic])) for topic, path, apply in self.cumulants])
-        continuations = np.array([1.0 if t is None else t[2](t[1].resolve(messages[t[0]])) for t in self.terminations])
-        for values, what in ((inputs, "state"), (cumulants, "cumulant")):
-            if not np.all(np.isfinite(values)):
-                raise ValueError(f"a non-finite {what} value {values.tolist()}")
+        values = [path.resolve(messages[topic]) for topic, path in self.reads]
+        for value, (topic, path) in zip(values, self.reads):
+            if not math.isfinite(value):
+                raise ValueError(f"field {path.path!r} on {topic} is {value}")
+        inputs = np.array([values[i] for i in self.state])
+        cumulants = np.array([apply(values[i]) for i, apply in self.cumulants])
+        continuations = np.ones(self.n_questions)
+        continuations[self.terminating] = [continuation(values[i]) for i, continuation in self.terminations]
         return inputs, cumulants, continuations
 
 

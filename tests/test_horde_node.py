@@ -379,3 +379,28 @@ def test_a_missing_field_or_type_is_refused_at_start_in_one_line(tmp_path, chang
     lines = [line for line in out.splitlines() if "refusing to start" in line]
     assert len(lines) == 1 and needle in lines[0], out
     assert "Traceback" not in out
+
+
+def test_an_unreadable_or_non_finite_field_skips_the_tick_naming_it(executor, spin, tmp_path):
+    horde, rig = start(executor, spin, tmp_path)
+    play(executor, spin, horde, rig, range(3))
+    assert horde.learner.update_count == 2
+    joints, battery = signals(3)
+    joints.velocity[1] = math.nan
+    bad_speed = joints
+    joints, _ = signals(4)
+    joints.name = ["elbow", "wrist"]  # no shoulder
+    for bad in (bad_speed, joints):
+        received = horde.sampler.topics["/joint_states"].received
+        rig.joints.publish(bad)
+        rig.battery.publish(battery)
+        assert spin(executor, lambda received=received: horde.sampler.topics["/joint_states"].received > received)
+        advance(executor, spin, horde, rig)
+    assert horde.skipped["unreadable"] == 2 and horde.learner.update_count == 2
+    assert len(rig.predictions) == 3
+    play(executor, spin, horde, rig, range(5, 8))
+    assert horde.learner.update_count == 4  # not across the skipped ticks: 2 + (3 - 1)
+    with pytest.raises(ValueError, match=r"field 'velocity\[shoulder\]' on /joint_states is nan"):
+        horde.row({"/joint_states": bad_speed, "/battery_state": battery})
+    with pytest.raises(ValueError, match=r"field 'position\[shoulder\]' of sensor_msgs/msg/JointState: no 'shoulder'"):
+        horde.row({"/joint_states": joints, "/battery_state": battery})

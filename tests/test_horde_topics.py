@@ -124,3 +124,18 @@ def test_the_sampler_hands_back_the_latest_message_or_names_silent_and_stale_top
     assert spin(executor, lambda: node.get_clock().now().nanoseconds == 10_700_000_000)
     sample = sampler.sample()
     assert not sample.ok and sample.stale == ["joint_states"] and sample.silent == []
+
+
+def test_the_readme_horde_questions_load_and_name_installed_fields():
+    import pathlib
+
+    import yaml
+
+    from gamma_net_core.horde.questions import load_questions
+
+    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    start = readme.index("rate_hz:", readme.index("## A Horde of questions"))
+    spec = load_questions(yaml.safe_load(readme[start : readme.index("```", start)]))
+    assert len(spec.questions) == 3 and spec.questions[2].termination is not None
+    for signal in spec.signals():
+        check_field(message_class(signal.type), signal.field)

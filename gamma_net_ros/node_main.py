@@ -19,6 +19,7 @@ torn down while anything still uses it, and the exit code after a signal is alwa
 
 from __future__ import annotations
 
+import gc
 import pathlib
 import re
 import signal
@@ -39,6 +40,8 @@ from gamma_net_ros.params import read_params_file, ros_arguments, unknown_parame
 
 #: Errors that mean "these settings cannot run", reported as such.
 REFUSED = (ValueError, FileNotFoundError, CheckpointError, ParameterException)
+#: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds the spin loop waits for work before it looks at the stop flag again.
 POLL_S = 0.1
 
@@ -81,17 +84,24 @@ def run_node(
 
     Returns:
       The exit code: 0 after a signal or a normal end, ``until``'s code, or 1 if the node
-      refused to start.
+      refused to start. SIGINT and SIGTERM are ignored from then on: the process is meant to exit.
     """
     argv = list(sys.argv if args is None else args)
     name = _node_name(make)
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in (signal.SIGINT, signal.SIGTERM)}
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda *_: stop.set())
     try:
         return _run(make, argv, name, stop, until)
     finally:
-        for sig, handler in previous.items():
-            signal.signal(sig, handler)
+        # The process exits next. Python resets its own handlers to the default action while it
+        # finalizes, so a Ctrl-C pressed again meanwhile would kill it (exit code -2): ignored
+        # instead, which Python leaves in place.
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, signal.SIG_IGN)
+        # Python's last garbage collection walks every object torch, numpy and rclpy made: seconds
+        # on a busy machine, past `ros2 launch`'s 5 s. Frozen objects are left to the process's end.
+        gc.freeze()
 
 
 def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:

@@ -19,6 +19,7 @@ torn down while anything still uses it, and the exit code after a signal is alwa
 
 from __future__ import annotations
 
+import difflib
 import gc
 import pathlib
 import re
@@ -38,8 +39,9 @@ from rclpy.signals import SignalHandlerOptions
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_ros.params import read_params_file, ros_arguments, unknown_parameters
 
-#: Errors that mean "these settings cannot run", reported as such.
-REFUSED = (ValueError, FileNotFoundError, CheckpointError, ParameterException)
+#: Errors that mean "these settings cannot run", reported as such: bad values, files that are
+#: missing, unreadable or corrupt, an optional package the settings need but that is missing.
+REFUSED = (ValueError, OSError, ImportError, CheckpointError, ParameterException)
 #: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 #: Seconds the spin loop waits for work before it looks at the stop flag again.
@@ -120,7 +122,9 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
         if unknown:
             key, where = unknown[0]
             more = f" (and {len(unknown) - 1} more unknown: {[k for k, _ in unknown[1:]]})" if len(unknown) > 1 else ""
-            message = f"unknown parameter {key!r} for node {node.get_name()} ({where}){more}"
+            close = difflib.get_close_matches(key, node.list_parameters([], 0).names, n=1)
+            hint = f"; did you mean {close[0]!r}?" if close else ""
+            message = f"unknown parameter {key!r} for node {node.get_name()} ({where}){hint}{more}"
             node.destroy_node()
             raise Refused(message)
     except (*REFUSED, Refused) as exc:

@@ -2,7 +2,8 @@
 
 The real node processes (``python -m gamma_net_ros.NAME``, each in its own process group, as
 ``ros2 launch`` starts them) learn from a stream this test publishes, and keep receiving it while
-SIGINT arrives, three times in a row as an impatient user presses Ctrl-C. Each must exit with
+SIGINT arrives, three times in a row as an impatient user presses Ctrl-C (every third start gets
+SIGTERM instead, as `ros2 launch` sends after SIGINT, or systemd). Each must exit with
 code 0 within ``SHUTDOWN_S`` (what ``ros2 launch`` waits before it escalates) and leave a
 checkpoint that loads whole. ``GAMMA_NET_SIGINT_STARTS`` sets the starts per node (default 3).
 """
@@ -62,7 +63,7 @@ def _start(module: str, i: int, params: dict, log) -> subprocess.Popen:
 
 
 def _run_and_interrupt(rig: Node, executor, spin, module: str, params_of, publish) -> list[float]:
-    """Start STARTS nodes, feed them until each learned, SIGINT each three times while feeding.
+    """Start STARTS nodes, feed them until each learned, signal each three times while feeding.
 
     Returns:
       The seconds from each node's first SIGINT to its exit.
@@ -90,7 +91,7 @@ def _run_and_interrupt(rig: Node, executor, spin, module: str, params_of, publis
         for i, process in enumerate(processes):
             signalled[i] = time.monotonic()
             for _ in range(3):
-                os.killpg(process.pid, signal.SIGINT)
+                os.killpg(process.pid, signal.SIGTERM if i % 3 == 2 else signal.SIGINT)
                 publish()
                 time.sleep(0.05)
         deadline = time.monotonic() + START_TIMEOUT

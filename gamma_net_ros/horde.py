@@ -38,7 +38,7 @@ from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
-from gamma_net_ros.predictions import PublishedTimescales, refuse, requested_gammas
+from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, refuse
 
 
 def _doubles(values) -> array.array:
@@ -104,6 +104,7 @@ class Horde(Node):
         self.learner = HordeLearner.from_spec(self.spec)
         self.learning = declare(self, "learn", True, "learn from the stream (false: predict only)")
         self.published = _Timescales(self, self.spec.publish_taus)
+        self.requests = TimescaleRequests(self, self.spec.timescales.tau_max)
         path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
         checkpoint = pathlib.Path(path).expanduser() if path else None
         interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
@@ -232,7 +233,7 @@ class Horde(Node):
 
     def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:
         try:
-            gammas = requested_gammas(request)
+            gammas = self.requests.gammas(request)
             question = self._question(request.question)
             if self.latest_inputs is None:
                 raise ValueError("no sampled state yet: every topic must publish first")

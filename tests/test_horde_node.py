@@ -404,3 +404,19 @@ def test_an_unreadable_or_non_finite_field_skips_the_tick_naming_it(executor, sp
         horde.row({"/joint_states": bad_speed, "/battery_state": battery})
     with pytest.raises(ValueError, match=r"field 'position\[shoulder\]' of sensor_msgs/msg/JointState: no 'shoulder'"):
         horde.row({"/joint_states": joints, "/battery_state": battery})
+
+
+def test_predict_at_refuses_timescales_beyond_the_trained_ones_and_published_ones_change_at_run_time(
+    executor, spin, tmp_path
+):
+    horde, rig = start(executor, spin, tmp_path)
+    play(executor, spin, horde, rig, range(3))
+    answer = rig.call(executor, spin, "voltage", [10.0, 40.0])  # timescales.tau_max is 20
+    assert not answer.success and "tau 40 at index 1 is beyond" in answer.message
+    result = horde.set_parameters([Parameter("publish_timescales", value=[2.0, 0.5])])[0]
+    assert not result.successful and "got 0.5" in result.reason
+    assert horde.set_parameters([Parameter("publish_timescales", value=[2.0, 20.0])])[0].successful
+    play(executor, spin, horde, rig, range(3, 5))
+    np.testing.assert_allclose(1 / (1 - np.asarray(rig.predictions[-1].gammas)), [2.0, 20.0])
+    assert len(rig.predictions[-1].values) == 4 * 2
+    assert horde.errors_msg().gammas.tolist() == rig.predictions[-1].gammas.tolist()  # scored anew

@@ -55,7 +55,7 @@ SHOWN_TAUS = (1.0, 10.0, 30.0, 100.0)
 #: Shortest live run: the error is scored on returns over 5 tau_max (500 steps, ~17 s at 30 Hz).
 MIN_SECONDS = 20.0
 #: What the demo writes in --out (besides --json): replaced only where an earlier demo wrote it.
-LOG_NAMES = ("servo_emulator", "dynamixel_driver", "teleop", "operator", "predictor")
+LOG_NAMES = ("servo_emulator", "dynamixel_driver", "teleop", "operator", "predictor", "horde")
 CHECKPOINT_NAME = "predictor.npz"
 BAG_NAME = "pretrain_bag"
 FIGURE_NAME = "demo_predictions.png"

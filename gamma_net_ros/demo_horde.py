@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import math
 import pathlib
+import shutil
+import tempfile
 
 import numpy as np
 import yaml
@@ -47,6 +49,7 @@ class HordeDemo:
 
         self.logs = logs
         self.process: NodeProcess | None = None
+        self.folder: pathlib.Path | None = None  # the questions the node was started with
         self.latest = None
         self.errors = None
         self.dropped: list[str] = []
@@ -67,7 +70,8 @@ class HordeDemo:
             else:
                 self.dropped.append(question["name"])
         doc["questions"] = kept
-        questions = self.logs / "horde_questions.yaml"
+        self.folder = pathlib.Path(tempfile.mkdtemp(prefix="gamma-net-demo-horde-"))
+        questions = self.folder / "questions.yaml"
         questions.write_text(yaml.safe_dump(doc, sort_keys=False))
         if self.dropped:
             print(f"[demo] horde: the driver publishes no data for {self.dropped}: left out", flush=True)
@@ -89,6 +93,8 @@ class HordeDemo:
     def stop(self) -> None:
         if self.process is not None:
             self.process.stop()
+        if self.folder is not None:
+            shutil.rmtree(self.folder, ignore_errors=True)
 
     def line(self, elapsed: float) -> str:
         """Each question's (1-γ)·prediction at tau SHOWN_TAU and its running rmse / the mean predictor's."""

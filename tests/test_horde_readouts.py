@@ -143,3 +143,17 @@ def test_online_error_of_exact_predictions_is_zero_and_beats_the_running_mean():
     # the exact return counts the whole future; the online one stops after H steps: gamma^H < 1e-3 of the rest
     assert errors.rmse()[0, 0] < 1e-3 * 5
     assert errors.baseline_rmse()[0, 0] > 0.5
+
+
+def test_online_error_of_a_learner_tracks_its_taus_then_its_readouts():
+    config = GammaNetConfig(tilings=(4,), memory_size=128, state_low=(0.0,), state_high=(1.0,))
+    horde = HordeLearner(config, names=["a", "b"], readouts=[HYPERBOLIC, WINDOW], rng=np.random.default_rng(0))
+    errors = OnlineError.for_learner(horde, taus=[1, 10])
+    assert errors.labels == ["tau=1", "tau=10", "hyperbolic", "next_1s"]
+    for n in range(50):
+        s = [n % 10 / 10]
+        horde.step(s, [1.0, 0.0], [1.0, 0.0])
+        row = [horde.predict(s, taus=[1, 10])] + [horde.readout(s, r)[:, None] for r in horde.readout_names]
+        errors.observe([1.0, 0.0], [1.0, 0.0], np.hstack(row))
+    # question b terminates every step: each of its returns is complete after one cumulant
+    assert np.all(errors.counts[1] == 49) and errors.counts[0, 0] == 49 and errors.counts[0, 1] < 49

@@ -77,6 +77,17 @@ class OnlineError:
         self._sum_returns = np.zeros((n_questions, P))
         self._now = 0
 
+    @classmethod
+    def for_learner(cls, learner, *, taus, tail: float = TAIL) -> OnlineError:
+        """The tracker of a :class:`~gamma_net_core.horde.learner.HordeLearner`'s published taus and all its readouts.
+
+        Its columns are ``taus`` then ``learner.readout_names``: pass
+        ``np.hstack([learner.predict(s, taus=taus)] + [learner.readout(s, r)[:, None] for r in names])``.
+        """
+        gammas = 1.0 - 1.0 / np.asarray(taus, dtype=np.float64)
+        readouts = {name: learner.readout_weights(name) for name in learner.readout_names}
+        return cls(gammas=gammas, n_questions=learner.n_questions, readouts=readouts, tail=tail)
+
     @property
     def horizons(self) -> list[int]:
         """Steps each timescale's return takes to complete (without a termination)."""

@@ -1,7 +1,10 @@
 """Node: a Horde of Γ-nets learning many questions (GVFs) from any topics, on a fixed clock.
 
-    ros2 run gamma_net_ros horde --ros-args --params-file config/horde.yaml
+    ros2 run gamma_net_ros horde --ros-args -p questions_file:=config/horde.yaml
     ros2 topic echo /horde/predictions
+
+(The questions file is not a ROS parameters file: the node's own parameters are set with -p or
+a launch file. With ``use_sim_time`` the clock is /clock, e.g. ``ros2 bag play --clock``.)
 
 The questions YAML (``questions_file``; gamma_net_core.horde.questions) names each question's
 cumulant and termination as fields of topics, and the state inputs likewise. The node subscribes

@@ -40,6 +40,7 @@ def generate_launch_description():
                 package="gamma_net_ros",
                 executable="horde",
                 name="horde",
+                namespace="",
                 parameters=[
                     {
                         "questions_file": LaunchConfiguration("questions_file"),

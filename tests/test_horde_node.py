@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -420,3 +421,49 @@ def test_predict_at_refuses_timescales_beyond_the_trained_ones_and_published_one
     np.testing.assert_allclose(1 / (1 - np.asarray(rig.predictions[-1].gammas)), [2.0, 20.0])
     assert len(rig.predictions[-1].values) == 4 * 2
     assert horde.errors_msg().gammas.tolist() == rig.predictions[-1].gammas.tolist()  # scored anew
+
+
+def test_checkpoint_survives_a_kill_and_the_node_resumes(executor, spin, tmp_path):
+    """The node as users start it, on the wall clock: SIGKILL while learning leaves a whole checkpoint."""
+    from gamma_net_ros.processes import NodeProcess
+
+    doc = questions(rate_hz=50.0, readouts=[])
+    doc["questions"] = doc["questions"][:2]  # /joint_states only
+    path = tmp_path / "questions.yaml"
+    path.write_text(yaml.safe_dump(doc))
+    checkpoint = tmp_path / "horde.npz"
+    params = {"questions_file": str(path), "checkpoint_path": str(checkpoint), "checkpoint_interval": 0.3}
+    cmd = node_command("gamma_net_ros.horde", params=params)
+    rig = Rig()
+    executor.add_node(rig)
+
+    def run_until(node, done, log) -> int:
+        assert spin(executor, lambda: rig.count_subscribers("/joint_states") >= 1 or not node.running, timeout=30), (
+            log.read_text()
+        )
+        step = 0
+        deadline = time.monotonic() + 40
+        while not done():
+            assert time.monotonic() < deadline and node.running, log.read_text()
+            rig.joints.publish(signals(step)[0])
+            step += 1
+            spin(executor, lambda: False, timeout=0.01)
+        return step
+
+    first = NodeProcess(cmd, log_path=tmp_path / "first.log").start()
+    try:
+        run_until(first, lambda: checkpoint.exists() and len(rig.predictions) > 50, tmp_path / "first.log")
+        first.kill()  # no chance to save on the way out
+    finally:
+        first.stop()
+    saved = HordeLearner.load(checkpoint, spec=load_questions(path))  # whole and valid
+    assert 0 < saved.update_count <= rig.predictions[-1].update_count
+
+    rig.predictions.clear()
+    second = NodeProcess(cmd, log_path=tmp_path / "second.log").start()
+    try:
+        run_until(second, lambda: bool(rig.predictions), tmp_path / "second.log")
+    finally:
+        assert second.stop() == 0
+    assert rig.predictions[0].update_count >= saved.update_count
+    assert f"resumed from {checkpoint} after {saved.update_count} updates" in (tmp_path / "second.log").read_text()

@@ -169,11 +169,10 @@ def study_learner(node, *, steps: int, decay: bool):
 
 
 def baseline_config(learner, gamma: float):
-    """The fixed-timescale baseline of ``learner``: the same shared settings, no timescale input, one gamma."""
-    from gamma_net_core.linear import FixedTimescaleConfig, LinearTDConfig
+    """The fixed-timescale baseline of ``learner`` (:func:`gamma_net_core.linear.fixed_timescale_config`)."""
+    from gamma_net_core.linear import fixed_timescale_config
 
-    shared = {f.name: getattr(learner, f.name) for f in dataclasses.fields(LinearTDConfig)}
-    return FixedTimescaleConfig(**shared, gamma=float(gamma))
+    return fixed_timescale_config(learner, gamma)
 
 
 # ----------------------------------------------------------------------------- one seed

@@ -125,8 +125,7 @@ def train_horde(spec, stream: Stream, gammas: np.ndarray):
 
 def train_baselines(spec, stream: Stream, gammas: np.ndarray):
     """Fixed-timescale learners per question and gamma: (online [N, Q, G], final [N, Q, G])."""
-    from gamma_net_core.experiments.arm_train import baseline_config
-    from gamma_net_core.linear import FixedTimescaleTD
+    from gamma_net_core.linear import FixedTimescaleTD, fixed_timescale_config
 
     N, Q = stream.cumulants.shape
     online = np.empty((N, Q, gammas.shape[0]))
@@ -135,7 +134,7 @@ def train_baselines(spec, stream: Stream, gammas: np.ndarray):
     for q in range(Q):
         for k, g in enumerate(gammas):
             net = FixedTimescaleTD(
-                baseline_config(spec.learner, g), rng=np.random.default_rng(seeds[q * len(gammas) + k])
+                fixed_timescale_config(spec.learner, g), rng=np.random.default_rng(seeds[q * len(gammas) + k])
             )
             online[:, q, k] = net.learn_recording(
                 states_t=stream.states_t,

@@ -64,6 +64,7 @@ from gamma_net_core.linear.settings import (
     FixedTimescaleConfig,
     GammaNetConfig,
     LinearTDConfig,
+    fixed_timescale_config,
 )
 
 __all__ = [
@@ -74,4 +75,5 @@ __all__ = [
     "GammaNetConfig",
     "LinearGammaNet",
     "LinearTDConfig",
+    "fixed_timescale_config",
 ]

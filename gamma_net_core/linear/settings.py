@@ -7,6 +7,7 @@ step size, loss scaling); :class:`GammaNetConfig` adds how the timescale enters 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 from gamma_net_core import config as config_lib
@@ -106,3 +107,9 @@ class FixedTimescaleConfig(LinearTDConfig):
     def __post_init__(self) -> None:
         super().__post_init__()
         validate_gammas(self.gamma, name="gamma")
+
+
+def fixed_timescale_config(learner: LinearTDConfig, gamma: float) -> FixedTimescaleConfig:
+    """The fixed-timescale baseline of ``learner``: the same shared settings, no timescale input, one gamma."""
+    shared = {f.name: getattr(learner, f.name) for f in dataclasses.fields(LinearTDConfig)}
+    return FixedTimescaleConfig(**shared, gamma=float(gamma))

@@ -46,6 +46,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
     (("bench", "ros"), "gamma_net_ros.bench_ros", "predictor node latency p50/p99, highest input rate sustained"),
     (("bench", "bridge"), "gamma_net_ros.bench_bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
+    (("bench", "horde-node"), "gamma_net_ros.bench_horde", "horde node latency: 100 questions at 100 Hz, p50/p99"),
 ]
 
 

@@ -19,9 +19,16 @@ BENCHMARKS = {
     "atari": "gamma_net_core.bench.atari",
     "ros": "gamma_net_ros.bench_ros",
     "bridge": "gamma_net_ros.bench_bridge",
+    "horde-node": "gamma_net_ros.bench_horde",
 }
 #: Optional packages each benchmark needs: checked before the first one runs, not after an hour.
-NEEDS = {"neural": ("torch",), "atari": ("ale_py", "torch"), "ros": ("rclpy",), "bridge": ("rclpy", "ale_py")}
+NEEDS = {
+    "neural": ("torch",),
+    "atari": ("ale_py", "torch"),
+    "ros": ("rclpy",),
+    "bridge": ("rclpy", "ale_py"),
+    "horde-node": ("rclpy",),
+}
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:

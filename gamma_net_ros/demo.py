@@ -13,7 +13,8 @@ on their robot) and the node resumes from that checkpoint, then keeps learning o
 While it runs, a line of predictions at a few timescales is printed every two seconds. At
 the end the true discounted return is computed from the recorded shoulder speed, and the
 predictions are compared with it: a PNG of predictions against the return, and the
-cumulative absolute error table (the paper's Table 2 measure).
+cumulative absolute error table (the paper's Table 2 measure). Beside the predictor, a Horde of
+questions about the same arm is learned live and checked online (gamma_net_ros.demo_horde).
 """
 
 from __future__ import annotations
@@ -44,6 +45,7 @@ from gamma_net_core.signals.arm import ArmConfig, ArmKinematics
 from gamma_net_core.signals.arm_recording import simulate_arm
 from gamma_net_core.signals.maze import MazeConfig, MazePath
 from gamma_net_core.timescales import TimescaleSampling
+from gamma_net_ros.demo_horde import HordeDemo
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
@@ -53,7 +55,7 @@ SHOWN_TAUS = (1.0, 10.0, 30.0, 100.0)
 #: Shortest live run: the error is scored on returns over 5 tau_max (500 steps, ~17 s at 30 Hz).
 MIN_SECONDS = 20.0
 #: What the demo writes in --out (besides --json): replaced only where an earlier demo wrote it.
-LOG_NAMES = ("servo_emulator", "dynamixel_driver", "teleop", "operator", "predictor")
+LOG_NAMES = ("servo_emulator", "dynamixel_driver", "teleop", "operator", "predictor", "horde")
 CHECKPOINT_NAME = "predictor.npz"
 BAG_NAME = "pretrain_bag"
 FIGURE_NAME = "demo_predictions.png"
@@ -242,7 +244,7 @@ def _run(args: argparse.Namespace, out: pathlib.Path) -> Report:
         ),
     }
     rclpy.init()
-    recorder = None
+    recorder = horde = None
     try:
         emulator.start()
         from gamma_net_ros.hardware.emulator import EmulatorClient
@@ -252,8 +254,11 @@ def _run(args: argparse.Namespace, out: pathlib.Path) -> Report:
             node.start()
         print(f"[demo] servo emulator on {link}; nodes: {', '.join(nodes)} (logs in {logs})", flush=True)
         recorder = _Recorder(load_config(JointsConfig, arm_yaml, "predictor", "joints"))
-        _live(recorder, nodes, args.seconds)
+        horde = HordeDemo(recorder.node, logs)
+        _live(recorder, nodes, args.seconds, horde)
     finally:
+        if horde is not None:
+            horde.stop()
         for name in ("operator", "teleop", "predictor", "dynamixel_driver"):
             nodes[name].stop()
         emulator.stop()
@@ -261,7 +266,9 @@ def _run(args: argparse.Namespace, out: pathlib.Path) -> Report:
             recorder.destroy_node()
         rclpy.try_shutdown()
         shutil.rmtree(link_dir, ignore_errors=True)
-    return _evaluate(recorder, out, pretrain, args)
+    report = _evaluate(recorder, out, pretrain, args)
+    report.tables.append(horde.table())
+    return report
 
 
 class _Recorder:
@@ -304,7 +311,7 @@ class _Recorder:
         self.node.destroy_node()
 
 
-def _live(recorder: _Recorder, nodes: dict[str, NodeProcess], seconds: float) -> None:
+def _live(recorder: _Recorder, nodes: dict[str, NodeProcess], seconds: float, horde: HordeDemo) -> None:
     import rclpy
 
     started = time.monotonic()
@@ -315,9 +322,11 @@ def _live(recorder: _Recorder, nodes: dict[str, NodeProcess], seconds: float) ->
         if dead:
             logs = "\n".join(f"--- {n}:\n{nodes[n].log_path.read_text()[-2000:]}" for n in dead)
             raise RuntimeError(f"node(s) {dead} exited during the demo\n{logs}")
+        horde.check()
         if time.monotonic() >= next_line:
             next_line += 2.0
             print(_live_line(recorder, time.monotonic() - started), flush=True)
+            print(horde.line(time.monotonic() - started), flush=True)
 
 
 def _live_line(recorder: _Recorder, elapsed: float) -> str:

@@ -31,13 +31,13 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_ros.conversions import seconds_to_stamp
+from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortLost, ReadFailed
 from gamma_net_ros.hardware.control_table import OperatingMode
 from gamma_net_ros.hardware.goals import JointGoals, JointLimits
@@ -132,14 +132,15 @@ class DynamixelDriver(Node):
         self._last_attempts = self._last_failed = 0
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "joint_commands", self._on_command, 10)
         try:
             self._connect()
         except LatencyTooHigh as exc:  # a setting to change, not a fault to wait out
             raise ValueError(f"{exc} (rate_hz {self.rate_hz:g})") from exc
         self.create_timer(1.0 / self.rate_hz, self._cycle)
-        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.health = Diagnostics(
+            self, "servo bus", self._report_health, period=p["diagnostics_period_s"], hardware_id=self.bus.port_name
+        )
 
     # -- the bus -----------------------------------------------------------------------------
     def _connect(self) -> bool:
@@ -264,21 +265,18 @@ class DynamixelDriver(Node):
         return SetParametersResult(successful=True)
 
     # -- health ------------------------------------------------------------------------------
-    def _publish_diagnostics(self) -> None:
+    def _report_health(self) -> Health:
         stats = self.bus.stats
         attempts, failed = stats.attempts - self._last_attempts, stats.failed_attempts - self._last_failed
         self._last_attempts, self._last_failed = stats.attempts, stats.failed_attempts
         success = f"{1.0 - stats.failed_attempts / stats.attempts:.4f}" if stats.attempts else "n/a"
         recent = f"{1.0 - failed / attempts:.4f}" if attempts else "n/a"
-        status = DiagnosticStatus(name=f"{self.get_name()}: servo bus", hardware_id=self.bus.port_name)
         if not self.bus.is_open:
-            status.level = DiagnosticStatus.ERROR
-            status.message = f"servo bus down ({self.down_reason or stats.last_error}); reopening"
+            level, message = ERROR, f"servo bus down ({self.down_reason or stats.last_error}); reopening"
         elif failed:
-            status.level = DiagnosticStatus.WARN
-            status.message = f"{failed} of {attempts} reads failed in the last period"
+            level, message = WARN, f"{failed} of {attempts} reads failed in the last period"
         else:
-            status.level, status.message = DiagnosticStatus.OK, f"{self.rate_hz:g} Hz, reads fine"
+            level, message = OK, f"{self.rate_hz:g} Hz, reads fine"
         values = {
             "port_state": "open" if self.bus.is_open else "lost",
             "read_success_rate": success,
@@ -289,15 +287,14 @@ class DynamixelDriver(Node):
             "port_losses": stats.port_losses,
             "drained_bytes": stats.drained_bytes,
             "stale_replies": stats.stale_replies,
+            "round_trip_ms": f"{stats.round_trip_ms:.1f}",
+            "reply_timeout_ms": f"{stats.reply_timeout_ms:.1f}",
             "last_error": stats.last_error,
             "model_numbers": list(self.models),
             "command_timeouts": self.goals.timeouts,
             **self.counts,
         }
-        status.values = [KeyValue(key=key, value=str(value)) for key, value in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics_pub.publish(array)
+        return Health(level, message, values)
 
     def destroy_node(self) -> None:
         if self.bus is not None:

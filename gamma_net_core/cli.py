@@ -33,6 +33,11 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
     (("bench", "ros"), "gamma_net_ros.bench_ros", "predictor node latency p50/p99, highest input rate sustained"),
     (("bench", "bridge"), "gamma_net_ros.bench_bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
+    (
+        ("bench", "playback"),
+        "gamma_net_ros.bench_playback",
+        "bag_player -> predictor node at 1x, 6x, 20x: nothing lost",
+    ),
 ]
 
 

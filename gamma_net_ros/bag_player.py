@@ -15,7 +15,8 @@ history, which drops its oldest unread sample for a new one; see
 :mod:`gamma_net_ros.flow_control`). Consumers that report what they have taken on
 ``joint_states/taken`` (the predictor does) are never sent more than ``window`` messages
 ahead, which their subscription depth (the predictor's ``input_queue_depth``) must hold; the
-player falls behind the recorded pace rather than overflow them. ``consumers`` > 0 waits for
+player falls behind the recorded pace rather than overflow them (``window`` 0: reliable QoS
+alone, the reference `gamma-net bench playback` measures against). ``consumers`` > 0 waits for
 that many to report before the first message. At the end it waits (at most
 ``drain_timeout`` s) until every message is taken by every reporting consumer and, with
 reliable QoS, acknowledged by every reader, and says so in its last line:
@@ -63,8 +64,8 @@ class BagPlayer(Node):
             self,
             "window",
             100,
-            "messages a reporting consumer may have untaken at most (<= its subscription depth)",
-            low=1,
+            "messages a reporting consumer may have untaken at most (<= its subscription depth; 0: no window)",
+            low=0,
             high=100000,
             read_only=True,
         )
@@ -110,7 +111,9 @@ class BagPlayer(Node):
             self._drain()
             return
         # Never more than the window ahead of the slowest reporting consumer, whatever the pace says.
-        allowed = min(200, self.window - self.tracker.in_flight())  # 200 per tick: timers stay live
+        allowed = 200  # per tick: timers stay live
+        if self.window:
+            allowed = min(allowed, self.window - self.tracker.in_flight())
         while self.pending is not None and allowed > 0:
             due = self.started + (self.pending.receive - self.first) / self.rate if self.rate > 0 else self.started
             if time.monotonic() < due:

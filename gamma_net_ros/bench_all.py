@@ -18,6 +18,7 @@ BENCHMARKS = {
     "atari": "gamma_net_core.bench.atari",
     "ros": "gamma_net_ros.bench_ros",
     "bridge": "gamma_net_ros.bench_bridge",
+    "playback": "gamma_net_ros.bench_playback",
 }
 
 

@@ -28,7 +28,6 @@ from gamma_net_core.signals.arm import (
 from gamma_net_core.signals.maze import MazeConfig, MazePath, ProgressTracker
 from gamma_net_core.signals.operator import Operator, OperatorConfig
 
-
 #: Stamp of a simulated recording's first sample: 2020-01-01T00:00:00Z, in ns since the Unix epoch.
 RECORDING_EPOCH_NS = 1_577_836_800 * NANOSECONDS
 

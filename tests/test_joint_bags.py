@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 
 from gamma_net_core.cli import main
 from gamma_net_core.data.bags import (
@@ -301,7 +302,10 @@ def test_arm_simulate_writes_a_bag_a_figure_and_the_table(tmp_path, capsys, stor
     read = read_joint_states(out / "joint_states", joints=JointsConfig())
     assert read.messages == rows["steps"] and read.skipped == 0
     assert read.stamps[-1] - read.stamps[0] == pytest.approx(rows["duration (s)"])
-    assert read.stamps[0] == RECORDING_EPOCH_NS / 1e9  # 2020-01-01, a date `ros2 bag info` shows as such
+    assert read.stamps[0] == RECORDING_EPOCH_NS / 1e9
+    # `ros2 bag info` shows the bag's starting time from its metadata: 2020-01-01, not 1970.
+    metadata = yaml.safe_load((out / "joint_states" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert metadata["starting_time"]["nanoseconds_since_epoch"] == RECORDING_EPOCH_NS
     # Same seed, same recording.
     again = simulate_arm(circuits=2, rng=np.random.default_rng(5))
     np.testing.assert_array_equal(read.cumulants, np.abs(again.velocity[:, 0]))

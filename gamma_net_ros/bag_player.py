@@ -20,7 +20,8 @@ alone, the reference `gamma-net bench playback` measures against). ``consumers``
 that many to report before the first message. At the end it waits (at most
 ``drain_timeout`` s) until every message is taken by every reporting consumer and, with
 reliable QoS, acknowledged by every reader, and says so in its last line:
-``published N, acknowledged N``.
+``published N, acknowledged N``; if a consumer went silent or the drain timed out, the line
+is an error with the count confirmed, and the exit code is 1.
 """
 
 from __future__ import annotations
@@ -72,6 +73,9 @@ class BagPlayer(Node):
         self.drain_timeout = declare(
             self, "drain_timeout", 10.0, "s to wait at the end for every message to be taken", low=0.0, high=1e6
         )
+        consumer_timeout = declare(
+            self, "consumer_timeout", 10.0, "s without a report: consumer gone", low=0.1, high=1e6, read_only=True
+        )
         if not self.bag:
             raise ValueError("parameter 'bag' is required: the recording to play")
         iter_joint_states(self.bag, topic=self.topic).close()  # a bad path or topic fails here, before publishing
@@ -83,10 +87,12 @@ class BagPlayer(Node):
         )
         self.publisher = self.create_publisher(JointState, "joint_states", qos)
         self.published = 0
-        self.tracker = ConsumerWindow(self, "joint_states", published=lambda: self.published)
+        self.tracker = ConsumerWindow(self, "joint_states", published=lambda: self.published, timeout=consumer_timeout)
+        self.gone_confirmed: list[int] = []  # messages each consumer that went silent had confirmed taking
         self.loop = 0
         self.draining_since: float | None = None
         self.done = False
+        self.undelivered = False  # set at the end if what was published is known not to have been taken
         self._start_loop()
         # A timer, not a loop in main: parameters and shutdown stay live while playing.
         self.create_timer(0.001, self._publish_due)
@@ -101,12 +107,16 @@ class BagPlayer(Node):
         if self.done:
             return
         if self.started is None:
-            if self.publisher.get_subscription_count() < self.wait_for or len(self.tracker.consumers) < self.consumers:
+            matched, reporting = self.publisher.get_subscription_count(), len(self.tracker.consumers)
+            if matched < self.wait_for or reporting < self.consumers:
+                self.get_logger().info(
+                    f"waiting for {self.wait_for} subscriber(s) ({matched} matched) and {self.consumers} "
+                    f"consumer(s) reporting on {self.tracker.topic} ({reporting})",
+                    throttle_duration_sec=5.0,
+                )
                 return
             self.started = time.monotonic() + 0.2  # matched: give the subscriber's side a moment too
-        gone = self.tracker.forget_silent()
-        if gone:
-            self.get_logger().warning(f"consumer(s) {gone} stopped reporting: no longer waited for")
+        self._forget_silent()
         if self.draining_since is not None:
             self._drain()
             return
@@ -131,8 +141,26 @@ class BagPlayer(Node):
                 self.draining_since = time.monotonic()
                 self._drain()
 
+    def _forget_silent(self) -> None:
+        before = dict(self.tracker.consumers)
+        gone = self.tracker.forget_silent()
+        if not gone:
+            return
+        for gid, consumer in before.items():
+            if gid not in self.tracker.consumers:
+                self.gone_confirmed.append(consumer.baseline_published + consumer.taken - consumer.baseline_taken)
+        self.get_logger().warning(
+            f"consumer(s) {gone} stopped reporting after taking {min(self.gone_confirmed)} of "
+            f"{self.published} messages: no longer waited for"
+        )
+
     def acknowledged(self) -> int | None:
-        """Messages every reporting consumer has taken, or every reliable reader acknowledged; None: unknown."""
+        """Messages every reporting consumer has taken, or every reliable reader acknowledged; None: unknown.
+
+        A consumer that went silent counts with what it had confirmed: its untaken messages are not acknowledged.
+        """
+        if self.gone_confirmed:
+            return min(self.gone_confirmed)
         if self.tracker.consumers:
             taken = self.published - self.tracker.in_flight()
             if self.reliable and taken == self.published:
@@ -158,11 +186,14 @@ class BagPlayer(Node):
                 "delivery unknown; reliable:=true or a consumer on joint_states/taken gives it)"
             )
         else:
+            self.undelivered = True
             shown = "unknown" if acknowledged is None else acknowledged
-            self.get_logger().error(
-                f"published {self.published}, acknowledged {shown}: not all within drain_timeout "
-                f"{self.drain_timeout:g} s"
+            why = (
+                "a consumer stopped reporting"
+                if self.gone_confirmed
+                else f"not all within drain_timeout {self.drain_timeout:g} s"
             )
+            self.get_logger().error(f"published {self.published}, acknowledged {shown}: {why}")
 
     def destroy_node(self) -> None:
         if not self.done:
@@ -182,7 +213,15 @@ class BagPlayer(Node):
 
 
 def main(args=None) -> int:
-    return run_node(BagPlayer, args, until=lambda node: node.done)
+    """Exit code 0 after a complete delivery (or an unknown one: best effort), 1 if messages went untaken."""
+    player: list[BagPlayer] = []
+
+    def finished(node: BagPlayer) -> bool:
+        player[:] = [node]
+        return node.done
+
+    code = run_node(BagPlayer, args, until=finished)
+    return code or int(bool(player) and player[0].undelivered)
 
 
 if __name__ == "__main__":

@@ -159,14 +159,7 @@ def test_fast_playback_into_a_shallow_queue_loses_nothing(tmp_path, executor, sp
     """As fast as possible into a 10-deep subscription: the window of 10 holds the player back."""
     bag = tmp_path / "clean"
     n = 600
-    with JointStateBagWriter(bag) as writer:
-        for i in range(n):
-            writer.write(
-                stamp_ns=RECORDING_EPOCH_NS + i * PERIOD_NS,
-                names=["shoulder", "elbow"],
-                position=[-0.75, 1.7],
-                velocity=[0.1 * math.sin(i / 10), 0.0],
-            )
+    _clean_bag(bag, n)
     diagnostics = _play(
         tmp_path,
         bag,
@@ -178,3 +171,51 @@ def test_fast_playback_into_a_shallow_queue_loses_nothing(tmp_path, executor, sp
     )
     accepted, skips = _counts(diagnostics)
     assert accepted == n and sum(skips.values()) == 0
+
+
+def _clean_bag(path, n: int) -> None:
+    with JointStateBagWriter(path) as writer:
+        for i in range(n):
+            writer.write(
+                stamp_ns=RECORDING_EPOCH_NS + i * PERIOD_NS,
+                names=["shoulder", "elbow"],
+                position=[-0.75, 1.7],
+                velocity=[0.1 * math.sin(i / 10), 0.0],
+            )
+
+
+def test_a_consumer_killed_mid_playback_is_reported_not_waited_for_forever(tmp_path, executor, spin):
+    """The predictor crashes while the bag plays: the player finishes, says what was confirmed, exits 1."""
+    bag = tmp_path / "clean"
+    _clean_bag(bag, 150)  # 5 s at the recorded pace
+    rig = DiagnosticsRig()
+    executor.add_node(rig)
+    node = NodeProcess(
+        node_command(
+            "gamma_net_ros.predictor",
+            params_file=ARM,
+            params={"reliable_input": True, "checkpoint_path": ""},
+            node="predictor",
+        ),
+        log_path=tmp_path / "predictor.log",
+    ).start()
+    params = {"bag": str(bag), "reliable": True, "wait_for_subscribers": 1, "consumers": 1}
+    play = NodeProcess(
+        node_command("gamma_net_ros.bag_player", params={**params, "consumer_timeout": 1.0, "drain_timeout": 1.0}),
+        log_path=tmp_path / "player.log",
+    ).start()
+    try:
+        assert spin(executor, lambda: _counts(rig.latest)[0] >= 10, timeout=30), (tmp_path / "player.log").read_text()
+        node.kill()
+        assert play.wait(timeout=30) == 1
+    finally:
+        play.stop()
+        node.stop()
+        executor.remove_node(rig)
+        rig.destroy_node()
+    log = (tmp_path / "player.log").read_text()
+    last = log.strip().splitlines()[-1]
+    assert "published 150, acknowledged" in last and "a consumer stopped reporting" in last, log
+    confirmed = int(last.split("acknowledged ")[1].split(":")[0])
+    assert 10 <= confirmed < 150
+    assert "Traceback" not in log

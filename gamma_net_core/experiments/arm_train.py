@@ -79,12 +79,15 @@ class Transitions:
       states_t: [N, n_inputs] S_t, inputs normalized to [0, 1].
       cumulants: [N] C_{t+1}, the signal measured in the sample after S_t.
       states_tp1: [N, n_inputs] S_{t+1}.
+      episode_ends: [N] bool or None: S_{t+1} is its episode's last sample (the next starts an
+        episode), so a true return from S_t stops there.
     """
 
     stamps: np.ndarray
     states_t: np.ndarray
     cumulants: np.ndarray
     states_tp1: np.ndarray
+    episode_ends: np.ndarray | None = None
 
     @property
     def steps(self) -> int:
@@ -111,27 +114,32 @@ def transitions(stamps, inputs, cumulants, episode_starts=None) -> Transitions:
     if T < 2:
         raise ValueError(f"a recording needs at least 2 usable samples for one transition; got {T}")
     keep = np.ones(T - 1, dtype=bool)
+    ends = None
     if episode_starts is not None:
         starts = np.asarray(episode_starts, dtype=bool)
         if starts.shape != (T,):
             raise ValueError(f"episode_starts {starts.shape} must have the {T} samples' length")
         keep = ~starts[1:]
+        # Transition t -> t+1 ends its episode when sample t+2 starts the next one.
+        ends = np.append(starts[2:], False)[keep]
     return Transitions(
         stamps=stamps[:-1][keep],
         states_t=np.ascontiguousarray(inputs[:-1][keep]),
         cumulants=np.ascontiguousarray(cumulants[1:][keep]),
         states_tp1=np.ascontiguousarray(inputs[1:][keep]),
+        episode_ends=ends,
     )
 
 
-def true_returns(cumulants, gammas) -> np.ndarray:
+def true_returns(cumulants, gammas, episode_ends=None) -> np.ndarray:
     """G_t(gamma) from every transition's S_t, the recording's end as terminal: [N, G].
 
-    ``cumulants[t]`` is C_{t+1}; G_t = C_{t+1} + gamma C_{t+2} + ..., cut after the last sample.
+    ``cumulants[t]`` is C_{t+1}; G_t = C_{t+1} + gamma C_{t+2} + ..., cut after the last sample
+    and after each episode's last sample (``episode_ends``, [N] bool, as :func:`transitions` gives).
     """
     from gamma_net_core.returns import discounted_returns
 
-    return discounted_returns(cumulants, gammas)
+    return discounted_returns(cumulants, gammas, terminals=episode_ends)
 
 
 def default_tail_steps(gammas=EVAL_GAMMAS) -> int:
@@ -338,7 +346,7 @@ def run_study(
     """
     from tqdm import tqdm
 
-    returns = true_returns(data.cumulants, settings.gammas)
+    returns = true_returns(data.cumulants, settings.gammas, data.episode_ends)
     tasks = [(run, data, returns, settings, checkpoint if run == 0 else None) for run in range(seeds)]
     results: list[dict | None] = [None] * seeds
     started = time.perf_counter()

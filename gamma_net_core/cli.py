@@ -47,6 +47,11 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "ros"), "gamma_net_ros.bench_ros", "predictor node latency p50/p99, highest input rate sustained"),
     (("bench", "bridge"), "gamma_net_ros.bench_bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
     (("bench", "horde-node"), "gamma_net_ros.bench_horde", "horde node latency: 100 questions at 100 Hz, p50/p99"),
+    (
+        ("bench", "playback"),
+        "gamma_net_ros.bench_playback",
+        "bag_player -> predictor node at 1x, 6x, 20x: nothing lost",
+    ),
 ]
 
 

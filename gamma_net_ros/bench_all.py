@@ -20,6 +20,7 @@ BENCHMARKS = {
     "ros": "gamma_net_ros.bench_ros",
     "bridge": "gamma_net_ros.bench_bridge",
     "horde-node": "gamma_net_ros.bench_horde",
+    "playback": "gamma_net_ros.bench_playback",
 }
 #: Optional packages each benchmark needs: checked before the first one runs, not after an hour.
 NEEDS = {
@@ -28,6 +29,7 @@ NEEDS = {
     "ros": ("rclpy",),
     "bridge": ("rclpy", "ale_py"),
     "horde-node": ("rclpy",),
+    "playback": ("rclpy",),
 }
 
 

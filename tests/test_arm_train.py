@@ -97,6 +97,20 @@ def test_true_returns_end_at_the_recording_and_the_tail_is_unscored():
         study.transitions([1.0], [[0.5, 0.5]], [1.0])
 
 
+def test_no_transition_or_return_crosses_an_episode_start():
+    # Samples 0-2 are one episode, 3-5 another (a replay restart): transitions 0->1, 1->2, 3->4, 4->5.
+    stamps = [10.0, 10.1, 10.2, 0.0, 0.1, 0.2]
+    inputs = np.arange(12, dtype=float).reshape(6, 2) / 12
+    cumulants = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    starts = [True, False, False, True, False, False]
+    data = study.transitions(stamps, inputs, cumulants, starts)
+    np.testing.assert_array_equal(data.cumulants, [1.0, 2.0, 4.0, 5.0])
+    np.testing.assert_array_equal(data.states_t, inputs[[0, 1, 3, 4]])
+    np.testing.assert_array_equal(data.episode_ends, [False, True, False, False])
+    returns = study.true_returns(data.cumulants, [0.5], data.episode_ends)
+    np.testing.assert_allclose(returns[:, 0], [1 + 0.5 * 2, 2.0, 4 + 0.5 * 5, 5.0])
+
+
 def test_the_study_on_a_tiny_bag_scores_its_transitions(tmp_path, capsys):
     _tiny_bag(tmp_path / "tiny")
     out = tmp_path / "out"

@@ -89,6 +89,35 @@ def test_filter_ignores_a_tau_whose_returns_are_equal_at_every_point():
     np.testing.assert_allclose(result.comparison.mean[:, 0], [1.0, 0.25])  # MSE still compared there
 
 
+def test_the_per_tau_filter_keeps_a_series_where_it_is_predictive():
+    """All-τ reading: one τ with a negative correlation drops a series from the whole comparison. Per-τ
+    reading: it is compared at the τ where it passes, and its bar averages those τ only."""
+    flipped = RETURNS.copy()
+    flipped[:, 1] = RETURNS[::-1, 1]  # right at τ = 1, anti-correlated at τ = 10
+    predictions = {
+        "reference": history(flipped + 1.0),  # MSE 1 at τ = 1
+        "half": history(0.5 * RETURNS),  # MSE 1.875 and 187.5, positive at both
+        "flat": history(np.full_like(RETURNS, 2.5)),  # constant: NaN correlation, fails everywhere
+    }
+    result, informative, steady, failing = ev.filtered_comparison(predictions, RETURNS, TAUS, last=1)
+    assert failing == ("reference", "flat") and result.comparison.names == ("half",)
+    reading = ev.per_tau_reading(steady, result.correlations, informative, TAUS)
+    assert reading.passes.tolist() == [[True, False], [True, True], [False, False]]
+    np.testing.assert_allclose(reading.norm_mean[0], [1 / 1.875, np.nan])
+    np.testing.assert_allclose(reading.norm_mean[1], [1.0, 1.0])
+    np.testing.assert_allclose(reading.bar_mean[:2], [1 / 1.875, 1.0])
+    assert np.isnan(reading.bar_mean[2]) and reading.passed.tolist() == [1, 2, 0]
+    assert reading.best() == "half"  # passes at more τ; with equal coverage the lower bar wins
+    # Where the returns are flat the correlation says nothing: every series passes there.
+    returns = RETURNS.copy()
+    returns[:, 1] = 5.0
+    result, informative, steady, _ = ev.filtered_comparison(predictions, returns, TAUS, last=1)
+    reading = ev.per_tau_reading(steady, result.correlations, informative, TAUS)
+    assert reading.passes[:, 1].all() and reading.passed.tolist() == [2, 2, 1]
+    np.testing.assert_allclose(reading.norm_mean[:, 1], np.array([566.0, 87.5, 6.25]) / 566.0)  # MSE vs 5
+    assert reading.best() == "half"  # (1 + 87.5 / 566) / 2 beats the reference's (1 / 1.875 + 1) / 2
+
+
 def test_learning_curves_normalize_each_tau_by_the_worst_mean_at_any_evaluation():
     curves = ev.learning_curves(
         {"a": history(RETURNS + 2.0, RETURNS + 1.0), "b": history(RETURNS, RETURNS + 1.0)}, RETURNS

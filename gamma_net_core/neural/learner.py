@@ -222,6 +222,35 @@ def _device(name: str) -> torch.device:
     return device
 
 
+def learner_seeds(config: NeuralConfig) -> list[np.random.SeedSequence]:
+    """The seeds of a learner's replay sampling, Γ_t draws and initial weights, from ``config.seed``."""
+    return np.random.SeedSequence(config.seed).spawn(3)
+
+
+def build_network(config: NeuralConfig, weight_seed: np.random.SeedSequence) -> GammaNet | ProbeNets:
+    """The initial network of a learner (on the CPU), its weights drawn from ``weight_seed``."""
+    c = config
+    generator = torch.Generator().manual_seed(int(weight_seed.generate_state(1, np.uint64)[0] >> 1))
+    if c.network == "gamma_net":
+        net = GammaNet(
+            feature_size=c.feature_size,
+            inputs=c.timescale_inputs,
+            tau_max=c.tau_max,
+            embedding=c.embedding,
+            embedding_activation=c.embedding_activation,
+            hidden_sizes=c.hidden_sizes,
+            generator=generator,
+        )
+        theta_factor = 1.0 / c.tau_max  # 1 - γ_max; see networks' docstring
+    else:
+        gammas = c.probe_gammas
+        net = ProbeNets(gammas=gammas, feature_size=c.feature_size, hidden_sizes=c.hidden_sizes, generator=generator)
+        theta_factor = 1.0 - gammas
+    if c.scaling == "delta_theta":
+        scale_initial_output_(net, theta_factor)
+    return net
+
+
 class NeuralLearner:
     """A Γ-net or a set of probe networks, its target network, Adam, the replay and Γ_t sampling.
 
@@ -232,7 +261,7 @@ class NeuralLearner:
     def __init__(self, config: NeuralConfig | None = None) -> None:
         self.config = config = config if config is not None else NeuralConfig()
         self.device = _device(config.device)
-        replay_seed, timescale_seed, weight_seed = np.random.SeedSequence(config.seed).spawn(3)
+        replay_seed, timescale_seed, weight_seed = learner_seeds(config)
         self.is_gamma_net = config.network == "gamma_net"
         self.replay = PrioritizedReplay(
             capacity=config.replay_capacity,
@@ -244,8 +273,7 @@ class NeuralLearner:
         self.timescale_rng = np.random.default_rng(timescale_seed)
         self.sampler = TimescaleSampler(config.sampling, self.timescale_rng) if self.is_gamma_net else None
         self.probe_gammas = config.probe_gammas
-        generator = torch.Generator().manual_seed(int(weight_seed.generate_state(1, np.uint64)[0] >> 1))
-        self.online = self._build(generator).to(self.device)
+        self.online = build_network(config, weight_seed).to(self.device)
         self.target = copy.deepcopy(self.online)
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(
@@ -257,28 +285,6 @@ class NeuralLearner:
         self.updates = 0
         #: Why training stopped (a diverged loss), or None while it runs.
         self.stopped: str | None = None
-
-    def _build(self, generator: torch.Generator) -> GammaNet | ProbeNets:
-        c = self.config
-        if self.is_gamma_net:
-            net = GammaNet(
-                feature_size=c.feature_size,
-                inputs=c.timescale_inputs,
-                tau_max=c.tau_max,
-                embedding=c.embedding,
-                embedding_activation=c.embedding_activation,
-                hidden_sizes=c.hidden_sizes,
-                generator=generator,
-            )
-            theta_factor = 1.0 / c.tau_max  # 1 - γ_max; see networks' docstring
-        else:
-            net = ProbeNets(
-                gammas=self.probe_gammas, feature_size=c.feature_size, hidden_sizes=c.hidden_sizes, generator=generator
-            )
-            theta_factor = 1.0 - self.probe_gammas
-        if c.scaling == "delta_theta":
-            scale_initial_output_(net, theta_factor)
-        return net
 
     # ----------------------------------------------------------------- learning
 

@@ -292,15 +292,18 @@ class PrioritizedReplay:
         by_terminal = term[np.arange(starts.shape[0]), first]
         return np.where(has_end, by_terminal | (first >= 1), starts + self.n < self.added)
 
-    def sample(self, batch_size: int, priority_set: int = 0) -> NStepBatch:
+    def sample(self, batch_size: int, priority_set: int = 0, rng: np.random.Generator | None = None) -> NStepBatch:
         """Sample windows in proportion to one set's priorities (stratified, as Dopamine), undiscounted.
+
+        Args:
+          rng: draw with this generator instead of the buffer's (a learner ensemble: one per learner).
 
         Raises:
           ValueError: no window is complete yet.
         """
         if not self.can_sample:
             raise ValueError(f"no complete {self.n}-step window to sample yet ({self.added} records added)")
-        slots, probabilities = self.trees[priority_set].stratified_sample(batch_size, self.rng)
+        slots, probabilities = self.trees[priority_set].stratified_sample(batch_size, rng or self.rng)
         return self.assemble(slots, probabilities)
 
     def assemble(self, slots, probabilities=None) -> NStepBatch:

@@ -307,6 +307,34 @@ def test_runs_give_the_same_predictions_in_worker_processes(data, tmp_path):
     np.testing.assert_array_equal(here.losses, there.losses)
 
 
+def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, capsys):
+    """--ensemble 3: reference and unscaled (2 seeds each) stack into ensembles of 3 and 1, input_gamma's two
+    seeds into one of 2 (another network shape); the probes train alone. Every run's files match a one-by-one
+    study's to float tolerance, and the ensemble's checkpoints load as single learners."""
+    series = ["--series", "reference,unscaled,probes,input_gamma"]
+    assert main([*train_argv(data, tmp_path / "alone", *series)]) == 0
+    together_json = tmp_path / "together.json"
+    assert (
+        main([*train_argv(data, tmp_path / "together", *series, "--ensemble", "3"), "--json", str(together_json)]) == 0
+    )
+    assert "ensembles of up to 3" in capsys.readouterr().out
+    runs = json.loads(together_json.read_text())["data"]["runs"]
+    assert sorted(r.get("ensemble", 1) for r in runs) == [1, 1, 1, 2, 2, 3, 3, 3]
+    for name in ("reference", "unscaled", "probes", "input_gamma"):
+        for seed in (0, 1):
+            alone = study.RunPredictions.load(study.run_path(tmp_path / "alone", name, seed) / study.PREDICTIONS)
+            together = study.RunPredictions.load(study.run_path(tmp_path / "together", name, seed) / study.PREDICTIONS)
+            assert together.config == alone.config and np.isfinite(together.predictions).all()
+            np.testing.assert_array_equal(together.updates, alone.updates)
+            np.testing.assert_allclose(together.predictions, alone.predictions, rtol=1e-3, atol=1e-4)
+            np.testing.assert_allclose(together.losses, alone.losses, rtol=1e-3, atol=1e-6)
+    learner = NeuralLearner.load(study.run_path(tmp_path / "together", "unscaled", 1) / study.CHECKPOINT)
+    assert learner.config.scaling == "none" and learner.transitions == 240
+    # Continuing: the same command finds every run done and trains nothing.
+    assert main([*train_argv(data, tmp_path / "together", *series, "--ensemble", "3")]) == 0
+    assert capsys.readouterr().out.count("already trained") == 8
+
+
 def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
     def error(argv) -> str:
         assert main(argv) == 1

@@ -19,6 +19,13 @@ Runs (series × seeds) are spread over worker processes, one torch thread each; 
 depends only on its configuration, seed and the data, not on where it runs. A run whose
 ``predictions.npz`` already exists is skipped, so the same command continues a stopped
 study, and a later command may add series or seeds to the same ``--out``.
+
+With ``--ensemble K`` the runs whose networks stack (Γ-nets of the same shape and |Γ_t|:
+the seeds of a series, and series that change only the seed, the loss scaling, the Γ_t
+distribution, the priority rule or the importance weights) train up to K at a time as one
+:class:`~gamma_net_core.neural.ensemble.LearnerEnsemble` on one pass over the data; each
+run's files are the ones it would write alone (its members equal single learners to float
+tolerance), so a study may mix both ways, and an interrupted ensemble is trained again.
 """
 
 from __future__ import annotations
@@ -88,6 +95,123 @@ def read_rows(directory: str | os.PathLike, steps: int, feature_size: int):
     )
 
 
+def _finish_run(task: RunTask, *, schedule, updates, taus, gammas, predictions, losses, seconds, stopped, state):
+    """Write a run's ``learner.pt`` (``state``: a learner state dict, or None) and then ``predictions.npz``."""
+    from gamma_net_core.checkpoint import save_torch
+    from gamma_net_core.experiments.atari_series import CHECKPOINT, PREDICTIONS, RunPredictions
+
+    out = pathlib.Path(task.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if task.checkpoint and stopped is None and state is not None:
+        save_torch(out / CHECKPOINT, state)
+    RunPredictions(
+        config={"series": task.series, "seed": task.seed, "learner": task.config, "study": task.identity},
+        transitions=schedule,
+        updates=updates,
+        taus=taus,
+        gammas=gammas,
+        predictions=predictions,
+        losses=losses,
+        meta={"seconds": seconds, "stopped": stopped},
+    ).save(out / PREDICTIONS)
+
+
+def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
+    """Train runs of Γ-nets that stack as one :class:`~gamma_net_core.neural.ensemble.LearnerEnsemble`.
+
+    Each run writes what :func:`train_run` would write for it; ``progress`` is called with the transitions
+    just observed (once for the whole ensemble). Returns one summary per run, as :func:`train_run`.
+    """
+    from gamma_net_core.config import from_mapping
+    from gamma_net_core.neural.ensemble import LearnerEnsemble
+    from gamma_net_core.neural.learner import NeuralConfig
+    from gamma_net_core.timescales import gamma_from_tau
+
+    started = time.perf_counter()
+    configs = [from_mapping(NeuralConfig, t.config, where=t.key) for t in tasks]
+    ensemble = LearnerEnsemble(configs)
+    first = tasks[0]
+    data = read_rows(first.shards, first.steps, configs[0].feature_size)
+    taus = np.asarray(first.taus, dtype=np.float64)
+    gammas = np.atleast_1d(gamma_from_tau(taus))
+    schedule = np.asarray(first.schedule, dtype=np.int64)
+    K = len(tasks)
+    predictions = np.full((K, schedule.size, first.features.shape[0], taus.size), np.nan)
+    updates = np.zeros((K, schedule.size), dtype=np.int64)
+    predictions[:, 0] = ensemble.predict(first.features, gammas)
+    losses: list[np.ndarray] = []
+    for e in range(1, schedule.size):
+        for start in range(int(schedule[e - 1]), int(schedule[e]), PROGRESS_CHUNK):
+            stop = min(start + PROGRESS_CHUNK, int(schedule[e]))
+            losses.append(
+                ensemble.observe_many(
+                    data.features[start:stop],
+                    data.cumulants[start:stop],
+                    data.terminals[start:stop],
+                    data.truncated[start:stop],
+                )
+            )
+            if progress is not None:
+                progress(stop - start)
+        loss = np.concatenate(losses) if losses else np.zeros((0, K))
+        updates[:, e] = np.isfinite(loss).sum(axis=0)  # a stopped member's count stays where it stopped
+        training = np.array([s is None for s in ensemble.stopped])
+        if not training.any():
+            updates[:, e + 1 :] = updates[:, e : e + 1]
+            break
+        predictions[training, e] = ensemble.predict(first.features, gammas)[training]
+    loss = np.concatenate(losses) if losses else np.zeros((0, K))
+    seconds = time.perf_counter() - started
+    summaries = []
+    for k, task in enumerate(tasks):
+        own = loss[:, k][np.isfinite(loss[:, k])]
+        _finish_run(
+            task,
+            schedule=schedule,
+            updates=updates[k],
+            taus=taus,
+            gammas=gammas,
+            predictions=predictions[k],
+            losses=own,
+            seconds=seconds,
+            stopped=ensemble.stopped[k],
+            state=ensemble.member_state_dict(k) if ensemble.stopped[k] is None else None,
+        )
+        summaries.append(
+            {
+                "series": task.series,
+                "seed": task.seed,
+                "transitions": int(ensemble.transitions),
+                "updates": int(updates[k, -1]),
+                "seconds": seconds,
+                "final_loss": float(own[-100:].mean()) if own.size else float("nan"),
+                "stopped": ensemble.stopped[k],
+                "ensemble": K,
+            }
+        )
+    return summaries
+
+
+def ensemble_groups(tasks: list[RunTask], size: int) -> list[list[RunTask]]:
+    """Runs grouped into ensembles of at most ``size`` that stack (probe networks and lone shapes stay alone)."""
+    from gamma_net_core.config import from_mapping
+    from gamma_net_core.neural.ensemble import can_stack, stack_key
+    from gamma_net_core.neural.learner import NeuralConfig
+
+    if size <= 1:
+        return [[t] for t in tasks]
+    groups: dict[tuple, list[RunTask]] = {}
+    alone = []
+    for task in tasks:
+        config = from_mapping(NeuralConfig, task.config, where=task.key)
+        if can_stack(config):
+            groups.setdefault(stack_key(config), []).append(task)
+        else:
+            alone.append([task])
+    chunks = [members[i : i + size] for members in groups.values() for i in range(0, len(members), size)]
+    return chunks + alone
+
+
 def train_run(task: RunTask, progress=None) -> dict[str, Any]:
     """Train one series and seed on the recording, predicting at the evaluation points on the schedule.
 
@@ -103,7 +227,6 @@ def train_run(task: RunTask, progress=None) -> dict[str, Any]:
       updates, and why training stopped (None if it did not).
     """
     from gamma_net_core.config import from_mapping
-    from gamma_net_core.experiments.atari_series import CHECKPOINT, PREDICTIONS, RunPredictions
     from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
     from gamma_net_core.timescales import gamma_from_tau
 
@@ -143,22 +266,20 @@ def train_run(task: RunTask, progress=None) -> dict[str, Any]:
         if stopped is not None:
             break
         predictions[e] = learner.predict(task.features, gammas)
-    out = pathlib.Path(task.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if task.checkpoint and stopped is None:
-        learner.save(out / CHECKPOINT)
     loss = np.concatenate(losses) if losses else np.zeros(0)
     seconds = time.perf_counter() - started
-    RunPredictions(
-        config={"series": task.series, "seed": task.seed, "learner": task.config, "study": task.identity},
-        transitions=schedule,
+    _finish_run(
+        task,
+        schedule=schedule,
         updates=updates,
         taus=taus,
         gammas=gammas,
         predictions=predictions,
         losses=loss,
-        meta={"seconds": seconds, "stopped": stopped},
-    ).save(out / PREDICTIONS)
+        seconds=seconds,
+        stopped=stopped,
+        state=learner.state_dict() if stopped is None else None,
+    )
     return {
         "series": task.series,
         "seed": task.seed,
@@ -183,19 +304,30 @@ def _init_worker(queue) -> None:
     torch.set_num_threads(1)  # parallelism comes from the processes
 
 
-def _train_in_worker(task: RunTask) -> dict[str, Any]:
-    return train_run(task, progress=lambda n: _QUEUE.put(n))
+def train_group(group: list[RunTask], progress=None) -> list[dict[str, Any]]:
+    """A lone run by :func:`train_run`, several as an ensemble (:func:`train_ensemble`)."""
+    if len(group) == 1:
+        return [train_run(group[0], progress=progress)]
+    return train_ensemble(group, progress=None if progress is None else lambda n: progress(n * len(group)))
 
 
-def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> list[dict[str, Any]]:
-    """Every task, on ``workers`` processes (0: in this process), longest first; one progress bar."""
+def _train_in_worker(group: list[RunTask]) -> list[dict[str, Any]]:
+    return train_group(group, progress=lambda n: _QUEUE.put(n))
+
+
+def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True, ensemble: int = 0) -> list[dict[str, Any]]:
+    """Every task, on ``workers`` processes (0: in this process), longest first; one progress bar.
+
+    Args:
+      ensemble: train runs that stack up to this many at a time as one ensemble (0 or 1: one by one).
+    """
     import queue as queue_lib
 
     from tqdm import tqdm
 
     from gamma_net_core.experiments.atari_series import SERIES
 
-    tasks = sorted(tasks, key=lambda t: -SERIES[t.series].cost)
+    groups = sorted(ensemble_groups(tasks, ensemble), key=lambda g: -sum(SERIES[t.series].cost for t in g))
     results: list[dict[str, Any]] = []
     bar = tqdm(
         total=sum(t.steps for t in tasks), unit="transition", desc="training", file=sys.stderr, disable=not progress
@@ -216,8 +348,9 @@ def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> l
             from gamma_net_core.atari.networks import torch_threads
 
             with torch_threads(1):
-                for task in tasks:
-                    done(train_run(task, progress=bar.update))
+                for group in groups:
+                    for summary in train_group(group, progress=bar.update):
+                        done(summary)
             return results
         import multiprocessing
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -228,7 +361,7 @@ def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> l
         with ProcessPoolExecutor(
             max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(messages,)
         ) as pool:
-            pending = {pool.submit(_train_in_worker, task) for task in tasks}
+            pending = {pool.submit(_train_in_worker, group) for group in groups}
             try:
                 while pending:
                     finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -238,7 +371,8 @@ def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> l
                         except queue_lib.Empty:
                             break
                     for future in finished:
-                        done(future.result())
+                        for summary in future.result():
+                            done(summary)
             except BaseException:
                 for future in pending:
                     future.cancel()
@@ -275,6 +409,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="change a learner setting for every series, e.g. --set min_replay_history=5000 (repeatable)",
     )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (0: in this one)")
+    parser.add_argument(
+        "--ensemble",
+        type=int,
+        default=0,
+        metavar="K",
+        help="train runs whose networks stack up to K at a time as one learner ensemble (0: one by one)",
+    )
     parser.add_argument("--no-checkpoints", action="store_true", help="do not save each run's final learner")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -337,6 +478,8 @@ def run(args: argparse.Namespace) -> Report:
         raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
     if args.workers < 0:
         raise ValueError(f"--workers must be >= 0; got {args.workers}")
+    if args.ensemble < 0:
+        raise ValueError(f"--ensemble must be >= 0; got {args.ensemble}")
     reference, params = reference_config(args.params, args.set)
     reader = ShardReader(args.shards, feature_size=reference.feature_size)
     steps = len(reader) if args.steps is None else args.steps
@@ -414,13 +557,14 @@ def run(args: argparse.Namespace) -> Report:
                 )
             )
     started = time.perf_counter()
-    workers = min(args.workers, len(tasks))
-    results = run_tasks(tasks, workers=workers, progress=not args.no_progress) if tasks else []
+    workers = min(args.workers, len(ensemble_groups(tasks, args.ensemble)))
+    results = run_tasks(tasks, workers=workers, progress=not args.no_progress, ensemble=args.ensemble) if tasks else []
     seconds = time.perf_counter() - started
 
     table = Table(
         f"atari train: {steps} transitions, {len(schedule)} evaluations at {len(points)} points, "
-        f"{workers} worker(s), {seconds:.0f} s",
+        f"{workers} worker(s){f', ensembles of up to {args.ensemble}' if args.ensemble > 1 else ''}, "
+        f"{seconds:.0f} s",
         ["series", "seed", "updates", "seconds", "final loss", "status"],
     )
     for r in sorted(results, key=lambda r: (series.index(r["series"]), r["seed"])):

@@ -3,19 +3,24 @@ oracle of TensorFlow's operations, on real ALE frames; their policy files play i
 
 from __future__ import annotations
 
+import pathlib
+
 import numpy as np
 import pytest
 import torch
+from tf_bundle import write_checkpoint
 
 from gamma_net_core.atari.dopamine import NUM_ATOMS, VMAX, from_tf_variables, network_file, same_pad
 from gamma_net_core.atari.env import AtariConfig, AtariEnv
 from gamma_net_core.atari.networks import load_q_network
+from gamma_net_core.atari.tf_checkpoint import read_checkpoint
 from gamma_net_core.checkpoint import CheckpointError, save_torch
 from gamma_net_core.cli import main
 from gamma_net_core.data.shards import read_transitions
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
+DATA = pathlib.Path(__file__).parent / "data"
 A = 18  # Centipede's action count
 SHAPES = {  # Dopamine's variables under Online/ (TF-Slim names), TensorFlow's layouts
     "Conv": ((8, 8, 4, 32), (32,)),
@@ -136,3 +141,52 @@ def test_the_recorder_plays_a_dopamine_policy_file(tmp_path, frames):
     first = env.reset()
     with torch.no_grad():
         np.testing.assert_allclose(data.features[0], network.features(torch.from_numpy(first[None]))[0].numpy())
+
+
+# ----------------------------------------------------------------------------- TensorFlow checkpoints
+
+
+def test_a_checkpoint_tensorflow_wrote_is_read_without_tensorflow():
+    """tests/data/tf_checkpoint was written by TensorFlow 2.21's tf.compat.v1 Saver (make_tf_checkpoint.py)."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("make_tf_checkpoint", DATA / "make_tf_checkpoint.py")
+    maker = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(maker)
+    for where in (
+        DATA / "tf_checkpoint",
+        DATA / "tf_checkpoint" / "tf_ckpt-1",
+        DATA / "tf_checkpoint" / "tf_ckpt-1.index",
+    ):
+        tensors = read_checkpoint(where)
+        want = maker.values()
+        assert sorted(tensors) == sorted(want)
+        for name, value in want.items():
+            assert tensors[name].dtype == value.dtype and tensors[name].shape == value.shape, name
+            np.testing.assert_array_equal(tensors[name], value, err_msg=name)
+
+
+def test_import_dopamine_turns_a_checkpoint_into_the_same_network(tmp_path, frames, capsys):
+    variables = dopamine_variables("rainbow", seed=5)
+    (tmp_path / "ckpt").mkdir()
+    write_checkpoint(tmp_path / "ckpt" / "tf_ckpt-199", variables)
+    (tmp_path / "ckpt" / "checkpoint").write_text('model_checkpoint_path: "/elsewhere/tf_ckpt-199"\n')
+    out = tmp_path / "rainbow.pt"
+    argv = ["atari", "import-dopamine", str(tmp_path / "ckpt"), "--agent", "rainbow", "--out", str(out)]
+    assert main(argv) == 0
+    assert "7744" in capsys.readouterr().out
+    network, meta = load_q_network(out, num_actions=A, game="centipede")
+    assert meta["agent"] == "rainbow" and meta["source"]["checkpoint"].endswith("tf_ckpt-199")
+    with torch.no_grad():
+        q, phi = network.q_and_features(torch.from_numpy(frames[:1]))
+    want_phi, want_q = oracle(variables, "rainbow", frames[0])
+    np.testing.assert_allclose(phi[0].numpy(), want_phi, rtol=1e-4, atol=1e-5)
+    np.testing.assert_allclose(q[0].numpy(), want_q, rtol=1e-4, atol=1e-5)
+    # The other head reads the same tensors as 918 "actions": refused for the game, nothing written.
+    wrong = tmp_path / "wrong.pt"
+    assert main(["atari", "import-dopamine", str(tmp_path / "ckpt"), "--agent", "dqn", "--out", str(wrong)]) == 1
+    err = capsys.readouterr().err
+    assert "the dqn head gives 918 actions; centipede has 18" in err and "Traceback" not in err
+    assert not wrong.exists()
+    assert main(["atari", "import-dopamine", str(tmp_path / "none"), "--agent", "dqn", "--out", str(wrong)]) == 1
+    assert "no TensorFlow checkpoint at" in capsys.readouterr().err and not wrong.exists()

@@ -381,3 +381,21 @@ def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
     points.save(other / "points.npz")
     (other / "returns.npz").write_bytes((data / "pts" / "returns.npz").read_bytes())
     assert "not the set of points the study was trained against" in error([*evaluate, str(other)])
+
+
+def test_ensembles_on_ray_give_what_local_processes_give(data, tmp_path):
+    ray = pytest.importorskip("ray")
+    cli = main
+
+    series = ["--series", "reference,unscaled", "--seeds", "1", "--ensemble", "2"]
+    assert cli([*train_argv(data, tmp_path / "here", *series)]) == 0
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:  # the command joins the running cluster, as on a real one
+        assert cli([*train_argv(data, tmp_path / "ray", *series), "--ray-address", "auto"]) == 0
+    finally:
+        ray.shutdown()
+    for name in ("reference", "unscaled"):
+        here = study.RunPredictions.load(study.run_path(tmp_path / "here", name, 0) / study.PREDICTIONS)
+        there = study.RunPredictions.load(study.run_path(tmp_path / "ray", name, 0) / study.PREDICTIONS)
+        np.testing.assert_array_equal(here.predictions, there.predictions)
+        np.testing.assert_array_equal(here.losses, there.losses)

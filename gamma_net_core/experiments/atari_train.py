@@ -315,11 +315,51 @@ def _train_in_worker(group: list[RunTask]) -> list[dict[str, Any]]:
     return train_group(group, progress=lambda n: _QUEUE.put(n))
 
 
-def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True, ensemble: int = 0) -> list[dict[str, Any]]:
-    """Every task, on ``workers`` processes (0: in this process), longest first; one progress bar.
+def _train_on_ray(group: list[RunTask]) -> list[dict[str, Any]]:
+    from gamma_net_core.atari.networks import torch_threads
+
+    with torch_threads(1):
+        return train_group(group)
+
+
+def _run_ray(groups: list[list[RunTask]], address: str | None):
+    """Yield each group's summaries as its Ray task finishes (one CPU each; one GPU for a CUDA learner)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(_train_on_ray)
+    refs = []
+    for group in groups:
+        gpus = 1 if str(group[0].config.get("device", "cpu")).startswith("cuda") else 0
+        refs.append(remote.options(num_cpus=1, num_gpus=gpus).remote(group))
+    pending = refs
+    try:
+        while pending:
+            finished, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+            for ref in finished:
+                yield ray.get(ref)
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+
+
+def run_tasks(
+    tasks: list[RunTask],
+    *,
+    workers: int,
+    progress: bool = True,
+    ensemble: int = 0,
+    ray_address: str | None = None,
+    use_ray: bool = False,
+) -> list[dict[str, Any]]:
+    """Every task, on ``workers`` processes (0: in this process) or on Ray, longest first; one progress bar.
 
     Args:
       ensemble: train runs that stack up to this many at a time as one ensemble (0 or 1: one by one).
+      ray_address: a Ray cluster (``ray.init(address=...)``) to run each run or ensemble on as one task;
+        implies ``use_ray``. The recording and the run folder must be where every node sees them.
+      use_ray: run on Ray (the cluster at ``ray_address``, an initialized one, or a local one).
     """
     import queue as queue_lib
 
@@ -344,6 +384,12 @@ def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True, ense
         )
 
     try:
+        if use_ray or ray_address is not None:
+            for summaries in _run_ray(groups, ray_address):
+                bar.update(sum(s["transitions"] for s in summaries))
+                for summary in summaries:
+                    done(summary)
+            return results
         if workers == 0:
             from gamma_net_core.atari.networks import torch_threads
 
@@ -415,6 +461,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default=0,
         metavar="K",
         help="train runs whose networks stack up to K at a time as one learner ensemble (0: one by one)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="train on this Ray cluster ('auto', 'ray://...'): each run or ensemble one task, one CPU (or GPU)",
     )
     parser.add_argument("--no-checkpoints", action="store_true", help="do not save each run's final learner")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -558,7 +609,17 @@ def run(args: argparse.Namespace) -> Report:
             )
     started = time.perf_counter()
     workers = min(args.workers, len(ensemble_groups(tasks, args.ensemble)))
-    results = run_tasks(tasks, workers=workers, progress=not args.no_progress, ensemble=args.ensemble) if tasks else []
+    results = (
+        run_tasks(
+            tasks,
+            workers=workers,
+            progress=not args.no_progress,
+            ensemble=args.ensemble,
+            ray_address=args.ray_address,
+        )
+        if tasks
+        else []
+    )
     seconds = time.perf_counter() - started
 
     table = Table(

@@ -335,6 +335,32 @@ def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, caps
     assert capsys.readouterr().out.count("already trained") == 8
 
 
+def test_a_study_of_the_clipped_reward_learns_it_and_wants_its_returns(data, tmp_path, capsys):
+    from gamma_net_core.data.shards import read_transitions
+
+    run = tmp_path / "clipped"
+    argv = [*train_argv(data, run, "--series", "reference"), "--seeds", "1", "--cumulant", "clipped"]
+    assert main(argv) == 0
+    saved = study.RunPredictions.load(study.run_path(run, "reference", 0) / study.PREDICTIONS)
+    # By hand: the same learner on the recording's clipped column.
+    reference, _ = train.reference_config(None, TINY[1::2])
+    learner = NeuralLearner(study.series_config(reference, "reference", 0))
+    rows = read_transitions(data / "rec", feature_size=512)
+    assert rows.cumulants.max() > 1 and rows.clipped_cumulants.max() == 1  # the clipping matters here
+    learner.observe_many(rows.features, rows.clipped_cumulants, rows.terminals, rows.truncated)
+    points = EvaluationPoints.load(data / "pts" / "points.npz")
+    np.testing.assert_allclose(
+        saved.predictions[-1], learner.predict(points.features, saved.gammas), rtol=1e-4, atol=1e-5
+    )
+    # The points' returns are of the raw reward: evaluating against them is refused.
+    capsys.readouterr()
+    assert (
+        main(["atari", "evaluate", "--run", str(run), "--points", str(data / "pts"), "--out", str(tmp_path / "f")]) == 1
+    )
+    err = capsys.readouterr().err
+    assert "the study learned the clipped reward" in err and "--cumulant clipped" in err
+
+
 def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
     def error(argv) -> str:
         assert main(argv) == 1

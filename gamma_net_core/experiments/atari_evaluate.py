@@ -136,6 +136,12 @@ def load_points(points_dir: str | pathlib.Path, study: dict[str, Any]):
     returns = MonteCarloReturns.load(returns_file)
     if returns.config.get("points_sha256") not in (None, sha):
         raise ValueError(f"{returns_file} was computed from other points than {points_file}")
+    trained, estimated = study["identity"].get("cumulant", "raw"), returns.config.get("cumulant", "raw")
+    if trained != estimated:
+        raise ValueError(
+            f"the study learned the {trained} reward, {returns_file} holds returns of the {estimated} reward: "
+            f"make them with `gamma-net atari points --cumulant {trained}`"
+        )
     return EvaluationPoints.load(points_file), returns
 
 

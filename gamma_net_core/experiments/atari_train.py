@@ -64,6 +64,7 @@ class RunTask:
     out: str
     checkpoint: bool
     identity: dict[str, Any]  # the study's identity, repeated in the file's header
+    cumulant: str = "raw"  # the recording's column learned from: raw or clipped (Dopamine's) reward
 
     @property
     def key(self) -> str:
@@ -75,6 +76,11 @@ def evaluation_schedule(steps: int, eval_every: int) -> np.ndarray:
     if steps < 1 or eval_every < 1:
         raise ValueError(f"steps and eval_every must be >= 1; got {steps}, {eval_every}")
     return np.unique(np.concatenate([np.arange(0, steps, eval_every), [steps]])).astype(np.int64)
+
+
+def cumulants_of(data, cumulant: str) -> np.ndarray:
+    """The cumulant column a study learns from: the raw reward, or Dopamine's clipped one."""
+    return data.clipped_cumulants if cumulant == "clipped" else data.cumulants
 
 
 def read_rows(directory: str | os.PathLike, steps: int, feature_size: int):
@@ -146,7 +152,7 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
             losses.append(
                 ensemble.observe_many(
                     data.features[start:stop],
-                    data.cumulants[start:stop],
+                    cumulants_of(data, first.cumulant)[start:stop],
                     data.terminals[start:stop],
                     data.truncated[start:stop],
                 )
@@ -252,7 +258,7 @@ def train_run(task: RunTask, progress=None) -> dict[str, Any]:
                 losses.append(
                     learner.observe_many(
                         data.features[start:stop],
-                        data.cumulants[start:stop],
+                        cumulants_of(data, task.cumulant)[start:stop],
                         data.terminals[start:stop],
                         data.truncated[start:stop],
                     )
@@ -454,6 +460,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="change a learner setting for every series, e.g. --set min_replay_history=5000 (repeatable)",
     )
+    parser.add_argument(
+        "--cumulant",
+        default="raw",
+        choices=("raw", "clipped"),
+        help="learn the game's reward (raw: the reference, as the points' returns) or Dopamine's clipped reward "
+        "(then make the points with `atari points --cumulant clipped`)",
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (0: in this one)")
     parser.add_argument(
         "--ensemble",
@@ -561,6 +574,8 @@ def run(args: argparse.Namespace) -> Report:
         "schedule": schedule.tolist(),
         "taus": taus.tolist(),
     }
+    if args.cumulant != "raw":  # absent: the raw reward (every study before the clipped column existed)
+        identity["cumulant"] = args.cumulant
     out = pathlib.Path(args.out)
     study_file = out / STUDY
     if study_file.is_file():
@@ -605,6 +620,7 @@ def run(args: argparse.Namespace) -> Report:
                     out=str(where),
                     checkpoint=not args.no_checkpoints,
                     identity=identity,
+                    cumulant=args.cumulant,
                 )
             )
     started = time.perf_counter()

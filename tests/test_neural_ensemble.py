@@ -48,7 +48,7 @@ MEMBERS = [
 ]
 
 
-@pytest.mark.parametrize("embedding", ["direct", "h_l_embed"])
+@pytest.mark.parametrize("embedding", ["direct", "l_embed", "h_l_embed", "matrix"])
 def test_an_ensemble_ends_where_its_learners_trained_one_by_one_end(embedding):
     configs = [dataclasses.replace(c, embedding=embedding) for c in MEMBERS]
     data = stream(260)

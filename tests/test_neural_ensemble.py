@@ -99,3 +99,17 @@ def test_a_diverging_member_stops_alone():
     for name, p in ensemble.params.items():
         assert torch.equal(p.detach()[1], before[name]), name  # nothing applied to the stopped member
     assert not torch.equal(ensemble.params["layers.0.weight"].detach()[0], first["layers.0.weight"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_an_ensemble_on_cuda_ends_where_it_ends_on_the_cpu():
+    data = stream(200)
+    gpu = LearnerEnsemble([dataclasses.replace(c, device="cuda") for c in MEMBERS])
+    cpu = LearnerEnsemble(MEMBERS)
+    np.testing.assert_allclose(gpu.observe_many(*data), cpu.observe_many(*data), rtol=1e-3, atol=1e-5)
+    probe = np.random.default_rng(0).random((4, D))
+    np.testing.assert_allclose(gpu.predict(probe, [0.0, 0.9]), cpu.predict(probe, [0.0, 0.9]), rtol=1e-3, atol=1e-4)
+    member = gpu.member(1)
+    np.testing.assert_allclose(
+        member.predict(probe, [0.0, 0.9]), cpu.predict(probe, [0.0, 0.9])[1], rtol=1e-3, atol=1e-4
+    )

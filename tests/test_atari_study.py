@@ -309,8 +309,8 @@ def test_runs_give_the_same_predictions_in_worker_processes(data, tmp_path):
 
 def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, capsys):
     """--ensemble 3: reference and unscaled (2 seeds each) stack into ensembles of 3 and 1, input_gamma's two
-    seeds into one of 2 (another network shape); the probes train alone. Every run's files match a one-by-one
-    study's to float tolerance, and the ensemble's checkpoints load as single learners."""
+    seeds into one of 2 (another network shape), the probes' two seeds into one of 2. Every run's files match a
+    one-by-one study's to float tolerance, and the ensemble's checkpoints load as single learners."""
     series = ["--series", "reference,unscaled,probes,input_gamma"]
     assert main([*train_argv(data, tmp_path / "alone", *series)]) == 0
     together_json = tmp_path / "together.json"
@@ -319,7 +319,7 @@ def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, caps
     )
     assert "ensembles of up to 3" in capsys.readouterr().out
     runs = json.loads(together_json.read_text())["data"]["runs"]
-    assert sorted(r.get("ensemble", 1) for r in runs) == [1, 1, 1, 2, 2, 3, 3, 3]
+    assert sorted(r.get("ensemble", 1) for r in runs) == [1, 2, 2, 2, 2, 3, 3, 3]
     for name in ("reference", "unscaled", "probes", "input_gamma"):
         for seed in (0, 1):
             alone = study.RunPredictions.load(study.run_path(tmp_path / "alone", name, seed) / study.PREDICTIONS)

@@ -80,8 +80,36 @@ def test_members_must_share_the_network_and_the_schedule():
         LearnerEnsemble([small(), small(seed=1, hidden_sizes=(8,))])
     with pytest.raises(ValueError, match="member 1 has gamma_t_size = 7, member 0 8"):
         LearnerEnsemble([small(), small(n_gamma=2, seed=1)])
-    with pytest.raises(ValueError, match="only gamma_net"):
-        LearnerEnsemble([small(network="probes")])
+    with pytest.raises(ValueError, match="member 1 has network = 'probes', member 0 'gamma_net'"):
+        LearnerEnsemble([small(), small(network="probes", seed=1)])
+    with pytest.raises(ValueError, match=r"member 1 has probe_taus = \(1.0, 2.0\)"):
+        LearnerEnsemble([small(network="probes"), small(network="probes", probe_taus=(1.0, 2.0), seed=1)])
+
+
+def test_probe_networks_stack_each_probe_with_its_own_priorities():
+    taus = (1.0, 4.0, 20.0)
+    configs = [
+        small(network="probes", probe_taus=taus, seed=0),
+        small(network="probes", probe_taus=taus, seed=1, scaling="delta_theta", priority="loss"),
+        small(network="probes", probe_taus=taus, seed=2, importance_weights=False, interpolation_scale="gamma"),
+    ]
+    data = stream(200)
+    ensemble = LearnerEnsemble(configs)
+    losses = ensemble.observe_many(*data)
+    assert losses.shape == (91, 3) and len(ensemble.replay.trees) == 9
+    probe = np.random.default_rng(9).random((5, D)).astype(np.float32)
+    together = ensemble.predict(probe, [0.0, 0.5, 0.9, 0.95])
+    for k, config in enumerate(configs):
+        alone = NeuralLearner(config)
+        np.testing.assert_allclose(losses[:, k], alone.observe_many(*data), rtol=2e-4, atol=1e-7)
+        member = ensemble.member(k)
+        for name, p in alone.online.state_dict().items():
+            torch.testing.assert_close(member.online.state_dict()[name], p, rtol=1e-4, atol=2e-6, msg=name)
+        for p in range(3):
+            np.testing.assert_allclose(
+                member.replay.trees[p].leaves, alone.replay.trees[p].leaves, rtol=1e-3, atol=1e-6
+            )
+        np.testing.assert_allclose(together[k], alone.predict(probe, [0.0, 0.5, 0.9, 0.95]), rtol=1e-3, atol=1e-5)
 
 
 def test_a_diverging_member_stops_alone():

@@ -22,7 +22,8 @@ study, and a later command may add series or seeds to the same ``--out``.
 
 With ``--ensemble K`` the runs whose networks stack (Γ-nets of the same shape and |Γ_t|:
 the seeds of a series, and series that change only the seed, the loss scaling, the Γ_t
-distribution, the priority rule or the importance weights) train up to K at a time as one
+distribution, the priority rule or the importance weights; the probe networks' seeds) train
+up to K at a time as one
 :class:`~gamma_net_core.neural.ensemble.LearnerEnsemble` on one pass over the data; each
 run's files are the ones it would write alone (its members equal single learners to float
 tolerance), so a study may mix both ways, and an interrupted ensemble is trained again.
@@ -138,7 +139,10 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
     ensemble = LearnerEnsemble(configs)
     first = tasks[0]
     data = read_rows(first.shards, first.steps, configs[0].feature_size)
-    taus = np.asarray(first.taus, dtype=np.float64)
+    if configs[0].network == "probes":  # probe networks predict at their own τ (interpolated by evaluate)
+        taus = np.sort(np.asarray(configs[0].probe_taus, dtype=np.float64))
+    else:
+        taus = np.asarray(first.taus, dtype=np.float64)
     gammas = np.atleast_1d(gamma_from_tau(taus))
     schedule = np.asarray(first.schedule, dtype=np.int64)
     K = len(tasks)
@@ -199,7 +203,7 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
 
 
 def ensemble_groups(tasks: list[RunTask], size: int) -> list[list[RunTask]]:
-    """Runs grouped into ensembles of at most ``size`` that stack (probe networks and lone shapes stay alone)."""
+    """Runs grouped into ensembles of at most ``size`` whose networks stack (see the module docstring)."""
     from gamma_net_core.config import from_mapping
     from gamma_net_core.neural.ensemble import can_stack, stack_key
     from gamma_net_core.neural.learner import NeuralConfig

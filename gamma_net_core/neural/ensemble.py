@@ -15,7 +15,8 @@ tolerance) to the same learners trained one by one.
 Members may differ in whatever keeps the network's shape and the stream's schedule:
 ``seed``, ``scaling``, the Γ_t distribution (``n_gamma``/``n_tau`` with the same |Γ_t|,
 ``tau_min``, ``integer_tau``), ``priority`` and ``importance_weights``
-(:data:`FREE_SETTINGS`). Probe networks train as single learners.
+(:data:`FREE_SETTINGS`). Probe networks stack too (with the same probe timescales): each
+member's P probes keep their own priorities, K × P sets over the shared records.
 
 A member whose loss becomes NaN or infinite stops there, as a single learner does: that
 update is not applied to it (its slice is restored after the shared Adam step), it learns
@@ -34,6 +35,7 @@ import torch
 from torch.func import functional_call, stack_module_state, vmap
 
 from gamma_net_core.config import to_mapping
+from gamma_net_core.neural.interpolation import interpolate
 from gamma_net_core.neural.learner import (
     CHECKPOINT_FORMAT,
     CHECKPOINT_VERSION,
@@ -64,24 +66,27 @@ FREE_SETTINGS = (
 
 
 def stack_key(config: NeuralConfig) -> tuple:
-    """What members of one ensemble must share: the network's shape, |Γ_t|, Adam and the stream's schedule."""
+    """What members of one ensemble must share: the network's shape, |Γ_t| (or the probes' τ), Adam and the
+    stream's schedule."""
     fixed = tuple((f.name, getattr(config, f.name)) for f in dataclasses.fields(config) if f.name not in FREE_SETTINGS)
+    if config.network == "probes":
+        return (*fixed, ("probe_taus", tuple(sorted(config.probe_taus))))
     return (*fixed, ("gamma_t_size", config.sampling.size))
 
 
 def can_stack(config: NeuralConfig) -> bool:
-    """Whether a learner of this configuration can be an ensemble member (Γ-nets; probes train alone)."""
-    return config.network == "gamma_net"
+    """Whether a learner of this configuration can be an ensemble member (every network kind can)."""
+    return config.network in ("gamma_net", "probes")
 
 
 class LearnerEnsemble:
-    """K Γ-net learners with stacked parameters, trained together on one stream.
+    """K learners (Γ-nets, or probe networks) with stacked parameters, trained together on one stream.
 
     Args:
       configs: one configuration per member; they may differ only in :data:`FREE_SETTINGS`.
 
     Raises:
-      ValueError: no configs, a probe configuration, or members that differ in a stacked setting (named).
+      ValueError: no configs, or members that differ in a stacked setting (named).
     """
 
     def __init__(self, configs: list[NeuralConfig]) -> None:
@@ -89,7 +94,7 @@ class LearnerEnsemble:
             raise ValueError("an ensemble needs at least one learner configuration")
         for i, c in enumerate(configs):
             if not can_stack(c):
-                raise ValueError(f"ensemble member {i}: network {c.network!r}; only gamma_net learners are stacked")
+                raise ValueError(f"ensemble member {i}: network {c.network!r} cannot be stacked")
         first = dict(stack_key(configs[0]))
         for i, c in enumerate(configs[1:], start=1):
             for name, value in stack_key(c):
@@ -102,15 +107,23 @@ class LearnerEnsemble:
         c = self.config = configs[0]
         self.device = _device(c.device)
         self.K = len(configs)
+        self.is_gamma_net = c.network == "gamma_net"
+        #: Priority sets per member: 1 for a Γ-net, one per probe (member k's are k·P ... k·P + P - 1).
+        self.P = 1 if self.is_gamma_net else len(c.probe_taus)
+        self.probe_gammas = c.probe_gammas
         seeds = [learner_seeds(config) for config in configs]
         self.replay = PrioritizedReplay(
             capacity=c.replay_capacity, feature_size=c.feature_size, n=c.n_step, rng=np.random.default_rng(0),
-            priority_sets=self.K,
+            priority_sets=self.K * self.P,
         )  # fmt: skip
         #: Each member's replay-sampling generator (the buffer's own is unused).
         self.replay_rngs = [np.random.default_rng(s[0]) for s in seeds]
         self.timescale_rngs = [np.random.default_rng(s[1]) for s in seeds]
-        self.samplers = [TimescaleSampler(cfg.sampling, rng) for cfg, rng in zip(configs, self.timescale_rngs)]
+        self.samplers = (
+            [TimescaleSampler(cfg.sampling, rng) for cfg, rng in zip(configs, self.timescale_rngs)]
+            if self.is_gamma_net
+            else []
+        )
         nets = [build_network(cfg, s[2]).to(self.device) for cfg, s in zip(configs, seeds)]
         self._base = copy.deepcopy(nets[0]).to("meta")
         params, buffers = stack_module_state(nets)
@@ -127,9 +140,13 @@ class LearnerEnsemble:
         #: Per member: why it stopped (a diverged loss), or None while it trains.
         self.stopped: list[str | None] = [None] * self.K
         self._forward = vmap(self._member_forward, in_dims=(0, 0, 0, 0))
+        self._probe_forward = vmap(self._member_probe_forward, in_dims=(0, 0, 0))
 
     def _member_forward(self, params, buffers, features, gammas):
         return functional_call(self._base, (params, buffers), (features, gammas))
+
+    def _member_probe_forward(self, params, buffers, features):
+        return functional_call(self._base, (params, buffers), (features,))
 
     # ----------------------------------------------------------------- learning
 
@@ -138,6 +155,8 @@ class LearnerEnsemble:
 
     def update(self) -> np.ndarray:
         """One update of every member still training; returns each member's loss (NaN for a stopped one)."""
+        if not self.is_gamma_net:
+            return self._update_probes()
         c, dev, f32 = self.config, self.device, torch.float32
         batches = [self.replay.sample(c.batch_size, k, rng) for k, rng in enumerate(self.replay_rngs)]
         gammas = np.stack([sampler.sample() for sampler in self.samplers])  # [K, G]
@@ -161,14 +180,27 @@ class LearnerEnsemble:
         delta = self._scale(g)[:, None, :] * returns_t + discounts_t * out_t - out
         losses = (weights_t[:, :, None] * delta.square()).mean(dim=(1, 2))  # [K]
         values = losses.detach().double().cpu().numpy()
-        training = np.array([s is None for s in self.stopped])
-        for k in np.flatnonzero(training & ~np.isfinite(values)):
+        self._step(losses, values)
+        squared = delta.detach().square().cpu().numpy()
+        for k, batch in enumerate(batches):
+            if self.stopped[k] is None:
+                rule = self.configs[k].priority
+                self.replay.update_priorities(batch.indices, priorities_from_losses(squared[k], rule), k)
+        self.updates += 1
+        if self._sync_due():
+            self.sync_target()
+        values[[s is not None for s in self.stopped]] = np.nan
+        return values
+
+    def _step(self, losses: torch.Tensor, values: np.ndarray) -> None:
+        """Stop the members whose loss is not finite, then one Adam step for the others (the stopped unchanged)."""
+        for k in np.flatnonzero(np.array([s is None for s in self.stopped]) & ~np.isfinite(values)):
             self.stopped[k] = (
                 f"the loss became {values[k]} at update {self.updates + 1} (after {self.transitions} steps); "
                 "training stopped without applying it"
             )
         frozen = [k for k in range(self.K) if self.stopped[k] is not None]
-        keep = torch.as_tensor([s is None for s in self.stopped], device=dev)
+        keep = torch.as_tensor([s is None for s in self.stopped], device=self.device)
         saved = {name: p.detach()[frozen].clone() for name, p in self.params.items()} if frozen else None
         self.optimizer.zero_grad(set_to_none=True)
         torch.where(keep, losses, torch.zeros_like(losses)).sum().backward()
@@ -177,11 +209,52 @@ class LearnerEnsemble:
             with torch.no_grad():
                 for name, p in self.params.items():
                     p[frozen] = saved[name]
+
+    def _update_probes(self) -> np.ndarray:
+        """One update of probe-network members: each probe of each member on its own batch (its own priorities)."""
+        c, dev, f32, P = self.config, self.device, torch.float32, self.P
+        gammas = self.probe_gammas
+        # Member k draws its P batches in probe order with its own generator, as its single learner does.
+        batches = [
+            [self.replay.sample(c.batch_size, k * P + p, rng) for p in range(P)]
+            for k, rng in enumerate(self.replay_rngs)
+        ]
+        phi = torch.as_tensor(np.stack([[b.features for b in mine] for mine in batches]), device=dev)  # [K, P, B, D]
+        phi_t = torch.as_tensor(np.stack([[b.bootstrap_features for b in mine] for mine in batches]), device=dev)
+
+        def per_probe(fn) -> torch.Tensor:  # [K, B, P]
+            return torch.as_tensor(
+                np.stack([np.stack([fn(b, p) for p, b in enumerate(mine)], axis=1) for mine in batches]),
+                dtype=f32,
+                device=dev,
+            )
+
+        returns = per_probe(lambda b, p: b.nstep_returns(gammas[p : p + 1])[:, 0])
+        discounts = per_probe(lambda b, p: b.bootstrap_discounts(gammas[p : p + 1])[:, 0])
+
+        def member_weights(k: int, batch) -> np.ndarray:
+            return importance_weights(batch.probabilities) if self._weighted[k] else np.ones(c.batch_size)
+
+        weights = torch.as_tensor(
+            np.stack([np.stack([member_weights(k, b) for b in mine], axis=1) for k, mine in enumerate(batches)]),
+            dtype=f32,
+            device=dev,
+        )
+        g = torch.as_tensor(gammas, dtype=f32, device=dev)[None].expand(self.K, -1)
+        with torch.no_grad():
+            out_t = self._probe_forward(self.target_params, self.buffers, phi_t)
+        out = self._probe_forward(self.params, self.buffers, phi)  # [K, B, P]
+        delta = self._scale(g)[:, None, :] * returns + discounts * out_t - out
+        losses = (weights * delta.square()).mean(dim=1).sum(dim=1)  # [K]: the probes' losses add
+        values = losses.detach().double().cpu().numpy()
+        self._step(losses, values)
         squared = delta.detach().square().cpu().numpy()
-        for k, batch in enumerate(batches):
+        for k, mine in enumerate(batches):
             if self.stopped[k] is None:
                 rule = self.configs[k].priority
-                self.replay.update_priorities(batch.indices, priorities_from_losses(squared[k], rule), k)
+                for p, batch in enumerate(mine):
+                    priorities = priorities_from_losses(squared[k, :, p], rule)
+                    self.replay.update_priorities(batch.indices, priorities, k * P + p)
         self.updates += 1
         if self._sync_due():
             self.sync_target()
@@ -252,6 +325,17 @@ class LearnerEnsemble:
         if phi.ndim != 2 or phi.shape[1] != self.config.feature_size or not np.isfinite(phi).all():
             raise ValueError(f"features must be finite [B, {self.config.feature_size}]; got shape {np.shape(features)}")
         x = torch.as_tensor(phi, device=self.device)[None].expand(self.K, -1, -1)
+        if not self.is_gamma_net:
+            with torch.no_grad():
+                out = self._probe_forward(self.params, self.buffers, x).double().cpu().numpy()  # [K, B, P]
+            pg = self.probe_gammas
+            values = [
+                out[k] / output_scale(torch.as_tensor(pg), cfg.scaling).numpy()[None, :]
+                for k, cfg in enumerate(self.configs)
+            ]
+            return np.stack(
+                [interpolate(pg, v, g, scale=cfg.interpolation_scale) for v, cfg in zip(values, self.configs)]
+            )
         parts = []
         for i in range(0, g.size, 64):  # bounds memory as the single learner's PREDICT_CHUNK does
             chunk = torch.as_tensor(g[i : i + 64], dtype=torch.float32, device=self.device)
@@ -274,7 +358,9 @@ class LearnerEnsemble:
                 state[i] = {key: (v.clone() if key == "step" else v[k].clone()) for key, v in slot.items()}
         replay = self.replay.to_state_dict()
         replay = {key: v for key, v in replay.items() if not key.startswith("tree")}
-        replay.update({f"tree_{key}": v for key, v in self.replay.trees[k].to_state_dict().items()})
+        for p in range(self.P):
+            prefix = "tree_" if p == 0 else f"tree{p}_"  # the single learner's layout of its P sets
+            replay.update({f"{prefix}{key}": v for key, v in self.replay.trees[k * self.P + p].to_state_dict().items()})
         replay["rng"] = _rng_to_array(self.replay_rngs[k])
         return {
             "format": CHECKPOINT_FORMAT,

@@ -259,8 +259,10 @@ class ProbeNets(nn.Module):
         if features.dim() == 2:
             features = features[None].expand(self.n_probes, -1, -1)
         h = torch.baddbmm(self.biases[0], features, self.weights[0])
-        for w, b in zip(self.weights[1:], self.biases[1:]):
-            h = torch.baddbmm(b, F.relu(h), w)
+        # Indexed, not sliced: a sliced ParameterList re-wraps its tensors as new leaves, which would cut the
+        # gradient when torch.func.functional_call substitutes them (the learner ensemble).
+        for i in range(1, len(self.weights)):
+            h = torch.baddbmm(self.biases[i], F.relu(h), self.weights[i])
         return h.squeeze(-1).transpose(0, 1)
 
 

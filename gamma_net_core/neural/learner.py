@@ -85,7 +85,7 @@ class NeuralConfig:
     network: str = setting(
         "gamma_net",
         "gamma_net: one network with the timescale as input; probes: one fixed-timescale network per probe_taus "
-        "entry (the paper's comparison baseline; predictions between probes by interpolation)",
+        "entry (the paper's comparison baseline, Evaluation; predictions between probes by interpolation)",
         choices=("gamma_net", "probes"),
     )
     feature_size: int = setting(512, "|φ|, values per feature vector (appendix table: φ dim 512)", low=1, high=10**6)
@@ -150,7 +150,7 @@ class NeuralConfig:
     batch_size: int = setting(
         32, "sampled transitions per update, each tiled with all of Γ_t (appendix: 32)", low=1, high=65536
     )
-    n_step: int = setting(4, "n of the n-step returns (appendix table: 4)", low=1, high=1000)
+    n_step: int = setting(4, "n of the n-step returns, in agent steps (appendix table: 4)", low=1, high=1000)
     replay_capacity: int = setting(100_000, "steps held in the replay (appendix table: 100000)", low=2, high=10**9)
     min_replay_history: int = setting(
         20_000, "steps observed before the first update (appendix table: 20000)", low=0, high=10**12

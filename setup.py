@@ -24,6 +24,7 @@ NODES = {
     "ale_bridge": "gamma_net_ros.ale_bridge:main",
     "neural_predictor": "gamma_net_ros.neural_predictor:main",
     "transition_counter": "gamma_net_ros.transition_counter:main",
+    "horde": "gamma_net_ros.horde:main",
 }
 
 setup(

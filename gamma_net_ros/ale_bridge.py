@@ -29,19 +29,18 @@ import time
 from collections.abc import Iterator
 
 import numpy as np
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from gamma_net_msgs.msg import Transition
 from rclpy.duration import Duration
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
 from gamma_net_core.atari.env import AtariConfig
-from gamma_net_core.checkpoint import CheckpointError
+from gamma_net_core.atari.policies import EVAL_EPSILON
 from gamma_net_core.data.shards import ShardError, ShardReader
+from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import ConsumerWindow
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
 
 #: (features float32 [F], cumulant, terminal, truncated, episode, step): one row of a recording.
@@ -132,7 +131,6 @@ class AleBridge(Node):
         self.window_tracker = ConsumerWindow(
             self, "transitions", published=lambda: self.published, on_report=self.pump, timeout=timeout
         )
-        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.state = "waiting"  # -> running -> draining -> done (or failed)
         self.published = 0
         self.started: float | None = None
@@ -142,47 +140,60 @@ class AleBridge(Node):
         self.error = ""
         self.pump_timer = self.create_timer(0.001 if self.rate > 0 or self.consumers == 0 else 0.01, self.pump)
         self.create_timer(self.progress_period, self.log_progress)
-        self.create_timer(1.0, self.publish_diagnostics)
+        self.health = Diagnostics(self, self.source, self.report_health)
         pace = f"at most {self.rate:g}/s" if self.rate else "no rate limit"
         flow = f"window {self.window} for {self.consumers} consumer(s)" if self.consumers else "no flow control"
         self.get_logger().info(f"{self.what}: {pace}, {flow}, on {self.publisher.topic_name}")
 
     def _open_source(self, feature_size: int | None) -> tuple[Iterator[Row], int | None, str]:
-        if self.source == "shards":
-            directory = declare(self, "shard_dir", "", "recording directory (gamma-net atari record)", read_only=True)
-            verify = declare(self, "verify", True, "check every shard before the first message", read_only=True)
-            if not directory:
-                raise ValueError("shard_dir is empty: give the recording's directory (-p shard_dir:=DIR)")
-            reader = ShardReader(directory, feature_size=feature_size)  # FileNotFoundError / ShardError
-            if verify:
-                started = time.perf_counter()
-                for _ in reader.batches():  # hashes, layouts, NaNs and row order of every shard
-                    pass
-                self.get_logger().info(
-                    f"{directory}: {len(reader.shards)} shards, {reader.count} transitions, "
-                    f"checked in {time.perf_counter() - started:.2f} s"
-                )
-            return recorded_rows(reader), reader.count, f"replaying {reader.count} transitions from {directory}"
-        return self._open_live(feature_size)
+        # Both sources' parameters are declared whichever is chosen: one YAML section holds both.
+        directory = declare(self, "shard_dir", "", "recording directory (gamma-net atari record)", read_only=True)
+        verify = declare(self, "verify", True, "check every shard before the first message", read_only=True)
+        live = self._declare_live()
+        if self.source == "live":
+            return self._open_live(feature_size, **live)
+        if not directory:
+            raise ValueError("shard_dir is empty: give the recording's directory (-p shard_dir:=DIR)")
+        reader = ShardReader(directory, feature_size=feature_size)  # FileNotFoundError / ShardError
+        if verify:
+            started = time.perf_counter()
+            for _ in reader.batches():  # hashes, layouts, NaNs and row order of every shard
+                pass
+            self.get_logger().info(
+                f"{directory}: {len(reader.shards)} shards, {reader.count} transitions, "
+                f"checked in {time.perf_counter() - started:.2f} s"
+            )
+        return recorded_rows(reader), reader.count, f"replaying {reader.count} transitions from {directory}"
 
-    def _open_live(self, feature_size: int | None) -> tuple[Iterator[Row], int | None, str]:
+    def _declare_live(self) -> dict:
+        return dict(
+            config=declare_config(self, AtariConfig, "env"),
+            spec=declare(self, "policy", "random", "random, a Q-network file, or py:module:factory", read_only=True),
+            seed=declare(
+                self, "seed", 0, "seeds sticky actions and the policy's draws", low=0, high=2**31 - 1, read_only=True
+            ),
+            epsilon=declare(
+                self,
+                "epsilon",
+                EVAL_EPSILON,
+                "ε of a Q-network policy (paper: 1e-4)",
+                low=0.0,
+                high=1.0,
+                read_only=True,
+            ),
+            feature_seed=declare(
+                self, "feature_seed", 0, "seed of the random policy's φ network", low=0, high=2**31 - 1, read_only=True
+            ),
+            steps=declare(self, "steps", 0, "steps to play (0: until stopped)", low=0, high=2**62, read_only=True),
+        )
+
+    def _open_live(
+        self, feature_size: int | None, *, config, spec, seed, epsilon, feature_seed, steps
+    ) -> tuple[Iterator[Row], int | None, str]:
         import torch
 
-        from gamma_net_core.atari.policies import EVAL_EPSILON
         from gamma_net_core.atari.record import make_player
 
-        config = declare_config(self, AtariConfig, "env")
-        spec = declare(self, "policy", "random", "random, a Q-network file, or py:module:factory", read_only=True)
-        seed = declare(
-            self, "seed", 0, "seeds sticky actions and the policy's draws", low=0, high=2**31 - 1, read_only=True
-        )
-        epsilon = declare(
-            self, "epsilon", EVAL_EPSILON, "ε of a Q-network policy (paper: 0.0001)", low=0.0, high=1.0, read_only=True
-        )
-        feature_seed = declare(
-            self, "feature_seed", 0, "seed of the random policy's φ network", low=0, high=2**31 - 1, read_only=True
-        )
-        steps = declare(self, "steps", 0, "steps to play (0: until stopped)", low=0, high=2**62, read_only=True)
         torch.set_num_threads(1)  # batch-1 forward passes: one thread is fastest, and the cores are shared
         env, policy, rng = make_player(config, spec, seed=seed, epsilon=epsilon, feature_seed=feature_seed)
         if feature_size is not None and policy.feature_size != feature_size:
@@ -249,7 +260,7 @@ class AleBridge(Node):
             self.state = "failed" if self.error else "done"
             self.pump_timer.cancel()
             self.get_logger().info(f"{self.state}: {self.summary()}")
-            self.publish_diagnostics()
+            self.health.publish()
             self.finished.set_result(1 if self.error else 0)
 
     def _message(self, row: Row) -> Transition:
@@ -299,16 +310,7 @@ class AleBridge(Node):
             f"{self.window_tracker.in_flight()} in flight"
         )
 
-    def publish_diagnostics(self) -> None:
-        level = {"failed": DiagnosticStatus.ERROR, "waiting": DiagnosticStatus.WARN}.get(
-            self.state, DiagnosticStatus.OK
-        )
-        status = DiagnosticStatus(
-            name=f"{self.get_name()}: {self.source}",
-            hardware_id="gamma_net",
-            level=level,
-            message=self.error or self.state,
-        )
+    def report_health(self) -> Health:
         values = {
             "state": self.state,
             "published": self.published,
@@ -318,32 +320,18 @@ class AleBridge(Node):
             "seconds": f"{self.seconds:.3f}",
             "rate": f"{self.published / self.seconds:.1f}" if self.seconds > 0 else "0",
         }
-        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
-        msg = DiagnosticArray(status=[status])
-        msg.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics.publish(msg)
+        return Health({"failed": ERROR, "waiting": WARN}.get(self.state, OK), self.error or self.state, values)
+
+    def exit_code(self) -> int | None:
+        """The code to exit with once the data ended (with ``exit_at_end``, or failed); None: keep running."""
+        if not self.finished.done():
+            return None
+        code = self.finished.result()
+        return code if code or self.exit_at_end else None  # done: stay up (diagnostics) until stopped
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = AleBridge()
-    except (ValueError, FileNotFoundError, ShardError, CheckpointError) as exc:
-        rclpy.logging.get_logger("ale_bridge").fatal(f"refusing to start: {exc}")
-        rclpy.try_shutdown()
-        return 1
-    code = 0
-    try:
-        rclpy.spin_until_future_complete(node, node.finished)
-        code = node.finished.result() if node.finished.done() else 0
-        if code == 0 and not node.exit_at_end:
-            rclpy.spin(node)  # done: stay up (diagnostics) until stopped
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return code
+    return run_node(AleBridge, args, until=AleBridge.exit_code)
 
 
 if __name__ == "__main__":

@@ -30,6 +30,7 @@ from gamma_net_ros.params import declare
 class BagPlayer(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("bag_player", **kwargs)
+        self.publisher = None  # a player refused at start (say, a bad bag) has nothing to flush
         self.bag = declare(
             self, "bag", "", "the recording to play (a rosbag2 folder, .mcap, .db3 or .bag)", read_only=True
         )
@@ -86,9 +87,11 @@ class BagPlayer(Node):
                 self.done = True
 
     def destroy_node(self) -> None:
-        # Let the last messages leave before the process goes (acknowledged, when reliable).
-        self.publisher.wait_for_all_acked(Duration(seconds=2.0))
-        time.sleep(0.2)
+        if self.publisher is not None:
+            # Let the last messages leave before the process goes (acknowledged, when reliable).
+            self.publisher.wait_for_all_acked(Duration(seconds=2.0))
+            time.sleep(0.2)
+            self.publisher = None
         super().destroy_node()
 
     def _publish(self, message) -> None:
@@ -103,7 +106,7 @@ class BagPlayer(Node):
 
 
 def main(args=None) -> int:
-    return run_node(BagPlayer, args, until=lambda node: node.done)
+    return run_node(BagPlayer, args, until=lambda node: 0 if node.done else None)
 
 
 if __name__ == "__main__":

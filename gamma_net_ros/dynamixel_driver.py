@@ -11,6 +11,14 @@ are clamped to the configured limits (and to the servos' own); in velocity mode 
 as it nears a position limit and is not driven past it, and every goal returns to zero when no
 command came for ``command_timeout_s``. A malformed command is refused whole, counted and logged.
 
+In position mode the goals at start (and after a reconnect) are where the joints are, even
+outside the limits: only a command moves a joint, and only its goal is clamped.
+
+Each sample is stamped with the time of the request its data answers; a reply that answers an
+earlier request is refused and counted (``stale_replies``). At connect the sync-read round trip
+is measured and the reply timeout set to cover it within one cycle (a USB adapter's latency
+timer delays every reply); replies too slow for ``rate_hz`` are refused at start in one line.
+
 Faults: a failed read is retried within the cycle (see gamma_net_ros.hardware.bus); a cycle
 without a good read publishes nothing and is counted as missed. If the port disappears the
 node keeps trying to reopen it every ``reconnect_interval_s`` and resumes publishing when it
@@ -23,14 +31,14 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_ros.conversions import seconds_to_stamp
-from gamma_net_ros.hardware.bus import BusError, DynamixelBus, PortLost, ReadFailed
+from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
+from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortLost, ReadFailed
 from gamma_net_ros.hardware.control_table import OperatingMode
 from gamma_net_ros.hardware.goals import JointGoals, JointLimits
 from gamma_net_ros.node_main import run_node
@@ -50,7 +58,13 @@ PARAMETERS = (
     ("rate_hz", 30.0, "read/publish/write cycles per second", (1.0, 500.0)),
     ("command_mode", "velocity", "what joint_commands set: velocity or position", None),
     ("retries", 2, "extra sync-read attempts within one cycle", (0, 10)),
-    ("timeout_ms", 0.0, "sync-read reply timeout, ms; 0: the SDK's own (about 34 ms)", (0.0, 1000.0)),
+    (
+        "timeout_ms",
+        0.0,
+        "sync-read reply timeout, ms; 0: the SDK's own (about 34 ms); lengthened to cover the "
+        "round trip measured at connect, within one cycle",
+        (0.0, 1000.0),
+    ),
     ("reconnect_interval_s", 0.5, "wait between attempts to reopen a vanished port, s", (0.01, 60.0)),
     ("diagnostics_period_s", 1.0, "period of /diagnostics, s", (0.1, 60.0)),
     ("soft_stop_s", 0.3, "velocity mode: braking horizon near a position limit, s", (0.01, 5.0)),
@@ -118,27 +132,42 @@ class DynamixelDriver(Node):
         self._last_attempts = self._last_failed = 0
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
-        self.diagnostics_pub = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_subscription(JointState, "joint_commands", self._on_command, 10)
-        self._connect()
+        try:
+            self._connect()
+        except LatencyTooHigh as exc:  # a setting to change, not a fault to wait out
+            raise ValueError(f"{exc} (rate_hz {self.rate_hz:g})") from exc
         self.create_timer(1.0 / self.rate_hz, self._cycle)
-        self.create_timer(p["diagnostics_period_s"], self._publish_diagnostics)
+        self.health = Diagnostics(
+            self, "servo bus", self._report_health, period=p["diagnostics_period_s"], hardware_id=self.bus.port_name
+        )
 
     # -- the bus -----------------------------------------------------------------------------
     def _connect(self) -> bool:
+        """Connect and configure the servos; False (cause kept in ``down_reason``) if they are not ready.
+
+        Raises:
+          LatencyTooHigh: at start only (no servos configured yet); later it is a cause like any other.
+        """
         self._next_reconnect = time.monotonic() + self.reconnect_interval
         try:
-            info = self.bus.connect(self.mode)
+            info = self.bus.connect(self.mode, budget_ms=1000.0 / self.rate_hz)
         except BusError as exc:
+            if isinstance(exc, LatencyTooHigh) and self.counts["cycles"] == 0:
+                raise  # at start: refused; later it is a cause like any other
+            self.down_reason = str(exc)  # the cause now, not the one that took the bus down
             self.get_logger().warning(
                 f"servo bus on {self.bus.port_name} not ready ({exc}); retrying every {self.reconnect_interval} s",
                 throttle_duration_sec=5.0,
             )
             return False
+        self.down_reason = ""
         self._adopt(info)
+        stats = self.bus.stats
         self.get_logger().info(
             f"servos {self.bus.ids} ({self.joint_names}) on {self.bus.port_name}: models "
-            f"{list(info.model_numbers)}, {self.mode.name.lower()} mode, torque on"
+            f"{list(info.model_numbers)}, {self.mode.name.lower()} mode, torque on; round trip "
+            f"{stats.round_trip_ms:.1f} ms, reply timeout {stats.reply_timeout_ms:.1f} ms"
         )
         return True
 
@@ -236,21 +265,18 @@ class DynamixelDriver(Node):
         return SetParametersResult(successful=True)
 
     # -- health ------------------------------------------------------------------------------
-    def _publish_diagnostics(self) -> None:
+    def _report_health(self) -> Health:
         stats = self.bus.stats
         attempts, failed = stats.attempts - self._last_attempts, stats.failed_attempts - self._last_failed
         self._last_attempts, self._last_failed = stats.attempts, stats.failed_attempts
         success = f"{1.0 - stats.failed_attempts / stats.attempts:.4f}" if stats.attempts else "n/a"
         recent = f"{1.0 - failed / attempts:.4f}" if attempts else "n/a"
-        status = DiagnosticStatus(name=f"{self.get_name()}: servo bus", hardware_id=self.bus.port_name)
         if not self.bus.is_open:
-            status.level = DiagnosticStatus.ERROR
-            status.message = f"servo bus down ({self.down_reason or stats.last_error}); reopening"
+            level, message = ERROR, f"servo bus down ({self.down_reason or stats.last_error}); reopening"
         elif failed:
-            status.level = DiagnosticStatus.WARN
-            status.message = f"{failed} of {attempts} reads failed in the last period"
+            level, message = WARN, f"{failed} of {attempts} reads failed in the last period"
         else:
-            status.level, status.message = DiagnosticStatus.OK, f"{self.rate_hz:g} Hz, reads fine"
+            level, message = OK, f"{self.rate_hz:g} Hz, reads fine"
         values = {
             "port_state": "open" if self.bus.is_open else "lost",
             "read_success_rate": success,
@@ -261,15 +287,14 @@ class DynamixelDriver(Node):
             "port_losses": stats.port_losses,
             "drained_bytes": stats.drained_bytes,
             "stale_replies": stats.stale_replies,
+            "round_trip_ms": f"{stats.round_trip_ms:.1f}",
+            "reply_timeout_ms": f"{stats.reply_timeout_ms:.1f}",
             "last_error": stats.last_error,
             "model_numbers": list(self.models),
             "command_timeouts": self.goals.timeouts,
             **self.counts,
         }
-        status.values = [KeyValue(key=key, value=str(value)) for key, value in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics_pub.publish(array)
+        return Health(level, message, values)
 
     def destroy_node(self) -> None:
         if self.bus is not None:

@@ -42,27 +42,29 @@ import threading
 import time
 
 import numpy as np
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from gamma_net_msgs.msg import Prediction, Transition
 from gamma_net_msgs.srv import PredictAt
 from rcl_interfaces.msg import SetParametersResult
-from rclpy.executors import ExternalShutdownException, SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
 from gamma_net_core.neural.online import TransitionStream
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, stamp_to_seconds
+from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
-from gamma_net_ros.predictions import PublishedTimescales, answer, refuse, requested_gammas
+from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
 
 
 class NeuralPredictor(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("neural_predictor", **kwargs)
+        # A node refused half-way is still destroyed (by rclpy's shutdown): nothing to stop or save yet.
+        self._worker: threading.Thread | None = None
+        self.checkpoint: pathlib.Path | None = None
+        self._built = False
         config = declare_config(self, NeuralConfig, "learner")
         threads = declare(
             self, "torch_threads", 1, "torch CPU threads (1: best on a shared CPU)", low=1, high=256, read_only=True
@@ -101,12 +103,14 @@ class NeuralPredictor(Node):
             self, "progress_period", 10.0, "s between progress lines", low=0.1, high=1e6, read_only=True
         )
         path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
-        self.checkpoint = pathlib.Path(path).expanduser() if path else None
+        checkpoint = pathlib.Path(path).expanduser() if path else None
         interval = declare(
             self, "checkpoint_interval", 300.0, "s between checkpoints", low=0.1, high=86400.0, read_only=True
         )
         resume = declare(self, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
-        self.stream = self._open(config, lag, resume)
+        self.stream = self._open(config, checkpoint, lag, resume)
+        self.checkpoint = checkpoint
+        self.requests = TimescaleRequests(self, self.stream.config.tau_max)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -114,7 +118,6 @@ class NeuralPredictor(Node):
         self.create_subscription(Transition, "transitions", self.on_transition, qos)
         self.reporter = TakenReporter(self, "transitions", taken=lambda: self.stream.taken, every=every)
         self.predictions = self.create_publisher(Prediction, "predictions", 10)
-        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
         self._prediction_due = threading.Event()
         if rate > 0:
@@ -122,7 +125,7 @@ class NeuralPredictor(Node):
         self._checkpoint_due = threading.Event()
         if self.checkpoint is not None:
             self.create_timer(interval, self._checkpoint_due.set)
-        self.create_timer(1.0, self.publish_diagnostics)
+        self.health = Diagnostics(self, self.cumulant, self.report_health)
         self.create_timer(self.progress_period, self.log_progress)
         self.last_checkpoint: float | None = None
         self._published_about = None  # (state, updates) of the last Prediction
@@ -130,6 +133,7 @@ class NeuralPredictor(Node):
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._work, name="neural_predictor.train", daemon=True)
         self._worker.start()
+        self._built = True
         c = config
         self.get_logger().info(
             f"Γ-net on φ of {c.feature_size}, layers {list(c.hidden_sizes)}, update every {c.update_period} steps "
@@ -137,16 +141,15 @@ class NeuralPredictor(Node):
             f"checkpoint {self.checkpoint or 'off'}"
         )
 
-    def _open(self, config: NeuralConfig, lag: int, resume: bool) -> TransitionStream:
-        if self.checkpoint is not None and resume and self.checkpoint.exists():
-            stream = TransitionStream.resume(self.checkpoint, config=config, max_update_lag=lag)  # CheckpointError
+    def _open(self, config: NeuralConfig, checkpoint: pathlib.Path | None, lag: int, resume: bool) -> TransitionStream:
+        if checkpoint is not None and resume and checkpoint.exists():
+            stream = TransitionStream.resume(checkpoint, config=config, max_update_lag=lag)  # CheckpointError
             self.get_logger().info(
-                f"resumed from {self.checkpoint}: {stream.learner.transitions} transitions, "
-                f"{stream.learner.updates} updates"
+                f"resumed from {checkpoint}: {stream.learner.transitions} transitions, {stream.learner.updates} updates"
             )
             return stream
-        if self.checkpoint is not None and resume:
-            self.get_logger().info(f"no checkpoint at {self.checkpoint}: starting a new learner")
+        if checkpoint is not None and resume:
+            self.get_logger().info(f"no checkpoint at {checkpoint}: starting a new learner")
         return TransitionStream(NeuralLearner(config), max_update_lag=lag)
 
     # -- stream
@@ -205,15 +208,24 @@ class NeuralPredictor(Node):
 
     def stop_worker(self) -> None:
         """Stop the worker thread, then move whatever is still queued into the replay (no update)."""
+        if self._worker is None:
+            return
         self._stop.set()
         self.stream.wake()
         if self._worker.is_alive():
             self._worker.join()
-        while self.stream.queued:
-            self.stream.work(max_updates=0)
+        self._worker = None
+        # Received is kept: what waits behind a max_update_lag bound goes in too, its updates owed.
+        self.stream.max_update_lag = 0
+        while self.stream.queued and self.stream.work(max_updates=0):
+            pass
 
     def destroy_node(self) -> None:
-        self.stop_worker()
+        """Stop training, write the last checkpoint, then release the node (safe on a node refused half-way)."""
+        if self._built:
+            self._built = False
+            self.stop_worker()
+            self.save_checkpoint()
         super().destroy_node()
 
     # -- predictions
@@ -238,7 +250,7 @@ class NeuralPredictor(Node):
 
     def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:
         try:
-            gammas = requested_gammas(request)
+            gammas = self.requests.gammas(request)
             values, state, updates = self.stream.predict(gammas)
         except ValueError as exc:
             return refuse(response, exc)
@@ -278,19 +290,13 @@ class NeuralPredictor(Node):
             return f"filling the replay ({s.learner.transitions} of {s.config.min_replay_history} steps)"
         return "training" if s.owed_updates <= 1 else f"training, {s.owed_updates} updates behind"
 
-    def publish_diagnostics(self) -> None:
+    def report_health(self) -> Health:
         s = self.stream
         skipped = s.skipped_total
         if s.learner.stopped is not None:
-            level = DiagnosticStatus.ERROR
+            level = ERROR
         else:
-            level = DiagnosticStatus.WARN if skipped else DiagnosticStatus.OK
-        status = DiagnosticStatus(
-            name=f"{self.get_name()}: {self.cumulant}",
-            hardware_id="gamma_net",
-            level=level,
-            message=self._training_state() + (f"; {skipped} messages skipped" if skipped else ""),
-        )
+            level = WARN if skipped else OK
         values = {
             "received": s.received + skipped,
             "taken": s.taken,
@@ -304,10 +310,7 @@ class NeuralPredictor(Node):
             "last_checkpoint": "never" if self.last_checkpoint is None else time.ctime(self.last_checkpoint),
             **{f"skipped.{kind}": count for kind, count in s.skipped.items()},
         }
-        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics.publish(array)
+        return Health(level, self._training_state() + (f"; {skipped} messages skipped" if skipped else ""), values)
 
     def log_progress(self) -> None:
         s = self.stream
@@ -319,26 +322,7 @@ class NeuralPredictor(Node):
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = NeuralPredictor()
-    except (ValueError, CheckpointError) as exc:
-        rclpy.logging.get_logger("neural_predictor").fatal(f"refusing to start: {exc}")
-        rclpy.try_shutdown()
-        return 1
-    executor = SingleThreadedExecutor()  # rclpy's multi-threaded executor takes 3x fewer messages/s here
-    executor.add_node(node)
-    try:
-        executor.spin()
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.stop_worker()
-        node.save_checkpoint()
-        executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return 0
+    return run_node(NeuralPredictor, args)
 
 
 if __name__ == "__main__":

@@ -2,17 +2,50 @@
 
 Every parameter a node reads is declared here with a description and, for numbers,
 a range, so `ros2 param describe` documents it and out-of-range values from YAML
-or `ros2 param set` are refused by rclpy before the node sees them.
+or `ros2 param set` are refused by rclpy before the node sees them. A value rclpy
+refuses at start becomes a ValueError naming the parameter and the value.
+
+An integer where a float is declared (``-p rate:=6``, ``publish_timescales: [1, 2]``,
+``ros2 param set /bag_player rate 2``) is taken as that float, as users type it: the
+start-up value is converted before it is declared, and a pre-set callback converts
+values set at run time, so the float range still applies.
+
+:func:`unknown_parameters` finds the keys a node's own YAML section or ``-p`` gives that
+the node does not declare (a typo such as ``learner.step_sze``), which
+:func:`gamma_net_ros.node_main.run_node` refuses, as ``gamma-net`` refuses unknown keys
+of the same file.
 """
 
 from __future__ import annotations
 
+import pathlib
+from collections.abc import Iterable, Sequence
 from typing import Any, TypeVar
 
-from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor
+import yaml
+from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
+from rclpy.exceptions import InvalidParameterTypeException, InvalidParameterValueException
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 
 from gamma_net_core.config import fields_of, from_mapping
+
+#: Declared type -> the integer type a user may give instead.
+_FLOAT_FROM_INT = {
+    ParameterType.PARAMETER_DOUBLE: Parameter.Type.INTEGER,
+    ParameterType.PARAMETER_DOUBLE_ARRAY: Parameter.Type.INTEGER_ARRAY,
+}
+_TYPE_WORDS = {
+    Parameter.Type.BOOL: "a bool",
+    Parameter.Type.INTEGER: "an integer",
+    Parameter.Type.DOUBLE: "a float",
+    Parameter.Type.STRING: "a string",
+    Parameter.Type.BYTE_ARRAY: "a byte array",
+    Parameter.Type.BOOL_ARRAY: "a bool list",
+    Parameter.Type.INTEGER_ARRAY: "an integer list",
+    Parameter.Type.DOUBLE_ARRAY: "a float list",
+    Parameter.Type.STRING_ARRAY: "a string list",
+}
 
 C = TypeVar("C")
 
@@ -34,6 +67,12 @@ def declare(
       low, high: inclusive range for an int or float parameter (both or neither).
       read_only: the value is fixed once the node is up (e.g. a serial port).
       constraints: a human-readable note on valid values beyond the range.
+
+    Returns:
+      The parameter's value at start.
+
+    Raises:
+      ValueError: the start-up value is of another type or out of range, naming both.
     """
     descriptor = ParameterDescriptor(description=description, read_only=read_only, additional_constraints=constraints)
     if (low is None) != (high is None):
@@ -47,7 +86,57 @@ def declare(
             descriptor.floating_point_range = [
                 FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)
             ]
-    return node.declare_parameter(name, default, descriptor).value
+    _accept_integers_as_floats(node)
+    kind = Parameter.Type.from_parameter_value(default)
+    overrides = node._parameter_overrides  # rclpy keeps the start-up values here; no public accessor
+    given = overrides.get(name)
+    if given is not None and _FLOAT_FROM_INT.get(kind.value) == given.type_:
+        overrides[name] = _as_float(given)
+    try:
+        return node.declare_parameter(name, default, descriptor).value
+    except InvalidParameterTypeException:
+        value = overrides[name].value
+        expected = _TYPE_WORDS.get(kind, kind.name)
+        raise ValueError(
+            f"parameter {name} must be {expected}; got {_shown(value)} ({_TYPE_WORDS.get(overrides[name].type_, '?')})"
+        ) from None
+    except InvalidParameterValueException:
+        value = overrides[name].value
+        where = f" [{low!r}, {high!r}]" if low is not None else ""
+        raise ValueError(f"parameter {name} must be in{where or ' its allowed range'}; got {_shown(value)}") from None
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, str):
+        return repr(value)
+    if not isinstance(value, (bool, int, float)) and hasattr(value, "__len__"):
+        return repr(list(value))
+    return repr(value)
+
+
+def _as_float(parameter: Parameter) -> Parameter:
+    if parameter.type_ == Parameter.Type.INTEGER:
+        return Parameter(parameter.name, Parameter.Type.DOUBLE, float(parameter.value))
+    return Parameter(parameter.name, Parameter.Type.DOUBLE_ARRAY, [float(v) for v in parameter.value])
+
+
+def _accept_integers_as_floats(node: Node) -> None:
+    """Once per node: a pre-set callback that turns an integer given for a float parameter into the float."""
+    if getattr(node, "_gamma_net_floats_from_ints", False):
+        return
+    node._gamma_net_floats_from_ints = True
+
+    def convert(parameters: list[Parameter]) -> list[Parameter]:
+        converted = []
+        for p in parameters:
+            if node.has_parameter(p.name):
+                declared = node.describe_parameter(p.name).type
+                if _FLOAT_FROM_INT.get(declared) == p.type_:
+                    p = _as_float(p)
+            converted.append(p)
+        return converted
+
+    node.add_pre_set_parameters_callback(convert)
 
 
 def declare_config(node: Node, cls: type[C], prefix: str, *, read_only: bool = True) -> C:
@@ -76,3 +165,77 @@ def declare_config(node: Node, cls: type[C], prefix: str, *, read_only: bool = T
             constraints=constraints,
         )
     return from_mapping(cls, values, where=f"parameters {prefix}.*")
+
+
+def ros_arguments(argv: Sequence[str]) -> tuple[list[pathlib.Path], list[str]]:
+    """The ``--params-file`` paths and the ``-p``/``--param`` assignments among ``--ros-args``."""
+    files, assignments = [], []
+    inside, i = False, 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--ros-args":
+            inside = True
+        elif token == "--":
+            inside = False
+        elif inside and token in ("--params-file", "-p", "--param") and i + 1 < len(argv):
+            i += 1
+            if token == "--params-file":
+                files.append(pathlib.Path(argv[i]))
+            else:
+                assignments.append(argv[i])
+        i += 1
+    return files, assignments
+
+
+def read_params_file(path: pathlib.Path) -> dict:
+    """A ``--params-file`` as a mapping of sections; ValueError naming the file if it is missing or broken."""
+    try:
+        text = path.read_text()
+    except OSError as exc:
+        raise ValueError(f"parameter file {path} cannot be read: {exc.strerror or exc}") from None
+    try:
+        document = yaml.safe_load(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        at = f" at line {mark.line + 1}" if mark is not None else ""
+        raise ValueError(f"parameter file {path} is not valid YAML{at}: {getattr(exc, 'problem', exc)}") from None
+    if document is None:
+        return {}
+    if not isinstance(document, dict) or not all(
+        isinstance(section, dict) and isinstance(section.get("ros__parameters", {}), dict)
+        for section in document.values()
+    ):
+        raise ValueError(f"parameter file {path} must map node names to {{ros__parameters: {{...}}}}")
+    return document
+
+
+def _flatten(mapping: dict, prefix: str = "") -> Iterable[str]:
+    for key, value in mapping.items():
+        name = f"{prefix}{key}"
+        if isinstance(value, dict):
+            yield from _flatten(value, f"{name}.")
+        else:
+            yield name
+
+
+def unknown_parameters(node: Node, argv: Sequence[str]) -> list[tuple[str, str]]:
+    """Keys given to ``node`` by name that it does not declare: ``(key, where)`` pairs.
+
+    A key counts when it is in a section named after the node (``predictor:``, ``/predictor:``
+    or its fully qualified name) or in a ``-p`` meant for it. Wildcard sections (``/**``) are
+    shared by several nodes, each taking what it declares, so their keys are not checked.
+    """
+    files, assignments = ros_arguments(argv)
+    names = {node.get_name(), node.get_fully_qualified_name().lstrip("/")}
+    unknown = []
+    for path in files:
+        for section, content in read_params_file(path).items():
+            if str(section).lstrip("/") in names:
+                for key in _flatten(content.get("ros__parameters") or {}):
+                    if not node.has_parameter(key):
+                        unknown.append((key, f"{path}, section {section}"))
+    for assignment in assignments:
+        target, _, key = assignment.partition(":=")[0].rpartition(":")
+        if (not target or target in names) and not node.has_parameter(key):
+            unknown.append((key, f"-p {assignment}"))
+    return unknown

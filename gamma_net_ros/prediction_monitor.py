@@ -51,7 +51,7 @@ class PredictionMonitor(Node):
 
 
 def main(args=None) -> int:
-    return run_node(PredictionMonitor, args, until=lambda node: node.done)
+    return run_node(PredictionMonitor, args, until=lambda node: 0 if node.done else None)
 
 
 if __name__ == "__main__":

@@ -2,8 +2,11 @@
 
 Both the linear `predictor` and the `neural_predictor` publish Predictions at
 ``publish_timescales`` (given as tau or gamma by ``publish_scale``, changeable at run time and
-validated before they are taken) and answer ``predict_at`` at any timescales, with a clear
-error for a bad request.
+validated before they are taken) and answer ``predict_at`` at the timescales a request
+gives, with a clear error for a bad request. A request may ask for at most
+``max_request_timescales`` timescales (the single-threaded node answers nothing else
+meanwhile), and none beyond the largest timescale the learner was trained on (its tau_max):
+a Γ-net extrapolates there without bound. Errors name the value on the scale the request used.
 """
 
 from __future__ import annotations
@@ -58,11 +61,63 @@ class PublishedTimescales:
         return np.round(1.0 / (1.0 - self.gammas), 3).tolist()
 
 
-def requested_gammas(request: PredictAt.Request) -> np.ndarray:
-    """The request's timescales as validated gammas; ValueError naming a bad scale or value."""
-    if request.scale not in _SCALES:
-        raise ValueError(f"scale must be SCALE_GAMMA (0) or SCALE_TAU (1); got {request.scale}")
-    return to_gammas(np.asarray(request.timescales, dtype=np.float64), _SCALES[request.scale])
+class TimescaleRequests:
+    """The timescales a PredictAt request may ask for, with the ``max_request_timescales`` parameter.
+
+    Args:
+      node: the predictor node (declares ``max_request_timescales``, changeable at run time).
+      largest_tau: the largest timescale the learner trains on, as tau (its ``tau_max``).
+    """
+
+    def __init__(self, node: Node, largest_tau: float) -> None:
+        self.node = node
+        self.largest_tau = float(largest_tau)
+        declare(
+            node,
+            "max_request_timescales",
+            1000,
+            "timescales one predict_at request may ask for at most",
+            low=1,
+            high=1_000_000,
+        )
+
+    @property
+    def cap(self) -> int:
+        return self.node.get_parameter("max_request_timescales").value
+
+    def gammas(self, request: PredictAt.Request) -> np.ndarray:
+        """The request's timescales as validated gammas.
+
+        Raises:
+          ValueError: a bad scale, too many timescales, or a timescale that is not a valid
+            tau/gamma or lies beyond ``largest_tau``, named on the request's own scale.
+        """
+        if request.scale not in _SCALES:
+            raise ValueError(f"scale must be SCALE_GAMMA (0) or SCALE_TAU (1); got {request.scale}")
+        scale = _SCALES[request.scale]
+        if len(request.timescales) > self.cap:
+            raise ValueError(
+                f"{len(request.timescales)} timescales requested; at most {self.cap} per request "
+                "(parameter max_request_timescales)"
+            )
+        given = np.asarray(request.timescales, dtype=np.float64)
+        gammas = to_gammas(given, scale)
+        # Compared as tau, which both scales reach exactly enough: 1 - 1/100 is 0.99 to the last bit.
+        with np.errstate(divide="ignore"):  # a tau too large for float64's gamma is gamma 1.0: tau inf
+            taus = 1.0 / (1.0 - gammas)
+        beyond = np.flatnonzero(taus > self.largest_tau * (1.0 + 1e-9))
+        if beyond.size:
+            i = int(beyond[0])
+            largest = (
+                f"tau {self.largest_tau:g}"
+                if scale == "tau"
+                else f"gamma {1.0 - 1.0 / self.largest_tau:g} (tau {self.largest_tau:g})"
+            )
+            raise ValueError(
+                f"{scale} {given[i]:g} at index {i} is beyond the largest timescale the learner was trained on, "
+                f"{largest}"
+            )
+        return gammas
 
 
 def answer(response: PredictAt.Response, prediction: Prediction) -> PredictAt.Response:

@@ -19,7 +19,6 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from gamma_net_msgs.msg import Prediction
 from gamma_net_msgs.srv import PredictAt
 from rcl_interfaces.msg import SetParametersResult
@@ -32,9 +31,10 @@ from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
+from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
-from gamma_net_ros.predictions import PublishedTimescales, answer, refuse, requested_gammas
+from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
 
 
 class Predictor(Node):
@@ -53,6 +53,7 @@ class Predictor(Node):
             learn=declare(self, "learn", True, "learn from the stream (false: predict only)"),
         )
         self.published = PublishedTimescales(self)
+        self.requests = TimescaleRequests(self, self.online.timescales.tau_max)
         self.stamp_source = declare(
             self, "stamp_source", "header", "state time: header (the reading's stamp) or arrival", read_only=True
         )
@@ -61,7 +62,8 @@ class Predictor(Node):
         path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
         checkpoint = pathlib.Path(path).expanduser() if path else None
         interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
-        if checkpoint is not None and declare(self, "resume", True, "resume from checkpoint_path if it exists"):
+        resume = declare(self, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
+        if checkpoint is not None and resume:
             self._resume(checkpoint)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
@@ -87,11 +89,10 @@ class Predictor(Node):
         )
         self.create_subscription(JointState, "joint_states", self.on_joint_state, qos)
         self.predictions = self.create_publisher(Prediction, "predictions", 10)
-        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
         if checkpoint is not None:
             self.create_timer(interval, self.save_checkpoint)
-        self.create_timer(1.0, self.publish_diagnostics)
+        self.health = Diagnostics(self, self.online.cumulant_name, self.report_health)
         self.last_checkpoint = None
         self.checkpoint = checkpoint  # from here on, shutting down saves the learner
         self.get_logger().info(
@@ -135,7 +136,7 @@ class Predictor(Node):
 
     def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:
         try:
-            gammas = requested_gammas(request)
+            gammas = self.requests.gammas(request)
             stamp = seconds_to_stamp(self.online.latest.stamp if self.online.latest else 0)
             return answer(response, self._prediction(gammas, stamp))
         except ValueError as exc:
@@ -174,15 +175,9 @@ class Predictor(Node):
         self.save_checkpoint()  # the last learning before a shutdown is kept
         super().destroy_node()
 
-    def publish_diagnostics(self) -> None:
+    def report_health(self) -> Health:
         skips = self.online.skips.as_dict()
         total = sum(skips.values())
-        status = DiagnosticStatus(
-            name=f"{self.get_name()}: {self.online.cumulant_name}",
-            hardware_id="gamma_net",
-            level=DiagnosticStatus.WARN if total else DiagnosticStatus.OK,
-            message=f"{total} messages skipped" if total else "learning",
-        )
         values = {
             "accepted": self.online.accepted,
             "skipped": total,
@@ -191,10 +186,7 @@ class Predictor(Node):
             "last_checkpoint": "never" if self.last_checkpoint is None else time.ctime(self.last_checkpoint),
             **{f"skipped.{kind}": count for kind, count in skips.items()},
         }
-        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics.publish(array)
+        return Health(WARN if total else OK, f"{total} messages skipped" if total else "learning", values)
 
 
 def main(args=None) -> int:

@@ -15,15 +15,14 @@ from __future__ import annotations
 import sys
 import time
 
-import rclpy
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
 from gamma_net_msgs.msg import Transition
-from rclpy.executors import ExternalShutdownException
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
+from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 
 
@@ -55,8 +54,7 @@ class TransitionCounter(Node):
         qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
         self.create_subscription(Transition, "transitions", self.on_transition, qos)
         self.reporter = TakenReporter(self, "transitions", taken=lambda: self.received, every=every)
-        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
-        self.create_timer(1.0, self.publish_diagnostics)
+        self.health = Diagnostics(self, "transitions", self.report_health)
 
     def on_transition(self, msg: Transition) -> None:
         now = time.monotonic()
@@ -74,7 +72,8 @@ class TransitionCounter(Node):
         self.reporter.report()
         if self.exit_after and self.received >= self.exit_after and not self.finished.done():
             self.reporter.report(force=True)
-            self.publish_diagnostics()
+            self.health.publish()
+            self.get_logger().info(f"{self.received} received, {self.out_of_order} out of order, {self.rate:.0f}/s")
             self.finished.set_result(0 if self.out_of_order == 0 else 1)
 
     @property
@@ -84,41 +83,20 @@ class TransitionCounter(Node):
             return 0.0
         return (self.received - 1) / (self.latest - self.first)
 
-    def publish_diagnostics(self) -> None:
-        status = DiagnosticStatus(
-            name=f"{self.get_name()}: transitions",
-            hardware_id="gamma_net",
-            level=DiagnosticStatus.WARN if self.out_of_order else DiagnosticStatus.OK,
-            message=f"{self.out_of_order} out of order" if self.out_of_order else "in order",
-        )
+    def report_health(self) -> Health:
         values = {"received": self.received, "out_of_order": self.out_of_order, "rate": f"{self.rate:.1f}"}
         if self.last is not None:
             values.update(episode=self.last[0], step=self.last[1])
-        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
-        array = DiagnosticArray(status=[status])
-        array.header.stamp = self.get_clock().now().to_msg()
-        self.diagnostics.publish(array)
+        message = f"{self.out_of_order} out of order" if self.out_of_order else "in order"
+        return Health(WARN if self.out_of_order else OK, message, values)
+
+    def exit_code(self) -> int | None:
+        """0 once ``exit_after`` messages came in order, 1 if some did not; None until then."""
+        return self.finished.result() if self.finished.done() else None
 
 
 def main(args=None) -> int:
-    rclpy.init(args=args)
-    try:
-        node = TransitionCounter()
-    except ValueError as exc:
-        rclpy.logging.get_logger("transition_counter").fatal(f"refusing to start: {exc}")
-        rclpy.try_shutdown()
-        return 1
-    code = 0
-    try:
-        rclpy.spin_until_future_complete(node, node.finished)
-        code = node.finished.result() if node.finished.done() else 0
-        node.get_logger().info(f"{node.received} received, {node.out_of_order} out of order, {node.rate:.0f}/s")
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass
-    finally:
-        node.destroy_node()
-        rclpy.try_shutdown()
-    return code
+    return run_node(TransitionCounter, args, until=TransitionCounter.exit_code)
 
 
 if __name__ == "__main__":

@@ -244,9 +244,9 @@ def test_bad_paths_and_topics_are_clear_cli_errors(tmp_path, short_bag, capsys):
     argv = ["arm", "train", "--bag", str(short_bag), "--out", out, "--topic", "/arm/joint_states", "--no-progress"]
     assert main(argv) == 1
     assert "has no topic '/arm/joint_states'; its topics: {'/joint_states'" in capsys.readouterr().err
-    assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--seeds", "0"]) == 1
+    assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--seeds", "0"]) == 2
     assert "--seeds must be >= 1" in capsys.readouterr().err
-    assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--params", str(tmp_path / "no.yaml")]) == 1
+    assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--params", str(tmp_path / "no.yaml")]) == 2
     assert "no parameter file" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text(ARM_YAML.read_text().replace("memory_size: 2048", "memory_size: -1"))
@@ -265,5 +265,5 @@ def test_without_a_bag_it_simulates_one_and_refuses_to_overwrite_it(tmp_path, ca
     again = read_joint_states(out / study.BAG_NAME, joints=JointsConfig())
     assert data["recording"]["messages"] == again.messages
     capsys.readouterr()
-    assert main([*argv, "--no-progress"]) == 1
+    assert main([*argv, "--no-progress"]) == 2
     assert "exists already: pass it as --bag" in capsys.readouterr().err

@@ -179,7 +179,7 @@ def test_points_command_writes_points_and_returns(tmp_path, capsys):
     assert summary["taus"] == [1, 2, 5, 10, 20, 40, 60, 80, 100]
     assert np.allclose(summary["returns"], returns.returns)
     assert returns.config["points_sha256"] and (returns.rollout_lengths <= 20).all()
-    assert main([*argv, "--horizon", "soon"]) == 1
+    assert main([*argv, "--horizon", "soon"]) == 2
     assert "--horizon must be" in capsys.readouterr().err
     assert main([*argv, "--horizon", "20", "--seed", "3"]) == 1  # the points there were made with seed 0
     assert "other settings" in capsys.readouterr().err

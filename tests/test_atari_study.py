@@ -362,8 +362,8 @@ def test_a_study_of_the_clipped_reward_learns_it_and_wants_its_returns(data, tmp
 
 
 def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
-    def error(argv) -> str:
-        assert main(argv) == 1
+    def error(argv, code=1) -> str:  # 2: refused before reading any data
+        assert main(argv) == code
         return capsys.readouterr().err
 
     def replaced(argv, flag, value):
@@ -372,7 +372,7 @@ def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
 
     assert "no transition recording at" in error(replaced(train_argv(data, tmp_path / "a"), "--shards", tmp_path))
     assert "points.npz is missing" in error(replaced(train_argv(data, tmp_path / "a"), "--points", tmp_path))
-    assert "unknown series ['direkt']" in error(train_argv(data, tmp_path / "a", "--series", "reference,direkt"))
+    assert "unknown series ['direkt']" in error(train_argv(data, tmp_path / "a", "--series", "reference,direkt"), 2)
     assert "features have size 512, the network expects 256" in error(
         train_argv(data, tmp_path / "a", "--set", "feature_size=256")
     )

@@ -41,4 +41,4 @@ def test_bench_script_reports_learner_and_replay(tmp_path):
 def test_bench_refuses_a_device_it_does_not_have(tmp_path):
     from gamma_net_core.cli import main
 
-    assert main(["bench", "neural", "--tiny", "--device", "toaster"]) == 1
+    assert main(["bench", "neural", "--tiny", "--device", "toaster"]) == 2

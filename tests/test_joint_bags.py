@@ -286,5 +286,5 @@ def test_arm_simulate_writes_a_bag_a_figure_and_the_table(tmp_path, capsys, stor
     # Same seed, same recording.
     again = simulate_arm(circuits=2, rng=np.random.default_rng(5))
     np.testing.assert_array_equal(read.cumulants, np.abs(again.velocity[:, 0]))
-    assert main([*argv, "--no-progress"]) == 1
+    assert main([*argv, "--no-progress"]) == 2
     assert "exists already" in capsys.readouterr().err

@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import pathlib
+import re
 import sys
 import time
 from typing import Any
@@ -318,14 +319,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.atari.arguments import check_play
     from gamma_net_core.atari.env import AtariConfig
+    from gamma_net_core.cli import UsageError, check, output_dir
 
-    config = DQNConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DQNConfig)})
+    try:
+        config = DQNConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DQNConfig)})
+    except ValueError as exc:  # named as typed: DQNConfig.learning_rate is --learning-rate
+        message = re.sub(r"DQNConfig\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), str(exc))
+        raise UsageError(message) from None
+    check_play(args)
     env_config = AtariConfig(
         game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
     )
-    if args.frames < 0:
-        raise ValueError(f"--frames must be >= 0; got {args.frames}")
+    check(
+        args.frames >= env_config.frame_skip,
+        f"--frames must be >= {env_config.frame_skip} (one agent step of {env_config.frame_skip} frames); "
+        f"got {args.frames}",
+    )
+    output_dir("--out", args.out)
     trainer = DQNTrainer(args.out, config=config, env_config=env_config, seed=args.seed)
     summary = trainer.train(args.frames // env_config.frame_skip, progress=not args.no_progress)
     returns = summary["episode_returns"]

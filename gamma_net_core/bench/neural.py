@@ -258,14 +258,24 @@ def measure_replay(args) -> dict:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import UsageError, check, check_range
+
+    for name in ("updates", "repeats", "replay_capacity", "replay_batches"):
+        check_range("--" + name.replace("_", "-"), getattr(args, name), low=1)
+    check_range("--threads", args.threads, low=0)
+    check_range("--ensemble", args.ensemble, low=0)
     import torch
 
+    from gamma_net_core.neural.learner import EMBEDDINGS, _device
+
+    check(args.embedding in EMBEDDINGS, f"--embedding must be one of {list(EMBEDDINGS)}; got {args.embedding!r}")
+    try:
+        _device(args.device)
+    except ValueError as exc:  # torch lists every device type it knows: too long for one line
+        message, cut, _ = str(exc).replace("NeuralConfig.device", "--device").partition(": Expected one of")
+        raise UsageError(message + (" (e.g. cpu, cuda, cuda:1)" if cut else "")) from None
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.updates < 1 or args.repeats < 1:
-        raise ValueError(f"--updates and --repeats must be >= 1; got {args.updates} and {args.repeats}")
-    if args.ensemble < 0:
-        raise ValueError(f"--ensemble must be >= 0; got {args.ensemble}")
     machine = _machine(args.device)
     learner = measure_learner(args)
     replay = measure_replay(args)

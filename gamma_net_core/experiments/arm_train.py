@@ -47,6 +47,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gamma_net_core.cli import check, check_range, output_dir
 from gamma_net_core.config import load_section
 from gamma_net_core.report import Report, Table, write_json
 
@@ -168,11 +169,10 @@ def study_learner(node, *, steps: int, decay: bool):
 
 
 def baseline_config(learner, gamma: float):
-    """The fixed-timescale baseline of ``learner``: the same shared settings, no timescale input, one gamma."""
-    from gamma_net_core.linear import FixedTimescaleConfig, LinearTDConfig
+    """The fixed-timescale baseline of ``learner`` (:func:`gamma_net_core.linear.fixed_timescale_config`)."""
+    from gamma_net_core.linear import fixed_timescale_config
 
-    shared = {f.name: getattr(learner, f.name) for f in dataclasses.fields(LinearTDConfig)}
-    return FixedTimescaleConfig(**shared, gamma=float(gamma))
+    return fixed_timescale_config(learner, gamma)
 
 
 # ----------------------------------------------------------------------------- one seed
@@ -620,11 +620,7 @@ def _simulate(args, params: pathlib.Path, out: pathlib.Path) -> tuple[pathlib.Pa
     from gamma_net_core.experiments.arm_simulate import load_settings
     from gamma_net_core.signals.arm_recording import simulate_arm
 
-    if args.circuits < 1:
-        raise ValueError(f"--circuits must be at least 1; got {args.circuits}")
     bag = out / BAG_NAME
-    if bag.exists():
-        raise ValueError(f"{bag} exists already: pass it as --bag, or choose another --out")
     settings = load_settings(str(params))
     with tqdm(
         total=args.circuits, desc="simulating circuits", unit="circuit", file=sys.stderr, disable=args.no_progress
@@ -650,21 +646,21 @@ def _simulate(args, params: pathlib.Path, out: pathlib.Path) -> tuple[pathlib.Pa
 def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.data.bags import read_joint_states
 
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0; got {args.seed}")
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1; got {args.workers}")
-    if args.tail_steps is not None and args.tail_steps < 0:
-        raise ValueError(f"--tail-steps must be >= 0; got {args.tail_steps}")
-    if not (np.isfinite(args.window_s) and args.window_s > 0):
-        raise ValueError(f"--window-s must be finite and > 0; got {args.window_s}")
+    check_range("--seeds", args.seeds, low=1)
+    check_range("--seed", args.seed, low=0)
+    check_range("--workers", args.workers, low=1)
+    check_range("--tail-steps", args.tail_steps, low=0)
+    check_range("--window-s", args.window_s, above=0.0)
+    check_range("--circuits", args.circuits, low=1)
+    check_range("--sim-seed", args.sim_seed, low=0)
     params = pathlib.Path(args.params) if args.params else DEFAULT_PARAMS
-    if not params.is_file():
-        raise FileNotFoundError(f"no parameter file {params}: pass --params")
+    check(params.is_file(), f"no parameter file {params}: pass --params")
+    out = output_dir("--out", args.out)
+    if args.bag is None:
+        check(
+            not (out / BAG_NAME).exists(), f"{out / BAG_NAME} exists already: pass it as --bag, or choose another --out"
+        )
     node, sampling, joints = load_learners(params)  # a bad parameter file fails before any work
-    out = pathlib.Path(args.out)
     if args.bag is None:
         bag, source = _simulate(args, params, out)
     else:

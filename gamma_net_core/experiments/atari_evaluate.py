@@ -461,13 +461,24 @@ def nanmean(values, axis=None):
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import check, check_range, input_path, output_dir
     from gamma_net_core.experiments.atari_series import COMPARISONS, INTERPOLATION_TAUS, columns
     from gamma_net_core.plots import compact_png, plot_comparison
 
-    if args.seeds is not None and args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
+    check_range("--seeds", args.seeds, low=1)
+    check_range("--episode", args.episode, low=0)
+    input_path("--run", args.run, kind="dir")
+    input_path("--points", args.points, kind="dir")
+    output_dir("--out", args.out or pathlib.Path(args.run) / "evaluation")
     study, runs = load_study(args.run, seeds=args.seeds)
     points, returns = load_points(args.points, study)
+    if "reference" in runs:  # the figure along one episode: refused now, not after the other figures
+        shown = int(np.sum(points.episodes == args.episode))
+        check(
+            shown >= 2,
+            f"--episode {args.episode} has {shown} evaluation points; the points hold episodes "
+            f"{sorted(set(points.episodes.tolist()))}",
+        )
     out = pathlib.Path(args.out) if args.out else pathlib.Path(args.run) / "evaluation"
     out.mkdir(parents=True, exist_ok=True)
     for s in runs.values():

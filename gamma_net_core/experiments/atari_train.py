@@ -525,6 +525,27 @@ def _check_same_play(shards_meta: dict[str, Any], points_config: dict[str, Any],
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import UsageError, check_range, input_path, output_dir
+    from gamma_net_core.experiments.atari_series import parse_series
+
+    try:
+        series = parse_series(args.series)
+        parse_sets(args.set)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    check_range("--seeds", args.seeds, low=1)
+    check_range("--workers", args.workers, low=0)
+    check_range("--ensemble", args.ensemble, low=0)
+    check_range("--steps", args.steps, low=1)
+    check_range("--eval-every", args.eval_every, low=1)
+    input_path("--shards", args.shards, kind="dir")
+    input_path("--points", args.points, kind="dir")
+    input_path("--params", args.params, kind="file")
+    output_dir("--out", args.out)
+    if args.ray_address is not None:
+        import ray  # noqa: F401  (without Ray: refused now, in one line, not after the data is read)
+
+    # The heavy imports (torch) only once the arguments are known to be good.
     from gamma_net_core.atari.evaluation_points import EvaluationPoints
     from gamma_net_core.atari.policies import file_sha256
     from gamma_net_core.config import to_mapping
@@ -533,7 +554,6 @@ def run(args: argparse.Namespace) -> Report:
         PREDICTIONS,
         STUDY,
         RunPredictions,
-        parse_series,
         run_path,
         series_config,
         study_taus,
@@ -541,13 +561,6 @@ def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.neural.learner import PORTABLE_SETTINGS
     from gamma_net_core.report import write_json
 
-    series = parse_series(args.series)
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
-    if args.workers < 0:
-        raise ValueError(f"--workers must be >= 0; got {args.workers}")
-    if args.ensemble < 0:
-        raise ValueError(f"--ensemble must be >= 0; got {args.ensemble}")
     reference, params = reference_config(args.params, args.set)
     reader = ShardReader(args.shards, feature_size=reference.feature_size)
     steps = len(reader) if args.steps is None else args.steps

@@ -1,0 +1,213 @@
+"""Every node refuses bad settings the way a user sees it: exit code 1, one fatal line naming the value.
+
+Each case starts the real node process (``python -m gamma_net_ros.NAME --ros-args ...``, what
+``ros2 run`` runs) with one bad input and checks its output: no "Traceback", exactly one
+``[FATAL]`` line, and that line names the bad value; a file the node was given is unchanged.
+Integers where a float is declared are not bad input: they are taken as the float, at start and
+when set at run time.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass, field
+
+import numpy as np
+import pytest
+
+from gamma_net_ros.paths import config_file
+
+pytestmark = pytest.mark.ros
+ARM, ATARI, DYNAMIXEL = config_file("arm"), config_file("atari"), config_file("dynamixel")
+#: A start refused by a node that imports torch takes a few seconds on a busy machine.
+START_TIMEOUT = 60.0
+#: The neural predictor at toy sizes: starting it must not cost the paper's network.
+TINY = ["-p", "learner.hidden_sizes:=[8]", "-p", "learner.replay_capacity:=100", "-p", "learner.feature_size:=4"]
+
+
+@dataclass
+class Case:
+    node: str
+    args: list[str]
+    names: list[str]  # what the fatal line must contain
+    files: dict[str, bytes | str] = field(default_factory=dict)  # written in the test's folder first
+
+
+def _yaml(node: str, body: str) -> str:
+    return f"{node}:\n  ros__parameters:\n" + "".join(f"    {line}\n" for line in body.splitlines())
+
+
+CASES = {
+    # parameters of the wrong type or out of range, from -p and from YAML
+    "predictor-seed-out-of-range": Case("predictor", ["-p", "seed:=-1"], ["seed", "-1"]),
+    "predictor-float-given-a-word": Case("predictor", ["-p", "max_gap:=fast"], ["max_gap", "'fast'"]),
+    "predictor-integer-below-float-range": Case("predictor", ["-p", "max_gap:=0"], ["max_gap", "0.0"]),
+    "predictor-learner-out-of-range": Case(
+        "predictor",
+        ["--params-file", str(ARM), "-p", "predictor:learner.step_size:=-0.5"],
+        ["learner.step_size", "-0.5"],
+    ),
+    "predictor-bad-choice": Case("predictor", ["-p", "stamp_source:=sometimes"], ["stamp_source", "'sometimes'"]),
+    "predictor-yaml-wrong-type": Case(
+        "predictor", ["--params-file", "p.yaml"], ["seed", "'zero'"], {"p.yaml": _yaml("predictor", "seed: zero")}
+    ),
+    # parameter files
+    "predictor-missing-params-file": Case("predictor", ["--params-file", "missing.yaml"], ["missing.yaml"]),
+    "predictor-broken-params-file": Case(
+        "predictor", ["--params-file", "broken.yaml"], ["broken.yaml", "line"], {"broken.yaml": "predictor: [\n"}
+    ),
+    "predictor-params-file-not-sections": Case(
+        "predictor", ["--params-file", "list.yaml"], ["list.yaml"], {"list.yaml": "- 1\n- 2\n"}
+    ),
+    # keys the node does not declare: typos refused, as `gamma-net arm train` refuses them
+    "predictor-unknown-learner-key": Case(
+        "predictor",
+        ["--params-file", str(ARM), "--params-file", "typo.yaml"],
+        ["learner.step_sze", "predictor"],
+        {"typo.yaml": _yaml("predictor", "learner:\n  step_sze: 0.1")},
+    ),
+    "predictor-unknown-key-by-p": Case("predictor", ["-p", "max_gapp:=2.0"], ["max_gapp", "predictor"]),
+    "neural_predictor-unknown-learner-key": Case(
+        "neural_predictor",
+        [*TINY, "--params-file", "typo.yaml"],
+        ["learner.step_sze", "neural_predictor"],
+        {"typo.yaml": _yaml("neural_predictor", "learner:\n  step_sze: 0.1")},
+    ),
+    # checkpoints and recordings that cannot be used
+    "predictor-corrupt-checkpoint": Case(
+        "predictor", ["-p", "checkpoint_path:=ck.npz"], ["ck.npz"], {"ck.npz": b"not a checkpoint at all"}
+    ),
+    "neural_predictor-corrupt-checkpoint": Case(
+        "neural_predictor", [*TINY, "-p", "checkpoint_path:=ck.pt"], ["ck.pt"], {"ck.pt": b"PK\x03\x04 broken zip"}
+    ),
+    "neural_predictor-out-of-range": Case("neural_predictor", [*TINY, "-p", "publish_rate:=-1.0"], ["publish_rate"]),
+    "ale_bridge-no-recording": Case("ale_bridge", ["-p", "shard_dir:=nowhere"], ["nowhere"]),
+    "ale_bridge-window-over-depth": Case(
+        "ale_bridge", ["-p", "shard_dir:=nowhere", "-p", "window:=5000"], ["window", "5000"]
+    ),
+    "bag_player-missing-bag": Case("bag_player", ["-p", "bag:=gone.mcap"], ["gone.mcap"]),
+    "bag_player-corrupt-bag": Case("bag_player", ["-p", "bag:=bad.mcap"], ["bad.mcap"], {"bad.mcap": b"\x89MCAP0\r\n"}),
+    "bag_player-rate-word": Case("bag_player", ["-p", "rate:=fast"], ["rate", "'fast'"]),
+    "transition_counter-negative-delay": Case("transition_counter", ["-p", "delay:=-1.0"], ["delay", "-1.0"]),
+    "dynamixel_driver-bad-mode": Case(
+        "dynamixel_driver", ["-p", "port:=/nonexistent/tty", "-p", "command_mode:=torque"], ["command_mode", "'torque'"]
+    ),
+    "dynamixel_driver-rate-out-of-range": Case("dynamixel_driver", ["-p", "rate_hz:=0"], ["rate_hz", "0.0"]),
+    "teleop-unknown-key": Case(
+        "teleop", ["--params-file", str(ARM), "-p", "teleop:joystik.deadzone:=0.1"], ["joystik"]
+    ),
+    "operator-wrong-type": Case("operator", ["-p", "seed:=1.5"], ["seed", "1.5"]),
+}
+
+
+def _run(node: str, args: list[str], cwd: pathlib.Path, timeout: float = START_TIMEOUT) -> subprocess.CompletedProcess:
+    command = [sys.executable, "-m", f"gamma_net_ros.{node}", "--ros-args", *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
+def test_refused_in_one_fatal_line(case: Case, tmp_path):
+    for name, content in case.files.items():
+        (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+    before = {name: (tmp_path / name).read_bytes() for name in case.files}
+    done = _run(case.node, case.args, tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 1, output
+    assert "Traceback" not in output, output
+    fatal = [line for line in output.splitlines() if "[FATAL]" in line]
+    assert len(fatal) == 1, output
+    for name in case.names:
+        assert name in fatal[0], fatal[0]
+    assert {name: (tmp_path / name).read_bytes() for name in case.files} == before  # nothing changed
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(case.files)  # and nothing written
+
+
+def _start(node: str, args: list[str], cwd: pathlib.Path) -> subprocess.Popen:
+    command = [sys.executable, "-m", f"gamma_net_ros.{node}", "--ros-args", *args]
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    return subprocess.Popen(
+        command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, start_new_session=True
+    )
+
+
+def _wait_for_line(process: subprocess.Popen, text: str, timeout: float = START_TIMEOUT) -> list[str]:
+    lines, deadline = [], time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+        if text in line:
+            return lines
+    raise AssertionError(f"no {text!r} in:\n{''.join(lines)}")
+
+
+def _interrupt(process: subprocess.Popen) -> tuple[int, str]:
+    os.killpg(process.pid, signal.SIGINT)
+    try:
+        rest, _ = process.communicate(timeout=START_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    return process.returncode, rest
+
+
+def test_integers_are_taken_where_floats_are_declared(tmp_path, executor, spin):
+    process = _start("predictor", ["-p", "max_gap:=2", "-p", "publish_timescales:=[1,2,3]"], tmp_path)
+    try:
+        lines = _wait_for_line(process, "predicting")
+        assert "at tau [1.0, 2.0, 3.0]" in lines[-1]
+        _set_at_run_time(executor, spin)
+    finally:
+        code, rest = _interrupt(process)
+    assert code == 0, rest
+    assert "publishing at gamma [0.75, 0.8]" in rest  # tau [4, 5], set as integers
+    assert "Traceback" not in "".join(lines) + rest
+
+
+def _set_at_run_time(executor, spin) -> None:
+    """What `ros2 param set /predictor max_gap 3` sends: an integer, taken as 3.0; then a float list as integers."""
+    from rcl_interfaces.msg import ParameterType
+    from rclpy.node import Node
+    from rclpy.parameter import Parameter
+    from rclpy.parameter_client import AsyncParameterClient
+
+    node = Node("param_setter")
+    executor.add_node(node)
+    client = AsyncParameterClient(node, "predictor")
+    assert client.wait_for_services(timeout_sec=START_TIMEOUT)
+
+    def call(future):
+        assert spin(executor, future.done, timeout=START_TIMEOUT)
+        return future.result()
+
+    for parameter in (Parameter("max_gap", value=3), Parameter("publish_timescales", value=[4, 5])):
+        (result,) = call(client.set_parameters([parameter])).results
+        assert result.successful, result.reason
+    gap, taus = call(client.get_parameters(["max_gap", "publish_timescales"])).values
+    assert gap.type == ParameterType.PARAMETER_DOUBLE and gap.double_value == 3.0
+    assert list(taus.double_array_value) == [4.0, 5.0]
+    (result,) = call(client.set_parameters([Parameter("max_gap", value=0)])).results
+    assert not result.successful  # the float range still applies
+
+
+def test_a_bag_plays_at_an_integer_rate(tmp_path):
+    from gamma_net_core.data.bags import write_joint_states
+
+    steps = 30
+    bag = write_joint_states(
+        tmp_path / "arm.mcap",
+        stamp_ns=np.arange(steps) * 10_000_000,
+        joint_names=["shoulder", "elbow"],
+        position=np.zeros((steps, 2)),
+    )
+    done = _run("bag_player", ["-p", f"bag:={bag}", "-p", "rate:=6"], tmp_path)
+    output = done.stdout + done.stderr
+    assert done.returncode == 0, output
+    assert f"{steps} messages" in output and "Traceback" not in output

@@ -37,6 +37,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),
+    (("atari", "import-dopamine"), "gamma_net_core.atari.import_dopamine", "a Dopamine TF checkpoint -> a policy file"),
     (("atari", "train"), "gamma_net_core.experiments.atari_train", "train Γ-nets and probe networks on shards"),
     (("atari", "evaluate"), "gamma_net_core.experiments.atari_evaluate", "the paper's Atari comparison figures"),
     (("bench", "all"), "gamma_net_ros.bench_all", "every benchmark with its defaults (make bench)"),

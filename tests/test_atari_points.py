@@ -118,6 +118,12 @@ def test_monte_carlo_return_equals_the_hand_computed_discounted_sum():
     assert lengths.tolist() == [horizon] * 3 and (ends == END_HORIZON).all()
     for k in range(3):
         assert returns[k] == pytest.approx(expected, rel=1e-12)
+    # The clipped cumulant (Dopamine's reward, as the recordings' second column): the same play, rewards in [-1, 1].
+    assert max(rewards) > 1
+    clipped = RolloutWorker(dataclasses.replace(spec, cumulant="clipped"), policy=ScriptedPolicy(actions))
+    _, _, clipped_returns, _, _ = clipped.run(1, state, [0])
+    expected = [sum(gamma**k * min(r, 1.0) for k, r in enumerate(rewards)) for gamma in gammas]
+    assert clipped_returns[0] == pytest.approx(expected, rel=1e-12)
 
 
 def test_default_horizon_is_where_the_largest_probe_gamma_weighs_below_1e_4():

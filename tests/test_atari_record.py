@@ -47,6 +47,8 @@ def test_recorded_transitions_are_the_episodes_as_played(tmp_path):
             episode, observation = episode + 1, env.reset()
     assert np.array_equal(data.features, np.array(features))
     assert data.cumulants.tolist() == cumulants and sum(cumulants) > 0
+    # Both rewards: the game's score and Dopamine's clipped one the agents learn from.
+    assert data.clipped_cumulants.tolist() == np.clip(cumulants, -1, 1).tolist() and max(cumulants) > 1
     assert data.terminals.tolist() == terminals
     assert data.truncated.tolist() == truncated and sum(truncated) == 2  # cut at 40 and 80
     assert data.episodes.tolist() == episodes and data.steps.tolist() == steps

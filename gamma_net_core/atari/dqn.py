@@ -52,7 +52,12 @@ class DQNConfig:
     )
     learning_starts: int = setting(20_000, "steps of warm-up before updates (Dopamine: 20k)", low=1, high=10**9)
     update_period: int = setting(4, "steps between updates (Dopamine: 4)", low=1, high=1000)
-    target_update_period: int = setting(8_000, "steps between target syncs (Dopamine: 8000)", low=1, high=10**9)
+    target_update_period: int = setting(
+        8_000,
+        "agent steps (not updates) between target syncs, Dopamine's unit and the Γ-net learner's (Dopamine: 8000)",
+        low=1,
+        high=10**9,
+    )
     epsilon_end: float = setting(0.01, "ε after the decay (Dopamine: 0.01)", low=0.0, high=1.0)
     epsilon_decay_steps: int = setting(250_000, "steps of linear ε decay after warm-up (Dopamine)", low=1, high=10**9)
     reward_clip: float = setting(1.0, "rewards are clipped to [-c, c] for learning (Nature DQN: 1)", low=0.0, high=1e9)

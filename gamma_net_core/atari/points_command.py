@@ -37,6 +37,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk", type=int, default=8, help="rollouts of one point per task")
     parser.add_argument("--max-episode-steps", type=int, default=27000, help="episode cut (paper: 27,000)")
     parser.add_argument("--sticky", type=float, default=0.25, help="sticky-action probability (paper: 0.25)")
+    parser.add_argument(
+        "--cumulant",
+        default="raw",
+        choices=("raw", "clipped"),
+        help="returns of the game's reward (raw, the reference's) or of Dopamine's clipped reward",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
@@ -118,6 +124,7 @@ def run(args: argparse.Namespace) -> Report:
         chunk=args.chunk,
         progress=not args.no_progress,
         points_sha256=file_sha256(points_path),
+        cumulant=args.cumulant,
     )
     results.save(out / "returns.npz")
     write_json(

@@ -118,7 +118,7 @@ def record(
     from gamma_net_core.atari.env import AtariConfig, EnvState
     from gamma_net_core.atari.networks import torch_threads
     from gamma_net_core.atari.policies import EVAL_EPSILON
-    from gamma_net_core.data.shards import ShardWriter
+    from gamma_net_core.data.shards import ShardWriter, clip_reward
 
     if steps < 0:
         raise ValueError(f"steps must be >= 0; got {steps}")
@@ -165,6 +165,7 @@ def record(
             writer.append(
                 features=phi,
                 cumulant=step.reward,
+                clipped_cumulant=clip_reward(step.reward),
                 terminal=step.terminal,
                 truncated=step.truncated,
                 episode=episode,

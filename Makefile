@@ -9,6 +9,17 @@ VENV := .venv
 DEPS_STAMP := $(VENV)/.deps-stamp
 EDITABLE_STAMP := $(VENV)/.editable-stamp
 BUILD_STAMP := build/.colcon-stamp
+# The ROS 2 command-line and launch tools (`ros2 launch|run|topic|param|service|node`) have no
+# PyPI wheels: on a machine without ROS they are installed from their sources in ROS2_VENDOR
+# (a read-only folder is fine: it is copied under build/ first). With ROS from apt sourced,
+# nothing is installed.
+ROS2_VENDOR ?= ../shared/vendor/ros2
+ROS2_TOOLS := build/ros2_tools
+ROS2_TOOLS_STAMP := $(ROS2_TOOLS)/.stamp
+ROS2_TOOLS_PIP := launch/launch launch/launch_xml launch/launch_yaml launch_ros/launch_ros \
+  launch_ros/ros2launch rosidl_runtime_py ros2cli/ros2cli ros2cli/ros2topic ros2cli/ros2param \
+  ros2cli/ros2service ros2cli/ros2node ros2cli/ros2run ros2cli/ros2pkg ros2cli/ros2interface \
+  ros2cli/ros2lifecycle
 ENV := source tools/env.sh
 MSG_SOURCES := $(shell find msg -type f -not -path '*/.*' 2>/dev/null)
 PKG_SOURCES := package.xml setup.py setup.cfg $(wildcard launch/*.launch.py config/*.yaml resource/*)
@@ -24,7 +35,7 @@ test: setup
 	$(ENV) && ruff check . && ruff format --check .
 	$(ENV) && python -m pytest $(PYTEST_ARGS)
 
-setup: $(BUILD_STAMP)
+setup: $(BUILD_STAMP) $(ROS2_TOOLS_STAMP)
 
 lint: setup
 	$(ENV) && ruff check . && ruff format --check .
@@ -40,6 +51,24 @@ $(DEPS_STAMP): requirements.txt constraints.txt tools/fix_ros_cmake.py | $(VENV)
 	$(VENV)/bin/python -m pip install --quiet --upgrade pip==26.3
 	$(VENV)/bin/python -m pip install --quiet -r requirements.txt -c constraints.txt
 	$(VENV)/bin/python tools/fix_ros_cmake.py
+	touch $@
+
+$(ROS2_TOOLS_STAMP): $(DEPS_STAMP) requirements-ros2-tools.txt
+	@mkdir -p $(ROS2_TOOLS) && touch $(ROS2_TOOLS)/COLCON_IGNORE
+	@# A robot's ROS (apt, sourced) already has them; the copy under build/ is sourced by tools/env.sh.
+	if [ ! -f $(ROS2_TOOLS)/install/setup.bash ] && $(ENV) && command -v ros2 >/dev/null \
+	    && python -c 'import launch_ros, ros2cli, rosidl_runtime_py, composition_interfaces' 2>/dev/null; then \
+	  echo "ros2 tools: using $$(command -v ros2)"; \
+	else \
+	  [ -d "$(ROS2_VENDOR)/launch_ros" ] || { echo "error: no ROS 2 tools and no sources in ROS2_VENDOR=$(ROS2_VENDOR)"; exit 1; }; \
+	  rm -rf $(ROS2_TOOLS)/src $(ROS2_TOOLS)/build $(ROS2_TOOLS)/install && cp -r "$(ROS2_VENDOR)" $(ROS2_TOOLS)/src; \
+	  chmod -R u+w $(ROS2_TOOLS)/src; \
+	  $(VENV)/bin/python -m pip install --quiet -r requirements-ros2-tools.txt -c constraints.txt; \
+	  (cd $(ROS2_TOOLS)/src && ../../../$(VENV)/bin/python -m pip install --quiet --no-deps --no-build-isolation $(addprefix ./,$(ROS2_TOOLS_PIP))); \
+	  $(ENV) && colcon --log-base $(ROS2_TOOLS)/log build --base-paths $(ROS2_TOOLS)/src/rcl_interfaces/composition_interfaces \
+	    --build-base $(ROS2_TOOLS)/build --install-base $(ROS2_TOOLS)/install --event-handlers console_direct- \
+	    --cmake-args -DBUILD_TESTING=OFF -DPython3_EXECUTABLE=$$(which python); \
+	fi
 	touch $@
 
 # Editable install into the venv: puts `gamma-net` on the venv's PATH.

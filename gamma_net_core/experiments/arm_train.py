@@ -48,11 +48,11 @@ from dataclasses import dataclass
 import numpy as np
 
 from gamma_net_core.config import load_section
+from gamma_net_core.paths import config_file
 from gamma_net_core.report import Report, Table, write_json
 
 #: The section of config/arm.yaml the predictor node reads, and so does this study.
 NODE = "predictor"
-DEFAULT_PARAMS = pathlib.Path(__file__).resolve().parents[2] / "config" / "arm.yaml"
 #: Table 2's evaluation discounts.
 EVAL_GAMMAS = (0.9, 0.9666, 0.98333, 0.99)
 #: The paper's Table 2: gamma -> (Γ-net, baseline) cumulative absolute error.
@@ -660,7 +660,7 @@ def run(args: argparse.Namespace) -> Report:
         raise ValueError(f"--tail-steps must be >= 0; got {args.tail_steps}")
     if not (np.isfinite(args.window_s) and args.window_s > 0):
         raise ValueError(f"--window-s must be finite and > 0; got {args.window_s}")
-    params = pathlib.Path(args.params) if args.params else DEFAULT_PARAMS
+    params = pathlib.Path(args.params) if args.params else config_file("arm")
     if not params.is_file():
         raise FileNotFoundError(f"no parameter file {params}: pass --params")
     node, sampling, joints = load_learners(params)  # a bad parameter file fails before any work

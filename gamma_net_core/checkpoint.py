@@ -162,7 +162,7 @@ def save_torch(path: str | os.PathLike, state: Mapping[str, Any]) -> pathlib.Pat
 
 def _unpickling_reason(exc: Exception) -> str:
     """torch's reason for refusing a file, in one line, without its advice to load it unsafely
-    (re-running with ``weights_only=False`` would run whatever code the file holds)."""
+    (turning weights_only off would run whatever code the file holds)."""
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     kept = [line for line in lines if not re.search(r"weights_only|trusted source|documentation of torch.load", line)]
     return " ".join(kept) or "objects of a type that is not allowed"
@@ -177,10 +177,8 @@ def load_torch(path: str | os.PathLike, *, map_location: Any = "cpu") -> dict[st
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except pickle.UnpicklingError as exc:  # objects other than tensors and plain values: refused
-        raise CheckpointError(
-            f"{path} is not a checkpoint of tensors and plain values: {_unpickling_reason(exc)}"
-        ) from None
+    except pickle.UnpicklingError as exc:  # not only tensors and plain values, or no pickle at all
+        raise CheckpointError(f"{path} is not a readable checkpoint: {_unpickling_reason(exc)}") from None
     except Exception as exc:  # torch raises many types for a corrupt file
         raise CheckpointError(f"{path} is not a readable checkpoint: {type(exc).__name__}: {exc}") from None
     if not isinstance(state, dict):

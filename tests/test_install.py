@@ -93,6 +93,7 @@ def core_dependencies(wheel: pathlib.Path) -> pathlib.Path:
                     "pip",
                     "install",
                     "--quiet",
+                    "--no-compile",  # bytecode is written on first import; compiling all of torch costs more
                     *wanted,
                     "-c",
                     str(REPO / "constraints.txt"),

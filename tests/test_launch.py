@@ -113,12 +113,17 @@ def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emul
     params = edited_config(
         CONFIG / "arm.yaml", tmp_path / "mine.yaml", "predictor", checkpoint_path=str(checkpoint), learn=True
     )
+    # The user's driver file names another port: port:= must still win over it.
+    driver_params = edited_config(
+        CONFIG / "dynamixel.yaml", tmp_path / "driver.yaml", "dynamixel_driver", rate_hz=20.0, port="/dev/ttyUSB9"
+    )
     run = launch(
         "gamma_net_ros",
         "arm.launch.py",
         f"port:={link}",
         "scripted_operator:=true",
         f"params_file:={params}",
+        f"dynamixel_params_file:={driver_params}",
         cwd=tmp_path,
         log_path=tmp_path / "launch.log",
     )
@@ -128,6 +133,7 @@ def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emul
     try:
         assert nodes <= wait_for_nodes(nodes), run.output
         assert param_get("/dynamixel_driver", "port") == link
+        assert param_get("/dynamixel_driver", "rate_hz") == "20.0"
         assert param_get("/predictor", "checkpoint_path") == str(checkpoint)
         # operator -> joy -> teleop -> joint_commands -> driver -> servos -> joint_states -> predictor
         assert "velocity:" in received(commands)

@@ -66,6 +66,7 @@ def received(echo: Background, timeout: float = 120.0) -> str:
     return output
 
 
+@pytest.mark.slow
 def test_playback_launch_arguments_win_messages_flow_and_ctrl_c_saves(tmp_path):
     bag = simulated_bag(tmp_path)
     checkpoint = tmp_path / "arm.npz"
@@ -107,6 +108,7 @@ def test_playback_launch_arguments_win_messages_flow_and_ctrl_c_saves(tmp_path):
     assert checkpoint.is_file(), run.output
 
 
+@pytest.mark.slow
 def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emulator):
     link, _client = start_emulator(positions=(-0.7, 1.7))
     checkpoint = tmp_path / "arm.npz"
@@ -156,6 +158,7 @@ def recording(tmp_path_factory):
     return out
 
 
+@pytest.mark.slow
 def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, recording):
     checkpoint = tmp_path / "centipede.pt"
     document = yaml.safe_load((CONFIG / "atari.yaml").read_text())

@@ -19,16 +19,13 @@ from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from gamma_net_ros.launch_checks import refuse_bad_arguments
+
 
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
     return LaunchDescription(
         [
-            DeclareLaunchArgument(
-                "params_file",
-                default_value=os.path.join(config, "horde.yaml"),
-                description="the horde node's parameters",
-            ),
             DeclareLaunchArgument(
                 "questions_file", default_value=os.path.join(config, "horde.yaml"), description="the questions YAML"
             ),
@@ -36,6 +33,7 @@ def generate_launch_description():
                 "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
             ),
             DeclareLaunchArgument("learn", default_value="true", description="learn (false: predict only)"),
+            refuse_bad_arguments(files=["questions_file"]),
             Node(
                 package="gamma_net_ros",
                 executable="horde",

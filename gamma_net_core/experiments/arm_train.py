@@ -49,11 +49,11 @@ import numpy as np
 
 from gamma_net_core.cli import check, check_range, output_dir
 from gamma_net_core.config import load_section
+from gamma_net_core.paths import config_file
 from gamma_net_core.report import Report, Table, write_json
 
 #: The section of config/arm.yaml the predictor node reads, and so does this study.
 NODE = "predictor"
-DEFAULT_PARAMS = pathlib.Path(__file__).resolve().parents[2] / "config" / "arm.yaml"
 #: Table 2's evaluation discounts.
 EVAL_GAMMAS = (0.9, 0.9666, 0.98333, 0.99)
 #: The paper's Table 2: gamma -> (Γ-net, baseline) cumulative absolute error.
@@ -670,7 +670,7 @@ def run(args: argparse.Namespace) -> Report:
     check_range("--window-s", args.window_s, above=0.0)
     check_range("--circuits", args.circuits, low=1)
     check_range("--sim-seed", args.sim_seed, low=0)
-    params = pathlib.Path(args.params) if args.params else DEFAULT_PARAMS
+    params = pathlib.Path(args.params) if args.params else config_file("arm")
     check(params.is_file(), f"no parameter file {params}: pass --params")
     out = output_dir("--out", args.out)
     if args.bag is None:

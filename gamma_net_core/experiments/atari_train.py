@@ -504,10 +504,11 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 def reference_config(params: str | os.PathLike | None, sets: list[str]):
     """The study's reference: the neural predictor's learner from ``params``, with ``--set`` changes."""
     from gamma_net_core.config import from_mapping, load_section
-    from gamma_net_core.experiments.atari_series import DEFAULT_PARAMS, GROUP, NODE, check_reference
+    from gamma_net_core.experiments.atari_series import GROUP, NODE, check_reference
     from gamma_net_core.neural.learner import NeuralConfig
+    from gamma_net_core.paths import config_file
 
-    path = pathlib.Path(params) if params else DEFAULT_PARAMS
+    path = pathlib.Path(params) if params else config_file("atari")
     mapping = {**load_section(path, NODE, GROUP), **parse_sets(sets)}
     reference = from_mapping(NeuralConfig, mapping, where=f"{path}:{NODE}.{GROUP} with --set {sets}")
     check_reference(reference)

@@ -33,9 +33,9 @@ import pathlib
 
 import numpy as np
 
+from gamma_net_core.paths import config_file
 from gamma_net_core.report import Report, Table, write_json
 
-DEFAULT_QUESTIONS = pathlib.Path(__file__).resolve().parents[2] / "config" / "horde.yaml"
 #: Unscored steps at the end of each stretch, in units of the largest evaluated tau.
 TAIL_TAUS = 5
 #: Constant step sizes of the step-size study (the arm's alpha is 0.1).
@@ -217,7 +217,7 @@ def plot_predictions(path, names, taus, stream, final, returns, *, rate_hz: floa
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--bag", required=True, help="a rosbag2 directory (or .mcap/.db3/.bag) holding the topics")
-    parser.add_argument("--questions", default=str(DEFAULT_QUESTIONS), help="the questions file (config/horde.yaml)")
+    parser.add_argument("--questions", default=None, help="the questions file (default: the shipped config/horde.yaml)")
     parser.add_argument("--out", required=True, help="folder for the JSON, the figures and the learner")
     parser.add_argument("--taus", type=float, nargs="+", default=None, help="evaluation taus (default: publish_taus)")
     parser.add_argument(
@@ -234,6 +234,8 @@ def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.horde.sampling import read_signals
     from gamma_net_core.timescales import validate_taus
 
+    if args.questions is None:
+        args.questions = str(config_file("horde"))
     spec = load_questions(args.questions)
     taus = validate_taus(spec.publish_taus if args.taus is None else args.taus, name="--taus")
     if np.max(taus) > spec.timescales.tau_max:

@@ -19,7 +19,8 @@ own step n, so its return when it closes at t is ``(F(t) - F(n)) / D(n)``. A new
 every H steps and where the question terminates (its pending returns all close there, and D
 would be 0), so D(n) >= gamma^H ~ 1e-3 and the division loses at most three digits; the two
 latest anchors cover every pending prediction. Termination steps close the pending returns of
-that question at once (O(H) then, each return closed once). Readouts are scored by the plain
+that question at once (those made since its previous termination: each return is closed once,
+so O(Q) per step amortized). Readouts are scored by the plain
 :class:`PlainOnlineError`, which updates every pending return of every timescale in a ring of H
 per timescale (O(sum H x Q) per step) and is the reference the fast one is tested against::
 
@@ -236,6 +237,7 @@ class OnlineError:
         self._sq = np.zeros((n_questions, G))
         self._sq_baseline = np.zeros((n_questions, G))
         self._sum_returns = np.zeros((n_questions, G))
+        self._last_termination = np.full(n_questions, -1, dtype=np.int64)
         self._now = 0
 
     for_learner = classmethod(PlainOnlineError.for_learner.__func__)
@@ -289,12 +291,11 @@ class OnlineError:
                 qs = np.flatnonzero(~np.isnan(g.prediction[slot]))
                 if qs.size:
                     self._close(p, g, np.full(qs.size, slot), qs)
-            # a termination completes every pending return of its question
+            # a termination completes every pending return of its question: those made since its last one
             if terminated.size:
-                live = g.start >= 0
-                rows, cols = np.nonzero(live[:, None] & ~np.isnan(g.prediction[:, terminated]))
+                rows, qs = self._since_last_termination(g, now, terminated)
                 if rows.size:
-                    self._close(p, g, rows, terminated[cols])
+                    self._close(p, g, rows, qs)
                 g.reanchor(now, terminated)
             # an anchor older than H steps: start a new one, keeping the latest for the predictions made since it
             latest = g.anchor[g.latest, everyone]
@@ -314,7 +315,26 @@ class OnlineError:
             g.D0[slot] = g.D[g.latest, everyone]
         if self._readouts is not None:
             self._readouts.observe(c, cont, pred[:, G:])
+        self._last_termination[terminated] = now
         self._now += 1
+
+    def _since_last_termination(self, g: _Geometric, now: int, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(slots, questions) of the predictions of ``qs`` still pending: made after each one's last termination.
+
+        Each prediction is visited once here, so a question terminating step after step costs O(1) a step.
+        """
+        # the prediction made at the termination step itself is the first pending one
+        waiting = np.minimum(now - np.maximum(self._last_termination[qs], 0), g.H - 1)
+        total = int(waiting.sum())
+        if total == 0:
+            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
+        questions = np.repeat(qs, waiting)
+        # ages 0, 1, ... waiting-1 of each question, back from the step before now
+        age = np.arange(total) - np.repeat(np.cumsum(waiting) - waiting, waiting)
+        starts = now - 1 - age
+        slots = starts % g.H
+        pending = (g.start[slots] == starts) & ~np.isnan(g.prediction[slots, questions])
+        return slots[pending], questions[pending]
 
     def _close(self, p: int, g: _Geometric, rows: np.ndarray, qs: np.ndarray) -> None:
         ret = g.returns(rows, qs)

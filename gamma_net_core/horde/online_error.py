@@ -20,7 +20,8 @@ every H steps and where the question terminates (its pending returns all close t
 would be 0), so D(n) >= gamma^H ~ 1e-3 and the division loses at most three digits; the two
 latest anchors cover every pending prediction. Termination steps close the pending returns of
 that question at once (those made since its previous termination: each return is closed once,
-so O(Q) per step amortized). Readouts are scored by the plain
+so O(Q) per step amortized). All geometric timescales are one numba kernel call per step.
+Readouts are scored by the plain
 :class:`PlainOnlineError`, which updates every pending return of every timescale in a ring of H
 per timescale (O(sum H x Q) per step) and is the reference the fast one is tested against::
 
@@ -35,6 +36,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numba
 import numpy as np
 
 from gamma_net_core.horde.readouts import TAIL, horizon
@@ -168,38 +170,69 @@ class PlainOnlineError:
             return np.sqrt(self._sq_baseline / self.counts)
 
 
-class _Geometric:
-    """One geometric timescale scored from running discounted sums (see the module docstring)."""
+@numba.njit(cache=True, error_model="numpy")
+def _close(p, s, q, F, which, F0, D0, prediction, baseline, sq, sq_baseline, sum_returns, counts):  # pragma: no cover
+    ret = (F[which[s, q], p, q] - F0[s, q]) / D0[s, q]
+    sq[q, p] += (prediction[s, q] - ret) ** 2
+    sq_baseline[q, p] += (baseline[s, q] - ret) ** 2
+    sum_returns[q, p] += ret
+    counts[q, p] += 1
+    prediction[s, q] = np.nan  # closed: a slot waits for its next prediction
 
-    def __init__(self, gamma: float, H: int, n_questions: int) -> None:
-        self.gamma = gamma
-        self.H = H
-        Q = n_questions
-        # two anchors per question: the latest (index `latest`) and the one before it
-        self.F = np.zeros((2, Q))
-        self.D = np.ones((2, Q))
-        # an anchor at step a has summed nothing after a's own update; the first step is 0
-        self.anchor = np.full((2, Q), -1, dtype=np.int64)
-        self.latest = np.zeros(Q, dtype=np.int64)
-        # the pending predictions, in a ring of H slots by step
-        self.start = np.full(H, -1, dtype=np.int64)
-        self.prediction = np.full((H, Q), np.nan)
-        self.baseline = np.zeros((H, Q))
-        self.F0 = np.zeros((H, Q))
-        self.D0 = np.ones((H, Q))
-        self.which = np.zeros((H, Q), dtype=np.int64)
 
-    def reanchor(self, now: int, qs) -> None:
-        """Start both anchors of questions ``qs`` at step ``now``: no pending return reaches before it."""
-        self.F[:, qs] = 0.0
-        self.D[:, qs] = 1.0
-        self.anchor[:, qs] = now
-        self.latest[qs] = 0
-
-    def returns(self, rows, qs) -> np.ndarray:
-        """The returns of the pending predictions at (slot, question) pairs, as of now."""
-        with np.errstate(divide="ignore", invalid="ignore"):
-            return (self.F[self.which[rows, qs], qs] - self.F0[rows, qs]) / self.D0[rows, qs]
+@numba.njit(cache=True, error_model="numpy")
+def _observe_geometric(  # pragma: no cover
+    now, c, cont, new, gammas, H, offset, F, D, anchor, latest,
+    start, prediction, baseline, F0, D0, which, sq, sq_baseline, sum_returns, counts, last_termination,
+):  # fmt: skip
+    """One step of every geometric timescale: sums, closes, anchors, new predictions (see the module docstring)."""
+    Q = c.shape[0]
+    for p in range(gammas.shape[0]):
+        h = H[p]
+        g = gammas[p]
+        for q in range(Q):
+            for k in range(2):
+                F[k, p, q] += D[k, p, q] * c[q]
+                D[k, p, q] *= g * cont[q]
+        # the predictions made H steps ago are complete now
+        slot = offset[p] + now % h
+        if start[slot] == now - h:
+            for q in range(Q):
+                if not np.isnan(prediction[slot, q]):
+                    _close(p, slot, q, F, which, F0, D0, prediction, baseline, sq, sq_baseline, sum_returns, counts)
+        for q in range(Q):
+            if cont[q] == 0.0:
+                # a termination completes the pending returns of its question: those made since its last one
+                # (the prediction at that termination step included), so each is visited once
+                waiting = min(now - max(last_termination[q], 0), h - 1)
+                for age in range(waiting):
+                    made = now - 1 - age
+                    s = offset[p] + made % h
+                    if start[s] == made and not np.isnan(prediction[s, q]):
+                        _close(p, s, q, F, which, F0, D0, prediction, baseline, sq, sq_baseline, sum_returns, counts)
+                for k in range(2):
+                    F[k, p, q] = 0.0
+                    D[k, p, q] = 1.0
+                    anchor[k, p, q] = now
+                latest[p, q] = 0
+            elif now - anchor[latest[p, q], p, q] >= h:
+                # the latest anchor is H steps old: start a new one, keeping it for the predictions made since it
+                fresh = 1 - latest[p, q]
+                F[fresh, p, q] = 0.0
+                D[fresh, p, q] = 1.0
+                anchor[fresh, p, q] = now
+                latest[p, q] = fresh
+        start[slot] = now
+        for q in range(Q):
+            prediction[slot, q] = new[q, p]
+            baseline[slot, q] = sum_returns[q, p] / counts[q, p] if counts[q, p] > 0 else 0.0
+            k = latest[p, q]
+            which[slot, q] = k
+            F0[slot, q] = F[k, p, q]
+            D0[slot, q] = D[k, p, q]
+    for q in range(Q):
+        if cont[q] == 0.0:
+            last_termination[q] = now
 
 
 class OnlineError:
@@ -225,14 +258,28 @@ class OnlineError:
     ) -> None:
         self.n_questions = n_questions
         gammas = np.asarray(gammas, dtype=np.float64).reshape(-1)
-        self._geometric = [_Geometric(float(g), horizon(float(g), tail), n_questions) for g in gammas]
+        self._gammas = gammas
+        self._H = np.array([horizon(float(g), tail) for g in gammas], dtype=np.int64)
+        self._offset = np.concatenate([[0], np.cumsum(self._H)[:-1]]).astype(np.int64)
+        G, Q, S = len(gammas), n_questions, int(self._H.sum())
+        # two anchors per question and timescale: the latest (index `latest`) and the one before it
+        self._F = np.zeros((2, G, Q))
+        self._D = np.ones((2, G, Q))
+        self._anchor = np.full((2, G, Q), -1, dtype=np.int64)  # an anchor at a has summed nothing after a
+        self._latest = np.zeros((G, Q), dtype=np.int64)
+        # the pending predictions: a ring of H slots per timescale, one after another
+        self._start = np.full(S, -1, dtype=np.int64)
+        self._prediction = np.full((S, Q), np.nan)
+        self._baseline = np.zeros((S, Q))
+        self._F0 = np.zeros((S, Q))
+        self._D0 = np.ones((S, Q))
+        self._which = np.zeros((S, Q), dtype=np.int64)
         self._readouts = (
             PlainOnlineError(gammas=[], n_questions=n_questions, readouts=readouts, tail=tail) if readouts else None
         )
         self.labels: list[str] = [f"tau={1.0 / (1.0 - g):g}" for g in gammas]
         if self._readouts is not None:
             self.labels += self._readouts.labels
-        G = len(self._geometric)
         self._counts = np.zeros((n_questions, G), dtype=np.int64)
         self._sq = np.zeros((n_questions, G))
         self._sq_baseline = np.zeros((n_questions, G))
@@ -245,7 +292,7 @@ class OnlineError:
     @property
     def horizons(self) -> list[int]:
         """Steps each timescale's return takes to complete (without a termination)."""
-        return [g.H for g in self._geometric] + (self._readouts.horizons if self._readouts is not None else [])
+        return [int(h) for h in self._H] + (self._readouts.horizons if self._readouts is not None else [])
 
     @property
     def counts(self) -> np.ndarray:
@@ -256,11 +303,12 @@ class OnlineError:
 
     def restart(self) -> None:
         """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors."""
-        everyone = np.arange(self.n_questions)
-        for g in self._geometric:
-            g.start[:] = -1
-            g.prediction[:] = np.nan
-            g.reanchor(self._now - 1, everyone)  # the next step's cumulant is the first summed
+        self._start[:] = -1
+        self._prediction[:] = np.nan
+        self._F[:] = 0.0
+        self._D[:] = 1.0
+        self._anchor[:] = self._now - 1  # the next step's cumulant is the first summed
+        self._latest[:] = 0
         if self._readouts is not None:
             self._readouts.restart()
 
@@ -275,74 +323,21 @@ class OnlineError:
         c = np.asarray(cumulants, dtype=np.float64)
         cont = np.ones(self.n_questions) if continuations is None else np.asarray(continuations, dtype=np.float64)
         pred = np.asarray(predictions, dtype=np.float64)
-        G = len(self._geometric)
+        G = self._gammas.shape[0]
         width = G + (len(self._readouts.labels) if self._readouts is not None else 0)
         if pred.shape != (self.n_questions, width):
             raise ValueError(f"predictions must be [{self.n_questions}, {width}]; got shape {pred.shape}")
-        now = self._now
-        terminated = np.flatnonzero(cont == 0.0)
-        everyone = np.arange(self.n_questions)
-        for p, g in enumerate(self._geometric):
-            g.F += g.D * c
-            g.D *= g.gamma * cont
-            # the prediction made H steps ago is complete now
-            slot = now % g.H
-            if g.start[slot] == now - g.H:
-                qs = np.flatnonzero(~np.isnan(g.prediction[slot]))
-                if qs.size:
-                    self._close(p, g, np.full(qs.size, slot), qs)
-            # a termination completes every pending return of its question: those made since its last one
-            if terminated.size:
-                rows, qs = self._since_last_termination(g, now, terminated)
-                if rows.size:
-                    self._close(p, g, rows, qs)
-                g.reanchor(now, terminated)
-            # an anchor older than H steps: start a new one, keeping the latest for the predictions made since it
-            latest = g.anchor[g.latest, everyone]
-            old = np.flatnonzero(now - latest >= g.H)
-            if old.size:
-                fresh = 1 - g.latest[old]
-                g.F[fresh, old] = 0.0
-                g.D[fresh, old] = 1.0
-                g.anchor[fresh, old] = now
-                g.latest[old] = fresh
-            g.start[slot] = now
-            g.prediction[slot] = pred[:, p]
-            counts = self._counts[:, p]
-            g.baseline[slot] = np.where(counts > 0, self._sum_returns[:, p] / np.maximum(counts, 1), 0.0)
-            g.which[slot] = g.latest
-            g.F0[slot] = g.F[g.latest, everyone]
-            g.D0[slot] = g.D[g.latest, everyone]
+        if c.shape != (self.n_questions,) or cont.shape != (self.n_questions,):
+            raise ValueError(f"cumulants and continuations must be [{self.n_questions}]; got {c.shape}, {cont.shape}")
+        _observe_geometric(
+            self._now, c, cont, np.ascontiguousarray(pred[:, :G]), self._gammas, self._H, self._offset,
+            self._F, self._D, self._anchor, self._latest, self._start, self._prediction, self._baseline,
+            self._F0, self._D0, self._which, self._sq, self._sq_baseline, self._sum_returns, self._counts,
+            self._last_termination,
+        )  # fmt: skip
         if self._readouts is not None:
             self._readouts.observe(c, cont, pred[:, G:])
-        self._last_termination[terminated] = now
         self._now += 1
-
-    def _since_last_termination(self, g: _Geometric, now: int, qs: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """(slots, questions) of the predictions of ``qs`` still pending: made after each one's last termination.
-
-        Each prediction is visited once here, so a question terminating step after step costs O(1) a step.
-        """
-        # the prediction made at the termination step itself is the first pending one
-        waiting = np.minimum(now - np.maximum(self._last_termination[qs], 0), g.H - 1)
-        total = int(waiting.sum())
-        if total == 0:
-            return np.empty(0, dtype=np.int64), np.empty(0, dtype=np.int64)
-        questions = np.repeat(qs, waiting)
-        # ages 0, 1, ... waiting-1 of each question, back from the step before now
-        age = np.arange(total) - np.repeat(np.cumsum(waiting) - waiting, waiting)
-        starts = now - 1 - age
-        slots = starts % g.H
-        pending = (g.start[slots] == starts) & ~np.isnan(g.prediction[slots, questions])
-        return slots[pending], questions[pending]
-
-    def _close(self, p: int, g: _Geometric, rows: np.ndarray, qs: np.ndarray) -> None:
-        ret = g.returns(rows, qs)
-        np.add.at(self._sq[:, p], qs, (g.prediction[rows, qs] - ret) ** 2)
-        np.add.at(self._sq_baseline[:, p], qs, (g.baseline[rows, qs] - ret) ** 2)
-        np.add.at(self._sum_returns[:, p], qs, ret)
-        np.add.at(self._counts[:, p], qs, 1)
-        g.prediction[rows, qs] = np.nan  # closed: a slot waits for its next prediction
 
     def rmse(self) -> np.ndarray:
         """[Q, P]: root mean squared error of the completed predictions (nan before the first)."""

@@ -140,10 +140,13 @@ def test_online_error_equals_the_plain_reference_on_a_stream_with_terminations_a
     cont[:, 2] = rng.random(T) > 0.5  # frequent ones
     cont[:, 3] = 0.0  # every step: each return is one cumulant
     gammas = 1.0 - 1.0 / np.array([1.0, 2.0, 10.0, 100.0])
-    readouts = {"next_1s": readout_weights(WINDOW, rate_hz=5.0, tau_max=10.0)}
+    readouts = {
+        "next_1s": readout_weights(WINDOW, rate_hz=5.0, tau_max=10.0),
+        "hyperbolic": readout_weights(HYPERBOLIC, rate_hz=5.0, tau_max=100.0),  # 32 gammas in [0, 0.99]
+    }
     fast = OnlineError(gammas=gammas, n_questions=Q, readouts=readouts)
     plain = PlainOnlineError(gammas=gammas, n_questions=Q, readouts=readouts)
-    predictions = rng.normal(size=(T, Q, 5))
+    predictions = rng.normal(size=(T, Q, 6))
     for n in range(T):
         if n in (700, 701, 1900):  # gaps: the pending returns are dropped, the errors kept
             fast.restart()

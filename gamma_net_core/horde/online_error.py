@@ -18,12 +18,16 @@ factor ``D(t) = gamma^(t-a) x (continuations since a)``, and each prediction kee
 own step n, so its return when it closes at t is ``(F(t) - F(n)) / D(n)``. A new anchor starts
 every H steps and where the question terminates (its pending returns all close there, and D
 would be 0), so D(n) >= gamma^H ~ 1e-3 and the division loses at most three digits; the two
-latest anchors cover every pending prediction. Termination steps close the pending returns of
-that question at once (those made since its previous termination: each return is closed once,
-so O(Q) per step amortized). All geometric timescales are one numba kernel call per step.
-Readouts are scored by the plain
-:class:`PlainOnlineError`, which updates every pending return of every timescale in a ring of H
-per timescale (O(sum H x Q) per step) and is the reference the fast one is tested against::
+latest anchors cover every pending prediction. A readout is the same sum over its components
+gamma_j (weights a_j): component j's part of a prediction's return is complete after W_j steps
+(its readout's horizon, or sooner where gamma_j^W_j < 1e-17, below float rounding) and is added
+to the prediction's return then; its anchors start every P_j steps (gamma_j^P_j >= 1e-4), in
+turn among ceil(W_j / P_j) + 1 of them, so no division loses more than four digits. A
+termination closes the pending returns of its question (those made since its previous
+termination: each return is closed once, so O(1) a step amortized). One numba kernel call a
+step does it all; :class:`PlainOnlineError` updates every pending return of every timescale in
+a ring of H per timescale (O(sum H x Q) a step) and is the reference the fast one is tested
+against::
 
     errors = OnlineError(gammas=[0.0, 0.9], readouts={"hyperbolic": (gammas_j, coefficients_j)}, n_questions=Q)
     each step n (after the learner's update):
@@ -59,7 +63,8 @@ class PlainOnlineError:
     """Running errors of predictions against realized returns, per question and timescale: the plain reference.
 
     Every pending return of every timescale is updated each step (O(sum H x Q)); :class:`OnlineError`
-    computes the same in O(Q) per geometric timescale and is checked against this one.
+    computes the same in O(Q) per timescale (O(Q x components) per readout) and is checked against
+    this one.
 
     Args:
       gammas: the geometric timescales whose predictions are checked [P].
@@ -170,9 +175,20 @@ class PlainOnlineError:
             return np.sqrt(self._sq_baseline / self.counts)
 
 
+#: A readout's component gamma_j is summed until gamma_j^W < this: the rest is below float rounding.
+COMPONENT_TAIL = 1e-17
+#: Anchors of a component start every P steps, gamma_j^P >= this: the division by D loses <= 4 digits.
+ANCHOR_TAIL = 1e-4
+
+
 @numba.njit(cache=True, error_model="numpy")
-def _close(p, s, q, F, which, F0, D0, prediction, baseline, sq, sq_baseline, sum_returns, counts):  # pragma: no cover
-    ret = (F[which[s, q], p, q] - F0[s, q]) / D0[s, q]
+def _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0):  # pragma: no cover
+    """Component m's share of the return of the prediction in slot s (its entry cs), as of now."""
+    return coefficient[m] * (F[anchor_offset[m] + which[cs, q], q] - F0[cs, q]) / D0[cs, q]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _close(p, s, q, ret, prediction, baseline, sq, sq_baseline, sum_returns, counts):  # pragma: no cover
     sq[q, p] += (prediction[s, q] - ret) ** 2
     sq_baseline[q, p] += (baseline[s, q] - ret) ** 2
     sum_returns[q, p] += ret
@@ -181,55 +197,77 @@ def _close(p, s, q, F, which, F0, D0, prediction, baseline, sq, sq_baseline, sum
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _observe_geometric(  # pragma: no cover
-    now, c, cont, new, gammas, H, offset, F, D, anchor, latest,
-    start, prediction, baseline, F0, D0, which, sq, sq_baseline, sum_returns, counts, last_termination,
+def _observe(  # pragma: no cover
+    now, c, cont, new, H, ring_offset, first, last, gamma, coefficient, W, period, K, anchor_offset, entry_offset,
+    F, D, anchor, latest, start, prediction, baseline, acc, F0, D0, which,
+    sq, sq_baseline, sum_returns, counts, last_termination,
 ):  # fmt: skip
-    """One step of every geometric timescale: sums, closes, anchors, new predictions (see the module docstring)."""
+    """One step of every timescale and readout: sums, completed parts and returns, anchors, new predictions."""
     Q = c.shape[0]
-    for p in range(gammas.shape[0]):
+    for p in range(H.shape[0]):
         h = H[p]
-        g = gammas[p]
-        for q in range(Q):
-            for k in range(2):
-                F[k, p, q] += D[k, p, q] * c[q]
-                D[k, p, q] *= g * cont[q]
-        # the predictions made H steps ago are complete now
-        slot = offset[p] + now % h
+        slot = ring_offset[p] + now % h
+        for m in range(first[p], last[p]):
+            g = gamma[m]
+            for k in range(anchor_offset[m], anchor_offset[m] + K[m]):
+                for q in range(Q):
+                    F[k, q] += D[k, q] * c[q]
+                    D[k, q] *= g * cont[q]
+            # the prediction made W steps ago has all of this component's part now
+            made = now - W[m]
+            s = ring_offset[p] + made % h
+            if made >= 0 and start[s] == made:
+                cs = entry_offset[m] + made % W[m]
+                for q in range(Q):
+                    if not np.isnan(prediction[s, q]):
+                        acc[s, q] += _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0)
+        # the prediction made H steps ago is complete now
         if start[slot] == now - h:
             for q in range(Q):
                 if not np.isnan(prediction[slot, q]):
-                    _close(p, slot, q, F, which, F0, D0, prediction, baseline, sq, sq_baseline, sum_returns, counts)
+                    _close(p, slot, q, acc[slot, q], prediction, baseline, sq, sq_baseline, sum_returns, counts)
         for q in range(Q):
             if cont[q] == 0.0:
-                # a termination completes the pending returns of its question: those made since its last one
-                # (the prediction at that termination step included), so each is visited once
+                # a termination completes the pending returns of its question: those made since its previous
+                # one (the prediction at that step included), so each is visited once
                 waiting = min(now - max(last_termination[q], 0), h - 1)
                 for age in range(waiting):
                     made = now - 1 - age
-                    s = offset[p] + made % h
+                    s = ring_offset[p] + made % h
                     if start[s] == made and not np.isnan(prediction[s, q]):
-                        _close(p, s, q, F, which, F0, D0, prediction, baseline, sq, sq_baseline, sum_returns, counts)
-                for k in range(2):
-                    F[k, p, q] = 0.0
-                    D[k, p, q] = 1.0
-                    anchor[k, p, q] = now
-                latest[p, q] = 0
-            elif now - anchor[latest[p, q], p, q] >= h:
-                # the latest anchor is H steps old: start a new one, keeping it for the predictions made since it
-                fresh = 1 - latest[p, q]
-                F[fresh, p, q] = 0.0
-                D[fresh, p, q] = 1.0
-                anchor[fresh, p, q] = now
-                latest[p, q] = fresh
+                        ret = acc[s, q]
+                        for m in range(first[p], last[p]):
+                            if now - made < W[m]:
+                                cs = entry_offset[m] + made % W[m]
+                                ret += _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0)
+                        _close(p, s, q, ret, prediction, baseline, sq, sq_baseline, sum_returns, counts)
+                for m in range(first[p], last[p]):
+                    for k in range(anchor_offset[m], anchor_offset[m] + K[m]):
+                        F[k, q] = 0.0
+                        D[k, q] = 1.0
+                        anchor[k, q] = now
+                    latest[m, q] = 0
+            else:
+                for m in range(first[p], last[p]):
+                    if now - anchor[anchor_offset[m] + latest[m, q], q] >= period[m]:
+                        # a new anchor in turn: the one it replaces serves no pending prediction any more
+                        fresh = (latest[m, q] + 1) % K[m]
+                        k = anchor_offset[m] + fresh
+                        F[k, q] = 0.0
+                        D[k, q] = 1.0
+                        anchor[k, q] = now
+                        latest[m, q] = fresh
         start[slot] = now
         for q in range(Q):
             prediction[slot, q] = new[q, p]
             baseline[slot, q] = sum_returns[q, p] / counts[q, p] if counts[q, p] > 0 else 0.0
-            k = latest[p, q]
-            which[slot, q] = k
-            F0[slot, q] = F[k, p, q]
-            D0[slot, q] = D[k, p, q]
+            acc[slot, q] = 0.0
+            for m in range(first[p], last[p]):
+                cs = entry_offset[m] + now % W[m]
+                k = latest[m, q]
+                which[cs, q] = k
+                F0[cs, q] = F[anchor_offset[m] + k, q]
+                D0[cs, q] = D[anchor_offset[m] + k, q]
     for q in range(Q):
         if cont[q] == 0.0:
             last_termination[q] = now
@@ -239,7 +277,7 @@ class OnlineError:
     """Running errors of predictions against realized returns, per question and timescale.
 
     Equal, to float rounding, to :class:`PlainOnlineError` (continuations 0 or 1, as terminations
-    give), in O(Q) per geometric timescale per step.
+    give), in O(Q) per geometric timescale and O(Q x components) per readout a step.
 
     Args:
       gammas: the geometric timescales whose predictions are checked [P].
@@ -258,33 +296,54 @@ class OnlineError:
     ) -> None:
         self.n_questions = n_questions
         gammas = np.asarray(gammas, dtype=np.float64).reshape(-1)
-        self._gammas = gammas
-        self._H = np.array([horizon(float(g), tail) for g in gammas], dtype=np.int64)
-        self._offset = np.concatenate([[0], np.cumsum(self._H)[:-1]]).astype(np.int64)
-        G, Q, S = len(gammas), n_questions, int(self._H.sum())
-        # two anchors per question and timescale: the latest (index `latest`) and the one before it
-        self._F = np.zeros((2, G, Q))
-        self._D = np.ones((2, G, Q))
-        self._anchor = np.full((2, G, Q), -1, dtype=np.int64)  # an anchor at a has summed nothing after a
-        self._latest = np.zeros((G, Q), dtype=np.int64)
-        # the pending predictions: a ring of H slots per timescale, one after another
+        self.labels: list[str] = [f"tau={1.0 / (1.0 - g):g}" for g in gammas]
+        # columns: each gamma (one component, summed over its whole horizon), then each readout
+        columns = []
+        for g in gammas:
+            H = horizon(float(g), tail)
+            columns.append((H, [(float(g), 1.0, H, H)]))
+        for name, (rg, rc) in (readouts or {}).items():
+            rg, rc = np.asarray(rg, dtype=np.float64), np.asarray(rc, dtype=np.float64)
+            H = horizon(float(np.max(rg)), tail)
+            parts = []
+            for g, a in zip(rg, rc):
+                w = min(H, horizon(float(g), COMPONENT_TAIL))
+                parts.append((float(g), float(a), w, min(w, horizon(float(g), ANCHOR_TAIL))))
+            columns.append((H, parts))
+            self.labels.append(name)
+        self._H = np.array([H for H, _ in columns], dtype=np.int64)
+        self._ring_offset = np.concatenate([[0], np.cumsum(self._H)[:-1]]).astype(np.int64)
+        counts = np.array([len(parts) for _, parts in columns], dtype=np.int64)
+        self._first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self._last = np.cumsum(counts).astype(np.int64)
+        parts = [part for _, ps in columns for part in ps]
+        self._gamma = np.array([g for g, _, _, _ in parts])
+        self._coefficient = np.array([a for _, a, _, _ in parts])
+        self._W = np.array([w for _, _, w, _ in parts], dtype=np.int64)
+        self._period = np.array([period for _, _, _, period in parts], dtype=np.int64)
+        # enough anchors that the one replaced in turn has served its last prediction's W steps
+        self._K = (-(-self._W // self._period) + 1).astype(np.int64)
+        self._anchor_offset = np.concatenate([[0], np.cumsum(self._K)[:-1]]).astype(np.int64)
+        self._entry_offset = np.concatenate([[0], np.cumsum(self._W)[:-1]]).astype(np.int64)
+        P, Q, A, E, S = len(columns), n_questions, int(self._K.sum()), int(self._W.sum()), int(self._H.sum())
+        self._F = np.zeros((A, Q))
+        self._D = np.ones((A, Q))
+        self._anchor = np.full((A, Q), -1, dtype=np.int64)  # an anchor at a has summed nothing after a
+        self._latest = np.zeros((len(parts), Q), dtype=np.int64)
+        # the pending predictions: a ring of H slots per column, one after another
         self._start = np.full(S, -1, dtype=np.int64)
         self._prediction = np.full((S, Q), np.nan)
         self._baseline = np.zeros((S, Q))
-        self._F0 = np.zeros((S, Q))
-        self._D0 = np.ones((S, Q))
-        self._which = np.zeros((S, Q), dtype=np.int64)
-        self._readouts = (
-            PlainOnlineError(gammas=[], n_questions=n_questions, readouts=readouts, tail=tail) if readouts else None
-        )
-        self.labels: list[str] = [f"tau={1.0 / (1.0 - g):g}" for g in gammas]
-        if self._readouts is not None:
-            self.labels += self._readouts.labels
-        self._counts = np.zeros((n_questions, G), dtype=np.int64)
-        self._sq = np.zeros((n_questions, G))
-        self._sq_baseline = np.zeros((n_questions, G))
-        self._sum_returns = np.zeros((n_questions, G))
-        self._last_termination = np.full(n_questions, -1, dtype=np.int64)
+        self._acc = np.zeros((S, Q))  # the completed components' parts of each pending return
+        # each component's sums at its pending predictions: a ring of W entries per component
+        self._F0 = np.zeros((E, Q))
+        self._D0 = np.ones((E, Q))
+        self._which = np.zeros((E, Q), dtype=np.int64)
+        self.counts = np.zeros((Q, P), dtype=np.int64)
+        self._sq = np.zeros((Q, P))
+        self._sq_baseline = np.zeros((Q, P))
+        self._sum_returns = np.zeros((Q, P))
+        self._last_termination = np.full(Q, -1, dtype=np.int64)
         self._now = 0
 
     for_learner = classmethod(PlainOnlineError.for_learner.__func__)
@@ -292,14 +351,7 @@ class OnlineError:
     @property
     def horizons(self) -> list[int]:
         """Steps each timescale's return takes to complete (without a termination)."""
-        return [int(h) for h in self._H] + (self._readouts.horizons if self._readouts is not None else [])
-
-    @property
-    def counts(self) -> np.ndarray:
-        """[Q, P]: the predictions scored so far."""
-        if self._readouts is None:
-            return self._counts
-        return np.hstack([self._counts, self._readouts.counts])
+        return [int(h) for h in self._H]
 
     def restart(self) -> None:
         """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors."""
@@ -309,8 +361,6 @@ class OnlineError:
         self._D[:] = 1.0
         self._anchor[:] = self._now - 1  # the next step's cumulant is the first summed
         self._latest[:] = 0
-        if self._readouts is not None:
-            self._readouts.restart()
 
     def observe(self, cumulants, continuations, predictions) -> None:
         """Add this step's cumulants to the pending returns, close the complete ones, then record new predictions.
@@ -320,33 +370,29 @@ class OnlineError:
           continuations: c_n [Q] of S_n (0 where a question's termination holds); None: all 1.
           predictions: [Q, P] made at S_n, one column per timescale (gammas, then readouts).
         """
+        Q, P = self.n_questions, self._H.shape[0]
         c = np.asarray(cumulants, dtype=np.float64)
-        cont = np.ones(self.n_questions) if continuations is None else np.asarray(continuations, dtype=np.float64)
-        pred = np.asarray(predictions, dtype=np.float64)
-        G = self._gammas.shape[0]
-        width = G + (len(self._readouts.labels) if self._readouts is not None else 0)
-        if pred.shape != (self.n_questions, width):
-            raise ValueError(f"predictions must be [{self.n_questions}, {width}]; got shape {pred.shape}")
-        if c.shape != (self.n_questions,) or cont.shape != (self.n_questions,):
-            raise ValueError(f"cumulants and continuations must be [{self.n_questions}]; got {c.shape}, {cont.shape}")
-        _observe_geometric(
-            self._now, c, cont, np.ascontiguousarray(pred[:, :G]), self._gammas, self._H, self._offset,
-            self._F, self._D, self._anchor, self._latest, self._start, self._prediction, self._baseline,
-            self._F0, self._D0, self._which, self._sq, self._sq_baseline, self._sum_returns, self._counts,
+        cont = np.ones(Q) if continuations is None else np.asarray(continuations, dtype=np.float64)
+        pred = np.ascontiguousarray(predictions, dtype=np.float64)
+        if pred.shape != (Q, P):
+            raise ValueError(f"predictions must be [{Q}, {P}]; got shape {pred.shape}")
+        if c.shape != (Q,) or cont.shape != (Q,):
+            raise ValueError(f"cumulants and continuations must be [{Q}]; got {c.shape}, {cont.shape}")
+        _observe(
+            self._now, c, cont, pred, self._H, self._ring_offset, self._first, self._last, self._gamma,
+            self._coefficient, self._W, self._period, self._K, self._anchor_offset, self._entry_offset,
+            self._F, self._D, self._anchor, self._latest, self._start, self._prediction, self._baseline, self._acc,
+            self._F0, self._D0, self._which, self._sq, self._sq_baseline, self._sum_returns, self.counts,
             self._last_termination,
         )  # fmt: skip
-        if self._readouts is not None:
-            self._readouts.observe(c, cont, pred[:, G:])
         self._now += 1
 
     def rmse(self) -> np.ndarray:
         """[Q, P]: root mean squared error of the completed predictions (nan before the first)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.sqrt(self._sq / self._counts)
-        return out if self._readouts is None else np.hstack([out, self._readouts.rmse()])
+            return np.sqrt(self._sq / self.counts)
 
     def baseline_rmse(self) -> np.ndarray:
         """[Q, P]: the same for the running mean of earlier returns."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            out = np.sqrt(self._sq_baseline / self._counts)
-        return out if self._readouts is None else np.hstack([out, self._readouts.baseline_rmse()])
+            return np.sqrt(self._sq_baseline / self.counts)

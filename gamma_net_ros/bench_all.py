@@ -15,6 +15,7 @@ from gamma_net_core.report import Report
 
 BENCHMARKS = {
     "linear": "gamma_net_core.bench.linear",
+    "horde": "gamma_net_core.bench.horde",
     "neural": "gamma_net_core.bench.neural",
     "atari": "gamma_net_core.bench.atari",
     "ros": "gamma_net_ros.bench_ros",

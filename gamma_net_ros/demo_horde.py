@@ -2,8 +2,9 @@
 
 Beside the predictor, the demo runs the ``horde`` node on config/horde.yaml's questions (the speed
 of both joints, the shoulder's effort, an event question), started once the driver's first
-JointState shows which fields the arm publishes: a question on a field the driver does not publish
-(effort, where the servos' load is not read) is left out, with a line saying so. Every two seconds
+JointState shows which fields the arm publishes (the driver's effort is its servos' Present
+Current times a torque constant): a question on a field a driver does not publish is left out,
+with a line saying so. Every two seconds
 a line shows each question's prediction and its running error against the realized return; at
 the end a table gives the error of every question at every published timescale beside the error
 of predicting the running mean.

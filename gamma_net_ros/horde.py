@@ -207,10 +207,7 @@ class Horde(Node):
     def _restart(self) -> None:
         """After a gap in the stream: no transition, and no return, spans it."""
         self.learner.restart()
-        # The returns pending across the gap are unknowable: drop them, keep the running errors.
-        for pending in self.errors._pending:
-            pending.start[:] = -1
-            pending.prediction[:] = np.nan
+        self.errors.restart()
 
     def _gap(self, kind: str, line: str) -> None:
         """A tick not learned from: the next transition starts after it."""

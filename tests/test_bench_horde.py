@@ -25,3 +25,11 @@ def test_bench_horde_refuses_a_bad_budget_in_one_line():
                             timeout=120)  # fmt: skip
     assert result.returncode == 1
     assert result.stderr.strip() == "gamma-net bench horde: error: --questions must be >= 1; got 0"
+
+
+def test_bench_all_runs_every_bench_command_but_itself():
+    from gamma_net_core.cli import COMMANDS
+    from gamma_net_ros.bench_all import BENCHMARKS
+
+    benches = {words[1]: module for words, module, _ in COMMANDS if words[0] == "bench" and words[1] != "all"}
+    assert BENCHMARKS == benches

@@ -48,8 +48,11 @@ def test_bench_horde_node_reports_latency(tmp_path):
         "tick -> PredictionArray received",
         "JointState published -> PredictionArray received",
         "node's work per tick, no ROS (compute reference)",
+        "OnlineError.observe (part of the work)",
+        "PlainOnlineError.observe (its plain reference)",
     }
     assert all(0 < row[1] <= row[2] for row in rows.values())  # p50 <= p99, both measured
     throughput = dict(report["tables"][1]["rows"])
     assert throughput["JointState sent"] == 20
     assert 10 <= throughput["PredictionArrays received"] <= 21
+    assert throughput["PlainOnlineError / OnlineError, p50"] > 0

@@ -13,6 +13,7 @@ from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.hardware.bus import DynamixelBus, PortLost, ReadFailed, ServoError, TickCheck
 from gamma_net_ros.hardware.control_table import OperatingMode
 from gamma_net_ros.hardware.emulator import ServoBank, ServoEmulator
+from gamma_net_ros.hardware.emulator.bank import ARM_DAMPING
 
 HELD = [0.5, -0.3]  # rad, where the emulated servos start
 
@@ -66,6 +67,7 @@ def test_bus_reads_what_the_servos_hold(emulator, bus):
     np.testing.assert_array_equal(sample.position, held_position(emulator))
     np.testing.assert_allclose(sample.position, HELD, atol=ct.RAD_PER_TICK / 2)
     np.testing.assert_array_equal(sample.velocity, [0.0, 0.0])
+    np.testing.assert_array_equal(sample.current, [0.0, 0.0])  # holding still: no load
     assert sample.attempts == 1
     servos = emulator.state()["servos"]
     assert all(s["torque"] and s["operating_mode"] == OperatingMode.VELOCITY for s in servos.values())
@@ -79,6 +81,9 @@ def test_velocity_goals_are_followed(emulator, bus):
     time.sleep(0.3)
     sample = bus.read()
     np.testing.assert_allclose(sample.velocity, [1.0, -0.5], atol=ct.RAD_S_PER_VELOCITY_UNIT)
+    # at a steady speed the current drives the viscous friction (the emulator's load model)
+    friction = ARM_DAMPING * sample.velocity / ct.TORQUE_CONSTANT_NM_PER_A
+    np.testing.assert_allclose(sample.current, friction, atol=2 * ct.AMPERE_PER_CURRENT_UNIT)
     assert sample.position[0] > HELD[0] + 0.2 and sample.position[1] < HELD[1] - 0.1
 
 

@@ -83,6 +83,7 @@ def test_joint_states_match_the_emulated_servos(emulator, executor, spin):
         assert list(msg.name) == NAMES
         np.testing.assert_array_equal(msg.position, held)
         np.testing.assert_array_equal(msg.velocity, [0.0, 0.0])
+        np.testing.assert_array_equal(msg.effort, [0.0, 0.0])  # holding still: no load
     stamps = [m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in listener.states]
     assert all(np.diff(stamps) > 0)
     assert servo_state(client, "torque").all() and (servo_state(client, "operating_mode") == 1).all()
@@ -98,6 +99,8 @@ def test_commands_move_the_servos_within_the_limits(emulator, executor, spin):
     listener.command(spin, executor, name=["elbow"], velocity=[5.0])  # above velocity_max 2.0: clamped
     assert spin(executor, lambda: listener.states and listener.states[-1].velocity[1] > 1.9, timeout=10)
     assert listener.states[-1].velocity[0] == 0.0  # the shoulder was not commanded
+    # effort: Present Current x torque_constant, N m; the emulated elbow's viscous friction at ~2 rad/s
+    assert listener.states[-1].effort[0] == 0.0 and 0.07 < listener.states[-1].effort[1] < 0.14
     assert driver.counts["clamped_commands"] == 1
     # The elbow slows as it nears position_max (2.9 rad, config/dynamixel.yaml) and stops there: the soft stop.
     assert spin(executor, lambda: abs(listener.states[-1].velocity[1]) < 0.05, timeout=10)

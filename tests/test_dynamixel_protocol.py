@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 from dynamixel_sdk import Protocol2PacketHandler
 
+from gamma_net_core.signals.arm import ArmConfig
 from gamma_net_core.signals.servo import ServoLimits, ServoModel
 from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.hardware import protocol as p
@@ -159,6 +160,8 @@ def test_control_table_units():
         ct.TORQUE_ENABLE.encode(256)
     assert ct.STATE_BLOCK_ADDRESS == 120 and ct.STATE_BLOCK_LENGTH == 16
     assert ct.PRESENT_VELOCITY.address == 128 and ct.PRESENT_POSITION.address == 132
+    assert ct.PRESENT_CURRENT.address == 126 and ct.PRESENT_CURRENT.decode(hexbytes("F6 FF")) == -10
+    assert ct.current_units_to_a(-10) == pytest.approx(-0.0269) and ct.a_to_current_units(1.0) == 372
 
 
 class FrozenClock:
@@ -228,10 +231,22 @@ def test_emulated_motion_is_the_shared_servo_model():
     (reply,) = bank.handle(p.read(1, ct.PRESENT_VELOCITY.address, 8))
     assert ct.PRESENT_VELOCITY.decode(reply.params[:4]) == ct.rad_s_to_velocity_units(oracle.velocity[0])
     assert ct.PRESENT_POSITION.decode(reply.params[4:]) == ct.rad_to_ticks(oracle.position[0])
-    # Torque off: goals no longer drive the servo, it coasts to a stop.
+    # The load is the simulated arm's effort model (over the last step), as Present Current.
+    clock.now += 0.02
+    for _ in range(4):
+        before = oracle.velocity.copy()
+        oracle.step(0.005)
+    arm = ArmConfig()
+    torque = arm.inertia[0] * (oracle.velocity - before) / 0.005 + arm.damping[0] * oracle.velocity
+    state = bank.state()
+    np.testing.assert_allclose([state[i]["current"] for i in (1, 2)], torque / ct.TORQUE_CONSTANT_NM_PER_A, rtol=1e-9)
+    (reply,) = bank.handle(p.read(2, ct.PRESENT_CURRENT.address, 2))
+    assert ct.PRESENT_CURRENT.decode(reply.params) == ct.a_to_current_units(torque[1] / ct.TORQUE_CONSTANT_NM_PER_A) < 0
+    # Torque off: goals no longer drive the servo, it coasts to a stop, drawing no current.
     bank.handle(p.write(1, ct.TORQUE_ENABLE.address, b"\x00"))
     clock.now += 1.0
     assert abs(bank.state()[1]["velocity"]) < 1e-6
+    assert bank.get(1, ct.PRESENT_CURRENT) == 0
 
 
 def test_faults_are_validated():

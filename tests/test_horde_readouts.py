@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 from gamma_net_core.horde.learner import HordeLearner
-from gamma_net_core.horde.online_error import OnlineError
+from gamma_net_core.horde.online_error import OnlineError, PlainOnlineError
 from gamma_net_core.horde.questions import Readout
 from gamma_net_core.horde.readouts import (
     discount_function,
@@ -129,6 +129,35 @@ def test_online_error_matches_errors_against_returns_computed_by_definition():
             want = np.sqrt(np.mean((predictions[done, q, p] - ret[done]) ** 2))
             assert errors.rmse()[q, p] == pytest.approx(want, rel=1e-9)
     assert np.all(errors.baseline_rmse() > 0)
+
+
+def test_online_error_equals_the_plain_reference_on_a_stream_with_terminations_and_gaps():
+    rng = np.random.default_rng(5)
+    T, Q = 2500, 4
+    c = rng.normal(1.0, 1.0, (T, Q))
+    cont = np.ones((T, Q))
+    cont[:, 1] = rng.random(T) > 0.02  # rare terminations: returns close at H and at terminations
+    cont[:, 2] = rng.random(T) > 0.5  # frequent ones
+    cont[:, 3] = 0.0  # every step: each return is one cumulant
+    gammas = 1.0 - 1.0 / np.array([1.0, 2.0, 10.0, 100.0])
+    readouts = {
+        "next_1s": readout_weights(WINDOW, rate_hz=5.0, tau_max=10.0),
+        "hyperbolic": readout_weights(HYPERBOLIC, rate_hz=5.0, tau_max=100.0),  # 32 gammas in [0, 0.99]
+    }
+    fast = OnlineError(gammas=gammas, n_questions=Q, readouts=readouts)
+    plain = PlainOnlineError(gammas=gammas, n_questions=Q, readouts=readouts)
+    predictions = rng.normal(size=(T, Q, 6))
+    for n in range(T):
+        if n in (700, 701, 1900):  # gaps: the pending returns are dropped, the errors kept
+            fast.restart()
+            plain.restart()
+        fast.observe(c[n], cont[n], predictions[n])
+        plain.observe(c[n], cont[n], predictions[n])
+    assert fast.labels == plain.labels and fast.horizons == plain.horizons
+    np.testing.assert_array_equal(fast.counts, plain.counts)
+    assert fast.counts[0, 3] < fast.counts[0, 0] < T  # the long timescale waits for its returns
+    np.testing.assert_allclose(fast.rmse(), plain.rmse(), rtol=1e-9)
+    np.testing.assert_allclose(fast.baseline_rmse(), plain.baseline_rmse(), rtol=1e-9)
 
 
 def test_online_error_of_exact_predictions_is_zero_and_beats_the_running_mean():

@@ -10,12 +10,29 @@ prediction that learned nothing about the state).
 
 Each timescale is a discount function d(a) over the age a of a cumulant, so a return is
 ``sum_a d(a) (product of continuations before it) C``; a geometric timescale has d(a) = gamma^a
-and a readout d(a) = sum_j c_j gamma_j^a. Pending predictions sit in a ring of H per timescale,
-updated in place each step (O(sum H x Q) per step)::
+and a readout d(a) = sum_j c_j gamma_j^a.
+
+:class:`OnlineError` scores a geometric timescale in O(Q) per step: per question it keeps a
+running discounted sum from an anchor step a, ``F(t) = sum_{k=a+1..t} D(k-1) C_k`` with the
+factor ``D(t) = gamma^(t-a) x (continuations since a)``, and each prediction keeps F and D of its
+own step n, so its return when it closes at t is ``(F(t) - F(n)) / D(n)``. A new anchor starts
+every H steps and where the question terminates (its pending returns all close there, and D
+would be 0), so D(n) >= gamma^H ~ 1e-3 and the division loses at most three digits; the two
+latest anchors cover every pending prediction. A readout is the same sum over its components
+gamma_j (weights a_j): component j's part of a prediction's return is complete after W_j steps
+(its readout's horizon, or sooner where gamma_j^W_j < 1e-17, below float rounding) and is added
+to the prediction's return then; its anchors start every P_j steps (gamma_j^P_j >= 1e-4), in
+turn among ceil(W_j / P_j) + 1 of them, so no division loses more than four digits. A
+termination closes the pending returns of its question (those made since its previous
+termination: each return is closed once, so O(1) a step amortized). One numba kernel call a
+step does it all; :class:`PlainOnlineError` updates every pending return of every timescale in
+a ring of H per timescale (O(sum H x Q) a step) and is the reference the fast one is tested
+against::
 
     errors = OnlineError(gammas=[0.0, 0.9], readouts={"hyperbolic": (gammas_j, coefficients_j)}, n_questions=Q)
     each step n (after the learner's update):
         errors.observe(cumulants, continuations, predictions)   # C_n, c_n into S_n; predictions [Q, P] at S_n
+    errors.restart()                                            # a gap in the stream
     errors.rmse(), errors.baseline_rmse(), errors.counts        # [Q, P]
 """
 
@@ -23,6 +40,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 
+import numba
 import numpy as np
 
 from gamma_net_core.horde.readouts import TAIL, horizon
@@ -41,8 +59,12 @@ class _Pending:
         self.weight = np.ones((H, n_questions))
 
 
-class OnlineError:
-    """Running errors of predictions against realized returns, per question and timescale.
+class PlainOnlineError:
+    """Running errors of predictions against realized returns, per question and timescale: the plain reference.
+
+    Every pending return of every timescale is updated each step (O(sum H x Q)); :class:`OnlineError`
+    computes the same in O(Q) per timescale (O(Q x components) per readout) and is checked against
+    this one.
 
     Args:
       gammas: the geometric timescales whose predictions are checked [P].
@@ -78,7 +100,7 @@ class OnlineError:
         self._now = 0
 
     @classmethod
-    def for_learner(cls, learner, *, taus, tail: float = TAIL) -> OnlineError:
+    def for_learner(cls, learner, *, taus, tail: float = TAIL):
         """The tracker of a :class:`~gamma_net_core.horde.learner.HordeLearner`'s published taus and all its readouts.
 
         Its columns are ``taus`` then ``learner.readout_names``: pass
@@ -92,6 +114,12 @@ class OnlineError:
     def horizons(self) -> list[int]:
         """Steps each timescale's return takes to complete (without a termination)."""
         return [p.d.shape[0] for p in self._pending]
+
+    def restart(self) -> None:
+        """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors."""
+        for pending in self._pending:
+            pending.start[:] = -1
+            pending.prediction[:] = np.nan
 
     def observe(self, cumulants, continuations, predictions) -> None:
         """Add this step's cumulants to every pending return, close the complete ones, then record new predictions.
@@ -135,6 +163,229 @@ class OnlineError:
         np.add.at(self._sum_returns[:, p], qs, ret)
         np.add.at(self.counts[:, p], qs, 1)
         pending.prediction[rows, qs] = np.nan  # closed: a slot waits for its next prediction
+
+    def rmse(self) -> np.ndarray:
+        """[Q, P]: root mean squared error of the completed predictions (nan before the first)."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(self._sq / self.counts)
+
+    def baseline_rmse(self) -> np.ndarray:
+        """[Q, P]: the same for the running mean of earlier returns."""
+        with np.errstate(invalid="ignore", divide="ignore"):
+            return np.sqrt(self._sq_baseline / self.counts)
+
+
+#: A readout's component gamma_j is summed until gamma_j^W < this: the rest is below float rounding.
+COMPONENT_TAIL = 1e-17
+#: Anchors of a component start every P steps, gamma_j^P >= this: the division by D loses <= 4 digits.
+ANCHOR_TAIL = 1e-4
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0):  # pragma: no cover
+    """Component m's share of the return of the prediction in slot s (its entry cs), as of now."""
+    return coefficient[m] * (F[anchor_offset[m] + which[cs, q], q] - F0[cs, q]) / D0[cs, q]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _close(p, s, q, ret, prediction, baseline, sq, sq_baseline, sum_returns, counts):  # pragma: no cover
+    sq[q, p] += (prediction[s, q] - ret) ** 2
+    sq_baseline[q, p] += (baseline[s, q] - ret) ** 2
+    sum_returns[q, p] += ret
+    counts[q, p] += 1
+    prediction[s, q] = np.nan  # closed: a slot waits for its next prediction
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _observe(  # pragma: no cover
+    now, c, cont, new, H, ring_offset, first, last, gamma, coefficient, W, period, K, anchor_offset, entry_offset,
+    F, D, anchor, latest, start, prediction, baseline, acc, F0, D0, which,
+    sq, sq_baseline, sum_returns, counts, last_termination,
+):  # fmt: skip
+    """One step of every timescale and readout: sums, completed parts and returns, anchors, new predictions."""
+    Q = c.shape[0]
+    for p in range(H.shape[0]):
+        h = H[p]
+        slot = ring_offset[p] + now % h
+        for m in range(first[p], last[p]):
+            g = gamma[m]
+            for k in range(anchor_offset[m], anchor_offset[m] + K[m]):
+                for q in range(Q):
+                    F[k, q] += D[k, q] * c[q]
+                    D[k, q] *= g * cont[q]
+            # the prediction made W steps ago has all of this component's part now
+            made = now - W[m]
+            s = ring_offset[p] + made % h
+            if made >= 0 and start[s] == made:
+                cs = entry_offset[m] + made % W[m]
+                for q in range(Q):
+                    if not np.isnan(prediction[s, q]):
+                        acc[s, q] += _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0)
+        # the prediction made H steps ago is complete now
+        if start[slot] == now - h:
+            for q in range(Q):
+                if not np.isnan(prediction[slot, q]):
+                    _close(p, slot, q, acc[slot, q], prediction, baseline, sq, sq_baseline, sum_returns, counts)
+        for q in range(Q):
+            if cont[q] == 0.0:
+                # a termination completes the pending returns of its question: those made since its previous
+                # one (the prediction at that step included), so each is visited once
+                waiting = min(now - max(last_termination[q], 0), h - 1)
+                for age in range(waiting):
+                    made = now - 1 - age
+                    s = ring_offset[p] + made % h
+                    if start[s] == made and not np.isnan(prediction[s, q]):
+                        ret = acc[s, q]
+                        for m in range(first[p], last[p]):
+                            if now - made < W[m]:
+                                cs = entry_offset[m] + made % W[m]
+                                ret += _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0)
+                        _close(p, s, q, ret, prediction, baseline, sq, sq_baseline, sum_returns, counts)
+                for m in range(first[p], last[p]):
+                    for k in range(anchor_offset[m], anchor_offset[m] + K[m]):
+                        F[k, q] = 0.0
+                        D[k, q] = 1.0
+                        anchor[k, q] = now
+                    latest[m, q] = 0
+            else:
+                for m in range(first[p], last[p]):
+                    if now - anchor[anchor_offset[m] + latest[m, q], q] >= period[m]:
+                        # a new anchor in turn: the one it replaces serves no pending prediction any more
+                        fresh = (latest[m, q] + 1) % K[m]
+                        k = anchor_offset[m] + fresh
+                        F[k, q] = 0.0
+                        D[k, q] = 1.0
+                        anchor[k, q] = now
+                        latest[m, q] = fresh
+        start[slot] = now
+        for q in range(Q):
+            prediction[slot, q] = new[q, p]
+            baseline[slot, q] = sum_returns[q, p] / counts[q, p] if counts[q, p] > 0 else 0.0
+            acc[slot, q] = 0.0
+            for m in range(first[p], last[p]):
+                cs = entry_offset[m] + now % W[m]
+                k = latest[m, q]
+                which[cs, q] = k
+                F0[cs, q] = F[anchor_offset[m] + k, q]
+                D0[cs, q] = D[anchor_offset[m] + k, q]
+    for q in range(Q):
+        if cont[q] == 0.0:
+            last_termination[q] = now
+
+
+class OnlineError:
+    """Running errors of predictions against realized returns, per question and timescale.
+
+    Equal, to float rounding, to :class:`PlainOnlineError` (continuations 0 or 1, as terminations
+    give), in O(Q) per geometric timescale and O(Q x components) per readout a step.
+
+    Args:
+      gammas: the geometric timescales whose predictions are checked [P].
+      n_questions: Q.
+      readouts: optional {name: (gammas, coefficients)}: weightings checked after the gammas.
+      tail: a return is complete when the weight of the rest is below this.
+    """
+
+    def __init__(
+        self,
+        *,
+        gammas: Sequence[float],
+        n_questions: int,
+        readouts: Mapping[str, tuple[np.ndarray, np.ndarray]] | None = None,
+        tail: float = TAIL,
+    ) -> None:
+        self.n_questions = n_questions
+        gammas = np.asarray(gammas, dtype=np.float64).reshape(-1)
+        self.labels: list[str] = [f"tau={1.0 / (1.0 - g):g}" for g in gammas]
+        # columns: each gamma (one component, summed over its whole horizon), then each readout
+        columns = []
+        for g in gammas:
+            H = horizon(float(g), tail)
+            columns.append((H, [(float(g), 1.0, H, H)]))
+        for name, (rg, rc) in (readouts or {}).items():
+            rg, rc = np.asarray(rg, dtype=np.float64), np.asarray(rc, dtype=np.float64)
+            H = horizon(float(np.max(rg)), tail)
+            parts = []
+            for g, a in zip(rg, rc):
+                w = min(H, horizon(float(g), COMPONENT_TAIL))
+                parts.append((float(g), float(a), w, min(w, horizon(float(g), ANCHOR_TAIL))))
+            columns.append((H, parts))
+            self.labels.append(name)
+        self._H = np.array([H for H, _ in columns], dtype=np.int64)
+        self._ring_offset = np.concatenate([[0], np.cumsum(self._H)[:-1]]).astype(np.int64)
+        counts = np.array([len(parts) for _, parts in columns], dtype=np.int64)
+        self._first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
+        self._last = np.cumsum(counts).astype(np.int64)
+        parts = [part for _, ps in columns for part in ps]
+        self._gamma = np.array([g for g, _, _, _ in parts])
+        self._coefficient = np.array([a for _, a, _, _ in parts])
+        self._W = np.array([w for _, _, w, _ in parts], dtype=np.int64)
+        self._period = np.array([period for _, _, _, period in parts], dtype=np.int64)
+        # enough anchors that the one replaced in turn has served its last prediction's W steps
+        self._K = (-(-self._W // self._period) + 1).astype(np.int64)
+        self._anchor_offset = np.concatenate([[0], np.cumsum(self._K)[:-1]]).astype(np.int64)
+        self._entry_offset = np.concatenate([[0], np.cumsum(self._W)[:-1]]).astype(np.int64)
+        P, Q, A, E, S = len(columns), n_questions, int(self._K.sum()), int(self._W.sum()), int(self._H.sum())
+        self._F = np.zeros((A, Q))
+        self._D = np.ones((A, Q))
+        self._anchor = np.full((A, Q), -1, dtype=np.int64)  # an anchor at a has summed nothing after a
+        self._latest = np.zeros((len(parts), Q), dtype=np.int64)
+        # the pending predictions: a ring of H slots per column, one after another
+        self._start = np.full(S, -1, dtype=np.int64)
+        self._prediction = np.full((S, Q), np.nan)
+        self._baseline = np.zeros((S, Q))
+        self._acc = np.zeros((S, Q))  # the completed components' parts of each pending return
+        # each component's sums at its pending predictions: a ring of W entries per component
+        self._F0 = np.zeros((E, Q))
+        self._D0 = np.ones((E, Q))
+        self._which = np.zeros((E, Q), dtype=np.int64)
+        self.counts = np.zeros((Q, P), dtype=np.int64)
+        self._sq = np.zeros((Q, P))
+        self._sq_baseline = np.zeros((Q, P))
+        self._sum_returns = np.zeros((Q, P))
+        self._last_termination = np.full(Q, -1, dtype=np.int64)
+        self._now = 0
+
+    for_learner = classmethod(PlainOnlineError.for_learner.__func__)
+
+    @property
+    def horizons(self) -> list[int]:
+        """Steps each timescale's return takes to complete (without a termination)."""
+        return [int(h) for h in self._H]
+
+    def restart(self) -> None:
+        """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors."""
+        self._start[:] = -1
+        self._prediction[:] = np.nan
+        self._F[:] = 0.0
+        self._D[:] = 1.0
+        self._anchor[:] = self._now - 1  # the next step's cumulant is the first summed
+        self._latest[:] = 0
+
+    def observe(self, cumulants, continuations, predictions) -> None:
+        """Add this step's cumulants to the pending returns, close the complete ones, then record new predictions.
+
+        Args:
+          cumulants: C_n [Q], received on the transition into the current state S_n.
+          continuations: c_n [Q] of S_n (0 where a question's termination holds); None: all 1.
+          predictions: [Q, P] made at S_n, one column per timescale (gammas, then readouts).
+        """
+        Q, P = self.n_questions, self._H.shape[0]
+        c = np.asarray(cumulants, dtype=np.float64)
+        cont = np.ones(Q) if continuations is None else np.asarray(continuations, dtype=np.float64)
+        pred = np.ascontiguousarray(predictions, dtype=np.float64)
+        if pred.shape != (Q, P):
+            raise ValueError(f"predictions must be [{Q}, {P}]; got shape {pred.shape}")
+        if c.shape != (Q,) or cont.shape != (Q,):
+            raise ValueError(f"cumulants and continuations must be [{Q}]; got {c.shape}, {cont.shape}")
+        _observe(
+            self._now, c, cont, pred, self._H, self._ring_offset, self._first, self._last, self._gamma,
+            self._coefficient, self._W, self._period, self._K, self._anchor_offset, self._entry_offset,
+            self._F, self._D, self._anchor, self._latest, self._start, self._prediction, self._baseline, self._acc,
+            self._F0, self._D0, self._which, self._sq, self._sq_baseline, self._sum_returns, self.counts,
+            self._last_termination,
+        )  # fmt: skip
+        self._now += 1
 
     def rmse(self) -> np.ndarray:
         """[Q, P]: root mean squared error of the completed predictions (nan before the first)."""

@@ -1,8 +1,8 @@
 """The servo bus: Dynamixel X-series servos on one serial port, through the real ``dynamixel_sdk``.
 
-One :class:`DynamixelBus` per port. Each control cycle reads every servo's present velocity
-and position in one group sync read (the contiguous block 128..135) and writes every goal in
-one group sync write; values come and go in SI units (rad, rad/s) as numpy arrays.
+One :class:`DynamixelBus` per port. Each control cycle reads every servo's present current,
+velocity and position in one group sync read (the contiguous block 120..135) and writes every
+goal in one group sync write; values come and go in SI units (rad, rad/s, A) as numpy arrays.
 
 What goes wrong on a real bus, and what the bus does about it:
 
@@ -99,6 +99,7 @@ class JointSample:
     position: np.ndarray  # rad
     velocity: np.ndarray  # rad/s
     attempts: int  # requests it took (1: no retry)
+    current: np.ndarray  # A, Present Current (signed: its sign is the torque's)
 
 
 @dataclass(frozen=True)
@@ -445,14 +446,14 @@ class DynamixelBus:
             self.stats.attempts += 1
             result = self._guard(self._sync_read_once, self._seed_timeout_ms() if seeding else None)
             if result == COMM_SUCCESS:
-                ticks, position, velocity = self._decode_block()
+                ticks, position, velocity, current = self._decode_block()
                 # A seed is checked against nothing: it must be the last reply on the line, or what
                 # was read may answer an earlier request whose own reply came late.
                 if seeding and not self._guard(self._stays_quiet, self._seed_timeout_ms() / 1000.0):
                     error = "replies kept coming after the read that was to seed the Realtime Tick check"
                     self.stats.stale_replies += 1
                 elif self.tick_check.accept(sent, ticks, may_seed=seeding):
-                    return JointSample(stamp, position, velocity, attempts=attempt)
+                    return JointSample(stamp, position, velocity, attempts=attempt, current=current)
                 else:
                     self.stats.stale_replies += 1
                     error = "a late reply to an earlier request (its Realtime Tick is too old)"
@@ -543,9 +544,9 @@ class DynamixelBus:
             return COMM_RX_CORRUPT  # a reply too short for the block
         return result
 
-    def _decode_block(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(Realtime Tick, position rad, velocity rad/s) of every servo from the last sync read."""
-        ticks, velocity_units, position_ticks = [], [], []
+    def _decode_block(self) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+        """(Realtime Tick, position rad, velocity rad/s, current A) of every servo from the last sync read."""
+        ticks, velocity_units, position_ticks, current_units = [], [], [], []
         for dxl_id in self.ids:
             block = bytes(self._reader.data_dict[dxl_id])
             if len(block) != ct.STATE_BLOCK_LENGTH:
@@ -553,7 +554,13 @@ class DynamixelBus:
             ticks.append(_field(block, ct.REALTIME_TICK))
             velocity_units.append(_field(block, ct.PRESENT_VELOCITY))
             position_ticks.append(_field(block, ct.PRESENT_POSITION))
-        return np.array(ticks), ct.ticks_to_rad(position_ticks), ct.velocity_units_to_rad_s(velocity_units)
+            current_units.append(_field(block, ct.PRESENT_CURRENT))
+        return (
+            np.array(ticks),
+            ct.ticks_to_rad(position_ticks),
+            ct.velocity_units_to_rad_s(velocity_units),
+            ct.current_units_to_a(current_units),
+        )
 
     def write_velocity(self, rad_s: Sequence[float]) -> None:
         """Goal Velocity of every servo (rad/s), one group sync write (no reply to check)."""

@@ -6,7 +6,8 @@ only while Torque Enable is 0.
 
 Units:
   position: 4096 ticks per revolution, tick 2048 is 0 rad (the horn's centre);
-  velocity: 0.229 rpm per unit.
+  velocity: 0.229 rpm per unit;
+  current: 2.69 mA per unit (Present Current, signed; Current Limit).
 """
 
 from __future__ import annotations
@@ -155,6 +156,10 @@ CENTER_TICK = 2048
 RAD_PER_TICK = 2.0 * math.pi / TICKS_PER_REVOLUTION
 RPM_PER_VELOCITY_UNIT = 0.229
 RAD_S_PER_VELOCITY_UNIT = RPM_PER_VELOCITY_UNIT * 2.0 * math.pi / 60.0
+AMPERE_PER_CURRENT_UNIT = 0.00269
+# XM430-W350 at 12 V: 4.1 N m stall torque at 2.3 A. Torque is only roughly linear in current
+# (the e-manual's performance graph), so the driver's effort from it is an estimate.
+TORQUE_CONSTANT_NM_PER_A = 4.1 / 2.3
 
 
 def ticks_to_rad(ticks):
@@ -171,6 +176,17 @@ def rad_to_ticks(rad):
 def velocity_units_to_rad_s(units):
     """Velocity register units (0.229 rpm) -> rad/s."""
     return np.asarray(units, dtype=np.float64) * RAD_S_PER_VELOCITY_UNIT
+
+
+def current_units_to_a(units):
+    """Present Current register units (2.69 mA) -> A."""
+    return np.asarray(units, dtype=np.float64) * AMPERE_PER_CURRENT_UNIT
+
+
+def a_to_current_units(ampere):
+    """A -> nearest current register unit (int, or an int64 array)."""
+    units = np.rint(np.asarray(ampere, dtype=np.float64) / AMPERE_PER_CURRENT_UNIT).astype(np.int64)
+    return int(units) if units.ndim == 0 else units
 
 
 def rad_s_to_velocity_units(rad_s):

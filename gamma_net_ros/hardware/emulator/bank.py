@@ -2,7 +2,9 @@
 
 No I/O here: instruction packets in, status packets out, so the answers can be checked byte
 for byte against the e-manual. The motion is ``gamma_net_core``'s
-:class:`~gamma_net_core.signals.servo.ServoModel`.
+:class:`~gamma_net_core.signals.servo.ServoModel`; the load is the simulated arm's effort model
+(inertia x acceleration + viscous friction, :class:`~gamma_net_core.signals.arm.SimulatedArm`),
+answered as Present Current through the servo's torque constant.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import math
 import time
 from collections.abc import Callable, Sequence
 
+from gamma_net_core.signals.arm import ArmConfig
 from gamma_net_core.signals.servo import ServoLimits, ServoModel
 from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.hardware.protocol import (
@@ -27,12 +30,22 @@ from gamma_net_ros.hardware.protocol import (
     parse_sync_write,
 )
 
+# the simulated arm's shoulder: the emulated servos move the load a recording's effort comes from
+ARM_INERTIA = ArmConfig().inertia[0]
+ARM_DAMPING = ArmConfig().damping[0]
 _MAX_STEP = 0.005  # s; the servo model is integrated in steps no longer than this
 HISTORY_LENGTH = 20_000  # motion records kept: minutes of a driver's requests
 _REGISTER_AT = {}  # byte address -> the register holding it
 for _reg in ct.REGISTERS:
     for _offset in range(_reg.size):
         _REGISTER_AT[_reg.address + _offset] = _reg
+
+
+def _per_servo(value, n: int, name: str) -> list[float]:
+    values = [float(value)] * n if isinstance(value, (int, float)) else [float(v) for v in value]
+    if len(values) != n or not all(v >= 0 for v in values):
+        raise ValueError(f"{name} must be one value >= 0 or one per servo ({n}); got {value!r}")
+    return values
 
 
 class ServoBank:
@@ -43,6 +56,10 @@ class ServoBank:
       positions: initial joint positions, rad (default 0 = tick 2048).
       model_number, firmware_version: what PING answers (1020 is an XM430-W350).
       time_constant, position_gain: the servo model's response (see ServoLimits).
+      inertia, damping: the load each servo moves (kg m^2, N m s/rad; one value, or one per
+        servo), as the simulated arm's shoulder by default; with the torque constant they set
+        Present Current, clipped to the Current Limit (0 with torque off).
+      torque_constant: N m per A.
       clock: seconds, monotonic; the motion advances by its differences (inject one in tests).
 
     Attributes:
@@ -59,6 +76,9 @@ class ServoBank:
         firmware_version: int = ct.FACTORY_VALUES[ct.FIRMWARE_VERSION],
         time_constant: float = ServoLimits.time_constant,
         position_gain: float = ServoLimits.position_gain,
+        inertia: float | Sequence[float] = ARM_INERTIA,
+        damping: float | Sequence[float] = ARM_DAMPING,
+        torque_constant: float = ct.TORQUE_CONSTANT_NM_PER_A,
         clock: Callable[[], float] = time.monotonic,
     ) -> None:
         self.ids = [int(i) for i in ids]
@@ -69,6 +89,12 @@ class ServoBank:
             raise ValueError(f"{len(positions)} initial positions for {len(self.ids)} servos")
         self.time_constant = time_constant
         self.position_gain = position_gain
+        self.inertia = dict(zip(self.ids, _per_servo(inertia, len(self.ids), "inertia")))
+        self.damping = dict(zip(self.ids, _per_servo(damping, len(self.ids), "damping")))
+        if not torque_constant > 0:
+            raise ValueError(f"torque_constant must be positive; got {torque_constant!r}")
+        self.torque_constant = float(torque_constant)
+        self.current = dict.fromkeys(self.ids, 0.0)  # A, of the last advance
         self.clock = clock
         self._start = self._last = clock()
         self.history: collections.deque[tuple[float, dict[int, float]]] = collections.deque(maxlen=HISTORY_LENGTH)
@@ -100,6 +126,7 @@ class ServoBank:
         model = self.models[dxl_id]
         model.position[:] = position
         model.velocity[:] = velocity
+        self.current[dxl_id] = 0.0
         self._refresh(dxl_id)
 
     def _limits(self, dxl_id: int) -> ServoLimits:
@@ -122,12 +149,25 @@ class ServoBank:
         steps = max(1, math.ceil(dt / _MAX_STEP - 1e-9))
         for dxl_id, model in self.models.items():
             for _ in range(steps):
+                before = float(model.velocity[0])
                 model.step(dt / steps)
+            # the acceleration of the last step (<= 5 ms): the load now, however long since the last request
+            self._load(dxl_id, (float(model.velocity[0]) - before) / (dt / steps))
             self._refresh(dxl_id)
         self.history.append((time.time(), {i: float(m.position[0]) for i, m in self.models.items()}))
 
+    def _load(self, dxl_id: int, acceleration: float) -> None:
+        """Present Current of the torque that moved the load this advance (none with torque off)."""
+        if not self.get(dxl_id, ct.TORQUE_ENABLE):
+            self.current[dxl_id] = 0.0
+            return
+        torque = self.inertia[dxl_id] * acceleration + self.damping[dxl_id] * float(self.models[dxl_id].velocity[0])
+        limit = float(ct.current_units_to_a(self.get(dxl_id, ct.CURRENT_LIMIT)))
+        self.current[dxl_id] = min(max(torque / self.torque_constant, -limit), limit)
+
     def _refresh(self, dxl_id: int) -> None:
         model = self.models[dxl_id]
+        self.set(dxl_id, ct.PRESENT_CURRENT, ct.a_to_current_units(self.current[dxl_id]))
         velocity_units = ct.rad_s_to_velocity_units(model.velocity[0])
         self.set(dxl_id, ct.PRESENT_POSITION, ct.rad_to_ticks(model.position[0]))
         self.set(dxl_id, ct.PRESENT_VELOCITY, velocity_units)
@@ -287,6 +327,8 @@ class ServoBank:
                 "velocity": float(model.velocity[0]),
                 "present_position": self.get(dxl_id, ct.PRESENT_POSITION),
                 "present_velocity": self.get(dxl_id, ct.PRESENT_VELOCITY),
+                "present_current": self.get(dxl_id, ct.PRESENT_CURRENT),
+                "current": self.current[dxl_id],
                 "torque": bool(self.get(dxl_id, ct.TORQUE_ENABLE)),
                 "operating_mode": self.get(dxl_id, ct.OPERATING_MODE),
                 "goal_velocity": float(ct.velocity_units_to_rad_s(self.get(dxl_id, ct.GOAL_VELOCITY))),

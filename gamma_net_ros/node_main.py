@@ -14,13 +14,15 @@ it within a tenth of a second and stops between callbacks. Only then is the node
 (its ``destroy_node`` does its cleanup: torque off, a last checkpoint) and the context shut
 down. rclpy's own signal handler would shut the context down under a running executor
 (an exception from ``take_message`` or the wait set, and exit code 1); here nothing of ROS is
-torn down while anything still uses it, and the exit code after a signal is always 0.
+torn down while anything still uses it, and the exit code after a signal is always 0. The
+process then ends at once (see :func:`run_node`), and further signals are ignored meanwhile.
 """
 
 from __future__ import annotations
 
+import ctypes
 import difflib
-import gc
+import os
 import pathlib
 import re
 import signal
@@ -76,6 +78,7 @@ def run_node(
     args: Sequence[str] | None = None,
     *,
     until: Callable[[Node], int | None] | None = None,
+    exit_process: bool = True,
 ) -> int:
     """Create the node, spin it until a signal (or until ``until(node)`` gives an exit code), clean up.
 
@@ -83,27 +86,33 @@ def run_node(
       make: builds the node (its class); it raises one of :data:`REFUSED` for bad settings.
       args: the process's arguments (``sys.argv`` when None), ROS arguments included.
       until: called after every callback; returns the exit code once the node is done, else None.
+      exit_process: end the process here, once the node is destroyed and ROS is shut down (see
+        below); False returns the code instead and restores the signal handlers.
 
     Returns:
       The exit code: 0 after a signal or a normal end, ``until``'s code, or 1 if the node
-      refused to start. SIGINT and SIGTERM are ignored from then on: the process is meant to exit.
+      refused to start. With ``exit_process`` (a node's ``main``) the process exits with it
+      instead, skipping Python's finalization: its last garbage collection walks every object
+      torch, numpy and rclpy made, seconds on a busy machine, which would put the exit past the
+      5 s `ros2 launch` waits before SIGTERM. Nothing is left to finalize by then: the
+      checkpoint is written, the node destroyed and rcl's logging flushed.
     """
     argv = list(sys.argv if args is None else args)
     name = _node_name(make)
     stop = threading.Event()
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda *_: stop.set())
+    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
     try:
-        return _run(make, argv, name, stop, until)
+        code = _run(make, argv, name, stop, until)
     finally:
-        # The process exits next. Python resets its own handlers to the default action while it
-        # finalizes, so a Ctrl-C pressed again meanwhile would kill it (exit code -2): ignored
-        # instead, which Python leaves in place.
-        for sig in STOP_SIGNALS:
-            signal.signal(sig, signal.SIG_IGN)
-        # Python's last garbage collection walks every object torch, numpy and rclpy made: seconds
-        # on a busy machine, past `ros2 launch`'s 5 s. Frozen objects are left to the process's end.
-        gc.freeze()
+        for sig, handler in previous.items():
+            # A Ctrl-C pressed again while the process ends is ignored, not a KeyboardInterrupt.
+            signal.signal(sig, signal.SIG_IGN if exit_process else handler)
+    if exit_process:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        ctypes.CDLL(None).fflush(None)  # C stdio too (rcutils' console output)
+        os._exit(code)
+    return code
 
 
 def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:

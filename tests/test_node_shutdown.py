@@ -203,6 +203,7 @@ def test_every_other_node_exits_0_on_sigint(tmp_path, executor, spin):
         "transition_counter": [],
         "bag_player": ["-p", f"bag:={bag}"],
         "dynamixel_driver": ["-p", f"port:={tmp_path / 'no-such-port'}"],  # keeps trying to open it
+        "ale_bridge": ["-p", "source:=live"],  # waits for a consumer to report
     }
     rig = Node("sigint_rig")
     executor.add_node(rig)
@@ -215,7 +216,9 @@ def test_every_other_node_exits_0_on_sigint(tmp_path, executor, spin):
             command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
         )
     try:
-        up = lambda: set(nodes) <= set(rig.get_node_names())  # noqa: E731
+        # Discovered, and the bridge done making its player (it is discovered before).
+        bridge_log = tmp_path / "ale_bridge.log"
+        up = lambda: set(nodes) <= set(rig.get_node_names()) and "live with policy" in bridge_log.read_text()  # noqa: E731
         assert spin(executor, up, timeout=START_TIMEOUT), sorted(rig.get_node_names())
         seconds = {}
         for name, process in processes.items():

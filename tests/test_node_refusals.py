@@ -15,6 +15,7 @@ import signal
 import subprocess
 import sys
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -64,6 +65,8 @@ CASES = {
     "predictor-params-file-not-sections": Case(
         "predictor", ["--params-file", "list.yaml"], ["list.yaml"], {"list.yaml": "- 1\n- 2\n"}
     ),
+    "predictor-unparsable-p": Case("predictor", ["-p", "seed:=[1,"], ["seed:=[1,"]),  # refused by rcl itself
+    "predictor-params-file-is-a-folder": Case("predictor", ["--params-file", "."], ["parameter file ."]),
     # keys the node does not declare: typos refused, as `gamma-net arm train` refuses them
     "predictor-unknown-learner-key": Case(
         "predictor",
@@ -111,12 +114,25 @@ def _run(node: str, args: list[str], cwd: pathlib.Path, timeout: float = START_T
     return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
 
 
-@pytest.mark.parametrize("case", CASES.values(), ids=CASES.keys())
-def test_refused_in_one_fatal_line(case: Case, tmp_path):
-    for name, content in case.files.items():
-        (tmp_path / name).write_bytes(content if isinstance(content, bytes) else content.encode())
-    before = {name: (tmp_path / name).read_bytes() for name in case.files}
-    done = _run(case.node, case.args, tmp_path)
+@pytest.fixture(scope="module")
+def refusals(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, pathlib.Path, dict]]:
+    """Every case run once, a few at a time: each start is mostly imports, which overlap well."""
+
+    def run(key: str):
+        case, folder = CASES[key], tmp_path_factory.mktemp(key)
+        for name, content in case.files.items():
+            (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode())
+        before = {name: (folder / name).read_bytes() for name in case.files}
+        return _run(case.node, case.args, folder), folder, before
+
+    with ThreadPoolExecutor(max_workers=4) as pool:
+        return dict(zip(CASES, pool.map(run, CASES)))
+
+
+@pytest.mark.parametrize("key", CASES)
+def test_refused_in_one_fatal_line(key: str, refusals):
+    case = CASES[key]
+    done, folder, before = refusals[key]
     output = done.stdout + done.stderr
     assert done.returncode == 1, output
     assert "Traceback" not in output, output
@@ -124,8 +140,8 @@ def test_refused_in_one_fatal_line(case: Case, tmp_path):
     assert len(fatal) == 1, output
     for name in case.names:
         assert name in fatal[0], fatal[0]
-    assert {name: (tmp_path / name).read_bytes() for name in case.files} == before  # nothing changed
-    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(case.files)  # and nothing written
+    assert {name: (folder / name).read_bytes() for name in case.files} == before  # nothing changed
+    assert sorted(p.name for p in folder.iterdir()) == sorted(case.files)  # and nothing written
 
 
 def _start(node: str, args: list[str], cwd: pathlib.Path) -> subprocess.Popen:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -140,6 +141,7 @@ def test_refused_in_one_fatal_line(key: str, refusals):
     assert len(fatal) == 1, output
     for name in case.names:
         assert name in fatal[0], fatal[0]
+    assert not re.search(r"allow_pickle|unsafe|weights_only", fatal[0]), fatal[0]  # never advice to load unsafely
     assert {name: (folder / name).read_bytes() for name in case.files} == before  # nothing changed
     assert sorted(p.name for p in folder.iterdir()) == sorted(case.files)  # and nothing written
 

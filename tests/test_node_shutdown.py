@@ -202,8 +202,9 @@ def test_every_other_node_exits_0_on_sigint(tmp_path, executor, spin):
         "prediction_monitor": [],
         "transition_counter": [],
         "bag_player": ["-p", f"bag:={bag}"],
-        "dynamixel_driver": ["-p", f"port:={tmp_path / 'no-such-port'}"],  # keeps trying to open it
-        "ale_bridge": ["-p", "source:=live"],  # waits for a consumer to report
+        # Integers for floats as users type them (rate_hz, rate); the driver keeps trying to open its port.
+        "dynamixel_driver": ["-p", f"port:={tmp_path / 'no-such-port'}", "-p", "rate_hz:=30"],
+        "ale_bridge": ["-p", "source:=live", "-p", "rate:=100"],  # waits for a consumer to report
     }
     rig = Node("sigint_rig")
     executor.add_node(rig)

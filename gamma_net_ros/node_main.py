@@ -27,6 +27,7 @@ import pathlib
 import re
 import signal
 import sys
+import tempfile
 import threading
 from collections.abc import Callable, Sequence
 
@@ -118,7 +119,7 @@ def run_node(
 def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
     try:
         _check_params_files(argv)
-        rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+        _init(argv)
     except ValueError as exc:
         _fatal(name, str(exc))
         return 1
@@ -155,6 +156,30 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
         node.destroy_node()
         rclpy.try_shutdown()
     return code
+
+
+def _init(argv: list[str]) -> None:
+    """``rclpy.init`` without its signal handlers; rcl's own line about bad arguments is left out.
+
+    On arguments it cannot parse rcl logs "Failed to parse global arguments" before raising;
+    the fatal line that follows says which and why, so that line would only be a second one.
+    """
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with tempfile.TemporaryFile() as captured:
+        os.dup2(captured.fileno(), 2)
+        failed = True
+        try:
+            rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
+            failed = False
+        finally:
+            os.dup2(saved, 2)
+            os.close(saved)
+            captured.seek(0)
+            lines = captured.read().decode(errors="replace").splitlines(keepends=True)
+            shown = [line for line in lines if not (failed and "Failed to parse global arguments" in line)]
+            sys.stderr.write("".join(shown))
+            sys.stderr.flush()
 
 
 def _fatal(name: str, message: str) -> None:

@@ -139,6 +139,7 @@ def test_refused_in_one_fatal_line(key: str, refusals):
     assert "Traceback" not in output, output
     fatal = [line for line in output.splitlines() if "[FATAL]" in line]
     assert len(fatal) == 1, output
+    assert "[ERROR]" not in output, output  # nothing else said about it
     for name in case.names:
         assert name in fatal[0], fatal[0]
     assert not re.search(r"allow_pickle|unsafe|weights_only", fatal[0]), fatal[0]  # never advice to load unsafely

@@ -7,7 +7,9 @@ Refusals. A node whose settings cannot run exits with code 1 and a single fatal 
 naming the bad value, never a traceback: a missing or broken ``--params-file`` (checked
 before rclpy reads it), a parameter of the wrong type or out of range, a key in the node's
 own YAML section or ``-p`` that it does not declare (a typo such as ``learner.step_sze``),
-a checkpoint of another configuration, a missing or corrupt file.
+a checkpoint of another configuration, a missing or corrupt file. A node refused after it was
+built (an unknown key is found only then) is told so through its ``refused()`` method, if it
+has one, before it is destroyed: it must then write nothing (no checkpoint).
 
 Shutdown. SIGINT and SIGTERM (Ctrl-C, ``ros2 launch``) only set a flag; the spin loop sees
 it within a tenth of a second and stops between callbacks. Only then is the node destroyed
@@ -135,6 +137,8 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
             close = difflib.get_close_matches(key, node.list_parameters([], 0).names, n=1)
             hint = f"; did you mean {close[0]!r}?" if close else ""
             message = f"unknown parameter {key!r} for node {node.get_name()} ({where}){hint}{more}"
+            if hasattr(node, "refused"):
+                node.refused()  # built, but refused: its shutdown must leave its files as they were
             node.destroy_node()
             raise Refused(message)
     except (*REFUSED, Refused) as exc:

@@ -76,6 +76,12 @@ CASES = {
         {"typo.yaml": _yaml("predictor", "learner:\n  step_sze: 0.1")},
     ),
     "predictor-unknown-key-by-p": Case("predictor", ["-p", "max_gapp:=2.0"], ["max_gapp", "predictor"]),
+    "predictor-unknown-key-writes-no-checkpoint": Case(
+        "predictor", ["-p", "checkpoint_path:=ck.npz", "-p", "lern:=false"], ["lern", "did you mean 'learn'"]
+    ),
+    "neural_predictor-unknown-key-writes-no-checkpoint": Case(
+        "neural_predictor", [*TINY, "-p", "checkpoint_path:=ck.pt", "-p", "publish_rat:=5.0"], ["publish_rat"]
+    ),
     "neural_predictor-unknown-learner-key": Case(
         "neural_predictor",
         [*TINY, "--params-file", "typo.yaml"],

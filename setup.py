@@ -6,6 +6,7 @@ One distribution, two Python packages:
 - gamma_net_ros: rclpy nodes, thin adapters from messages to gamma_net_core calls.
 """
 
+import sys
 from glob import glob
 from pathlib import Path
 
@@ -24,7 +25,14 @@ NODES = {
     "ale_bridge": "gamma_net_ros.ale_bridge:main",
     "neural_predictor": "gamma_net_ros.neural_predictor:main",
     "transition_counter": "gamma_net_ros.transition_counter:main",
+    "horde": "gamma_net_ros.horde:main",
 }
+
+# The nodes' executables belong to ROS: colcon (ament_python) runs `setup.py develop` or
+# `setup.py ... install` and puts them in lib/gamma_net_ros/ (setup.cfg) for `ros2 run`.
+# pip and wheels build through PEP 517 and never run those commands: they install `gamma-net`
+# alone, so generic names like `operator` or `teleop` never land on a user's PATH.
+ROS_INSTALL = bool({"develop", "install"} & set(sys.argv[1:]))
 
 setup(
     name=PACKAGE,
@@ -46,7 +54,7 @@ setup(
     install_requires=[
         "numpy>=1.24",
         "numba>=0.59",
-        "torch>=2.2",
+        "torch>=2.6",  # earlier versions have known weights_only bypasses (torch.load of untrusted files)
         "matplotlib>=3.7",
         "tqdm>=4.60",
         "pyyaml>=6",
@@ -60,6 +68,6 @@ setup(
     zip_safe=True,
     entry_points={
         "console_scripts": ["gamma-net = gamma_net_core.cli:main"]
-        + [f"{name} = {target}" for name, target in NODES.items()],
+        + ([f"{name} = {target}" for name, target in NODES.items()] if ROS_INSTALL else []),
     },
 )

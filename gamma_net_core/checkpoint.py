@@ -18,6 +18,8 @@ import contextlib
 import json
 import os
 import pathlib
+import pickle
+import re
 import tempfile
 import zipfile
 from collections.abc import Callable, Mapping
@@ -160,6 +162,14 @@ def save_torch(path: str | os.PathLike, state: Mapping[str, Any]) -> pathlib.Pat
     return atomic_write(path, lambda f: torch.save(dict(state), f))
 
 
+def _unpickling_reason(exc: Exception) -> str:
+    """torch's reason for refusing a file, in one line, without its advice to load it unsafely
+    (turning weights_only off would run whatever code the file holds)."""
+    lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
+    kept = [line for line in lines if not re.search(r"weights_only|trusted source|documentation of torch.load", line)]
+    return " ".join(kept) or "objects of a type that is not allowed"
+
+
 def load_torch(path: str | os.PathLike, *, map_location: Any = "cpu") -> dict[str, Any]:
     """Load a :func:`save_torch` file with ``weights_only=True``: no arbitrary code runs."""
     import torch
@@ -169,7 +179,9 @@ def load_torch(path: str | os.PathLike, *, map_location: Any = "cpu") -> dict[st
         raise FileNotFoundError(f"no checkpoint at {path}")
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
-    except Exception as exc:  # torch raises many types for a corrupt or hostile file
+    except pickle.UnpicklingError as exc:  # not only tensors and plain values, or no pickle at all
+        raise CheckpointError(f"{path} is not a readable checkpoint: {_unpickling_reason(exc)}") from None
+    except Exception as exc:  # torch raises many types for a corrupt file
         raise CheckpointError(f"{path} is not a readable checkpoint: {type(exc).__name__}: {exc}") from None
     if not isinstance(state, dict):
         raise CheckpointError(f"{path} does not hold a checkpoint dict (got {type(state).__name__})")

@@ -4,12 +4,23 @@ A subcommand lives in its own module exposing ``add_arguments(parser)`` and
 ``run(args) -> Report``. Modules are imported only when their subcommand runs, so
 `gamma-net --help` is instant and a missing optional dependency (ROS, ALE, Ray)
 only affects the subcommands that need it.
+
+Errors a user can make are refused in one line, ``gamma-net <command>: <message>``, never
+with a traceback: ``run`` checks its arguments and output paths first, with the helpers
+below, and raises :class:`UsageError` (exit 2) before any work; a bad option for argparse
+and a missing optional package (``rclpy``, ``ale_py``) are exit 2 as well. A ``ValueError``
+or ``OSError`` found while working on the input (a bad bag, a broken YAML, a foreign
+checkpoint, a full disk) is one line too (exit 1); Ctrl-C is exit 130. Anything else is a
+bug and keeps its traceback.
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import math
+import os
+import pathlib
 import sys
 import time
 
@@ -22,18 +33,163 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("square-wave",), "gamma_net_core.experiments.square_wave", "the paper's square-wave study (linear Γ-net)"),
     (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
     (("arm", "train"), "gamma_net_core.experiments.arm_train", "the robot-arm study (Table 2) on a JointState bag"),
+    (("horde", "train"), "gamma_net_core.experiments.horde_train", "learn a questions file from a bag, score each"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),
+    (("atari", "import-dopamine"), "gamma_net_core.atari.import_dopamine", "a Dopamine TF checkpoint -> a policy file"),
     (("atari", "train"), "gamma_net_core.experiments.atari_train", "train Γ-nets and probe networks on shards"),
     (("atari", "evaluate"), "gamma_net_core.experiments.atari_evaluate", "the paper's Atari comparison figures"),
     (("bench", "all"), "gamma_net_ros.bench_all", "every benchmark with its defaults (make bench)"),
     (("bench", "linear"), "gamma_net_core.bench.linear", "linear Γ-net steps per second against its NumPy reference"),
     (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),
+    (("bench", "horde"), "gamma_net_core.bench.horde", "100 questions x 32 timescales: Horde vs 100 learners"),
     (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
     (("bench", "ros"), "gamma_net_ros.bench_ros", "predictor node latency p50/p99, highest input rate sustained"),
     (("bench", "bridge"), "gamma_net_ros.bench_bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
+    (("bench", "horde-node"), "gamma_net_ros.bench_horde", "horde node latency: 100 questions at 100 Hz, p50/p99"),
+    (
+        ("bench", "playback"),
+        "gamma_net_ros.bench_playback",
+        "bag_player -> predictor node at 1x, 6x, 20x: nothing lost",
+    ),
 ]
+
+
+class UsageError(ValueError):
+    """A bad argument, an unusable path or a missing optional package: refused in one line, exit 2.
+
+    A ``ValueError``, so code that checks values and is also used outside the CLI raises the same.
+    """
+
+
+def check(condition: bool, message: str) -> None:
+    """Raise :class:`UsageError` with ``message`` unless ``condition`` holds."""
+    if not condition:
+        raise UsageError(message)
+
+
+def check_range(
+    flag: str,
+    value: float | None,
+    *,
+    low: float | None = None,
+    high: float | None = None,
+    above: float | None = None,
+) -> None:
+    """Refuse ``value`` outside ``[low, high]`` (or not ``> above``), NaN and infinity; None passes.
+
+    Args:
+      flag: the option as the user typed it, e.g. ``"--steps"``; named in the message.
+      value: the parsed value (None: the option was not given and has no default).
+      low: smallest allowed value, inclusive.
+      high: largest allowed value, inclusive.
+      above: exclusive lower bound (``above=0``: positive).
+    """
+    if value is None:
+        return
+    bounds = []
+    if above is not None:
+        bounds.append(f"> {above:g}")
+    if low is not None:
+        bounds.append(f">= {low:g}")
+    if high is not None:
+        bounds.append(f"<= {high:g}")
+    ok = (
+        math.isfinite(value)
+        and (above is None or value > above)
+        and (low is None or value >= low)
+        and (high is None or value <= high)
+    )
+    check(ok, f"{flag} must be {' and '.join(bounds) or 'finite'}; got {value}")
+
+
+def _nearest_existing(path: pathlib.Path) -> pathlib.Path:
+    path = path.absolute()
+    while not path.exists() and path != path.parent:
+        path = path.parent
+    return path
+
+
+def _check_creatable_below(flag: str, path: pathlib.Path, what: str) -> None:
+    """``path`` does not exist yet: its nearest existing ancestor must be a folder we may write in."""
+    base = _nearest_existing(path)
+    check(base.is_dir(), f"{flag} {path}: cannot make the {what}, {base} is a file, not a folder")
+    check(os.access(base, os.W_OK | os.X_OK), f"{flag} {path}: cannot write in {base} (permission denied)")
+
+
+def output_file(flag: str, path: str | os.PathLike | None) -> pathlib.Path | None:
+    """Check that ``path`` can be written as a file (its folders are made later), without writing anything.
+
+    Returns:
+      ``path`` as a Path, or None where ``path`` is None (the option was not given).
+    """
+    if path is None:
+        return None
+    check(os.fspath(path) != "", f"{flag} must name a file; got ''")
+    path = pathlib.Path(path)
+    if path.exists():
+        check(not path.is_dir(), f"{flag} {path} is a folder; it must name a file")
+        check(os.access(path, os.W_OK), f"{flag} {path}: not writable (permission denied)")
+        check(os.access(path.parent, os.W_OK | os.X_OK), f"{flag} {path}: cannot write in {path.parent}")
+    else:
+        _check_creatable_below(flag, path, "file")
+    return path
+
+
+def output_dir(flag: str, path: str | os.PathLike | None) -> pathlib.Path | None:
+    """Check that ``path`` is a folder we may write in, or one that can be made, without making it.
+
+    Returns:
+      ``path`` as a Path, or None where ``path`` is None.
+    """
+    if path is None:
+        return None
+    check(os.fspath(path) != "", f"{flag} must name a folder; got ''")
+    path = pathlib.Path(path)
+    if path.exists():
+        check(path.is_dir(), f"{flag} {path} is a file; it must name a folder")
+        check(os.access(path, os.W_OK | os.X_OK), f"{flag} {path}: not writable (permission denied)")
+    else:
+        _check_creatable_below(flag, path, "folder")
+    return path
+
+
+def input_path(flag: str, path: str | os.PathLike | None, *, kind: str = "any") -> pathlib.Path | None:
+    """Check that ``path`` exists (``kind``: ``"file"``, ``"dir"`` or ``"any"``) and can be read.
+
+    Returns:
+      ``path`` as a Path, or None where ``path`` is None.
+    """
+    if path is None:
+        return None
+    check(os.fspath(path) != "", f"{flag} must name a {'folder' if kind == 'dir' else 'file'}; got ''")
+    path = pathlib.Path(path)
+    check(path.exists(), f"{flag} {path}: no such file or folder")
+    check(kind != "file" or path.is_file(), f"{flag} {path} is a folder; it must name a file")
+    check(kind != "dir" or path.is_dir(), f"{flag} {path} is a file; it must name a folder")
+    check(os.access(path, os.R_OK), f"{flag} {path}: not readable (permission denied)")
+    return path
+
+
+def _missing_module(exc: ModuleNotFoundError) -> str:
+    name = (exc.name or str(exc)).split(".")[0]
+    hints = {
+        "rclpy": "this command needs ROS 2: run it through `make`, or `source tools/env.sh` first",
+        "gamma_net_ros": "this command needs ROS 2 and the colcon-built package: `source tools/env.sh` first",
+        "gamma_net_msgs": "build the messages first: `make`, or `source tools/env.sh` after a colcon build",
+        "ale_py": "this command needs the Arcade Learning Environment: pip install ale-py (requirements.txt)",
+    }
+    return f"needs the Python package {name!r}, which is not installed: " + hints.get(
+        name, "install the project's requirements (make setup)"
+    )
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse, but a bad option is one line like every other refusal (the usage is one --help away)."""
+
+    def error(self, message: str):
+        self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
 def _usage() -> str:
@@ -68,23 +224,34 @@ def main(argv: list[str] | None = None) -> int:
         print(_usage())
         return 0
     words, module_name, help_ = entry
+    command = "gamma-net " + " ".join(words)
     try:
         module = importlib.import_module(module_name)
-    except ImportError as exc:
-        print(f"gamma-net {' '.join(words)}: cannot import {module_name}: {exc}", file=sys.stderr)
-        if module_name.startswith("gamma_net_ros"):
-            print("  this command needs ROS 2: run it through `make`, or `source tools/env.sh` first", file=sys.stderr)
+    except ModuleNotFoundError as exc:
+        print(f"{command}: {_missing_module(exc)}", file=sys.stderr)
         return 2
-    parser = argparse.ArgumentParser(prog="gamma-net " + " ".join(words), description=help_)
+    parser = _Parser(prog=command, description=help_)
     module.add_arguments(parser)
     parser.add_argument("--json", metavar="PATH", help="also write the numbers printed as JSON to PATH")
     args = parser.parse_args(argv[len(words) :])
     started = time.perf_counter()
     try:
+        output_file("--json", args.json)  # before the work, not after it
         report = module.run(args)
-    except (ValueError, FileNotFoundError) as exc:
-        print(f"gamma-net {' '.join(words)}: error: {exc}", file=sys.stderr)
+    except UsageError as exc:
+        print(f"{command}: {exc}", file=sys.stderr)
+        return 2
+    except ModuleNotFoundError as exc:
+        if (exc.name or "").startswith("gamma_net"):
+            raise  # one of ours: a bug, not a missing package
+        print(f"{command}: {_missing_module(exc)}", file=sys.stderr)
+        return 2
+    except (ValueError, OSError) as exc:  # the input, or the disk, not the arguments: found while working
+        print(f"{command}: error: {exc}", file=sys.stderr)
         return 1
+    except KeyboardInterrupt:
+        print(f"{command}: interrupted", file=sys.stderr)
+        return 130
     if not isinstance(report, Report):
         raise TypeError(f"{module_name}.run returned {type(report).__name__}, expected Report")
     report.data.setdefault("wall_seconds", round(time.perf_counter() - started, 3))

@@ -122,7 +122,15 @@ def load_section(path: str | pathlib.Path, node: str, prefix: str | None = None)
     path = pathlib.Path(path)
     if not path.is_file():
         raise FileNotFoundError(f"no parameter file {path}")
-    document = yaml.safe_load(path.read_text()) or {}
+    try:
+        document = yaml.safe_load(path.read_text()) or {}
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+        problem = getattr(exc, "problem", None) or type(exc).__name__
+        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+        opened = f" ({context} from line {start.line + 1})" if context and start is not None else ""
+        raise ValueError(f"{path}: not valid YAML{where}: {problem}{opened}") from None
     if not isinstance(document, dict):
         raise ValueError(f"{path}: expected a mapping of node names, got {type(document).__name__}")
     params: dict[str, Any] = {}

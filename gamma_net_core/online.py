@@ -3,8 +3,10 @@
 :class:`OnlineGammaNet` joins the pieces a robot's stream needs and that a recording read
 offline does not: joint selection and validation per message, pairing each reading with
 the previous one into a transition (S_{t-1}, C_t, S_t), a fresh Gamma_t per step, episode
-boundaries when time jumps backwards (a bag played again) or stalls longer than
-``max_gap`` (a robot paused), and a checkpoint that records every setting that gives the
+boundaries when time jumps back by more than ``max_gap`` (a bag played again) or stalls
+longer than ``max_gap`` (a robot paused), a smaller step back skipped as a bad message (the
+rule is :class:`~gamma_net_core.data.joints.JointSelector`'s, which the offline reader of
+bags applies too), and a checkpoint that records every setting that gives the
 weights their meaning (the joint normalization as well as the learner's).
 
 Usage (the predictor node's callback, minus the messages)::
@@ -30,7 +32,7 @@ import numpy as np
 
 from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
 from gamma_net_core.config import from_mapping, to_mapping
-from gamma_net_core.data.joints import JointSample, JointsConfig, JointSelector, Skip
+from gamma_net_core.data.joints import DEFAULT_MAX_GAP, JointSample, JointsConfig, JointSelector, Skip
 from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas
 
@@ -56,8 +58,9 @@ class OnlineGammaNet:
       learner: the Γ-net's settings (state inputs already normalized to [0, 1] by ``joints``).
       timescales: how Gamma_t is drawn each step.
       rng: seeds the tile offsets and the Gamma_t draws.
-      max_gap: seconds between readings beyond which the stream is treated as restarted
-        (a new episode: nothing is learned across the gap).
+      max_gap: seconds between readings, forward or back, beyond which the stream is treated as
+        restarted (a new episode: nothing is learned across the gap); a step back of no more
+        than this is a bad reading, skipped.
       learn: False to only predict (e.g. a frozen, deployed predictor).
     """
 
@@ -68,7 +71,7 @@ class OnlineGammaNet:
         learner: GammaNetConfig,
         timescales: TimescaleSampling,
         rng: np.random.Generator,
-        max_gap: float = 1.0,
+        max_gap: float = DEFAULT_MAX_GAP,
         learn: bool = True,
         _net: LinearGammaNet | None = None,
     ) -> None:
@@ -84,7 +87,7 @@ class OnlineGammaNet:
         self.timescales = timescales
         self.max_gap = float(max_gap)
         self.learning = learn
-        self.selector = JointSelector(joints)
+        self.selector = JointSelector(joints, max_gap=self.max_gap)
         self.net = _net if _net is not None else LinearGammaNet(learner, rng=rng)
         self.sampler = TimescaleSampler(timescales, rng)
         self.latest: JointSample | None = None
@@ -115,19 +118,14 @@ class OnlineGammaNet:
     def observe(self, *, stamp: float, names, position=(), velocity=(), effort=()) -> Step | Skip:
         """Take one reading: validate it, learn from the transition it completes, keep it as the state.
 
-        A stamp earlier than the last starts a new episode (a bag restarted) rather than being
-        dropped; every other unusable reading is skipped, counted in :attr:`skips`, and never
-        reaches the learner.
+        A stamp more than ``max_gap`` before or after the last starts a new episode (a bag
+        restarted, a robot paused); a smaller step back is a bad message. Every unusable reading
+        is skipped, counted in :attr:`skips`, and never reaches the learner.
         """
-        if self.selector.last_stamp is not None and stamp < self.selector.last_stamp:
-            # Time went back (a bag played again): a new episode, not a bad message.
-            self.start_episode()
-        new_episode = self.latest is None
         result = self.selector.select(stamp=stamp, names=names, position=position, velocity=velocity, effort=effort)
         if isinstance(result, Skip):
             return result
-        if self.latest is not None and result.stamp - self.latest.stamp > self.max_gap:
-            new_episode = True
+        new_episode = self.latest is None or result.episode_start
         learned = False
         if not new_episode and self.learning:
             # The transition S_{t-1} -> S_t carries C_t, the signal measured at the new reading.

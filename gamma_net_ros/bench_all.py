@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import importlib.util
 import sys
 
 from gamma_net_core.report import Report
@@ -18,6 +19,17 @@ BENCHMARKS = {
     "atari": "gamma_net_core.bench.atari",
     "ros": "gamma_net_ros.bench_ros",
     "bridge": "gamma_net_ros.bench_bridge",
+    "horde-node": "gamma_net_ros.bench_horde",
+    "playback": "gamma_net_ros.bench_playback",
+}
+#: Optional packages each benchmark needs: checked before the first one runs, not after an hour.
+NEEDS = {
+    "neural": ("torch",),
+    "atari": ("ale_py", "torch"),
+    "ros": ("rclpy",),
+    "bridge": ("rclpy", "ale_py"),
+    "horde-node": ("rclpy",),
+    "playback": ("rclpy",),
 }
 
 
@@ -26,6 +38,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    selected = [name for name in BENCHMARKS if not args.only or name in args.only]
+    for name in selected:
+        for package in NEEDS.get(name, ()):
+            if importlib.util.find_spec(package) is None:
+                raise ModuleNotFoundError(f"No module named {package!r} (bench {name})", name=package)
     report = Report()
     for name, module_name in BENCHMARKS.items():
         if args.only and name not in args.only:

@@ -149,7 +149,18 @@ def _deliver(consumer: str, recording, args, logs: pathlib.Path, run: int, liste
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import check_range, input_path, output_dir
     from gamma_net_core.data.shards import ShardReader
+
+    input_path("--recording", args.recording, kind="dir")
+    check_range("--steps", args.steps, low=1)
+    check_range("--min-replay-history", args.min_replay_history, low=0)
+    check_range("--window", args.window, low=1)
+    check_range("--worker-nice", args.worker_nice, low=0, high=19)  # the neural predictor's declared range
+    check_range("--repeats", args.repeats, low=1)
+    check_range("--timeout", args.timeout, above=0.0)
+    output_dir("--logs", args.logs)
+    import rclpy  # noqa: F401  (refused here, in one line, where ROS 2 is missing; not after recording)
 
     temporary = tempfile.TemporaryDirectory(prefix="bench_bridge_")
     try:

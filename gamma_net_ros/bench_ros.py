@@ -234,6 +234,12 @@ def _percentiles_ms(values: np.ndarray) -> tuple[float, float]:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import check_range
+
+    check_range("--seconds", args.seconds, above=0.0)
+    check_range("--burst", args.burst, above=0.0)
+    for rate in args.rates:
+        check_range("--rates", rate, above=0.0)
     import rclpy
 
     compute = _compute_reference()

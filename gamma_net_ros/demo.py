@@ -13,13 +13,16 @@ on their robot) and the node resumes from that checkpoint, then keeps learning o
 While it runs, a line of predictions at a few timescales is printed every two seconds. At
 the end the true discounted return is computed from the recorded shoulder speed, and the
 predictions are compared with it: a PNG of predictions against the return, and the
-cumulative absolute error table (the paper's Table 2 measure).
+cumulative absolute error table (the paper's Table 2 measure). Beside the predictor, a Horde of
+questions about the same arm is learned live and checked online (gamma_net_ros.demo_horde).
 """
 
 from __future__ import annotations
 
 import argparse
+import json
 import math
+import os
 import pathlib
 import shutil
 import sys
@@ -28,6 +31,7 @@ import time
 
 import numpy as np
 
+from gamma_net_core.cli import UsageError, check, check_range, output_dir
 from gamma_net_core.config import load_config
 from gamma_net_core.data.bags import read_joint_states, write_recording
 from gamma_net_core.data.joints import JointsConfig, JointSelector, stamp_seconds
@@ -35,22 +39,35 @@ from gamma_net_core.evaluation import cumulative_absolute_error
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.plots import plot_predictions
-from gamma_net_core.report import Report, Table
+from gamma_net_core.report import Report, Table, write_json
 from gamma_net_core.returns import discounted_returns
 from gamma_net_core.signals.arm import ArmConfig, ArmKinematics
 from gamma_net_core.signals.arm_recording import simulate_arm
 from gamma_net_core.signals.maze import MazeConfig, MazePath
 from gamma_net_core.timescales import TimescaleSampling
+from gamma_net_ros.demo_horde import HordeDemo
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
 #: Published and shown: the paper's Table 2 timescales (tau 10, 30, 60, 100) and tau = 1.
 DEMO_TAUS = (1.0, 10.0, 30.0, 60.0, 100.0)
 SHOWN_TAUS = (1.0, 10.0, 30.0, 100.0)
+#: Shortest live run: the error is scored on returns over 5 tau_max (500 steps, ~17 s at 30 Hz).
+MIN_SECONDS = 20.0
+#: What the demo writes in --out (besides --json): replaced only where an earlier demo wrote it.
+LOG_NAMES = ("servo_emulator", "dynamixel_driver", "teleop", "operator", "predictor", "horde")
+CHECKPOINT_NAME = "predictor.npz"
+BAG_NAME = "pretrain_bag"
+FIGURE_NAME = "demo_predictions.png"
+#: In --out: the files the demo wrote, each with its size and mtime, so that a later run
+#: replaces its own earlier outputs and refuses to touch anything else.
+MANIFEST_NAME = ".gamma-net-demo.json"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--seconds", type=float, default=90.0, help="length of the live run (default 90)")
+    parser.add_argument(
+        "--seconds", type=float, default=90.0, help=f"length of the live run (default 90, at least {MIN_SECONDS:g})"
+    )
     parser.add_argument("--out", default="runs/demo", help="folder for the bag, checkpoint, logs, figure, JSON")
     parser.add_argument(
         "--pretrain-circuits", type=int, default=50, help="simulated circuits learned offline first (0: none)"
@@ -60,8 +77,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _pretrain(out: pathlib.Path, arm_yaml: pathlib.Path, circuits: int, seed: int) -> dict:
     """Simulate a recording, write it as a rosbag2, learn it offline, save the predictor's checkpoint."""
-    bag = out / "pretrain_bag"
-    shutil.rmtree(bag, ignore_errors=True)
+    bag = out / BAG_NAME
+    if bag.exists():  # an earlier demo's (checked by _check_outputs)
+        shutil.rmtree(bag)
     print(f"[demo] simulating {circuits} circuits of the operator and writing {bag} ...", flush=True)
     recording = simulate_arm(circuits=circuits, rng=np.random.default_rng(seed + 1000))
     write_recording(bag, recording)
@@ -71,8 +89,8 @@ def _pretrain(out: pathlib.Path, arm_yaml: pathlib.Path, circuits: int, seed: in
     started = time.perf_counter()
     updates = online.learn_recording(stamps=data.stamps, inputs=data.inputs, cumulants=data.cumulants)
     seconds = time.perf_counter() - started
-    online.save(out / "predictor.npz")
-    print(f"[demo] learned {updates} transitions offline in {seconds:.1f} s -> {out / 'predictor.npz'}", flush=True)
+    online.save(out / CHECKPOINT_NAME)
+    print(f"[demo] learned {updates} transitions offline in {seconds:.1f} s -> {out / CHECKPOINT_NAME}", flush=True)
     return {"circuits": circuits, "steps": len(data.stamps), "updates": updates, "seconds": round(seconds, 2)}
 
 
@@ -101,14 +119,89 @@ def _start_position(arm_yaml: pathlib.Path) -> np.ndarray:
     return ArmKinematics.from_config(arm).inverse(maze.point_at(0.0))
 
 
+def _outputs(out: pathlib.Path, pretrain: bool) -> list[pathlib.Path]:
+    """The paths a run writes in ``out`` (the checkpoint and the bag only when it pretrains)."""
+    paths = [out / "logs" / f"{name}.log" for name in LOG_NAMES] + [out / FIGURE_NAME]
+    return paths + ([out / CHECKPOINT_NAME, out / BAG_NAME] if pretrain else [])
+
+
+def _signature(path: pathlib.Path) -> list[int]:
+    stat = path.stat()
+    return [stat.st_size, stat.st_mtime_ns]
+
+
+def _files_below(path: pathlib.Path) -> list[pathlib.Path]:
+    return sorted(p for p in path.rglob("*") if not p.is_dir()) if path.is_dir() else [path]
+
+
+def _manifest(out: pathlib.Path) -> dict[str, list[int]]:
+    """What earlier demos wrote in ``out``: relative path -> [size, mtime_ns]; empty where none is readable."""
+    try:
+        files = json.loads((out / MANIFEST_NAME).read_text())["files"]
+        return {str(k): list(v) for k, v in files.items()}
+    except (OSError, ValueError, KeyError, TypeError, AttributeError):
+        return {}
+
+
+def _check_outputs(out: pathlib.Path, paths: list[pathlib.Path]) -> None:
+    """Refuse, before any work, to replace a file in ``out`` that no earlier demo wrote (or that changed since).
+
+    Raises:
+      UsageError: naming the first such file.
+    """
+    logs = out / "logs"
+    check(not logs.exists() or logs.is_dir(), f"--out {out}: {logs} is a file; the demo writes its logs there")
+    known = _manifest(out)
+    for path in paths:
+        if not (path.exists() or path.is_symlink()):
+            continue
+        for file in _files_below(path):
+            rel = os.path.relpath(file, out)
+            if file.is_symlink() or known.get(rel) != _signature(file):
+                raise UsageError(
+                    f"--out {out}: {file} exists and was not written by an earlier `gamma-net demo` (or changed "
+                    "since); the demo never replaces it: move it away or choose another --out"
+                )
+
+
+def _write_manifest(out: pathlib.Path, paths: list[pathlib.Path]) -> None:
+    """Record what this run wrote, keeping earlier demos' entries whose files are unchanged."""
+    files = {}
+    for rel, signature in _manifest(out).items():
+        file = out / rel
+        if file.is_file() and _signature(file) == signature:
+            files[rel] = signature
+    for path in paths:
+        if path.exists():
+            files.update({os.path.relpath(f, out): _signature(f) for f in _files_below(path)})
+    write_json(out / MANIFEST_NAME, {"files": files})
+
+
 def run(args: argparse.Namespace) -> Report:
+    import rclpy  # noqa: F401  (without ROS 2: refused here, in one line, before anything is written)
+
+    check(
+        math.isfinite(args.seconds) and args.seconds >= MIN_SECONDS,
+        f"--seconds must be >= {MIN_SECONDS:g}; got {args.seconds} (predictions are scored on returns over 500 steps)",
+    )
+    check_range("--pretrain-circuits", args.pretrain_circuits, low=0)
+    check_range("--seed", args.seed, low=0)
+    out = output_dir("--out", args.out)
+    outputs = _outputs(out, pretrain=args.pretrain_circuits > 0)
+    _check_outputs(out, outputs)  # nothing is written or removed before this
+    try:
+        return _run(args, out)
+    finally:
+        if out.is_dir():
+            _write_manifest(out, outputs)
+
+
+def _run(args: argparse.Namespace, out: pathlib.Path) -> Report:
     import rclpy
 
-    out = pathlib.Path(args.out)
     (out / "logs").mkdir(parents=True, exist_ok=True)
     arm_yaml, dxl_yaml = config_file("arm"), config_file("dynamixel")
-    checkpoint = out / "predictor.npz"
-    checkpoint.unlink(missing_ok=True)
+    checkpoint = out / CHECKPOINT_NAME
     pretrain = _pretrain(out, arm_yaml, args.pretrain_circuits, args.seed) if args.pretrain_circuits > 0 else {}
 
     link_dir = pathlib.Path(tempfile.mkdtemp(prefix="gnr-"))  # short: the control socket path is length-limited
@@ -151,7 +244,7 @@ def run(args: argparse.Namespace) -> Report:
         ),
     }
     rclpy.init()
-    recorder = None
+    recorder = horde = None
     try:
         emulator.start()
         from gamma_net_ros.hardware.emulator import EmulatorClient
@@ -161,8 +254,11 @@ def run(args: argparse.Namespace) -> Report:
             node.start()
         print(f"[demo] servo emulator on {link}; nodes: {', '.join(nodes)} (logs in {logs})", flush=True)
         recorder = _Recorder(load_config(JointsConfig, arm_yaml, "predictor", "joints"))
-        _live(recorder, nodes, args.seconds)
+        horde = HordeDemo(recorder.node, logs)
+        _live(recorder, nodes, args.seconds, horde)
     finally:
+        if horde is not None:
+            horde.stop()
         for name in ("operator", "teleop", "predictor", "dynamixel_driver"):
             nodes[name].stop()
         emulator.stop()
@@ -170,7 +266,9 @@ def run(args: argparse.Namespace) -> Report:
             recorder.destroy_node()
         rclpy.try_shutdown()
         shutil.rmtree(link_dir, ignore_errors=True)
-    return _evaluate(recorder, out, pretrain, args)
+    report = _evaluate(recorder, out, pretrain, args)
+    report.tables.append(horde.table())
+    return report
 
 
 class _Recorder:
@@ -213,7 +311,7 @@ class _Recorder:
         self.node.destroy_node()
 
 
-def _live(recorder: _Recorder, nodes: dict[str, NodeProcess], seconds: float) -> None:
+def _live(recorder: _Recorder, nodes: dict[str, NodeProcess], seconds: float, horde: HordeDemo) -> None:
     import rclpy
 
     started = time.monotonic()
@@ -224,9 +322,11 @@ def _live(recorder: _Recorder, nodes: dict[str, NodeProcess], seconds: float) ->
         if dead:
             logs = "\n".join(f"--- {n}:\n{nodes[n].log_path.read_text()[-2000:]}" for n in dead)
             raise RuntimeError(f"node(s) {dead} exited during the demo\n{logs}")
+        horde.check()
         if time.monotonic() >= next_line:
             next_line += 2.0
             print(_live_line(recorder, time.monotonic() - started), flush=True)
+            print(horde.line(time.monotonic() - started), flush=True)
 
 
 def _live_line(recorder: _Recorder, elapsed: float) -> str:
@@ -295,7 +395,7 @@ def _evaluate(recorder: _Recorder, out: pathlib.Path, pretrain: dict, args) -> R
         true[window][:, figure_gammas],
         {"Γ-net (predictor node)": predicted[window][:, figure_gammas]},
         gammas[figure_gammas],
-        out / "demo_predictions.png",
+        out / FIGURE_NAME,
         title="make demo: shoulder speed, live predictions against the return",
         xlabel="time (s)",
     )

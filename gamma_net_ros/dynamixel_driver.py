@@ -11,6 +11,14 @@ are clamped to the configured limits (and to the servos' own); in velocity mode 
 as it nears a position limit and is not driven past it, and every goal returns to zero when no
 command came for ``command_timeout_s``. A malformed command is refused whole, counted and logged.
 
+In position mode the goals at start (and after a reconnect) are where the joints are, even
+outside the limits: only a command moves a joint, and only its goal is clamped.
+
+Each sample is stamped with the time of the request its data answers; a reply that answers an
+earlier request is refused and counted (``stale_replies``). At connect the sync-read round trip
+is measured and the reply timeout set to cover it within one cycle (a USB adapter's latency
+timer delays every reply); replies too slow for ``rate_hz`` are refused at start in one line.
+
 Faults: a failed read is retried within the cycle (see gamma_net_ros.hardware.bus); a cycle
 without a good read publishes nothing and is counted as missed. If the port disappears the
 node keeps trying to reopen it every ``reconnect_interval_s`` and resumes publishing when it
@@ -30,7 +38,7 @@ from sensor_msgs.msg import JointState
 
 from gamma_net_ros.conversions import seconds_to_stamp
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
-from gamma_net_ros.hardware.bus import BusError, DynamixelBus, PortLost, ReadFailed
+from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortLost, ReadFailed
 from gamma_net_ros.hardware.control_table import OperatingMode
 from gamma_net_ros.hardware.goals import JointGoals, JointLimits
 from gamma_net_ros.node_main import run_node
@@ -50,7 +58,13 @@ PARAMETERS = (
     ("rate_hz", 30.0, "read/publish/write cycles per second", (1.0, 500.0)),
     ("command_mode", "velocity", "what joint_commands set: velocity or position", None),
     ("retries", 2, "extra sync-read attempts within one cycle", (0, 10)),
-    ("timeout_ms", 0.0, "sync-read reply timeout, ms; 0: the SDK's own (about 34 ms)", (0.0, 1000.0)),
+    (
+        "timeout_ms",
+        0.0,
+        "sync-read reply timeout, ms; 0: the SDK's own (about 34 ms); lengthened to cover the "
+        "round trip measured at connect, within one cycle",
+        (0.0, 1000.0),
+    ),
     ("reconnect_interval_s", 0.5, "wait between attempts to reopen a vanished port, s", (0.01, 60.0)),
     ("diagnostics_period_s", 1.0, "period of /diagnostics, s", (0.1, 60.0)),
     ("soft_stop_s", 0.3, "velocity mode: braking horizon near a position limit, s", (0.01, 5.0)),
@@ -119,7 +133,10 @@ class DynamixelDriver(Node):
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
         self.create_subscription(JointState, "joint_commands", self._on_command, 10)
-        self._connect()
+        try:
+            self._connect()
+        except LatencyTooHigh as exc:  # a setting to change, not a fault to wait out
+            raise ValueError(f"{exc} (rate_hz {self.rate_hz:g})") from exc
         self.create_timer(1.0 / self.rate_hz, self._cycle)
         self.health = Diagnostics(
             self, "servo bus", self._report_health, period=p["diagnostics_period_s"], hardware_id=self.bus.port_name
@@ -127,19 +144,30 @@ class DynamixelDriver(Node):
 
     # -- the bus -----------------------------------------------------------------------------
     def _connect(self) -> bool:
+        """Connect and configure the servos; False (cause kept in ``down_reason``) if they are not ready.
+
+        Raises:
+          LatencyTooHigh: at start only (no servos configured yet); later it is a cause like any other.
+        """
         self._next_reconnect = time.monotonic() + self.reconnect_interval
         try:
-            info = self.bus.connect(self.mode)
+            info = self.bus.connect(self.mode, budget_ms=1000.0 / self.rate_hz)
         except BusError as exc:
+            if isinstance(exc, LatencyTooHigh) and self.counts["cycles"] == 0:
+                raise  # at start: refused; later it is a cause like any other
+            self.down_reason = str(exc)  # the cause now, not the one that took the bus down
             self.get_logger().warning(
                 f"servo bus on {self.bus.port_name} not ready ({exc}); retrying every {self.reconnect_interval} s",
                 throttle_duration_sec=5.0,
             )
             return False
+        self.down_reason = ""
         self._adopt(info)
+        stats = self.bus.stats
         self.get_logger().info(
             f"servos {self.bus.ids} ({self.joint_names}) on {self.bus.port_name}: models "
-            f"{list(info.model_numbers)}, {self.mode.name.lower()} mode, torque on"
+            f"{list(info.model_numbers)}, {self.mode.name.lower()} mode, torque on; round trip "
+            f"{stats.round_trip_ms:.1f} ms, reply timeout {stats.reply_timeout_ms:.1f} ms"
         )
         return True
 
@@ -259,6 +287,8 @@ class DynamixelDriver(Node):
             "port_losses": stats.port_losses,
             "drained_bytes": stats.drained_bytes,
             "stale_replies": stats.stale_replies,
+            "round_trip_ms": f"{stats.round_trip_ms:.1f}",
+            "reply_timeout_ms": f"{stats.reply_timeout_ms:.1f}",
             "last_error": stats.last_error,
             "model_numbers": list(self.models),
             "command_timeouts": self.goals.timeouts,

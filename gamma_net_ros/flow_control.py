@@ -57,19 +57,25 @@ class TakenReporter:
       every: report at once when this many more messages are taken; a smaller move is reported
         within ``FLUSH`` seconds. Keep it well below the sender's window, so the sender does
         not wait for reports.
+      flush: s between checks for a smaller move (each a timer callback, also while idle).
     """
 
-    def __init__(self, node: Node, topic: str, *, taken: Callable[[], int], every: int = 32) -> None:
+    def __init__(
+        self, node: Node, topic: str, *, taken: Callable[[], int], every: int = 32, flush: float = FLUSH
+    ) -> None:
         if every < 1:
             raise ValueError(f"report every >= 1 messages; got {every!r}")
+        if not flush > 0:
+            raise ValueError(f"flush must be a positive number of seconds; got {flush!r}")
         self.taken = taken
         self.every = int(every)
+        self.flush = float(flush)
         self.publisher = node.create_publisher(UInt64, taken_topic(node, topic), TAKEN_QOS)
         self._reported = -1
         self._reported_at = 0.0
         self._lock = threading.Lock()
         node.create_timer(HEARTBEAT, lambda: self.report(force=True))
-        node.create_timer(FLUSH, self.report)
+        node.create_timer(self.flush, self.report)
 
     def report(self, *, force: bool = False) -> None:
         """Publish the count if it moved by ``every``, or at all ``FLUSH`` s after the last report, or if forced."""
@@ -77,7 +83,7 @@ class TakenReporter:
         now = time.monotonic()
         with self._lock:  # the timers and a worker thread may both report
             moved = count - self._reported
-            if not (force or moved >= self.every or (moved > 0 and now - self._reported_at >= FLUSH)):
+            if not (force or moved >= self.every or (moved > 0 and now - self._reported_at >= self.flush)):
                 return
             self._reported, self._reported_at = count, now
         self.publisher.publish(UInt64(data=count))

@@ -26,12 +26,13 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
-from gamma_net_core.data.joints import JointsConfig, Skip, stamp_seconds
+from gamma_net_core.data.joints import DEFAULT_MAX_GAP, JointsConfig, Skip, stamp_seconds
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
+from gamma_net_ros.flow_control import TakenReporter
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
 from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
@@ -49,7 +50,14 @@ class Predictor(Node):
             learner=declare_config(self, GammaNetConfig, "learner"),
             timescales=declare_config(self, TimescaleSampling, "timescales"),
             rng=np.random.default_rng(seed),
-            max_gap=declare(self, "max_gap", 1.0, "s between readings that starts a new episode", low=0.001, high=1e6),
+            max_gap=declare(
+                self,
+                "max_gap",
+                DEFAULT_MAX_GAP,
+                "s between readings, forward or back, that starts a new episode (less back: skipped)",
+                low=0.001,
+                high=1e6,
+            ),
             learn=declare(self, "learn", True, "learn from the stream (false: predict only)"),
         )
         self.published = PublishedTimescales(self)
@@ -88,6 +96,10 @@ class Predictor(Node):
             durability=qos_profile_sensor_data.durability,
         )
         self.create_subscription(JointState, "joint_states", self.on_joint_state, qos)
+        # Reports how many readings it has taken, so a bag_player can keep its window (lossless playback);
+        # checked at 50 Hz, not the Atari stream's 200 Hz: a robot's predictor is mostly idle between readings.
+        self.taken = 0
+        self.reporter = TakenReporter(self, "joint_states", taken=lambda: self.taken, flush=0.02)
         self.predictions = self.create_publisher(Prediction, "predictions", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
         if checkpoint is not None:
@@ -103,6 +115,7 @@ class Predictor(Node):
     # -- stream
 
     def on_joint_state(self, msg: JointState) -> None:
+        self.taken += 1
         if self.stamp_source == "header":
             stamp = stamp_seconds(msg.header.stamp.sec, msg.header.stamp.nanosec)
         else:
@@ -122,7 +135,9 @@ class Predictor(Node):
             )
             return
         if step.new_episode and self.online.episodes > 1:
-            self.get_logger().info(f"episode {self.online.episodes} starts (time went back or jumped)")
+            self.get_logger().info(
+                f"episode {self.online.episodes} starts (time jumped more than max_gap {self.online.max_gap:g} s)"
+            )
         self.predictions.publish(self._prediction(self.published.gammas, seconds_to_stamp(step.sample.stamp)))
 
     def _prediction(self, gammas: np.ndarray, stamp) -> Prediction:

@@ -18,6 +18,8 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from gamma_net_ros.launch_checks import refuse_bad_arguments
+
 
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
@@ -38,26 +40,46 @@ def generate_launch_description():
             DeclareLaunchArgument(
                 "scripted_operator", default_value="false", description="steer by the simulated operator"
             ),
+            # Before any node starts: a missing parameter file or joy package stops the launch.
+            refuse_bad_arguments(files=["params_file", "dynamixel_params_file"], packages=[("joy", "joy")]),
+            # namespace="" names each node fully, so launch_ros files the overrides (port) under the
+            # node's name, where they win over the YAML's section for the node.
             Node(
                 package="gamma_net_ros",
                 executable="dynamixel_driver",
                 name="dynamixel_driver",
+                namespace="",
                 parameters=[dynamixel_params, {"port": LaunchConfiguration("port")}],
                 output="screen",
             ),
-            Node(package="gamma_net_ros", executable="teleop", name="teleop", parameters=[params], output="screen"),
+            Node(
+                package="gamma_net_ros",
+                executable="teleop",
+                name="teleop",
+                namespace="",
+                parameters=[params],
+                output="screen",
+            ),
             Node(
                 package="gamma_net_ros",
                 executable="predictor",
                 name="predictor",
+                namespace="",
                 parameters=[params],
                 output="screen",
             ),
-            Node(package="joy", executable="joy_node", name="joy", condition=IfCondition(LaunchConfiguration("joy"))),
+            Node(
+                package="joy",
+                executable="joy_node",
+                name="joy",
+                namespace="",
+                condition=IfCondition(LaunchConfiguration("joy")),
+            ),
             Node(
                 package="gamma_net_ros",
                 executable="operator",
                 name="operator",
+                namespace="",
                 parameters=[params],
                 condition=IfCondition(LaunchConfiguration("scripted_operator")),
             ),

@@ -16,6 +16,8 @@ from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from gamma_net_ros.launch_checks import refuse_bad_arguments
+
 
 def generate_launch_description():
     default_params = os.path.join(get_package_share_directory("gamma_net_ros"), "config", "atari.yaml")
@@ -25,10 +27,13 @@ def generate_launch_description():
         [
             DeclareLaunchArgument("params_file", default_value=default_params, description="YAML parameter file"),
             DeclareLaunchArgument("shard_dir", description="recording to replay (gamma-net atari record --out DIR)"),
+            refuse_bad_arguments(files=["params_file"]),
+            # namespace="": the nodes' full names key the overrides, which then win over the YAML.
             Node(
                 package="gamma_net_ros",
                 executable="neural_predictor",
                 name="neural_predictor",
+                namespace="",
                 parameters=[params],
                 output="screen",
             ),
@@ -36,6 +41,7 @@ def generate_launch_description():
                 package="gamma_net_ros",
                 executable="ale_bridge",
                 name="ale_bridge",
+                namespace="",
                 parameters=[params, {"shard_dir": shard_dir}],
                 output="screen",
             ),

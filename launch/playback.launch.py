@@ -17,6 +17,8 @@ from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
+from gamma_net_ros.launch_checks import refuse_bad_arguments
+
 
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
@@ -28,10 +30,15 @@ def generate_launch_description():
             DeclareLaunchArgument(
                 "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
             ),
+            refuse_bad_arguments(files=["params_file"]),
+            # namespace="" names the node fully (/predictor): launch_ros then files the overrides
+            # below under the node's name, so they win over the YAML's predictor section
+            # (under the wildcard /** they would lose to it).
             Node(
                 package="gamma_net_ros",
                 executable="predictor",
                 name="predictor",
+                namespace="",
                 parameters=[
                     LaunchConfiguration("params_file"),
                     {"checkpoint_path": LaunchConfiguration("checkpoint_path"), "stamp_source": "header"},

@@ -67,8 +67,8 @@ def start_emulator():
 
     Request it before ``executor`` so the emulators outlive the nodes that use them.
     """
+    import pathlib
     import shutil
-    import subprocess
     import sys
     import tempfile
 
@@ -82,16 +82,22 @@ def start_emulator():
         link = f"{folder}/ttyDXL"
         command = [sys.executable, "-u", "-m", "gamma_net_ros.hardware.emulator", "--link", link]
         command += ["--ids", *map(str, ids), "--positions", *map(str, positions)]
-        process = NodeProcess(command).start(stdout=subprocess.DEVNULL)
+        log = pathlib.Path(folder, "emulator.log")
+        process = NodeProcess(command, log_path=log).start()
         started.append((process, folder))
         client = EmulatorClient(f"{link}.ctl")
-        client.wait_ready()
+        try:
+            client.wait_ready()
+        except TimeoutError as exc:
+            pytest.fail(f"{exc}; its output: {log.read_text()[-2000:]}")
         return link, client
 
     yield start
+    codes = []
     for process, folder in started:
-        process.stop()
+        codes.append(process.stop())
         shutil.rmtree(folder, ignore_errors=True)
+    assert all(code == 0 for code in codes), f"a servo emulator did not stop cleanly on SIGINT: exit codes {codes}"
 
 
 @pytest.fixture

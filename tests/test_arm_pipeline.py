@@ -79,9 +79,12 @@ def test_predictor_learns_from_a_played_bag_and_a_replay_starts_a_new_episode(ex
     ).start()
     try:
         assert spin(executor, lambda: predictor.online.accepted >= 2 * n, timeout=60), predictor.online.accepted
-        assert player.wait(timeout=10) == 0
+        # The player ends once the predictor reports every message taken (keep spinning: it reports from here).
+        assert spin(executor, lambda: not player.running, timeout=20)
+        assert player.wait(timeout=1) == 0
     finally:
         player.stop()
+    assert f"published {2 * n}, acknowledged {2 * n}" in (tmp_path / "player.log").read_text()
     assert predictor.online.episodes == 2  # the replay's stamps jumped back: a new episode, not corruption
     assert predictor.online.update_count == 2 * (n - 1)
     assert predictor.online.skips.total == 0

@@ -20,7 +20,7 @@ from gamma_net_core.signals.arm import (
     joint_velocity_to_joystick,
     joystick_to_joint_velocity,
 )
-from gamma_net_core.signals.arm_recording import simulate_arm
+from gamma_net_core.signals.arm_recording import RECORDING_EPOCH_NS, simulate_arm
 from gamma_net_core.signals.maze import MazeConfig, MazePath, ProgressTracker
 from gamma_net_core.signals.operator import Operator, OperatorConfig
 
@@ -219,7 +219,7 @@ def test_recording_goes_around_counter_clockwise(recording, maze):
 
 def test_recording_is_sampled_at_30_hz_and_paced_like_the_paper(recording):
     np.testing.assert_array_equal(np.diff(recording.stamp_ns) // 1000, np.full(recording.steps - 1, 33333))
-    assert recording.stamps[0] == 0.0
+    assert recording.stamp_ns[0] == RECORDING_EPOCH_NS  # a real date in `ros2 bag info`, not 1970
     assert recording.steps == recording.circuit_steps[-1] + 1
     # Paper: 50 circuits in about 12 minutes, 14.4 s each; the operator is tuned to that.
     assert 10.0 < recording.circuit_times.mean() < 20.0

@@ -97,6 +97,20 @@ def test_true_returns_end_at_the_recording_and_the_tail_is_unscored():
         study.transitions([1.0], [[0.5, 0.5]], [1.0])
 
 
+def test_no_transition_or_return_crosses_an_episode_start():
+    # Samples 0-2 are one episode, 3-5 another (a replay restart): transitions 0->1, 1->2, 3->4, 4->5.
+    stamps = [10.0, 10.1, 10.2, 0.0, 0.1, 0.2]
+    inputs = np.arange(12, dtype=float).reshape(6, 2) / 12
+    cumulants = [0.0, 1.0, 2.0, 3.0, 4.0, 5.0]
+    starts = [True, False, False, True, False, False]
+    data = study.transitions(stamps, inputs, cumulants, starts)
+    np.testing.assert_array_equal(data.cumulants, [1.0, 2.0, 4.0, 5.0])
+    np.testing.assert_array_equal(data.states_t, inputs[[0, 1, 3, 4]])
+    np.testing.assert_array_equal(data.episode_ends, [False, True, False, False])
+    returns = study.true_returns(data.cumulants, [0.5], data.episode_ends)
+    np.testing.assert_allclose(returns[:, 0], [1 + 0.5 * 2, 2.0, 4 + 0.5 * 5, 5.0])
+
+
 def test_the_study_on_a_tiny_bag_scores_its_transitions(tmp_path, capsys):
     _tiny_bag(tmp_path / "tiny")
     out = tmp_path / "out"
@@ -244,9 +258,9 @@ def test_bad_paths_and_topics_are_clear_cli_errors(tmp_path, short_bag, capsys):
     argv = ["arm", "train", "--bag", str(short_bag), "--out", out, "--topic", "/arm/joint_states", "--no-progress"]
     assert main(argv) == 1
     assert "has no topic '/arm/joint_states'; its topics: {'/joint_states'" in capsys.readouterr().err
-    assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--seeds", "0"]) == 1
+    assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--seeds", "0"]) == 2
     assert "--seeds must be >= 1" in capsys.readouterr().err
-    assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--params", str(tmp_path / "no.yaml")]) == 1
+    assert main(["arm", "train", "--bag", str(short_bag), "--out", out, "--params", str(tmp_path / "no.yaml")]) == 2
     assert "no parameter file" in capsys.readouterr().err
     bad = tmp_path / "bad.yaml"
     bad.write_text(ARM_YAML.read_text().replace("memory_size: 2048", "memory_size: -1"))
@@ -265,5 +279,5 @@ def test_without_a_bag_it_simulates_one_and_refuses_to_overwrite_it(tmp_path, ca
     again = read_joint_states(out / study.BAG_NAME, joints=JointsConfig())
     assert data["recording"]["messages"] == again.messages
     capsys.readouterr()
-    assert main([*argv, "--no-progress"]) == 1
+    assert main([*argv, "--no-progress"]) == 2
     assert "exists already: pass it as --bag" in capsys.readouterr().err

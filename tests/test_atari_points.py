@@ -118,6 +118,12 @@ def test_monte_carlo_return_equals_the_hand_computed_discounted_sum():
     assert lengths.tolist() == [horizon] * 3 and (ends == END_HORIZON).all()
     for k in range(3):
         assert returns[k] == pytest.approx(expected, rel=1e-12)
+    # The clipped cumulant (Dopamine's reward, as the recordings' second column): the same play, rewards in [-1, 1].
+    assert max(rewards) > 1
+    clipped = RolloutWorker(dataclasses.replace(spec, cumulant="clipped"), policy=ScriptedPolicy(actions))
+    _, _, clipped_returns, _, _ = clipped.run(1, state, [0])
+    expected = [sum(gamma**k * min(r, 1.0) for k, r in enumerate(rewards)) for gamma in gammas]
+    assert clipped_returns[0] == pytest.approx(expected, rel=1e-12)
 
 
 def test_default_horizon_is_where_the_largest_probe_gamma_weighs_below_1e_4():
@@ -173,7 +179,7 @@ def test_points_command_writes_points_and_returns(tmp_path, capsys):
     assert summary["taus"] == [1, 2, 5, 10, 20, 40, 60, 80, 100]
     assert np.allclose(summary["returns"], returns.returns)
     assert returns.config["points_sha256"] and (returns.rollout_lengths <= 20).all()
-    assert main([*argv, "--horizon", "soon"]) == 1
+    assert main([*argv, "--horizon", "soon"]) == 2
     assert "--horizon must be" in capsys.readouterr().err
     assert main([*argv, "--horizon", "20", "--seed", "3"]) == 1  # the points there were made with seed 0
     assert "other settings" in capsys.readouterr().err

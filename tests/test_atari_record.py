@@ -47,6 +47,8 @@ def test_recorded_transitions_are_the_episodes_as_played(tmp_path):
             episode, observation = episode + 1, env.reset()
     assert np.array_equal(data.features, np.array(features))
     assert data.cumulants.tolist() == cumulants and sum(cumulants) > 0
+    # Both rewards: the game's score and Dopamine's clipped one the agents learn from.
+    assert data.clipped_cumulants.tolist() == np.clip(cumulants, -1, 1).tolist() and max(cumulants) > 1
     assert data.terminals.tolist() == terminals
     assert data.truncated.tolist() == truncated and sum(truncated) == 2  # cut at 40 and 80
     assert data.episodes.tolist() == episodes and data.steps.tolist() == steps
@@ -101,5 +103,5 @@ def test_record_command_and_resuming_with_other_settings(tmp_path, capsys):
     assert main([*argv[:3], "40", *argv[4:], "--seed", "9"]) == 1
     assert "seed: file has 0, expected 9" in capsys.readouterr().err
     assert len(read_transitions(out)) == 30  # nothing changed
-    assert main(["atari", "record", "--game", "centipedx", "--steps", "5", "--out", str(tmp_path / "x")]) == 1
+    assert main(["atari", "record", "--game", "centipedx", "--steps", "5", "--out", str(tmp_path / "x")]) == 2
     assert "close matches: centipede" in capsys.readouterr().err

@@ -89,6 +89,35 @@ def test_filter_ignores_a_tau_whose_returns_are_equal_at_every_point():
     np.testing.assert_allclose(result.comparison.mean[:, 0], [1.0, 0.25])  # MSE still compared there
 
 
+def test_the_per_tau_filter_keeps_a_series_where_it_is_predictive():
+    """All-τ reading: one τ with a negative correlation drops a series from the whole comparison. Per-τ
+    reading: it is compared at the τ where it passes, and its bar averages those τ only."""
+    flipped = RETURNS.copy()
+    flipped[:, 1] = RETURNS[::-1, 1]  # right at τ = 1, anti-correlated at τ = 10
+    predictions = {
+        "reference": history(flipped + 1.0),  # MSE 1 at τ = 1
+        "half": history(0.5 * RETURNS),  # MSE 1.875 and 187.5, positive at both
+        "flat": history(np.full_like(RETURNS, 2.5)),  # constant: NaN correlation, fails everywhere
+    }
+    result, informative, steady, failing = ev.filtered_comparison(predictions, RETURNS, TAUS, last=1)
+    assert failing == ("reference", "flat") and result.comparison.names == ("half",)
+    reading = ev.per_tau_reading(steady, result.correlations, informative, TAUS)
+    assert reading.passes.tolist() == [[True, False], [True, True], [False, False]]
+    np.testing.assert_allclose(reading.norm_mean[0], [1 / 1.875, np.nan])
+    np.testing.assert_allclose(reading.norm_mean[1], [1.0, 1.0])
+    np.testing.assert_allclose(reading.bar_mean[:2], [1 / 1.875, 1.0])
+    assert np.isnan(reading.bar_mean[2]) and reading.passed.tolist() == [1, 2, 0]
+    assert reading.best() == "half"  # passes at more τ; with equal coverage the lower bar wins
+    # Where the returns are flat the correlation says nothing: every series passes there.
+    returns = RETURNS.copy()
+    returns[:, 1] = 5.0
+    result, informative, steady, _ = ev.filtered_comparison(predictions, returns, TAUS, last=1)
+    reading = ev.per_tau_reading(steady, result.correlations, informative, TAUS)
+    assert reading.passes[:, 1].all() and reading.passed.tolist() == [2, 2, 1]
+    np.testing.assert_allclose(reading.norm_mean[:, 1], np.array([566.0, 87.5, 6.25]) / 566.0)  # MSE vs 5
+    assert reading.best() == "half"  # (1 + 87.5 / 566) / 2 beats the reference's (1 / 1.875 + 1) / 2
+
+
 def test_learning_curves_normalize_each_tau_by_the_worst_mean_at_any_evaluation():
     curves = ev.learning_curves(
         {"a": history(RETURNS + 2.0, RETURNS + 1.0), "b": history(RETURNS, RETURNS + 1.0)}, RETURNS
@@ -278,9 +307,63 @@ def test_runs_give_the_same_predictions_in_worker_processes(data, tmp_path):
     np.testing.assert_array_equal(here.losses, there.losses)
 
 
+def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, capsys):
+    """--ensemble 3: reference and unscaled (2 seeds each) stack into ensembles of 3 and 1, input_gamma's two
+    seeds into one of 2 (another network shape), the probes' two seeds into one of 2. Every run's files match a
+    one-by-one study's to float tolerance, and the ensemble's checkpoints load as single learners."""
+    series = ["--series", "reference,unscaled,probes,input_gamma"]
+    assert main([*train_argv(data, tmp_path / "alone", *series)]) == 0
+    together_json = tmp_path / "together.json"
+    assert (
+        main([*train_argv(data, tmp_path / "together", *series, "--ensemble", "3"), "--json", str(together_json)]) == 0
+    )
+    assert "ensembles of up to 3" in capsys.readouterr().out
+    runs = json.loads(together_json.read_text())["data"]["runs"]
+    assert sorted(r.get("ensemble", 1) for r in runs) == [1, 2, 2, 2, 2, 3, 3, 3]
+    for name in ("reference", "unscaled", "probes", "input_gamma"):
+        for seed in (0, 1):
+            alone = study.RunPredictions.load(study.run_path(tmp_path / "alone", name, seed) / study.PREDICTIONS)
+            together = study.RunPredictions.load(study.run_path(tmp_path / "together", name, seed) / study.PREDICTIONS)
+            assert together.config == alone.config and np.isfinite(together.predictions).all()
+            np.testing.assert_array_equal(together.updates, alone.updates)
+            np.testing.assert_allclose(together.predictions, alone.predictions, rtol=1e-3, atol=1e-4)
+            np.testing.assert_allclose(together.losses, alone.losses, rtol=1e-3, atol=1e-6)
+    learner = NeuralLearner.load(study.run_path(tmp_path / "together", "unscaled", 1) / study.CHECKPOINT)
+    assert learner.config.scaling == "none" and learner.transitions == 240
+    # Continuing: the same command finds every run done and trains nothing.
+    assert main([*train_argv(data, tmp_path / "together", *series, "--ensemble", "3")]) == 0
+    assert capsys.readouterr().out.count("already trained") == 8
+
+
+def test_a_study_of_the_clipped_reward_learns_it_and_wants_its_returns(data, tmp_path, capsys):
+    from gamma_net_core.data.shards import read_transitions
+
+    run = tmp_path / "clipped"
+    argv = [*train_argv(data, run, "--series", "reference"), "--seeds", "1", "--cumulant", "clipped"]
+    assert main(argv) == 0
+    saved = study.RunPredictions.load(study.run_path(run, "reference", 0) / study.PREDICTIONS)
+    # By hand: the same learner on the recording's clipped column.
+    reference, _ = train.reference_config(None, TINY[1::2])
+    learner = NeuralLearner(study.series_config(reference, "reference", 0))
+    rows = read_transitions(data / "rec", feature_size=512)
+    assert rows.cumulants.max() > 1 and rows.clipped_cumulants.max() == 1  # the clipping matters here
+    learner.observe_many(rows.features, rows.clipped_cumulants, rows.terminals, rows.truncated)
+    points = EvaluationPoints.load(data / "pts" / "points.npz")
+    np.testing.assert_allclose(
+        saved.predictions[-1], learner.predict(points.features, saved.gammas), rtol=1e-4, atol=1e-5
+    )
+    # The points' returns are of the raw reward: evaluating against them is refused.
+    capsys.readouterr()
+    assert (
+        main(["atari", "evaluate", "--run", str(run), "--points", str(data / "pts"), "--out", str(tmp_path / "f")]) == 1
+    )
+    err = capsys.readouterr().err
+    assert "the study learned the clipped reward" in err and "--cumulant clipped" in err
+
+
 def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
-    def error(argv) -> str:
-        assert main(argv) == 1
+    def error(argv, code=1) -> str:  # 2: refused before reading any data
+        assert main(argv) == code
         return capsys.readouterr().err
 
     def replaced(argv, flag, value):
@@ -289,7 +372,7 @@ def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
 
     assert "no transition recording at" in error(replaced(train_argv(data, tmp_path / "a"), "--shards", tmp_path))
     assert "points.npz is missing" in error(replaced(train_argv(data, tmp_path / "a"), "--points", tmp_path))
-    assert "unknown series ['direkt']" in error(train_argv(data, tmp_path / "a", "--series", "reference,direkt"))
+    assert "unknown series ['direkt']" in error(train_argv(data, tmp_path / "a", "--series", "reference,direkt"), 2)
     assert "features have size 512, the network expects 256" in error(
         train_argv(data, tmp_path / "a", "--set", "feature_size=256")
     )
@@ -324,3 +407,21 @@ def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
     points.save(other / "points.npz")
     (other / "returns.npz").write_bytes((data / "pts" / "returns.npz").read_bytes())
     assert "not the set of points the study was trained against" in error([*evaluate, str(other)])
+
+
+def test_ensembles_on_ray_give_what_local_processes_give(data, tmp_path):
+    ray = pytest.importorskip("ray")
+    cli = main
+
+    series = ["--series", "reference,unscaled", "--seeds", "1", "--ensemble", "2"]
+    assert cli([*train_argv(data, tmp_path / "here", *series)]) == 0
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:  # the command joins the running cluster, as on a real one
+        assert cli([*train_argv(data, tmp_path / "ray", *series), "--ray-address", "auto"]) == 0
+    finally:
+        ray.shutdown()
+    for name in ("reference", "unscaled"):
+        here = study.RunPredictions.load(study.run_path(tmp_path / "here", name, 0) / study.PREDICTIONS)
+        there = study.RunPredictions.load(study.run_path(tmp_path / "ray", name, 0) / study.PREDICTIONS)
+        np.testing.assert_array_equal(here.predictions, there.predictions)
+        np.testing.assert_array_equal(here.losses, there.losses)

@@ -13,7 +13,8 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 
 def test_bench_script_reports_learner_and_replay(tmp_path):
     out = tmp_path / "bench.json"
-    args = ["--tiny", "--updates", "2", "--repeats", "1", "--replay-batches", "5", "--threads", "1", "--json", str(out)]
+    args = ["--tiny", "--updates", "2", "--repeats", "1", "--replay-batches", "5", "--threads", "1", "--json", str(out),
+            "--ensemble", "3"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     result = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_neural.py"), *args],
@@ -31,9 +32,13 @@ def test_bench_script_reports_learner_and_replay(tmp_path):
     assert learner["ratio"] == learner["loop_ms"] / learner["tiled_ms"] > 0
     assert replay["replay_us"] > 0 and replay["plain_tree_us"] > 0
     assert data["machine"]["torch_threads"] == 1 and data["machine"]["device"] == "cpu"
+    ensemble = data["ensemble"]
+    assert ensemble["K"] == 3 and "ensemble of K = 3 learners" in result.stdout
+    assert ensemble["ratio"] == ensemble["separate_ms"] / ensemble["ensemble_ms"] > 0
+    assert ensemble["single_ms"] == ensemble["separate_ms"] / 3
 
 
 def test_bench_refuses_a_device_it_does_not_have(tmp_path):
     from gamma_net_core.cli import main
 
-    assert main(["bench", "neural", "--tiny", "--device", "toaster"]) == 1
+    assert main(["bench", "neural", "--tiny", "--device", "toaster"]) == 2

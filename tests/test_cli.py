@@ -41,8 +41,16 @@ def test_default_table_is_the_papers_table_1(capsys):
     ],
 )
 def test_bad_timescale_is_a_clear_error(argv, needle, capsys):
-    assert main(argv) == 1
+    assert main(argv) == 2
     assert needle in capsys.readouterr().err
+
+
+def test_square_wave_with_only_a_small_steps_averages_its_last_tenth(tmp_path):
+    out = tmp_path / "sw"
+    argv = ["square-wave", "--steps", "400", "--runs", "1", "--workers", "1", "--no-progress", "--out", str(out)]
+    assert main(argv) == 0
+    budget = json.loads((out / "square_wave.json").read_text())["budget"]
+    assert budget["steps"] == 400 and budget["last"] == 40
 
 
 def test_unknown_command_lists_the_commands(capsys):

@@ -33,3 +33,7 @@ def test_demo_runs_the_whole_arm_pipeline(tmp_path):
     assert all(0 < r[5] < 1.0 for r in errors)  # relative error: better than predicting zero
     assert (out / "demo_predictions.png").stat().st_size > 10_000
     assert "resumed from" in (out / "logs" / "predictor.log").read_text()
+    # The Horde beside it: the arm's questions learned live, each scored online against its realized return.
+    horde = [r for r in report["tables"][2]["rows"] if r[1] in ("tau 1", "tau 2", "tau 5", "tau 10")]
+    assert {r[0] for r in horde} >= {"shoulder_speed", "elbow_speed", "elbow_speed_until_past_2rad"}
+    assert all(r[2] > 100 and r[5] < 1.0 for r in horde)  # scored, and better than the running mean

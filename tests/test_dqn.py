@@ -133,3 +133,20 @@ def test_train_agent_command_makes_a_network_the_recorder_plays(tmp_path):
     rec = tmp_path / "rec"
     assert main(["atari", "record", "--steps", "20", "--out", str(rec), "--policy", str(out / "network.pt")]) == 0
     assert read_transitions(rec).features.shape == (20, 512)
+
+
+def test_target_sync_is_counted_in_agent_steps(tmp_path):
+    """target_update_period counts agent steps (Dopamine's unit), not updates: at update_period 2 a period of
+    20 steps syncs at step 60 (after 11 updates), and the update at step 62 moves the network away again."""
+    config = small_config(update_period=2, batch_size=8, learning_starts=40, target_update_period=20)
+    trainer = DQNTrainer(tmp_path / "dqn", config=config, seed=1)
+
+    def synced() -> bool:
+        return all(torch.equal(a, b) for a, b in zip(trainer.online.parameters(), trainer.target.parameters()))
+
+    trainer.train(59, progress=False)
+    assert trainer.updates == 10 and not synced()
+    trainer.train(60, progress=False)
+    assert trainer.updates == 11 and synced()
+    trainer.train(62, progress=False)
+    assert trainer.updates == 12 and not synced()

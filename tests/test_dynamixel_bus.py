@@ -195,6 +195,28 @@ def test_late_replies_are_never_taken_for_fresh_ones(emulator, bus):
     np.testing.assert_array_equal(sample.position, held_position(emulator))
 
 
+def test_a_late_reply_never_seeds_the_tick_check(emulator, bus):
+    """Every reply 45 ms late from the first read on: none may be published as the answer to a retry."""
+    bus.connect(OperatingMode.VELOCITY)  # velocity mode: no read yet, the check has no reference
+    bus.write_velocity([1.0, 1.0])
+    time.sleep(0.3)  # moving: where a servo is tells when it was read
+    emulator.set_faults(delay=1.0, delay_s=0.045)
+    samples = []
+    for _ in range(12):
+        try:
+            samples.append(bus.read())
+        except ReadFailed:
+            pass
+    assert bus.stats.stale_replies > 0
+    history = emulator.history()
+    times = np.array([t for t, _ in history])
+    for index, servo_id in enumerate(bus.ids):
+        positions = np.array([p[servo_id] for _, p in history])
+        reached = np.interp([s.position[index] for s in samples], positions, times)
+        ages_ms = 1000.0 * (np.array([s.stamp for s in samples]) - reached)
+        assert np.all(ages_ms < 6.0), ages_ms  # accepted replies are fresh (tolerance 4.5 ms + a tick)
+
+
 def test_tick_check_by_hand():
     check = TickCheck(tolerance_ms=10.0)
     assert check.accept(1.000, [500, 9000])  # seeds the reference offsets
@@ -203,7 +225,9 @@ def test_tick_check_by_hand():
     assert check.accept(1.150, [650 + 30, 9150])  # served 30 ms slowly: fresh, and it barely raises the reference
     assert check.accept(1.200, [700, 9200])  # back to normal: still fresh
     assert not check.accept(1.300, [789, 9300])  # 11 ms too old
+    assert check.needs_seed(9.0) and not check.accept(9.0, [0, 0], may_seed=False)
     assert check.accept(9.0, [0, 0])  # nothing accepted for > 2 s: re-seeded
+    assert not check.needs_seed(9.1)
     wrap = TickCheck(tolerance_ms=10.0)
     assert wrap.accept(40.000, [32760])
     assert wrap.accept(40.010, [2])  # the tick wrapped at 32768 ms

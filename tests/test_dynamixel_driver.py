@@ -228,3 +228,107 @@ def test_bad_configuration_is_refused_at_start(executor):
         DynamixelDriver(parameter_overrides=[Parameter("position_min", value=[2.0, 0.0])])
     with pytest.raises(ValueError, match="command_mode"):
         DynamixelDriver(parameter_overrides=[Parameter("command_mode", value="torque")])
+
+
+def test_position_mode_holds_joints_found_outside_the_limits_until_commanded(start_emulator, executor, spin):
+    # config/dynamixel.yaml: shoulder -1.5708..1.5708, elbow 0.1..2.9; both servos start outside.
+    outside = [2.2, 3.05]
+    port, client = start_emulator(outside)
+    listener = Listener(executor)
+    start_driver(executor, port, command_mode="position")
+    assert spin(executor, lambda: len(listener.states) >= 15, timeout=15)  # half a second of cycles
+    np.testing.assert_allclose(servo_state(client, "position"), outside, atol=2 * ct.RAD_PER_TICK)
+    np.testing.assert_allclose(servo_state(client, "goal_position"), outside, atol=ct.RAD_PER_TICK)
+    assert servo_state(client, "torque").all()
+    listener.command(spin, executor, name=["elbow"], position=[3.1])  # a command: now the elbow is clamped
+    assert spin(executor, lambda: abs(listener.states[-1].position[1] - 2.9) < 0.01, timeout=10)
+    np.testing.assert_allclose(servo_state(client, "goal_position"), [outside[0], 2.9], atol=ct.RAD_PER_TICK)
+    np.testing.assert_allclose(servo_state(client, "position")[0], outside[0], atol=2 * ct.RAD_PER_TICK)
+
+
+def sample_ages_ms(states, history, joint: int, servo_id: int) -> np.ndarray:
+    """How much older each sample's data is than its stamp, from where the emulated servo truly was when.
+
+    The servo moves one way, so the time it reached a published position is found by
+    interpolating its history; positive: the data predates the request it is stamped with.
+    """
+    times = np.array([t for t, _ in history])
+    positions = np.array([p[servo_id] for _, p in history])
+    assert np.all(np.diff(positions) >= 0), "the servo must move one way for positions to tell times"
+    stamps = np.array([m.header.stamp.sec + 1e-9 * m.header.stamp.nanosec for m in states])
+    reached = np.interp([m.position[joint] for m in states], positions, times)
+    return 1000.0 * (stamps - reached)
+
+
+def test_no_sample_is_older_than_its_stamp_under_lost_damaged_and_late_replies(start_emulator, executor, spin):
+    """A late reply taken as the answer to a retry is refused (stale_replies), never stamped as the retry."""
+    port, client = start_emulator([-2.8, -2.8])
+    listener = Listener(executor)
+    wide = {"position_min": [-3.0, -3.0], "position_max": [3.0, 3.0], "command_timeout_s": 0.0}
+    driver = start_driver(executor, port, **wide)
+    listener.command(spin, executor, name=NAMES, velocity=[1.0, 1.0])  # ~5 s of travel
+    assert spin(executor, lambda: listener.states and listener.states[-1].velocity[0] > 0.9, timeout=10)
+    # Replies 45 ms late (after the SDK's ~34 ms wait) reach later attempts, some only 10-20 ms later.
+    client.set_faults(drop=0.05, corrupt=0.05, delay=0.35, delay_s=0.045)
+    first = len(listener.states)
+    spin(executor, lambda: False, timeout=4.5)
+    assert driver.bus.stats.stale_replies > 0 and len(listener.states) >= first + 20
+    client.set_faults(drop=0.0, corrupt=0.0, delay=0.0)
+    moving = [m for m in listener.states[first:] if m.position[0] < 2.5]  # before any soft stop slows it
+    history = client.history()
+    for joint, servo_id in ((0, 1), (1, 2)):
+        ages = sample_ages_ms(moving, history, joint, servo_id)
+        # Within the Realtime Tick check's tolerance (4.5 ms) plus a position tick (1.5 ms at 1 rad/s).
+        assert ages.max() < 8.0, f"{np.sum(ages >= 8.0)} of {len(ages)} samples up to {ages.max():.1f} ms stale"
+    counts = driver.counts
+    assert counts["cycles"] == counts["published"] + counts["missed_cycles"]  # every cycle accounted for
+
+
+def test_a_slow_usb_adapter_is_measured_and_its_replies_waited_for(start_emulator, executor, spin):
+    """Replies held 20 ms (an FTDI latency timer): even a hand-set 10 ms timeout is lengthened to cover them."""
+    port, client = start_emulator(HELD)
+    client.set_faults(latency_s=0.02)
+    listener = Listener(executor)
+    driver = start_driver(executor, port, timeout_ms=10.0)
+    assert driver.get_parameter("timeout_ms").value == 10.0
+    assert spin(executor, lambda: driver.counts["cycles"] >= 60, timeout=20)
+    stats = driver.bus.stats
+    budget = 1000 / 30
+    assert stats.round_trip_ms >= 20.0 and min(stats.round_trip_ms + 5.0, budget) <= stats.reply_timeout_ms <= budget
+    # With 10 ms every first attempt times out (about half the cycles published, here); adapted, nearly all.
+    assert driver.counts["published"] >= 0.8 * driver.counts["cycles"], driver.counts
+    assert len(listener.states) > 0
+
+
+def test_replies_too_slow_for_the_rate_are_refused_in_one_line(start_emulator):
+    port, client = start_emulator(HELD)
+    client.set_faults(latency_s=0.05)  # 50 ms: more than a 30 Hz cycle
+    command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
+                           params={"port": port}, node="dynamixel_driver")  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Traceback" not in output
+    (line,) = [line for line in output.splitlines() if "refusing to start" in line]
+    assert "latency_timer" in line and "timeout_ms" in line and "rate_hz 30" in line
+    assert not servo_state(client, "torque").any()  # nothing was switched on
+
+
+def test_diagnostics_name_the_current_cause_while_the_bus_is_down(emulator, executor, spin):
+    from diagnostic_msgs.msg import DiagnosticStatus
+
+    port, client = emulator
+    listener = Listener(executor)
+    start_driver(executor, port, reconnect_interval_s=0.2)
+    assert spin(executor, lambda: len(listener.states) >= 3, timeout=15)
+    client.disconnect()  # first cause: the device is gone
+    assert spin(executor, lambda: "cannot open" in listener.status().get("message", ""), timeout=10)
+    client.set_faults(drop=1.0)  # the device is back, but the servos are silent: a new cause
+    client.reconnect()
+    assert spin(executor, lambda: "no valid reply" in listener.status().get("message", ""), timeout=10)
+    status = listener.status()
+    assert status["level"] == DiagnosticStatus.ERROR and "cannot open" not in status["message"]
+    client.set_faults(drop=0.0)  # recovered
+    count = len(listener.states)
+    assert spin(executor, lambda: len(listener.states) >= count + 5, timeout=10)
+    assert spin(executor, lambda: listener.status().get("level") == DiagnosticStatus.OK, timeout=5)

@@ -244,7 +244,7 @@ def test_faults_are_validated():
 
 def test_hardware_layer_imports_no_rclpy():
     """gamma_net_ros.hardware is testable on its own: no rclpy, no ROS messages."""
-    for path in (REPO / "gamma_net_ros" / "hardware").glob("*.py"):
+    for path in (REPO / "gamma_net_ros" / "hardware").rglob("*.py"):
         for node in ast.walk(ast.parse(path.read_text())):
             names = [a.name for a in node.names] if isinstance(node, ast.Import) else []
             if isinstance(node, ast.ImportFrom) and node.module:

@@ -7,6 +7,7 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 
 from gamma_net_core.cli import main
 from gamma_net_core.data.bags import (
@@ -26,7 +27,7 @@ from gamma_net_core.data.joints import (
     stamp_seconds,
     values_by_name,
 )
-from gamma_net_core.signals.arm_recording import simulate_arm
+from gamma_net_core.signals.arm_recording import RECORDING_EPOCH_NS, simulate_arm
 
 JOINTS = JointsConfig(input_low=(-1.0, 0.0), input_high=(1.0, 2.0))
 
@@ -112,9 +113,27 @@ def test_reset_starts_a_new_episode():
     selector = JointSelector(JOINTS)
     fields = {"names": ["shoulder", "elbow"], "position": [0.0, 1.0], "velocity": [0.1, 0.2]}
     selector.select(stamp=10.0, **fields)
-    assert isinstance(selector.select(stamp=1.0, **fields), Skip)
+    assert isinstance(selector.select(stamp=9.5, **fields), Skip)
     selector.reset()
-    assert isinstance(selector.select(stamp=1.0, **fields), JointSample)
+    assert selector.select(stamp=9.5, **fields).episode_start
+
+
+def test_small_steps_back_are_skipped_and_jumps_back_or_pauses_start_episodes():
+    """One rule for the reader and the node: back by <= max_gap is a bad message, further is a restart."""
+    selector = JointSelector(JOINTS, max_gap=0.5)
+    fields = {"names": ["shoulder", "elbow"], "position": [0.0, 1.0], "velocity": [0.1, 0.2]}
+    seen = []
+    for stamp in (10.0, 10.1, 9.8, 9.5, 9.6, 3.0, 3.1, 3.1, 2.9, 4.0, 4.5):
+        result = selector.select(stamp=stamp, **fields)
+        seen.append("skip" if isinstance(result, Skip) else ("start" if result.episode_start else "next"))
+    assert seen == ["start", "next", "skip", "start", "next", "start", "next", "next", "skip", "start", "next"]
+    assert selector.skips["stamp_backwards"] == 2 and selector.episodes == 4 and selector.accepted == 9
+
+
+@pytest.mark.parametrize("max_gap", [0.0, -1.0, math.nan, math.inf, "1"])
+def test_bad_max_gap_is_refused(max_gap):
+    with pytest.raises(ValueError, match="max_gap must be a positive number"):
+        JointSelector(JOINTS, max_gap=max_gap)
 
 
 @pytest.mark.parametrize(
@@ -282,9 +301,13 @@ def test_arm_simulate_writes_a_bag_a_figure_and_the_table(tmp_path, capsys, stor
     assert (out / "arm_recording.png").stat().st_size > 10_000
     read = read_joint_states(out / "joint_states", joints=JointsConfig())
     assert read.messages == rows["steps"] and read.skipped == 0
-    assert read.stamps[-1] == pytest.approx(rows["duration (s)"])
+    assert read.stamps[-1] - read.stamps[0] == pytest.approx(rows["duration (s)"])
+    assert read.stamps[0] == RECORDING_EPOCH_NS / 1e9
+    # `ros2 bag info` shows the bag's starting time from its metadata: 2020-01-01, not 1970.
+    metadata = yaml.safe_load((out / "joint_states" / "metadata.yaml").read_text())["rosbag2_bagfile_information"]
+    assert metadata["starting_time"]["nanoseconds_since_epoch"] == RECORDING_EPOCH_NS
     # Same seed, same recording.
     again = simulate_arm(circuits=2, rng=np.random.default_rng(5))
     np.testing.assert_array_equal(read.cumulants, np.abs(again.velocity[:, 0]))
-    assert main([*argv, "--no-progress"]) == 1
+    assert main([*argv, "--no-progress"]) == 2
     assert "exists already" in capsys.readouterr().err

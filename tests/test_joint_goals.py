@@ -89,3 +89,16 @@ def test_position_goals_hold_until_commanded_and_are_clamped():
     np.testing.assert_allclose(goals.to_write(np.array([0.7, 0.8]), now=0.0), [0.7, 0.8])
     with pytest.raises(ValueError, match="command mode"):
         JointGoals(NAMES, mode="torque", limits=limits())
+
+
+def test_position_goals_hold_a_joint_found_outside_the_limits_until_a_command_names_it():
+    goals = JointGoals(NAMES, mode="position", limits=limits())  # limits -1.5..1.5
+    outside = np.array([2.5, -2.0])
+    for _ in range(3):  # cycles with no command: the goal is where the joints are, not the limit
+        np.testing.assert_array_equal(goals.to_write(outside, now=0.0), outside)
+    assert goals.command(["elbow"], [-3.0], now=0.0)  # only now is the elbow clamped, and moved
+    np.testing.assert_array_equal(goals.to_write(outside, now=0.0), [2.5, -1.5])
+    goals.limits = JointLimits.of(2, position_min=[-1, -1], position_max=[1, 1], velocity_max=[2, 1])  # tightened
+    np.testing.assert_array_equal(goals.to_write(outside, now=0.0), [2.5, -1.0])
+    goals.hold()  # a reconnect: nothing commanded any more
+    np.testing.assert_array_equal(goals.to_write(outside, now=0.0), outside)

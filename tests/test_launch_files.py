@@ -1,7 +1,7 @@
-"""Launch files start only what exists: installed executables and shipped parameter files.
+"""Launch files start only what exists: installed executables, declared packages, shipped parameter files.
 
-ROS 2's `launch` is not installable here, so the files cannot run in tests; this
-checks what they name against setup.py and config/, which is what the tests start.
+A quick check of what they name against setup.py, package.xml and config/; tests/test_launch.py
+runs them under the real `ros2 launch`.
 """
 
 from __future__ import annotations
@@ -46,7 +46,10 @@ def test_launch_file_names_real_executables_and_configs(path):
     ours = {executable for package, executable in nodes if package == "gamma_net_ros"}
     missing = ours - _entry_points()
     assert not missing, f"{path.name} names executables setup.py does not install: {missing}"
-    assert {package for package, _ in nodes} <= {"gamma_net_ros", "joy"}  # joy: the standard joystick driver
+    # What a launch file starts is a declared dependency, so rosdep installs it with this package.
+    declared = set(re.findall(r"<exec_depend>([^<]+)</exec_depend>", (REPO / "package.xml").read_text()))
+    undeclared = {package for package, _ in nodes} - declared - {"gamma_net_ros"}
+    assert not undeclared, f"{path.name} starts nodes of packages package.xml does not declare: {undeclared}"
     configs = re.findall(r'"([A-Za-z0-9_]+\.yaml)"', path.read_text())
     for config in configs:
         assert (REPO / "config" / config).is_file(), f"{path.name} names missing config/{config}"

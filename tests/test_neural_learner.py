@@ -13,7 +13,9 @@ from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.config import from_mapping, to_mapping
 from gamma_net_core.neural.interpolation import interpolate
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
+from gamma_net_core.neural.networks import ProbeNets
 from gamma_net_core.neural.reference import reference_gradients
+from gamma_net_core.neural.replay import importance_weights, priorities_from_losses
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 
@@ -66,19 +68,32 @@ def test_tiled_batch_gives_the_per_gamma_loop_gradients(embedding, scaling):
         torch.testing.assert_close(tiled[name], p.grad, rtol=1e-4, atol=1e-7, msg=name)
 
 
-def test_schedule_first_update_then_every_period_and_target_sync():
-    learner = NeuralLearner(small(min_replay_history=10, update_period=4, target_sync_period=3))
+@pytest.mark.parametrize(("sync_period", "synced_after"), [(8, [16, 24]), (10, [20, 28]), (4, [12, 16, 20, 24, 28])])
+def test_schedule_first_update_then_every_period_and_target_sync_in_agent_steps(sync_period, synced_after):
+    """Updates at every 4th step from step 10; the target copies the network at every multiple of
+    target_sync_period *steps* (Dopamine's unit, the paper's), taking effect after the last update before it."""
+    learner = NeuralLearner(small(min_replay_history=10, update_period=4, target_sync_period=sync_period))
     phi, c, term, trunc = stream(30)
-    trained_at = []
+    trained_at, synced_at = [], []
     for t in range(30):
         if learner.observe(phi[t], c[t], terminal=term[t], truncated=trunc[t]) is not None:
             trained_at.append(learner.transitions)
-        if learner.updates == 3 and trained_at[-1:] == [learner.transitions]:
-            synced = all(torch.equal(a, b) for a, b in zip(learner.online.parameters(), learner.target.parameters()))
-            assert synced
+            params = zip(learner.online.parameters(), learner.target.parameters())
+            if all(torch.equal(a, b) for a, b in params):
+                synced_at.append(learner.transitions)
     assert trained_at == [12, 16, 20, 24, 28]
     assert learner.updates == 5
-    assert not all(torch.equal(a, b) for a, b in zip(learner.online.parameters(), learner.target.parameters()))
+    assert synced_at == synced_after
+
+
+def test_the_paper_sync_interval_is_2500_updates():
+    """Sync interval 10000 (appendix table) at one update per 4 steps: a sync every 2,500 updates."""
+    learner = NeuralLearner(small(min_replay_history=0, update_period=4, target_sync_period=10_000))
+    syncs = 0
+    for t in range(4, 30_001, 4):
+        learner.transitions = t
+        syncs += learner.sync_due()
+    assert syncs == 3  # at steps 10,000, 20,000, 30,000: 7,500 updates
 
 
 def test_offline_loop_equals_the_stream():
@@ -291,3 +306,72 @@ def test_config_round_trips_through_the_yaml_door():
     assert (defaults.step_size, defaults.adam_eps, defaults.batch_size, defaults.n_step) == (6.25e-5, 1e-8, 32, 4)
     assert (defaults.replay_capacity, defaults.min_replay_history, defaults.update_period) == (100_000, 20_000, 4)
     assert defaults.target_sync_period == 10_000 and defaults.sampling.size == 8
+
+
+@pytest.mark.parametrize("priority", ["sqrt_loss", "loss"])
+def test_each_probe_samples_by_its_own_priorities_as_a_separate_network(priority):
+    """Probe p draws its own batch from its own sum tree, gets the gradient its own network would get from
+    that batch alone, and only its own errors set its priorities (by the chosen rule)."""
+    learner = NeuralLearner(small(network="probes", probe_taus=(1.0, 4.0, 20.0), priority=priority))
+    learner.observe_many(*stream(60))  # 20 updates: the three sets of priorities have diverged
+    trees = learner.replay.trees
+    assert len(trees) == 3 and learner.updates > 0
+    assert not np.array_equal(trees[0].leaves, trees[1].leaves)
+    np.testing.assert_array_equal(trees[0].leaves > 0, trees[2].leaves > 0)  # the same windows are sampleable
+    # Redo the next update by hand from a copy with the same generator states.
+    twin = NeuralLearner(learner.config)
+    twin.load_state_dict(learner.state_dict())
+    batches = [twin.replay.sample(8, p) for p in range(3)]
+    assert len({tuple(b.indices) for b in batches}) > 1  # the probes do not share one batch
+    loss, delta = twin.probe_loss(batches)
+    twin.optimizer.zero_grad()
+    loss.backward()
+    for p, batch in enumerate(batches):
+        alone = ProbeNets(gammas=[learner.probe_gammas[p]], feature_size=D, hidden_sizes=(16, 8))
+        with torch.no_grad():
+            for mine, stacked in zip(alone.parameters(), twin.online.parameters()):
+                mine.copy_(stacked[p : p + 1])
+        target = ProbeNets(gammas=[learner.probe_gammas[p]], feature_size=D, hidden_sizes=(16, 8))
+        with torch.no_grad():
+            for mine, stacked in zip(target.parameters(), twin.target.parameters()):
+                mine.copy_(stacked[p : p + 1])
+        g = float(learner.probe_gammas[p])
+        with torch.no_grad():
+            v_t = target(torch.as_tensor(batch.bootstrap_features))[:, 0]
+        own_delta = (
+            (1 - g) * torch.as_tensor(batch.nstep_returns([g])[:, 0], dtype=torch.float32)
+            + torch.as_tensor(batch.bootstrap_discounts([g])[:, 0], dtype=torch.float32) * v_t
+            - alone(torch.as_tensor(batch.features))[:, 0]
+        )
+        w = torch.as_tensor(importance_weights(batch.probabilities), dtype=torch.float32)
+        (w * own_delta.square()).mean().backward()
+        torch.testing.assert_close(delta[:, p].detach(), own_delta.detach(), rtol=1e-5, atol=1e-6)
+        for mine, stacked in zip(alone.parameters(), twin.online.parameters()):
+            torch.testing.assert_close(mine.grad[0], stacked.grad[p], rtol=1e-4, atol=1e-7)
+    learner.update()
+    for p, batch in enumerate(batches):
+        expected = priorities_from_losses(delta[:, p].detach().square().numpy(), priority)
+        np.testing.assert_allclose(learner.replay.trees[p].get(batch.indices), expected, rtol=1e-5)
+
+
+def test_priority_rule_and_importance_weights_are_settings():
+    np.testing.assert_allclose(priorities_from_losses([[4.0, 1.0]], "loss"), [4.0 + 1e-10])
+    np.testing.assert_allclose(priorities_from_losses([[4.0, 1.0]], "sqrt_loss"), [2.0], rtol=1e-9)
+    with pytest.raises(ValueError, match="'cube'"):
+        priorities_from_losses([1.0], "cube")
+    with pytest.raises(ValueError, match="priority"):
+        small(priority="cube")
+    plain = NeuralLearner(small(importance_weights=False, min_replay_history=10**6))
+    weighted = NeuralLearner(small(min_replay_history=10**6))
+    data = stream(80)
+    plain.observe_many(*data)
+    weighted.observe_many(*data)
+    plain.replay.update_priorities(np.arange(10, 20), np.arange(1.0, 11.0))
+    batch = plain.replay.sample(8)
+    gammas = plain.training_gammas()
+    loss, delta = plain.loss(batch, gammas)
+    assert loss.item() == pytest.approx(delta.detach().square().mean().item(), rel=1e-6)
+    w_loss, w_delta = weighted.loss(batch, gammas)
+    w = importance_weights(batch.probabilities)
+    assert w.min() < 1.0  # the priorities differ, so the weights do
+    assert w_loss.item() == pytest.approx((w[:, None] * w_delta.detach().double().square().numpy()).mean(), rel=1e-5)

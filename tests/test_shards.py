@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import io
 import json
 
 import numpy as np
@@ -174,3 +176,53 @@ def test_missing_or_damaged_index_and_rows_out_of_order(tmp_path):
     write(tmp_path / "order", rows)
     with pytest.raises(ShardError, match="out of order at row 4"):
         read_transitions(tmp_path / "order")
+
+
+def test_raw_and_clipped_rewards_are_both_recorded(tmp_path):
+    rows = episodes_of([5])
+    for row, reward in zip(rows, [0.0, 10.0, -3.0, 0.5, 100.0]):
+        row["cumulant"] = reward
+    rows[3]["clipped_cumulant"] = 0.25  # a recorder may store its own clipping
+    write(tmp_path, rows)
+    assert json.loads((tmp_path / INDEX).read_text())["version"] == 2
+    data = read_transitions(tmp_path, feature_size=F)
+    assert data.cumulants.tolist() == [0.0, 10.0, -3.0, 0.5, 100.0]
+    assert data.clipped_cumulants.tolist() == [0.0, 1.0, -1.0, 0.25, 1.0]
+    assert [t.clipped_cumulant for t in ShardReader(tmp_path)] == [0.0, 1.0, -1.0, 0.25, 1.0]
+
+
+def downgrade_to_version_1(directory) -> None:
+    """Rewrite a recording as version 1 wrote it: no clipped_cumulants column, index version 1."""
+    index = json.loads((directory / INDEX).read_text())
+    for entry in index["shards"]:
+        with np.load(directory / entry["file"]) as archive:
+            arrays = {k: archive[k] for k in archive.files if k != "clipped_cumulants"}
+        buffer = io.BytesIO()
+        np.savez(buffer, **arrays)
+        (directory / entry["file"]).write_bytes(buffer.getvalue())
+        entry["sha256"] = hashlib.sha256(buffer.getvalue()).hexdigest()
+    index["version"] = 1
+    index["columns"] = [c for c in index["columns"] if c != "clipped_cumulants"]
+    (directory / INDEX).write_text(json.dumps(index))
+
+
+def test_a_version_1_recording_stays_readable_and_continues_as_version_2(tmp_path):
+    rows = episodes_of([3, 4], seed=2)
+    for row in rows:
+        row["cumulant"] = row["cumulant"] * 3.0 - 2.0  # -2, 1, 4: some outside [-1, 1]
+    write(tmp_path, rows[:6], shard_size=4)
+    downgrade_to_version_1(tmp_path)
+    with np.load(tmp_path / json.loads((tmp_path / INDEX).read_text())["shards"][0]["file"]) as archive:
+        assert "clipped_cumulants" not in archive.files
+    old = read_transitions(tmp_path, feature_size=F)
+    raw = [r["cumulant"] for r in rows]
+    assert old.cumulants.tolist() == raw[:6] and old.clipped_cumulants.tolist() == np.clip(raw[:6], -1, 1).tolist()
+    append_and_commit(tmp_path, rows[6:])  # the partial old shard is rewritten with the new column
+    assert json.loads((tmp_path / INDEX).read_text())["version"] == 2
+    data = read_transitions(tmp_path, feature_size=F)
+    assert data.cumulants.tolist() == raw and data.clipped_cumulants.tolist() == np.clip(raw, -1, 1).tolist()
+    index = json.loads((tmp_path / INDEX).read_text())
+    index["version"] = 3
+    (tmp_path / INDEX).write_text(json.dumps(index))
+    with pytest.raises(ShardError, match=r"version 3; this code reads versions \[1, 2\]"):
+        read_transitions(tmp_path)

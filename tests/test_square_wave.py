@@ -100,5 +100,5 @@ def test_two_worker_processes_give_the_numbers_of_one():
     "extra, message", [(["--last", "0"], "--last"), (["--runs", "0"], "--runs"), (["--steps", "10"], "--steps")]
 )
 def test_bad_study_arguments(extra, message, tmp_path, capsys):
-    assert main(["square-wave", "--out", str(tmp_path), *extra]) == 1
+    assert main(["square-wave", "--out", str(tmp_path), *extra]) == 2
     assert message in capsys.readouterr().err

@@ -6,6 +6,11 @@ source "$_gn_root/.venv/bin/activate"
 # The ROS 2 wheels install CMake packages into the venv prefix; colcon and CMake look there.
 export CMAKE_PREFIX_PATH="$VIRTUAL_ENV${CMAKE_PREFIX_PATH:+:$CMAKE_PREFIX_PATH}"
 export AMENT_PREFIX_PATH="$VIRTUAL_ENV${AMENT_PREFIX_PATH:+:$AMENT_PREFIX_PATH}"
+# The ROS 2 tools `make setup` built from source where the system has none (composition_interfaces).
+if [ -f "$_gn_root/build/ros2_tools/install/setup.bash" ]; then
+  # shellcheck disable=SC1091
+  source "$_gn_root/build/ros2_tools/install/setup.bash"
+fi
 if [ -f "$_gn_root/install/setup.bash" ]; then
   # shellcheck disable=SC1091
   source "$_gn_root/install/setup.bash"

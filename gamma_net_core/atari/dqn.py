@@ -25,6 +25,7 @@ import argparse
 import dataclasses
 import json
 import pathlib
+import re
 import sys
 import time
 from typing import Any
@@ -51,7 +52,12 @@ class DQNConfig:
     )
     learning_starts: int = setting(20_000, "steps of warm-up before updates (Dopamine: 20k)", low=1, high=10**9)
     update_period: int = setting(4, "steps between updates (Dopamine: 4)", low=1, high=1000)
-    target_update_period: int = setting(8_000, "steps between target syncs (Dopamine: 8000)", low=1, high=10**9)
+    target_update_period: int = setting(
+        8_000,
+        "agent steps (not updates) between target syncs, Dopamine's unit and the Γ-net learner's (Dopamine: 8000)",
+        low=1,
+        high=10**9,
+    )
     epsilon_end: float = setting(0.01, "ε after the decay (Dopamine: 0.01)", low=0.0, high=1.0)
     epsilon_decay_steps: int = setting(250_000, "steps of linear ε decay after warm-up (Dopamine)", low=1, high=10**9)
     reward_clip: float = setting(1.0, "rewards are clipped to [-c, c] for learning (Nature DQN: 1)", low=0.0, high=1e9)
@@ -313,14 +319,25 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.atari.arguments import check_play
     from gamma_net_core.atari.env import AtariConfig
+    from gamma_net_core.cli import UsageError, check, output_dir
 
-    config = DQNConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DQNConfig)})
+    try:
+        config = DQNConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DQNConfig)})
+    except ValueError as exc:  # named as typed: DQNConfig.learning_rate is --learning-rate
+        message = re.sub(r"DQNConfig\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), str(exc))
+        raise UsageError(message) from None
+    check_play(args)
     env_config = AtariConfig(
         game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
     )
-    if args.frames < 0:
-        raise ValueError(f"--frames must be >= 0; got {args.frames}")
+    check(
+        args.frames >= env_config.frame_skip,
+        f"--frames must be >= {env_config.frame_skip} (one agent step of {env_config.frame_skip} frames); "
+        f"got {args.frames}",
+    )
+    output_dir("--out", args.out)
     trainer = DQNTrainer(args.out, config=config, env_config=env_config, seed=args.seed)
     summary = trainer.train(args.frames // env_config.frame_skip, progress=not args.no_progress)
     returns = summary["episode_returns"]

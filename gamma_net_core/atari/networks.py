@@ -11,7 +11,9 @@ A network file is a :func:`gamma_net_core.checkpoint.save_torch` dict::
      "screen_size": 84, "game": "centipede", "state_dict": {...}}
 
 :func:`load_q_network` also takes a bare state dict (a file holding only the tensors),
-with the parameter names and shapes of :class:`NatureQNetwork` (see the README).
+with the parameter names and shapes of :class:`NatureQNetwork` (see the README), and the
+files of Dopamine's own layouts (:mod:`gamma_net_core.atari.dopamine`: SAME padding, 7,744
+inputs to φ, Rainbow's C51 head), which Dopamine's checkpoints need.
 """
 
 from __future__ import annotations
@@ -126,6 +128,15 @@ def load_q_network(path: str | os.PathLike, *, num_actions: int | None = None, g
       FileNotFoundError, CheckpointError: unreadable file, wrong names or shapes, other game.
     """
     state = load_torch(path)
+    if state.get("kind") == "dopamine_q_network":  # gamma-net atari import-dopamine
+        from gamma_net_core.atari import dopamine
+
+        network = dopamine.network_from_file(state, path)
+        if num_actions is not None and network.num_actions != num_actions:
+            raise CheckpointError(f"{path} has {network.num_actions} actions; the game has {num_actions}")
+        if game is not None and state.get("game") not in (None, game):
+            raise CheckpointError(f"{path} was made for {state.get('game')!r}, not {game!r}")
+        return network, {k: v for k, v in state.items() if k != "state_dict" and not isinstance(v, torch.Tensor)}
     if "online" in state and isinstance(state["online"], dict):  # a DQN trainer checkpoint
         state = state["online"]
     tensors = state.get("state_dict", state)

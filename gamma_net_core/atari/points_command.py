@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pathlib
 
 import numpy as np
 
@@ -38,28 +37,51 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--chunk", type=int, default=8, help="rollouts of one point per task")
     parser.add_argument("--max-episode-steps", type=int, default=27000, help="episode cut (paper: 27,000)")
     parser.add_argument("--sticky", type=float, default=0.25, help="sticky-action probability (paper: 0.25)")
+    parser.add_argument(
+        "--cumulant",
+        default="raw",
+        choices=("raw", "clipped"),
+        help="returns of the game's reward (raw, the reference's) or of Dopamine's clipped reward",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def _horizon(text: str):
+    from gamma_net_core.cli import UsageError
+
     if text == "auto":
         return "auto"
     if text == "episode":
         return None
     try:
-        return int(text)
+        steps = int(text)
     except ValueError:
-        raise ValueError(f"--horizon must be 'auto', 'episode' or an int; got {text!r}") from None
+        steps = 0
+    if steps < 1:
+        raise UsageError(f"--horizon must be 'auto', 'episode' or an int >= 1; got {text!r}")
+    return steps
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.atari.arguments import check_play
     from gamma_net_core.atari.env import AtariConfig, AtariEnv
     from gamma_net_core.atari.evaluation_points import EvaluationPoints, make_points
     from gamma_net_core.atari.policies import EVAL_EPSILON, file_sha256, load_policy
     from gamma_net_core.atari.rollouts import PROBE_TAUS, monte_carlo_returns
+    from gamma_net_core.cli import check, check_range, output_dir
 
+    check_range("--episodes", args.episodes, low=1)
+    check_range("--rollouts", args.rollouts, low=1)
+    for tau in args.taus or ():
+        check_range("--taus", tau, low=1.0)  # tau = 1 / (1 - gamma): gamma in [0, 1)
+    check(args.taus is None or len(set(args.taus)) == len(args.taus), f"--taus repeats a value: {args.taus}")
+    check_range("--workers", args.workers, low=0)
+    check_range("--chunk", args.chunk, low=1)
     horizon = _horizon(args.horizon)
-    out = pathlib.Path(args.out)
+    check_play(args)
+    out = output_dir("--out", args.out)
+    if args.ray_address is not None:
+        import ray  # noqa: F401  (without Ray: refused now, in one line, not after the points are made)
     config = AtariConfig(
         game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
     )
@@ -102,6 +124,7 @@ def run(args: argparse.Namespace) -> Report:
         chunk=args.chunk,
         progress=not args.no_progress,
         points_sha256=file_sha256(points_path),
+        cumulant=args.cumulant,
     )
     results.save(out / "returns.npz")
     write_json(

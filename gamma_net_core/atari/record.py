@@ -118,7 +118,7 @@ def record(
     from gamma_net_core.atari.env import AtariConfig, EnvState
     from gamma_net_core.atari.networks import torch_threads
     from gamma_net_core.atari.policies import EVAL_EPSILON
-    from gamma_net_core.data.shards import ShardWriter
+    from gamma_net_core.data.shards import ShardWriter, clip_reward
 
     if steps < 0:
         raise ValueError(f"steps must be >= 0; got {steps}")
@@ -165,6 +165,7 @@ def record(
             writer.append(
                 features=phi,
                 cumulant=step.reward,
+                clipped_cumulant=clip_reward(step.reward),
                 terminal=step.terminal,
                 truncated=step.truncated,
                 episode=episode,
@@ -209,8 +210,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.atari.arguments import check_play
     from gamma_net_core.atari.env import AtariConfig
+    from gamma_net_core.cli import check_range, output_dir
 
+    check_range("--steps", args.steps, low=1)
+    check_range("--shard-size", args.shard_size, low=1)
+    check_play(args)
+    output_dir("--out", args.out)
     config = AtariConfig(
         game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
     )

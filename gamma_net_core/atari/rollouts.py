@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from gamma_net_core.checkpoint import load_npz, save_npz
+from gamma_net_core.data.shards import clip_reward
 from gamma_net_core.returns import monte_carlo_return, truncation_horizon
 from gamma_net_core.timescales import PROBE_TAUS, gamma_from_tau
 
@@ -100,6 +101,10 @@ def rollout(env, policy, state, *, seed: int, point: int, index: int, horizon: i
     return np.array(rewards), END_HORIZON
 
 
+#: The cumulants a study can predict (the two columns of a version 2 recording).
+CUMULANTS = ("raw", "clipped")
+
+
 @dataclasses.dataclass(frozen=True)
 class RolloutSpec:
     """What a worker needs to rebuild the environment and policy (plain, picklable values)."""
@@ -113,6 +118,8 @@ class RolloutSpec:
     seed: int
     #: the network file's bytes, shipped to workers that may not see the file (Ray nodes)
     policy_bytes: bytes | None = None
+    #: "raw": the game's reward; "clipped": Dopamine's reward clipped to [-1, 1] (the recordings' two cumulants)
+    cumulant: str = "raw"
 
 
 class RolloutWorker:
@@ -160,6 +167,8 @@ class RolloutWorker:
             rewards, end = rollout(
                 self.env, self.policy, state, seed=self.spec.seed, point=point, index=k, horizon=self.spec.horizon
             )
+            if self.spec.cumulant == "clipped":
+                rewards = clip_reward(rewards)
             returns[j] = monte_carlo_return(rewards, self.gammas)
             lengths[j] = rewards.size
             ends[j] = end
@@ -342,6 +351,7 @@ def monte_carlo_returns(
     chunk: int = 8,
     progress: bool = False,
     points_sha256: str | None = None,
+    cumulant: str = "raw",
 ) -> MonteCarloReturns:
     """Monte-Carlo returns of :class:`~gamma_net_core.atari.evaluation_points.EvaluationPoints`.
 
@@ -354,7 +364,11 @@ def monte_carlo_returns(
       seed: the rollouts' base seed (see :func:`rollout_seeds`).
       epsilon, feature_seed: as for :func:`~gamma_net_core.atari.policies.load_policy`.
       workers, ray_address, use_ray, chunk, progress: see :func:`run_rollouts`.
+      cumulant: ``raw`` (the game's reward) or ``clipped`` (to [-1, 1], as Dopamine's agents see it):
+        the cumulant whose returns are estimated; a study trained on one is evaluated on the same.
     """
+    if cumulant not in CUMULANTS:
+        raise ValueError(f"cumulant must be one of {list(CUMULANTS)}; got {cumulant!r}")
     from gamma_net_core.atari.policies import EVAL_EPSILON
 
     taus = np.asarray(taus, dtype=np.float64)
@@ -371,6 +385,7 @@ def monte_carlo_returns(
         gammas=tuple(float(g) for g in gammas),
         horizon=horizon,
         seed=int(seed),
+        cumulant=cumulant,
     )
     returns, lengths, ends = run_rollouts(
         points.states,
@@ -391,5 +406,6 @@ def monte_carlo_returns(
         "seed": int(seed),
         "taus": [float(t) for t in taus],
         "points_sha256": points_sha256,
+        "cumulant": cumulant,
     }
     return MonteCarloReturns(config, taus, gammas, returns, lengths, ends)

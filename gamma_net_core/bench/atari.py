@@ -203,11 +203,18 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.atari.arguments import check_game
+    from gamma_net_core.cli import check_range
+
+    check_range("--seconds", args.seconds, above=0.0)
+    check_range("--repeats", args.repeats, low=1)
+    check_range("--max-workers", args.max_workers, low=1)
+    check_game("--game", args.game)
+
+    # torch only once the arguments are known to be good
     from gamma_net_core.atari.env import AtariConfig, AtariEnv
     from gamma_net_core.atari.networks import random_network, save_q_network, torch_threads
 
-    if args.seconds <= 0 or args.repeats < 1 or args.max_workers < 1:
-        raise ValueError("--seconds must be > 0, --repeats and --max-workers >= 1")
     with tempfile.TemporaryDirectory() as tmp, torch_threads(1):
         network_path = f"{tmp}/network.pt"
         num_actions = AtariEnv(AtariConfig(game=args.game), seed=0).num_actions

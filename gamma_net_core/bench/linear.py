@@ -142,9 +142,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import check, check_range
+
     for name in ("reference_steps", "fast_steps", "repeats"):
-        if getattr(args, name) < 1:
-            raise ValueError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+        check_range("--" + name.replace("_", "-"), getattr(args, name), low=1)
+    if args.core is not None and hasattr(os, "sched_getaffinity"):
+        allowed = sorted(os.sched_getaffinity(0))
+        check(args.core in allowed, f"--core {args.core} is not one of this process's cores {allowed}")
     # One thread: set before numba is first imported (the CLI imports it only now).
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None

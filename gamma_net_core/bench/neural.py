@@ -10,6 +10,13 @@ same learner in the same run:
 The two alternate, and each is reported as the best of ``--repeats`` rounds (other work on a
 shared machine only ever slows a round down).
 
+Ensemble (``--ensemble K``): K learners of the paper's size (seeds 0..K-1) updated as one
+:class:`gamma_net_core.neural.ensemble.LearnerEnsemble` (stacked parameters, one batched
+pass) against the same K as separate :class:`NeuralLearner` s updated one after another,
+alternating in the same run: learner-updates per second each way, and the ratio. Their
+replays hold ``min(--replay-capacity, 10000)`` records (the update's cost does not depend
+on it; K separate full buffers would take K × 200 MB).
+
 Replay: from a full buffer (100,000 records of 512 float32 features, n = 4), sampling a
 batch of 32 windows (stratified sum-tree draws plus gathering φ, the cumulant windows and
 the bootstrap φ) and then updating their 32 priorities; and, for scale, the same number of
@@ -41,6 +48,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--embedding", default="direct", help="the Γ-net's embedding (the paper's reference: direct)")
     parser.add_argument("--replay-capacity", type=int, default=100_000, help="records in the full replay buffer")
     parser.add_argument("--replay-batches", type=int, default=2000, help="sample+update rounds per timing")
+    parser.add_argument(
+        "--ensemble",
+        type=int,
+        default=0,
+        help="K: also time an ensemble of K learners against K separate learners (0: skip)",
+    )
     parser.add_argument(
         "--tiny", action="store_true", help="small network and buffer (a smoke run of this command, not a benchmark)"
     )
@@ -122,6 +135,64 @@ def measure_learner(args) -> dict:
     }
 
 
+ENSEMBLE_CAPACITY = 10_000
+
+
+def measure_ensemble(args) -> dict:
+    """Learner-updates per second of K learners as one ensemble and as K separate learners (same run)."""
+    from gamma_net_core.neural.ensemble import LearnerEnsemble
+    from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
+
+    K = args.ensemble
+    sizes = {"feature_size": 32, "hidden_sizes": (32, 16), "replay_capacity": 500} if args.tiny else {}
+    capacity = sizes.get("replay_capacity", min(args.replay_capacity, ENSEMBLE_CAPACITY))
+    configs = [
+        NeuralConfig(
+            embedding=args.embedding,
+            device=args.device,
+            min_replay_history=10**12,
+            seed=k,
+            **{**sizes, "replay_capacity": capacity},
+        )
+        for k in range(K)
+    ]
+    rng = np.random.default_rng(0)
+    D = configs[0].feature_size
+    data = (
+        np.maximum(rng.normal(size=(capacity, D)), 0.0).astype(np.float32),
+        rng.normal(size=capacity),
+        rng.random(capacity) < 1e-3,
+    )
+    ensemble = LearnerEnsemble(configs)
+    ensemble.observe_many(*data)
+    learners = [NeuralLearner(c) for c in configs]
+    for learner in learners:
+        learner.observe_many(*data)
+
+    def separate() -> None:
+        for learner in learners:
+            learner.update()
+
+    for warm in (ensemble.update, separate):
+        for _ in range(2):
+            warm()
+    rounds = max(1, args.updates // 2)
+    best_ensemble = best_separate = float("inf")
+    for _ in range(args.repeats):
+        best_ensemble = min(best_ensemble, _time_updates(learners[0], ensemble.update, rounds))
+        best_separate = min(best_separate, _time_updates(learners[0], separate, rounds))
+    return {
+        "K": K,
+        "replay_capacity": capacity,
+        "ensemble_ms": best_ensemble * 1e3,
+        "separate_ms": best_separate * 1e3,
+        "single_ms": best_separate * 1e3 / K,
+        "ensemble_learner_updates_per_s": K / best_ensemble,
+        "separate_learner_updates_per_s": K / best_separate,
+        "ratio": best_separate / best_ensemble,
+    }
+
+
 def measure_replay(args) -> dict:
     from gamma_net_core.neural.reference import ReferenceSumTree
     from gamma_net_core.neural.replay import PrioritizedReplay
@@ -187,15 +258,28 @@ def measure_replay(args) -> dict:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import UsageError, check, check_range
+
+    for name in ("updates", "repeats", "replay_capacity", "replay_batches"):
+        check_range("--" + name.replace("_", "-"), getattr(args, name), low=1)
+    check_range("--threads", args.threads, low=0)
+    check_range("--ensemble", args.ensemble, low=0)
     import torch
 
+    from gamma_net_core.neural.learner import EMBEDDINGS, _device
+
+    check(args.embedding in EMBEDDINGS, f"--embedding must be one of {list(EMBEDDINGS)}; got {args.embedding!r}")
+    try:
+        _device(args.device)
+    except ValueError as exc:  # torch lists every device type it knows: too long for one line
+        message, cut, _ = str(exc).replace("NeuralConfig.device", "--device").partition(": Expected one of")
+        raise UsageError(message + (" (e.g. cpu, cuda, cuda:1)" if cut else "")) from None
     if args.threads:
         torch.set_num_threads(args.threads)
-    if args.updates < 1 or args.repeats < 1:
-        raise ValueError(f"--updates and --repeats must be >= 1; got {args.updates} and {args.repeats}")
     machine = _machine(args.device)
     learner = measure_learner(args)
     replay = measure_replay(args)
+    ensemble = measure_ensemble(args) if args.ensemble else None
 
     m = Table("machine", ["cpu", "cores", "torch threads", "load (1 min)", "device"])
     m.add(
@@ -234,4 +318,22 @@ def run(args: argparse.Namespace) -> Report:
         f"{replay['replay_us']:.1f} us",
         replay["replay_us"] < GOAL_REPLAY_US,
     )
-    return Report(tables=[m, u, r, g], data={"machine": machine, "learner": learner, "replay": replay})
+    tables = [m, u, r, g]
+    if ensemble is not None:
+        e = Table(
+            f"ensemble of K = {ensemble['K']} learners vs the same K separate learners "
+            f"(best of {args.repeats} x {max(1, args.updates // 2)} rounds)",
+            ["implementation", "ms per round (K learner-updates)", "learner-updates/s", "vs separate"],
+            formats={
+                "ms per round (K learner-updates)": "{:.2f}",
+                "learner-updates/s": "{:.1f}",
+                "vs separate": "{:.2f}x",
+            },
+        )
+        e.add("ensemble (stacked, one pass)", ensemble["ensemble_ms"], ensemble["ensemble_learner_updates_per_s"],
+              ensemble["ratio"])  # fmt: skip
+        e.add("K separate learners", ensemble["separate_ms"], ensemble["separate_learner_updates_per_s"], 1.0)
+        e.add("one learner (ms/update)", ensemble["single_ms"], 1e3 / ensemble["single_ms"], float("nan"))
+        tables.append(e)
+    data = {"machine": machine, "learner": learner, "replay": replay, "ensemble": ensemble}
+    return Report(tables=tables, data=data)

@@ -6,7 +6,8 @@ plays with ``ros2 bag play``. :func:`write_recording` writes a simulated arm rec
 
 Reading: :func:`read_joint_states` reads a rosbag2 directory (mcap or sqlite3), a bare
 ``.mcap``/``.db3`` file or a rosbag1 ``.bag`` file, passes every message on the topic through
-the same :class:`~gamma_net_core.data.joints.JointSelector` the predictor node uses, and
+the same :class:`~gamma_net_core.data.joints.JointSelector` the predictor node uses (with
+the same ``max_gap``, the same messages are skipped and the same episodes start), and
 returns the usable samples as arrays with the skips counted by kind.
 """
 
@@ -19,7 +20,14 @@ from typing import Any
 
 import numpy as np
 
-from gamma_net_core.data.joints import NANOSECONDS, JointSample, JointsConfig, JointSelector, stamp_seconds
+from gamma_net_core.data.joints import (
+    DEFAULT_MAX_GAP,
+    NANOSECONDS,
+    JointSample,
+    JointsConfig,
+    JointSelector,
+    stamp_seconds,
+)
 
 DEFAULT_TOPIC = "/joint_states"
 JOINT_STATE = "sensor_msgs/msg/JointState"
@@ -290,6 +298,9 @@ class JointData:
       messages: JointState messages read.
       skips: ``{kind: count}`` for every skip kind.
       config: the joint selection used.
+      episode_starts: [T] bool, the samples that start an episode (the first; after a replay
+        restart or a pause longer than ``max_gap``): no transition is made into them.
+      max_gap: s, the episode gap the samples were judged with.
     """
 
     path: str
@@ -300,10 +311,16 @@ class JointData:
     messages: int
     skips: dict[str, int]
     config: JointsConfig
+    episode_starts: np.ndarray
+    max_gap: float = DEFAULT_MAX_GAP
 
     @property
     def skipped(self) -> int:
         return sum(self.skips.values())
+
+    @property
+    def episodes(self) -> int:
+        return int(self.episode_starts.sum())
 
 
 def read_joint_states(
@@ -312,6 +329,7 @@ def read_joint_states(
     joints: JointsConfig,
     topic: str = DEFAULT_TOPIC,
     clock: str = "header",
+    max_gap: float = DEFAULT_MAX_GAP,
 ) -> JointData:
     """Read a bag's JointState topic through the joint selector; unusable messages are skipped and counted.
 
@@ -320,6 +338,8 @@ def read_joint_states(
       joints: which joints are inputs and which signal is the cumulant.
       topic: the JointState topic.
       clock: ``"header"`` (message stamps) or ``"receive"`` (when the bag recorded each message).
+      max_gap: s; a stamp back by no more than this is skipped, one further back or forward starts
+        an episode (the predictor node's ``max_gap``: give the same to learn from the same data).
 
     Raises:
       FileNotFoundError: nothing at ``path``.
@@ -327,8 +347,9 @@ def read_joint_states(
     """
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {list(CLOCKS)}; got {clock!r}")
-    selector = JointSelector(joints)
+    selector = JointSelector(joints, max_gap=max_gap)
     stamps: list[float] = []
+    starts: list[bool] = []
     inputs: list[np.ndarray] = []
     cumulants: list[float] = []
     messages = 0
@@ -345,6 +366,7 @@ def read_joint_states(
             stamps.append(result.stamp)
             inputs.append(result.inputs)
             cumulants.append(result.cumulant)
+            starts.append(result.episode_start)
     n_inputs = len(joints.input_joints)
     return JointData(
         path=str(path),
@@ -355,4 +377,6 @@ def read_joint_states(
         messages=messages,
         skips=selector.skips.as_dict(),
         config=joints,
+        episode_starts=np.array(starts, dtype=bool),
+        max_gap=selector.max_gap,
     )

@@ -7,6 +7,15 @@ normalized to [0, 1], and the cumulant is taken (the paper predicts the shoulder
 the absolute value of its velocity). A message that cannot be used is answered with a
 :class:`Skip` naming why, counted by kind, and never reaches a learner.
 
+Time is judged here too, so that a bag read offline and the same bag played to the node
+are cut into the same episodes from the same messages. Against the last sample's stamp:
+
+- a step back of at most ``max_gap`` s is a bad message (a late or misstamped reading):
+  skipped and counted as ``stamp_backwards``;
+- a jump back of more than ``max_gap`` s is a replay restart (a bag played again): the
+  sample is used and starts a new episode;
+- a step forward of more than ``max_gap`` s is a pause: the sample starts a new episode.
+
 Usage::
 
     selector = JointSelector(load_config(JointsConfig, "config/arm.yaml", "predictor", "joints"))
@@ -30,6 +39,8 @@ import numpy as np
 from gamma_net_core.config import setting, validate
 
 NANOSECONDS = 1_000_000_000
+#: s between samples (forward, or back) beyond which the stream starts a new episode.
+DEFAULT_MAX_GAP = 1.0
 #: The JointState arrays a joint's signal can come from.
 FIELDS = ("position", "velocity", "effort")
 
@@ -107,7 +118,7 @@ class SkipReason(str, enum.Enum):
     MISSING_JOINT = "missing_joint"  # a selected joint is not among the names
     DUPLICATE_JOINT = "duplicate_joint"  # a selected joint is named twice: which value is meant is unknown
     EMPTY_FIELD = "empty_field"  # the velocity (or position, effort) array is empty but a selected signal needs it
-    STAMP_BACKWARDS = "stamp_backwards"  # stamped earlier than the last message used
+    STAMP_BACKWARDS = "stamp_backwards"  # stamped earlier than the last used, by max_gap or less
 
 
 @dataclass(frozen=True)
@@ -125,6 +136,7 @@ class JointSample:
     stamp: float  # s
     inputs: np.ndarray  # [n_inputs] float64 in [0, 1]
     cumulant: float  # in the signal's units (rad/s for a velocity)
+    episode_start: bool = False  # nothing may be learned across from the previous sample
 
 
 class SkipCounts:
@@ -157,16 +169,27 @@ _LAYOUT_CACHE_SIZE = 64
 class JointSelector:
     """Selects the configured joints from JointState messages' plain fields, or says why it cannot.
 
+    Args:
+      config: the joints selected.
+      max_gap: s; a stamp further than this from the last sample's, back or forward, starts an
+        episode; a step back of no more than this is skipped (see the module's docstring).
+
     Attributes:
       config: the joints selected.
+      max_gap: s, as given.
       accepted: messages turned into samples.
       skips: messages skipped, by kind.
+      episodes: samples that started an episode (the first, restarts and pauses).
       last_stamp: s, the stamp of the last sample (None before the first, or after :meth:`reset`).
     """
 
-    def __init__(self, config: JointsConfig) -> None:
+    def __init__(self, config: JointsConfig, *, max_gap: float = DEFAULT_MAX_GAP) -> None:
+        if not (isinstance(max_gap, (int, float)) and math.isfinite(max_gap) and max_gap > 0):
+            raise ValueError(f"max_gap must be a positive number of seconds; got {max_gap!r}")
         self.config = config
+        self.max_gap = float(max_gap)
         self.accepted = 0
+        self.episodes = 0
         self.skips = SkipCounts()
         self.last_stamp: float | None = None
         self._low = np.asarray(config.input_low, dtype=np.float64)
@@ -248,11 +271,22 @@ class JointSelector:
         for label, value in zip(self._labels, (*raw, cumulant)):
             if not math.isfinite(value):
                 return self._skip(SkipReason.NON_FINITE, f"{label} is {value!r}")
-        if self.last_stamp is not None and stamp < self.last_stamp:
+        last = self.last_stamp
+        if last is not None and last - self.max_gap <= stamp < last:
             return self._skip(
-                SkipReason.STAMP_BACKWARDS, f"stamp {stamp!r} s is earlier than the last used, {self.last_stamp!r} s"
+                SkipReason.STAMP_BACKWARDS,
+                f"stamp {stamp!r} s is earlier than the last used, {last!r} s, by no more than max_gap "
+                f"{self.max_gap:g} s",
             )
+        # Further back is a replay restart, further forward a pause: either way a new episode.
+        episode_start = last is None or abs(stamp - last) > self.max_gap
         self.last_stamp = stamp
         self.accepted += 1
+        self.episodes += episode_start
         inputs = np.clip((np.array(raw) - self._low) / self._span, 0.0, 1.0)
-        return JointSample(stamp=stamp, inputs=inputs, cumulant=abs(cumulant) if c.cumulant_absolute else cumulant)
+        return JointSample(
+            stamp=stamp,
+            inputs=inputs,
+            cumulant=abs(cumulant) if c.cumulant_absolute else cumulant,
+            episode_start=episode_start,
+        )

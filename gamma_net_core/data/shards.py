@@ -6,7 +6,9 @@ Row t of a recording is one step of an episode, as in ``gamma_net_msgs/Transitio
 array          dtype, shape       meaning
 =============  =================  ==========================================================
 features       float32 [n, F]     φ(S_t), the policy network's penultimate layer (F = 512)
-cumulants      float32 [n]        C_{t+1}: the reward received on leaving S_t
+cumulants      float32 [n]        C_{t+1}: the reward received on leaving S_t, as the game scores it
+clipped_cum... float32 [n]        ``clipped_cumulants``: the same reward clipped to [-1, 1], what Dopamine's
+                                  runner gives its agents (``run_experiment``: ``np.clip(reward, -1, 1)``)
 terminals      bool [n]           S_{t+1} is terminal: the return stops after this cumulant
 truncated      bool [n]           the episode was cut after this step (27,000 steps), not over
 episodes       int64 [n]          episode index, from 0
@@ -15,6 +17,10 @@ steps          int64 [n]          step index within the episode, from 0
 
 So ``gamma_net_core.returns.discounted_returns(cumulants, gammas, terminals=terminals)``
 gives the return from every recorded state.
+
+Versions: 2 adds ``clipped_cumulants``. A version 1 recording (raw reward only) stays
+readable: its clipped column is computed on reading as ``clip(cumulants, -1, 1)``, which is
+what a version 2 recorder stores, and continuing it writes version 2 shards after the old ones.
 
 A directory holds ``index.json`` and shard files ``shard-KKKKKK-nNNNNNN.npz`` (shard K with
 N rows; every shard but the last has ``shard_size`` rows). The index lists each shard's
@@ -42,7 +48,13 @@ import numpy as np
 from gamma_net_core.checkpoint import atomic_write, check_same_config
 
 FORMAT = "gamma_net_ros.transitions"
-VERSION = 1
+VERSION = 2
+#: Index versions this code reads (1: no clipped_cumulants column; it is derived on reading).
+READABLE_VERSIONS = (1, 2)
+#: Dopamine's reward clipping (run_experiment.py: np.clip(reward, -1, 1)).
+REWARD_CLIP = 1.0
+#: Columns a version 1 shard lacks, computed from the others on reading.
+DERIVED_IN_VERSION_1 = ("clipped_cumulants",)
 INDEX = "index.json"
 _SHARD_NAME = re.compile(r"^shard-(\d{6})-n(\d{6,})\.npz$")
 #: (name, dtype, trailing shape is the feature size) of every array in a shard.
@@ -53,6 +65,7 @@ COLUMNS = (
     ("truncated", np.bool_),
     ("episodes", np.int64),
     ("steps", np.int64),
+    ("clipped_cumulants", np.float32),
 )
 
 
@@ -70,6 +83,7 @@ class TransitionBatch(NamedTuple):
     truncated: np.ndarray
     episodes: np.ndarray
     steps: np.ndarray
+    clipped_cumulants: np.ndarray
 
     def __len__(self) -> int:  # type: ignore[override]
         return int(self.cumulants.shape[0])
@@ -84,6 +98,12 @@ class Transition(NamedTuple):
     truncated: bool
     episode: int
     step: int
+    clipped_cumulant: float
+
+
+def clip_reward(reward):
+    """Dopamine's clipped reward: ``reward`` clipped to [-1, 1] (same shape, float32 for arrays)."""
+    return np.clip(reward, -REWARD_CLIP, REWARD_CLIP)
 
 
 def _shard_name(k: int, rows: int) -> str:
@@ -100,8 +120,10 @@ def _read_index(directory: pathlib.Path) -> dict[str, Any]:
         raise ShardError(f"{path} is not a readable index: {exc}") from None
     if not isinstance(index, dict) or index.get("format") != FORMAT:
         raise ShardError(f"{path} is not a transition index (format {index.get('format')!r})")
-    if index.get("version") != VERSION:
-        raise ShardError(f"{path} is version {index.get('version')}; this code reads version {VERSION}")
+    if index.get("version") not in READABLE_VERSIONS:
+        raise ShardError(
+            f"{path} is version {index.get('version')}; this code reads versions {list(READABLE_VERSIONS)}"
+        )
     return index
 
 
@@ -143,6 +165,8 @@ def _load_shard(path: pathlib.Path, entry: Mapping[str, Any], feature_size: int,
     except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
         raise ShardError(f"transition shard {path} is corrupt: {exc}") from None
     rows = int(entry["count"])
+    if "clipped_cumulants" not in arrays and "cumulants" in arrays:  # a version 1 shard: raw reward only
+        arrays["clipped_cumulants"] = clip_reward(arrays["cumulants"]).astype(np.float32)
     for name, dtype in COLUMNS:
         if name not in arrays:
             raise ShardError(f"transition shard {path} has no {name!r} array")
@@ -154,7 +178,7 @@ def _load_shard(path: pathlib.Path, entry: Mapping[str, Any], feature_size: int,
             raise ShardError(
                 f"transition shard {path}: {name} is {a.dtype} {a.shape}, expected {np.dtype(dtype)} {shape}"
             )
-    if not (np.isfinite(arrays["features"]).all() and np.isfinite(arrays["cumulants"]).all()):
+    if not all(np.isfinite(arrays[k]).all() for k in ("features", "cumulants", "clipped_cumulants")):
         raise ShardError(f"transition shard {path} holds NaN or infinite features or cumulants")
     return TransitionBatch(first=int(entry["first"]), **arrays)
 
@@ -226,6 +250,7 @@ class ShardReader:
                     bool(b.truncated[i]),
                     int(b.episodes[i]),
                     int(b.steps[i]),
+                    float(b.clipped_cumulants[i]),
                 )
 
     def read_all(self) -> TransitionBatch:
@@ -313,18 +338,35 @@ class ShardWriter:
     def shard_full(self) -> bool:
         return self._buffered == self.shard_size
 
-    def append(self, *, features, cumulant: float, terminal: bool, truncated: bool, episode: int, step: int) -> None:
-        """Buffer one row. Raises ValueError (nothing changed) on a bad row or a full, uncommitted shard."""
+    def append(
+        self,
+        *,
+        features,
+        cumulant: float,
+        terminal: bool,
+        truncated: bool,
+        episode: int,
+        step: int,
+        clipped_cumulant: float | None = None,
+    ) -> None:
+        """Buffer one row. Raises ValueError (nothing changed) on a bad row or a full, uncommitted shard.
+
+        Args:
+          cumulant: the reward as the game scores it.
+          clipped_cumulant: the reward the agent learns from; default Dopamine's, ``clip_reward(cumulant)``.
+        """
         if self.shard_full:
             raise RuntimeError("the shard is full: commit() before appending more rows")
         phi = np.asarray(features, dtype=np.float32)
         if phi.shape != (self.feature_size,):
             raise ValueError(f"features must have shape ({self.feature_size},); got {phi.shape}")
-        if not (np.isfinite(phi).all() and np.isfinite(cumulant)):
-            raise ValueError(f"features and cumulant must be finite (episode {episode} step {step})")
+        clipped = clip_reward(cumulant) if clipped_cumulant is None else clipped_cumulant
+        if not (np.isfinite(phi).all() and np.isfinite(cumulant) and np.isfinite(clipped)):
+            raise ValueError(f"features and cumulants must be finite (episode {episode} step {step})")
         i, b = self._buffered, self._buffer
         b["features"][i] = phi
         b["cumulants"][i] = cumulant
+        b["clipped_cumulants"][i] = clipped
         b["terminals"][i] = terminal
         b["truncated"][i] = truncated
         b["episodes"][i] = episode

@@ -13,6 +13,7 @@ import sys
 
 import numpy as np
 
+from gamma_net_core.cli import check, check_range, input_path, output_dir
 from gamma_net_core.config import load_config
 from gamma_net_core.report import Report, Table
 from gamma_net_core.signals.arm import ArmConfig, ArmKinematics, JoystickConfig
@@ -54,13 +55,15 @@ def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.data.bags import write_recording
     from gamma_net_core.signals.arm_recording import simulate_arm
 
-    if args.circuits < 1:
-        raise ValueError(f"--circuits must be at least 1; got {args.circuits}")
-    settings = load_settings(args.config)
-    out = pathlib.Path(args.out)
+    check_range("--circuits", args.circuits, low=1)
+    check_range("--seed", args.seed, low=0)
+    check_range("--rate-hz", args.rate_hz, above=0.0)
+    input_path("--config", args.config, kind="file")
+    out = output_dir("--out", args.out)
     bag = out / BAG_NAME
-    if bag.exists():
-        raise ValueError(f"{bag} exists already; choose another --out or remove it")
+    check(not bag.exists(), f"{bag} exists already; choose another --out or remove it")
+    check(not (out / FIGURE_NAME).is_dir(), f"{out / FIGURE_NAME} is a folder; choose another --out")
+    settings = load_settings(args.config)
     out.mkdir(parents=True, exist_ok=True)
     with tqdm(total=args.circuits, desc="circuits", unit="circuit", file=sys.stderr, disable=args.no_progress) as bar:
         recording = simulate_arm(

@@ -47,12 +47,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gamma_net_core.cli import check, check_range, output_dir
 from gamma_net_core.config import load_section
+from gamma_net_core.paths import config_file
 from gamma_net_core.report import Report, Table, write_json
 
 #: The section of config/arm.yaml the predictor node reads, and so does this study.
 NODE = "predictor"
-DEFAULT_PARAMS = pathlib.Path(__file__).resolve().parents[2] / "config" / "arm.yaml"
 #: Table 2's evaluation discounts.
 EVAL_GAMMAS = (0.9, 0.9666, 0.98333, 0.99)
 #: The paper's Table 2: gamma -> (Γ-net, baseline) cumulative absolute error.
@@ -79,23 +80,28 @@ class Transitions:
       states_t: [N, n_inputs] S_t, inputs normalized to [0, 1].
       cumulants: [N] C_{t+1}, the signal measured in the sample after S_t.
       states_tp1: [N, n_inputs] S_{t+1}.
+      episode_ends: [N] bool or None: S_{t+1} is its episode's last sample (the next starts an
+        episode), so a true return from S_t stops there.
     """
 
     stamps: np.ndarray
     states_t: np.ndarray
     cumulants: np.ndarray
     states_tp1: np.ndarray
+    episode_ends: np.ndarray | None = None
 
     @property
     def steps(self) -> int:
         return int(self.cumulants.shape[0])
 
 
-def transitions(stamps, inputs, cumulants) -> Transitions:
+def transitions(stamps, inputs, cumulants, episode_starts=None) -> Transitions:
     """Pair each sample's inputs with the next sample's cumulant (``JointData`` fields in, C_{t+1} out).
 
     Args:
       stamps: [T] s; inputs: [T, n] normalized; cumulants: [T], the signal measured in sample t.
+      episode_starts: [T] bool or None; no transition is made into a sample that starts an episode
+        (after a replay restart or a pause), as the predictor node learns none across it.
 
     Raises:
       ValueError: fewer than 2 samples, or arrays of different lengths.
@@ -108,22 +114,33 @@ def transitions(stamps, inputs, cumulants) -> Transitions:
         raise ValueError(f"stamps {stamps.shape}, inputs {inputs.shape}, cumulants {cumulants.shape} must share T")
     if T < 2:
         raise ValueError(f"a recording needs at least 2 usable samples for one transition; got {T}")
+    keep = np.ones(T - 1, dtype=bool)
+    ends = None
+    if episode_starts is not None:
+        starts = np.asarray(episode_starts, dtype=bool)
+        if starts.shape != (T,):
+            raise ValueError(f"episode_starts {starts.shape} must have the {T} samples' length")
+        keep = ~starts[1:]
+        # Transition t -> t+1 ends its episode when sample t+2 starts the next one.
+        ends = np.append(starts[2:], False)[keep]
     return Transitions(
-        stamps=stamps[:-1],
-        states_t=np.ascontiguousarray(inputs[:-1]),
-        cumulants=np.ascontiguousarray(cumulants[1:]),
-        states_tp1=np.ascontiguousarray(inputs[1:]),
+        stamps=stamps[:-1][keep],
+        states_t=np.ascontiguousarray(inputs[:-1][keep]),
+        cumulants=np.ascontiguousarray(cumulants[1:][keep]),
+        states_tp1=np.ascontiguousarray(inputs[1:][keep]),
+        episode_ends=ends,
     )
 
 
-def true_returns(cumulants, gammas) -> np.ndarray:
+def true_returns(cumulants, gammas, episode_ends=None) -> np.ndarray:
     """G_t(gamma) from every transition's S_t, the recording's end as terminal: [N, G].
 
-    ``cumulants[t]`` is C_{t+1}; G_t = C_{t+1} + gamma C_{t+2} + ..., cut after the last sample.
+    ``cumulants[t]`` is C_{t+1}; G_t = C_{t+1} + gamma C_{t+2} + ..., cut after the last sample
+    and after each episode's last sample (``episode_ends``, [N] bool, as :func:`transitions` gives).
     """
     from gamma_net_core.returns import discounted_returns
 
-    return discounted_returns(cumulants, gammas)
+    return discounted_returns(cumulants, gammas, terminals=episode_ends)
 
 
 def default_tail_steps(gammas=EVAL_GAMMAS) -> int:
@@ -168,11 +185,10 @@ def study_learner(node, *, steps: int, decay: bool):
 
 
 def baseline_config(learner, gamma: float):
-    """The fixed-timescale baseline of ``learner``: the same shared settings, no timescale input, one gamma."""
-    from gamma_net_core.linear import FixedTimescaleConfig, LinearTDConfig
+    """The fixed-timescale baseline of ``learner`` (:func:`gamma_net_core.linear.fixed_timescale_config`)."""
+    from gamma_net_core.linear import fixed_timescale_config
 
-    shared = {f.name: getattr(learner, f.name) for f in dataclasses.fields(LinearTDConfig)}
-    return FixedTimescaleConfig(**shared, gamma=float(gamma))
+    return fixed_timescale_config(learner, gamma)
 
 
 # ----------------------------------------------------------------------------- one seed
@@ -330,7 +346,7 @@ def run_study(
     """
     from tqdm import tqdm
 
-    returns = true_returns(data.cumulants, settings.gammas)
+    returns = true_returns(data.cumulants, settings.gammas, data.episode_ends)
     tasks = [(run, data, returns, settings, checkpoint if run == 0 else None) for run in range(seeds)]
     results: list[dict | None] = [None] * seeds
     started = time.perf_counter()
@@ -620,11 +636,7 @@ def _simulate(args, params: pathlib.Path, out: pathlib.Path) -> tuple[pathlib.Pa
     from gamma_net_core.experiments.arm_simulate import load_settings
     from gamma_net_core.signals.arm_recording import simulate_arm
 
-    if args.circuits < 1:
-        raise ValueError(f"--circuits must be at least 1; got {args.circuits}")
     bag = out / BAG_NAME
-    if bag.exists():
-        raise ValueError(f"{bag} exists already: pass it as --bag, or choose another --out")
     settings = load_settings(str(params))
     with tqdm(
         total=args.circuits, desc="simulating circuits", unit="circuit", file=sys.stderr, disable=args.no_progress
@@ -649,33 +661,36 @@ def _simulate(args, params: pathlib.Path, out: pathlib.Path) -> tuple[pathlib.Pa
 
 def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.data.bags import read_joint_states
+    from gamma_net_core.data.joints import DEFAULT_MAX_GAP
 
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
-    if args.seed < 0:
-        raise ValueError(f"--seed must be >= 0; got {args.seed}")
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1; got {args.workers}")
-    if args.tail_steps is not None and args.tail_steps < 0:
-        raise ValueError(f"--tail-steps must be >= 0; got {args.tail_steps}")
-    if not (np.isfinite(args.window_s) and args.window_s > 0):
-        raise ValueError(f"--window-s must be finite and > 0; got {args.window_s}")
-    params = pathlib.Path(args.params) if args.params else DEFAULT_PARAMS
-    if not params.is_file():
-        raise FileNotFoundError(f"no parameter file {params}: pass --params")
+    check_range("--seeds", args.seeds, low=1)
+    check_range("--seed", args.seed, low=0)
+    check_range("--workers", args.workers, low=1)
+    check_range("--tail-steps", args.tail_steps, low=0)
+    check_range("--window-s", args.window_s, above=0.0)
+    check_range("--circuits", args.circuits, low=1)
+    check_range("--sim-seed", args.sim_seed, low=0)
+    params = pathlib.Path(args.params) if args.params else config_file("arm")
+    check(params.is_file(), f"no parameter file {params}: pass --params")
+    out = output_dir("--out", args.out)
+    if args.bag is None:
+        check(
+            not (out / BAG_NAME).exists(), f"{out / BAG_NAME} exists already: pass it as --bag, or choose another --out"
+        )
     node, sampling, joints = load_learners(params)  # a bad parameter file fails before any work
-    out = pathlib.Path(args.out)
     if args.bag is None:
         bag, source = _simulate(args, params, out)
     else:
         bag, source = pathlib.Path(args.bag), {"kind": "bag", "bag": str(args.bag)}
-    read = read_joint_states(bag, joints=joints, topic=args.topic, clock=args.clock)
+    # The node's episode gap: the same messages are skipped and the same episodes cut as when it learns the bag.
+    max_gap = float(load_section(params, NODE).get("max_gap", DEFAULT_MAX_GAP))
+    read = read_joint_states(bag, joints=joints, topic=args.topic, clock=args.clock, max_gap=max_gap)
     if read.stamps.shape[0] < 2:
         raise ValueError(
             f"{bag}: {read.stamps.shape[0]} usable JointState messages on {args.topic} of {read.messages} "
             f"(skipped: {read.skips}); at least 2 are needed"
         )
-    data = transitions(read.stamps, read.inputs, read.cumulants)
+    data = transitions(read.stamps, read.inputs, read.cumulants, read.episode_starts)
     tail = default_tail_steps() if args.tail_steps is None else args.tail_steps
     if data.steps - tail < 1:
         raise ValueError(
@@ -695,7 +710,7 @@ def run(args: argparse.Namespace) -> Report:
         window=(start, start + width),
         seed=args.seed,
         joints=joints,
-        max_gap=float(load_section(params, NODE).get("max_gap", 1.0)),
+        max_gap=max_gap,
     )
     out.mkdir(parents=True, exist_ok=True)
     checkpoint = out / CHECKPOINT_NAME
@@ -707,6 +722,7 @@ def run(args: argparse.Namespace) -> Report:
     recording = {
         "messages": read.messages,
         "usable samples": int(read.stamps.shape[0]),
+        "episodes": read.episodes,
         "transitions (steps)": data.steps,
         "scored steps": data.steps - tail,
         "duration (s)": float(read.stamps[-1] - read.stamps[0]),

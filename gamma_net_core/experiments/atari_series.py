@@ -28,7 +28,6 @@ import numpy as np
 
 #: The YAML section the study's reference comes from (the neural predictor node's).
 NODE, GROUP = "neural_predictor", "learner"
-DEFAULT_PARAMS = pathlib.Path(__file__).resolve().parents[2] / "config" / "atari.yaml"
 #: The paper's "Estimation by Interpolation": τ between the probe timescales.
 INTERPOLATION_TAUS = (1.5, 3.5, 7.5, 15.0, 30.0, 50.0, 70.0, 90.0)
 #: What the comparisons assume of the reference (the paper's reference configuration).

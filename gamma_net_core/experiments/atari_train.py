@@ -19,6 +19,14 @@ Runs (series × seeds) are spread over worker processes, one torch thread each; 
 depends only on its configuration, seed and the data, not on where it runs. A run whose
 ``predictions.npz`` already exists is skipped, so the same command continues a stopped
 study, and a later command may add series or seeds to the same ``--out``.
+
+With ``--ensemble K`` the runs whose networks stack (Γ-nets of the same shape and |Γ_t|:
+the seeds of a series, and series that change only the seed, the loss scaling, the Γ_t
+distribution, the priority rule or the importance weights; the probe networks' seeds) train
+up to K at a time as one
+:class:`~gamma_net_core.neural.ensemble.LearnerEnsemble` on one pass over the data; each
+run's files are the ones it would write alone (its members equal single learners to float
+tolerance), so a study may mix both ways, and an interrupted ensemble is trained again.
 """
 
 from __future__ import annotations
@@ -57,6 +65,7 @@ class RunTask:
     out: str
     checkpoint: bool
     identity: dict[str, Any]  # the study's identity, repeated in the file's header
+    cumulant: str = "raw"  # the recording's column learned from: raw or clipped (Dopamine's) reward
 
     @property
     def key(self) -> str:
@@ -68,6 +77,11 @@ def evaluation_schedule(steps: int, eval_every: int) -> np.ndarray:
     if steps < 1 or eval_every < 1:
         raise ValueError(f"steps and eval_every must be >= 1; got {steps}, {eval_every}")
     return np.unique(np.concatenate([np.arange(0, steps, eval_every), [steps]])).astype(np.int64)
+
+
+def cumulants_of(data, cumulant: str) -> np.ndarray:
+    """The cumulant column a study learns from: the raw reward, or Dopamine's clipped one."""
+    return data.clipped_cumulants if cumulant == "clipped" else data.cumulants
 
 
 def read_rows(directory: str | os.PathLike, steps: int, feature_size: int):
@@ -88,6 +102,126 @@ def read_rows(directory: str | os.PathLike, steps: int, feature_size: int):
     )
 
 
+def _finish_run(task: RunTask, *, schedule, updates, taus, gammas, predictions, losses, seconds, stopped, state):
+    """Write a run's ``learner.pt`` (``state``: a learner state dict, or None) and then ``predictions.npz``."""
+    from gamma_net_core.checkpoint import save_torch
+    from gamma_net_core.experiments.atari_series import CHECKPOINT, PREDICTIONS, RunPredictions
+
+    out = pathlib.Path(task.out)
+    out.mkdir(parents=True, exist_ok=True)
+    if task.checkpoint and stopped is None and state is not None:
+        save_torch(out / CHECKPOINT, state)
+    RunPredictions(
+        config={"series": task.series, "seed": task.seed, "learner": task.config, "study": task.identity},
+        transitions=schedule,
+        updates=updates,
+        taus=taus,
+        gammas=gammas,
+        predictions=predictions,
+        losses=losses,
+        meta={"seconds": seconds, "stopped": stopped},
+    ).save(out / PREDICTIONS)
+
+
+def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
+    """Train runs of Γ-nets that stack as one :class:`~gamma_net_core.neural.ensemble.LearnerEnsemble`.
+
+    Each run writes what :func:`train_run` would write for it; ``progress`` is called with the transitions
+    just observed (once for the whole ensemble). Returns one summary per run, as :func:`train_run`.
+    """
+    from gamma_net_core.config import from_mapping
+    from gamma_net_core.neural.ensemble import LearnerEnsemble
+    from gamma_net_core.neural.learner import NeuralConfig
+    from gamma_net_core.timescales import gamma_from_tau
+
+    started = time.perf_counter()
+    configs = [from_mapping(NeuralConfig, t.config, where=t.key) for t in tasks]
+    ensemble = LearnerEnsemble(configs)
+    first = tasks[0]
+    data = read_rows(first.shards, first.steps, configs[0].feature_size)
+    if configs[0].network == "probes":  # probe networks predict at their own τ (interpolated by evaluate)
+        taus = np.sort(np.asarray(configs[0].probe_taus, dtype=np.float64))
+    else:
+        taus = np.asarray(first.taus, dtype=np.float64)
+    gammas = np.atleast_1d(gamma_from_tau(taus))
+    schedule = np.asarray(first.schedule, dtype=np.int64)
+    K = len(tasks)
+    predictions = np.full((K, schedule.size, first.features.shape[0], taus.size), np.nan)
+    updates = np.zeros((K, schedule.size), dtype=np.int64)
+    predictions[:, 0] = ensemble.predict(first.features, gammas)
+    losses: list[np.ndarray] = []
+    for e in range(1, schedule.size):
+        for start in range(int(schedule[e - 1]), int(schedule[e]), PROGRESS_CHUNK):
+            stop = min(start + PROGRESS_CHUNK, int(schedule[e]))
+            losses.append(
+                ensemble.observe_many(
+                    data.features[start:stop],
+                    cumulants_of(data, first.cumulant)[start:stop],
+                    data.terminals[start:stop],
+                    data.truncated[start:stop],
+                )
+            )
+            if progress is not None:
+                progress(stop - start)
+        loss = np.concatenate(losses) if losses else np.zeros((0, K))
+        updates[:, e] = np.isfinite(loss).sum(axis=0)  # a stopped member's count stays where it stopped
+        training = np.array([s is None for s in ensemble.stopped])
+        if not training.any():
+            updates[:, e + 1 :] = updates[:, e : e + 1]
+            break
+        predictions[training, e] = ensemble.predict(first.features, gammas)[training]
+    loss = np.concatenate(losses) if losses else np.zeros((0, K))
+    seconds = time.perf_counter() - started
+    summaries = []
+    for k, task in enumerate(tasks):
+        own = loss[:, k][np.isfinite(loss[:, k])]
+        _finish_run(
+            task,
+            schedule=schedule,
+            updates=updates[k],
+            taus=taus,
+            gammas=gammas,
+            predictions=predictions[k],
+            losses=own,
+            seconds=seconds,
+            stopped=ensemble.stopped[k],
+            state=ensemble.member_state_dict(k) if ensemble.stopped[k] is None else None,
+        )
+        summaries.append(
+            {
+                "series": task.series,
+                "seed": task.seed,
+                "transitions": int(ensemble.transitions),
+                "updates": int(updates[k, -1]),
+                "seconds": seconds,
+                "final_loss": float(own[-100:].mean()) if own.size else float("nan"),
+                "stopped": ensemble.stopped[k],
+                "ensemble": K,
+            }
+        )
+    return summaries
+
+
+def ensemble_groups(tasks: list[RunTask], size: int) -> list[list[RunTask]]:
+    """Runs grouped into ensembles of at most ``size`` whose networks stack (see the module docstring)."""
+    from gamma_net_core.config import from_mapping
+    from gamma_net_core.neural.ensemble import can_stack, stack_key
+    from gamma_net_core.neural.learner import NeuralConfig
+
+    if size <= 1:
+        return [[t] for t in tasks]
+    groups: dict[tuple, list[RunTask]] = {}
+    alone = []
+    for task in tasks:
+        config = from_mapping(NeuralConfig, task.config, where=task.key)
+        if can_stack(config):
+            groups.setdefault(stack_key(config), []).append(task)
+        else:
+            alone.append([task])
+    chunks = [members[i : i + size] for members in groups.values() for i in range(0, len(members), size)]
+    return chunks + alone
+
+
 def train_run(task: RunTask, progress=None) -> dict[str, Any]:
     """Train one series and seed on the recording, predicting at the evaluation points on the schedule.
 
@@ -103,7 +237,6 @@ def train_run(task: RunTask, progress=None) -> dict[str, Any]:
       updates, and why training stopped (None if it did not).
     """
     from gamma_net_core.config import from_mapping
-    from gamma_net_core.experiments.atari_series import CHECKPOINT, PREDICTIONS, RunPredictions
     from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
     from gamma_net_core.timescales import gamma_from_tau
 
@@ -129,7 +262,7 @@ def train_run(task: RunTask, progress=None) -> dict[str, Any]:
                 losses.append(
                     learner.observe_many(
                         data.features[start:stop],
-                        data.cumulants[start:stop],
+                        cumulants_of(data, task.cumulant)[start:stop],
                         data.terminals[start:stop],
                         data.truncated[start:stop],
                     )
@@ -143,22 +276,20 @@ def train_run(task: RunTask, progress=None) -> dict[str, Any]:
         if stopped is not None:
             break
         predictions[e] = learner.predict(task.features, gammas)
-    out = pathlib.Path(task.out)
-    out.mkdir(parents=True, exist_ok=True)
-    if task.checkpoint and stopped is None:
-        learner.save(out / CHECKPOINT)
     loss = np.concatenate(losses) if losses else np.zeros(0)
     seconds = time.perf_counter() - started
-    RunPredictions(
-        config={"series": task.series, "seed": task.seed, "learner": task.config, "study": task.identity},
-        transitions=schedule,
+    _finish_run(
+        task,
+        schedule=schedule,
         updates=updates,
         taus=taus,
         gammas=gammas,
         predictions=predictions,
         losses=loss,
-        meta={"seconds": seconds, "stopped": stopped},
-    ).save(out / PREDICTIONS)
+        seconds=seconds,
+        stopped=stopped,
+        state=learner.state_dict() if stopped is None else None,
+    )
     return {
         "series": task.series,
         "seed": task.seed,
@@ -183,19 +314,70 @@ def _init_worker(queue) -> None:
     torch.set_num_threads(1)  # parallelism comes from the processes
 
 
-def _train_in_worker(task: RunTask) -> dict[str, Any]:
-    return train_run(task, progress=lambda n: _QUEUE.put(n))
+def train_group(group: list[RunTask], progress=None) -> list[dict[str, Any]]:
+    """A lone run by :func:`train_run`, several as an ensemble (:func:`train_ensemble`)."""
+    if len(group) == 1:
+        return [train_run(group[0], progress=progress)]
+    return train_ensemble(group, progress=None if progress is None else lambda n: progress(n * len(group)))
 
 
-def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> list[dict[str, Any]]:
-    """Every task, on ``workers`` processes (0: in this process), longest first; one progress bar."""
+def _train_in_worker(group: list[RunTask]) -> list[dict[str, Any]]:
+    return train_group(group, progress=lambda n: _QUEUE.put(n))
+
+
+def _train_on_ray(group: list[RunTask]) -> list[dict[str, Any]]:
+    from gamma_net_core.atari.networks import torch_threads
+
+    with torch_threads(1):
+        return train_group(group)
+
+
+def _run_ray(groups: list[list[RunTask]], address: str | None):
+    """Yield each group's summaries as its Ray task finishes (one CPU each; one GPU for a CUDA learner)."""
+    import ray
+
+    if not ray.is_initialized():
+        ray.init(address=address, include_dashboard=False, log_to_driver=False)
+    remote = ray.remote(_train_on_ray)
+    refs = []
+    for group in groups:
+        gpus = 1 if str(group[0].config.get("device", "cpu")).startswith("cuda") else 0
+        refs.append(remote.options(num_cpus=1, num_gpus=gpus).remote(group))
+    pending = refs
+    try:
+        while pending:
+            finished, pending = ray.wait(pending, num_returns=1, timeout=0.5)
+            for ref in finished:
+                yield ray.get(ref)
+    finally:
+        for ref in pending:
+            ray.cancel(ref, force=True)
+
+
+def run_tasks(
+    tasks: list[RunTask],
+    *,
+    workers: int,
+    progress: bool = True,
+    ensemble: int = 0,
+    ray_address: str | None = None,
+    use_ray: bool = False,
+) -> list[dict[str, Any]]:
+    """Every task, on ``workers`` processes (0: in this process) or on Ray, longest first; one progress bar.
+
+    Args:
+      ensemble: train runs that stack up to this many at a time as one ensemble (0 or 1: one by one).
+      ray_address: a Ray cluster (``ray.init(address=...)``) to run each run or ensemble on as one task;
+        implies ``use_ray``. The recording and the run folder must be where every node sees them.
+      use_ray: run on Ray (the cluster at ``ray_address``, an initialized one, or a local one).
+    """
     import queue as queue_lib
 
     from tqdm import tqdm
 
     from gamma_net_core.experiments.atari_series import SERIES
 
-    tasks = sorted(tasks, key=lambda t: -SERIES[t.series].cost)
+    groups = sorted(ensemble_groups(tasks, ensemble), key=lambda g: -sum(SERIES[t.series].cost for t in g))
     results: list[dict[str, Any]] = []
     bar = tqdm(
         total=sum(t.steps for t in tasks), unit="transition", desc="training", file=sys.stderr, disable=not progress
@@ -212,12 +394,19 @@ def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> l
         )
 
     try:
+        if use_ray or ray_address is not None:
+            for summaries in _run_ray(groups, ray_address):
+                bar.update(sum(s["transitions"] for s in summaries))
+                for summary in summaries:
+                    done(summary)
+            return results
         if workers == 0:
             from gamma_net_core.atari.networks import torch_threads
 
             with torch_threads(1):
-                for task in tasks:
-                    done(train_run(task, progress=bar.update))
+                for group in groups:
+                    for summary in train_group(group, progress=bar.update):
+                        done(summary)
             return results
         import multiprocessing
         from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -228,7 +417,7 @@ def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> l
         with ProcessPoolExecutor(
             max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(messages,)
         ) as pool:
-            pending = {pool.submit(_train_in_worker, task) for task in tasks}
+            pending = {pool.submit(_train_in_worker, group) for group in groups}
             try:
                 while pending:
                     finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
@@ -238,7 +427,8 @@ def run_tasks(tasks: list[RunTask], *, workers: int, progress: bool = True) -> l
                         except queue_lib.Empty:
                             break
                     for future in finished:
-                        done(future.result())
+                        for summary in future.result():
+                            done(summary)
             except BaseException:
                 for future in pending:
                     future.cancel()
@@ -274,7 +464,26 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="KEY=VALUE",
         help="change a learner setting for every series, e.g. --set min_replay_history=5000 (repeatable)",
     )
+    parser.add_argument(
+        "--cumulant",
+        default="raw",
+        choices=("raw", "clipped"),
+        help="learn the game's reward (raw: the reference, as the points' returns) or Dopamine's clipped reward "
+        "(then make the points with `atari points --cumulant clipped`)",
+    )
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="processes (0: in this one)")
+    parser.add_argument(
+        "--ensemble",
+        type=int,
+        default=0,
+        metavar="K",
+        help="train runs whose networks stack up to K at a time as one learner ensemble (0: one by one)",
+    )
+    parser.add_argument(
+        "--ray-address",
+        default=None,
+        help="train on this Ray cluster ('auto', 'ray://...'): each run or ensemble one task, one CPU (or GPU)",
+    )
     parser.add_argument("--no-checkpoints", action="store_true", help="do not save each run's final learner")
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
@@ -295,10 +504,11 @@ def parse_sets(items: list[str]) -> dict[str, Any]:
 def reference_config(params: str | os.PathLike | None, sets: list[str]):
     """The study's reference: the neural predictor's learner from ``params``, with ``--set`` changes."""
     from gamma_net_core.config import from_mapping, load_section
-    from gamma_net_core.experiments.atari_series import DEFAULT_PARAMS, GROUP, NODE, check_reference
+    from gamma_net_core.experiments.atari_series import GROUP, NODE, check_reference
     from gamma_net_core.neural.learner import NeuralConfig
+    from gamma_net_core.paths import config_file
 
-    path = pathlib.Path(params) if params else DEFAULT_PARAMS
+    path = pathlib.Path(params) if params else config_file("atari")
     mapping = {**load_section(path, NODE, GROUP), **parse_sets(sets)}
     reference = from_mapping(NeuralConfig, mapping, where=f"{path}:{NODE}.{GROUP} with --set {sets}")
     check_reference(reference)
@@ -316,6 +526,27 @@ def _check_same_play(shards_meta: dict[str, Any], points_config: dict[str, Any],
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import UsageError, check_range, input_path, output_dir
+    from gamma_net_core.experiments.atari_series import parse_series
+
+    try:
+        series = parse_series(args.series)
+        parse_sets(args.set)
+    except ValueError as exc:
+        raise UsageError(str(exc)) from None
+    check_range("--seeds", args.seeds, low=1)
+    check_range("--workers", args.workers, low=0)
+    check_range("--ensemble", args.ensemble, low=0)
+    check_range("--steps", args.steps, low=1)
+    check_range("--eval-every", args.eval_every, low=1)
+    input_path("--shards", args.shards, kind="dir")
+    input_path("--points", args.points, kind="dir")
+    input_path("--params", args.params, kind="file")
+    output_dir("--out", args.out)
+    if args.ray_address is not None:
+        import ray  # noqa: F401  (without Ray: refused now, in one line, not after the data is read)
+
+    # The heavy imports (torch) only once the arguments are known to be good.
     from gamma_net_core.atari.evaluation_points import EvaluationPoints
     from gamma_net_core.atari.policies import file_sha256
     from gamma_net_core.config import to_mapping
@@ -324,7 +555,6 @@ def run(args: argparse.Namespace) -> Report:
         PREDICTIONS,
         STUDY,
         RunPredictions,
-        parse_series,
         run_path,
         series_config,
         study_taus,
@@ -332,11 +562,6 @@ def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.neural.learner import PORTABLE_SETTINGS
     from gamma_net_core.report import write_json
 
-    series = parse_series(args.series)
-    if args.seeds < 1:
-        raise ValueError(f"--seeds must be >= 1; got {args.seeds}")
-    if args.workers < 0:
-        raise ValueError(f"--workers must be >= 0; got {args.workers}")
     reference, params = reference_config(args.params, args.set)
     reader = ShardReader(args.shards, feature_size=reference.feature_size)
     steps = len(reader) if args.steps is None else args.steps
@@ -367,6 +592,8 @@ def run(args: argparse.Namespace) -> Report:
         "schedule": schedule.tolist(),
         "taus": taus.tolist(),
     }
+    if args.cumulant != "raw":  # absent: the raw reward (every study before the clipped column existed)
+        identity["cumulant"] = args.cumulant
     out = pathlib.Path(args.out)
     study_file = out / STUDY
     if study_file.is_file():
@@ -411,16 +638,28 @@ def run(args: argparse.Namespace) -> Report:
                     out=str(where),
                     checkpoint=not args.no_checkpoints,
                     identity=identity,
+                    cumulant=args.cumulant,
                 )
             )
     started = time.perf_counter()
-    workers = min(args.workers, len(tasks))
-    results = run_tasks(tasks, workers=workers, progress=not args.no_progress) if tasks else []
+    workers = min(args.workers, len(ensemble_groups(tasks, args.ensemble)))
+    results = (
+        run_tasks(
+            tasks,
+            workers=workers,
+            progress=not args.no_progress,
+            ensemble=args.ensemble,
+            ray_address=args.ray_address,
+        )
+        if tasks
+        else []
+    )
     seconds = time.perf_counter() - started
 
     table = Table(
         f"atari train: {steps} transitions, {len(schedule)} evaluations at {len(points)} points, "
-        f"{workers} worker(s), {seconds:.0f} s",
+        f"{workers} worker(s){f', ensembles of up to {args.ensemble}' if args.ensemble > 1 else ''}, "
+        f"{seconds:.0f} s",
         ["series", "seed", "updates", "seconds", "final loss", "status"],
     )
     for r in sorted(results, key=lambda r: (series.index(r["series"]), r["seed"])):

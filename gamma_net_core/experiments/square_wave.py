@@ -33,6 +33,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from gamma_net_core.cli import check, check_range, output_dir
 from gamma_net_core.report import Report, Table, round_significant, write_json
 from gamma_net_core.timescales import PROBE_TAUS
 
@@ -41,6 +42,8 @@ from gamma_net_core.timescales import PROBE_TAUS
 FIGURE_TAUS = (1.0, 5.0, 20.0, 60.0, 100.0)
 #: Steps of run 0 shown in the predictions figures (the end of training).
 FIGURE_STEPS = 300
+#: Final steps whose errors are averaged by default (the paper's 5k of 50k).
+DEFAULT_LAST = 5_000
 
 
 @dataclass(frozen=True)
@@ -248,7 +251,12 @@ def write_outputs(study: dict, budget: Budget, out: pathlib.Path) -> tuple[list[
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=100, help="runs per series (paper: 100)")
     parser.add_argument("--steps", type=int, default=50_000, help="training steps per run (paper: 50k)")
-    parser.add_argument("--last", type=int, default=5_000, help="final steps whose errors are averaged (paper: 5k)")
+    parser.add_argument(
+        "--last",
+        type=int,
+        default=None,
+        help=f"final steps whose errors are averaged (default {DEFAULT_LAST}, the paper's; at most --steps / 10)",
+    )
     parser.add_argument("--seed", type=int, default=0, help="runs are seeded from (seed, series, run)")
     parser.add_argument(
         "--step-size",
@@ -262,17 +270,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
-    if args.runs < 1:
-        raise ValueError(f"--runs must be >= 1; got {args.runs}")
-    if args.steps < FIGURE_STEPS:
-        raise ValueError(f"--steps must be >= {FIGURE_STEPS} (the predictions figure); got {args.steps}")
-    if not 1 <= args.last <= args.steps:
-        raise ValueError(f"--last must be in [1, --steps]; got {args.last}")
-    if args.workers < 1:
-        raise ValueError(f"--workers must be >= 1; got {args.workers}")
-    if not (np.isfinite(args.step_size) and args.step_size > 0):
-        raise ValueError(f"--step-size must be finite and > 0; got {args.step_size}")
-    budget = Budget(runs=args.runs, steps=args.steps, last=args.last, seed=args.seed, step_size=args.step_size)
+    check_range("--runs", args.runs, low=1)
+    check(args.steps >= FIGURE_STEPS, f"--steps must be >= {FIGURE_STEPS} (the predictions figure); got {args.steps}")
+    last = min(DEFAULT_LAST, args.steps // 10) if args.last is None else args.last
+    check(1 <= last <= args.steps, f"--last must be in [1, --steps {args.steps}]; got {last}")
+    check_range("--seed", args.seed, low=0)
+    check_range("--workers", args.workers, low=1)
+    check_range("--step-size", args.step_size, above=0.0)
+    output_dir("--out", args.out)
+    budget = Budget(runs=args.runs, steps=args.steps, last=last, seed=args.seed, step_size=args.step_size)
     workers = min(args.workers, os.cpu_count() or 1, len(SERIES) * args.runs)
     study = run_study(budget, workers=workers, progress=not args.no_progress)
     tables, files, data = write_outputs(study, budget, pathlib.Path(args.out))

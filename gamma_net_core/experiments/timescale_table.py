@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 
+from gamma_net_core.cli import check, check_range
 from gamma_net_core.report import Report, Table
 from gamma_net_core.timescales import PROBE_TAUS, gamma_from_tau, tau_from_gamma
 
@@ -19,6 +20,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    for gamma in args.gamma or ():
+        check(0.0 <= gamma < 1.0, f"--gamma must be in [0, 1); got {gamma}")
+    for tau in args.tau or ():
+        check_range("--tau", tau, low=1.0)
+    check_range("--rate-hz", args.rate_hz, above=0.0)
     if args.gamma is not None:
         pairs = [(g, tau_from_gamma(g)) for g in args.gamma]
     else:

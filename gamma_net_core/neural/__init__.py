@@ -2,7 +2,8 @@
 
 Modules: ``networks`` (architecture, embeddings, loss scaling), ``td`` (n-step TD errors),
 ``sum_tree`` and ``replay`` (prioritized replay of raw steps), ``learner`` (config, training,
-prediction, checkpoints), ``interpolation`` (the probe-network baseline between probes),
-``reference`` (plain versions that test the fast ones). Import the modules themselves: this
-package imports nothing, so ``gamma-net --help`` stays fast.
+prediction, checkpoints), ``ensemble`` (K learners stacked into one batched update),
+``interpolation`` (the probe-network baseline between probes), ``reference`` (plain versions
+that test the fast ones). Import the modules themselves: this package imports nothing, so
+``gamma-net --help`` stays fast.
 """

@@ -8,9 +8,20 @@ triggers one update:
     Gamma_t = sampler.sample()                        # 8 timescales: τ = 1 and 100, 3 on γ, 3 on integer τ
     G, disc = batch.nstep_returns(Gamma_t), batch.bootstrap_discounts(Gamma_t)   # [32, 8]
     δ       = s(γ) G + disc · target_net(φ_{t+n}, Gamma_t) - net(φ_t, Gamma_t)   # one [32, 8] pass each
-    loss    = mean(w_b δ²)  with w the importance weights; one Adam step
-    priority_b = sqrt(max_k δ_{b,k}² + 1e-10)
-    every target_sync_period updates: target_net <- net
+    loss    = mean(w_b δ²)  with w the importance weights (a setting); one Adam step
+    priority_b = sqrt(max_k δ_{b,k}² + 1e-10)     # the `priority` setting: Dopamine's; or max_k δ² + 1e-10
+    every target_sync_period agent steps (transitions): target_net <- net
+
+Probe networks (``network: probes``) are trained as the paper's separate fixed-timescale
+networks would be: each probe p samples its own batch by its own priorities (its own sum
+tree over the shared records), its loss is the mean over its batch of w δ_p², the probes'
+losses add (so each probe's gradient is what its own network would get), and each probe's
+priorities follow its own errors only.
+
+The target network is copied every ``target_sync_period`` agent steps, Dopamine's unit for
+``target_update_period`` and so the paper's ("sync interval 10000" = 2,500 updates at one
+update per 4 steps): a sync falling between two updates takes effect right after the
+earlier one, which is the same thing since the network only changes at updates.
 
 Use, online (what a ROS node calls per Transition message) or offline::
 
@@ -48,12 +59,19 @@ from gamma_net_core.neural.networks import (
     output_scale,
     scale_initial_output_,
 )
-from gamma_net_core.neural.replay import NStepBatch, PrioritizedReplay, importance_weights, priorities_from_losses
+from gamma_net_core.neural.replay import (
+    PRIORITY_RULES,
+    NStepBatch,
+    PrioritizedReplay,
+    importance_weights,
+    priorities_from_losses,
+)
 from gamma_net_core.neural.td import td_errors, weighted_squared_loss
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, gamma_from_tau, validate_gammas
 
 CHECKPOINT_FORMAT = "gamma_net_core.neural.NeuralLearner"
-CHECKPOINT_VERSION = 1
+#: 2: the target sync counted in agent steps, one set of priorities per probe network.
+CHECKPOINT_VERSION = 2
 #: Settings that may differ between a checkpoint and the learner that loads it.
 PORTABLE_SETTINGS = ("device",)
 #: γ values predicted per forward pass: bounds memory (the matrix embedding builds a |φ|² matrix per γ).
@@ -67,7 +85,7 @@ class NeuralConfig:
     network: str = setting(
         "gamma_net",
         "gamma_net: one network with the timescale as input; probes: one fixed-timescale network per probe_taus "
-        "entry (the paper's comparison baseline; predictions between probes by interpolation)",
+        "entry (the paper's comparison baseline, Evaluation; predictions between probes by interpolation)",
         choices=("gamma_net", "probes"),
     )
     feature_size: int = setting(512, "|φ|, values per feature vector (appendix table: φ dim 512)", low=1, high=10**6)
@@ -123,12 +141,16 @@ class NeuralConfig:
     )
     step_size: float = setting(6.25e-5, "Adam step size (appendix table and sweep: 6.25e-5)", low=1e-12, high=10.0)
     adam_eps: float = setting(
-        1e-8, "Adam epsilon (appendix table: 1e-8; Dopamine's Rainbow uses 3.125e-4)", low=0.0, high=1.0
+        1e-8,
+        "Adam epsilon (appendix table: 1e-8; the published Rainbow agents were trained with 1.5e-4, Dopamine's "
+        "rainbow.gin after Hessel et al.; 3.125e-4 is only rainbow_agent.py's unused default argument)",
+        low=0.0,
+        high=1.0,
     )
     batch_size: int = setting(
         32, "sampled transitions per update, each tiled with all of Γ_t (appendix: 32)", low=1, high=65536
     )
-    n_step: int = setting(4, "n of the n-step returns (appendix table: 4)", low=1, high=1000)
+    n_step: int = setting(4, "n of the n-step returns, in agent steps (appendix table: 4)", low=1, high=1000)
     replay_capacity: int = setting(100_000, "steps held in the replay (appendix table: 100000)", low=2, high=10**9)
     min_replay_history: int = setting(
         20_000, "steps observed before the first update (appendix table: 20000)", low=0, high=10**12
@@ -138,10 +160,23 @@ class NeuralConfig:
     )
     target_sync_period: int = setting(
         10_000,
-        "updates between copies of the network into the target network (appendix table: sync interval 10000; "
-        "Dopamine counts that interval in agent steps, which would be 2500 updates at update_period 4)",
+        "agent steps (transitions observed) between copies of the network into the target network (appendix "
+        "table: sync interval 10000, Dopamine's target_update_period, counted in agent steps: 2,500 updates at "
+        "update_period 4)",
         low=1,
         high=10**12,
+    )
+    priority: str = setting(
+        "sqrt_loss",
+        "a sample's replay priority from its largest squared TD error across Γ_t: sqrt_loss = sqrt(loss + 1e-10) "
+        "(Dopamine Rainbow's rule, which the paper's code builds on; the reference) or loss = loss + 1e-10 (the "
+        "paper's text, 'the maximum squared loss across Γ_t')",
+        choices=PRIORITY_RULES,
+    )
+    importance_weights: bool = setting(
+        True,
+        "weight each sample's loss by 1/sqrt(p) over its maximum (Dopamine Rainbow's β = 1/2; the paper does not "
+        "mention them); false: plain mean",
     )
     seed: int = setting(0, "seeds the initial weights, the replay's sampling and Γ_t", low=0, high=2**63 - 1)
     device: str = setting("cpu", "torch device: cpu, cuda, cuda:1, ... (not part of a checkpoint's identity)")
@@ -187,6 +222,35 @@ def _device(name: str) -> torch.device:
     return device
 
 
+def learner_seeds(config: NeuralConfig) -> list[np.random.SeedSequence]:
+    """The seeds of a learner's replay sampling, Γ_t draws and initial weights, from ``config.seed``."""
+    return np.random.SeedSequence(config.seed).spawn(3)
+
+
+def build_network(config: NeuralConfig, weight_seed: np.random.SeedSequence) -> GammaNet | ProbeNets:
+    """The initial network of a learner (on the CPU), its weights drawn from ``weight_seed``."""
+    c = config
+    generator = torch.Generator().manual_seed(int(weight_seed.generate_state(1, np.uint64)[0] >> 1))
+    if c.network == "gamma_net":
+        net = GammaNet(
+            feature_size=c.feature_size,
+            inputs=c.timescale_inputs,
+            tau_max=c.tau_max,
+            embedding=c.embedding,
+            embedding_activation=c.embedding_activation,
+            hidden_sizes=c.hidden_sizes,
+            generator=generator,
+        )
+        theta_factor = 1.0 / c.tau_max  # 1 - γ_max; see networks' docstring
+    else:
+        gammas = c.probe_gammas
+        net = ProbeNets(gammas=gammas, feature_size=c.feature_size, hidden_sizes=c.hidden_sizes, generator=generator)
+        theta_factor = 1.0 - gammas
+    if c.scaling == "delta_theta":
+        scale_initial_output_(net, theta_factor)
+    return net
+
+
 class NeuralLearner:
     """A Γ-net or a set of probe networks, its target network, Adam, the replay and Γ_t sampling.
 
@@ -197,19 +261,19 @@ class NeuralLearner:
     def __init__(self, config: NeuralConfig | None = None) -> None:
         self.config = config = config if config is not None else NeuralConfig()
         self.device = _device(config.device)
-        replay_seed, timescale_seed, weight_seed = np.random.SeedSequence(config.seed).spawn(3)
+        replay_seed, timescale_seed, weight_seed = learner_seeds(config)
+        self.is_gamma_net = config.network == "gamma_net"
         self.replay = PrioritizedReplay(
             capacity=config.replay_capacity,
             feature_size=config.feature_size,
             n=config.n_step,
             rng=np.random.default_rng(replay_seed),
+            priority_sets=1 if self.is_gamma_net else len(config.probe_taus),
         )
         self.timescale_rng = np.random.default_rng(timescale_seed)
-        self.is_gamma_net = config.network == "gamma_net"
         self.sampler = TimescaleSampler(config.sampling, self.timescale_rng) if self.is_gamma_net else None
         self.probe_gammas = config.probe_gammas
-        generator = torch.Generator().manual_seed(int(weight_seed.generate_state(1, np.uint64)[0] >> 1))
-        self.online = self._build(generator).to(self.device)
+        self.online = build_network(config, weight_seed).to(self.device)
         self.target = copy.deepcopy(self.online)
         self.target.requires_grad_(False)
         self.optimizer = torch.optim.Adam(
@@ -222,28 +286,6 @@ class NeuralLearner:
         #: Why training stopped (a diverged loss), or None while it runs.
         self.stopped: str | None = None
 
-    def _build(self, generator: torch.Generator) -> GammaNet | ProbeNets:
-        c = self.config
-        if self.is_gamma_net:
-            net = GammaNet(
-                feature_size=c.feature_size,
-                inputs=c.timescale_inputs,
-                tau_max=c.tau_max,
-                embedding=c.embedding,
-                embedding_activation=c.embedding_activation,
-                hidden_sizes=c.hidden_sizes,
-                generator=generator,
-            )
-            theta_factor = 1.0 / c.tau_max  # 1 - γ_max; see networks' docstring
-        else:
-            net = ProbeNets(
-                gammas=self.probe_gammas, feature_size=c.feature_size, hidden_sizes=c.hidden_sizes, generator=generator
-            )
-            theta_factor = 1.0 - self.probe_gammas
-        if c.scaling == "delta_theta":
-            scale_initial_output_(net, theta_factor)
-        return net
-
     # ----------------------------------------------------------------- learning
 
     def training_gammas(self) -> np.ndarray:
@@ -254,20 +296,49 @@ class NeuralLearner:
         """The raw network output (f with loss scaling, else V) for each state and γ: [B, G]."""
         return net(features, gammas) if self.is_gamma_net else net(features)
 
+    def _weights(self, probabilities: np.ndarray) -> np.ndarray:
+        if self.config.importance_weights:
+            return importance_weights(probabilities)
+        return np.ones_like(probabilities, dtype=np.float64)
+
     def loss(self, batch: NStepBatch, gammas: np.ndarray) -> tuple[torch.Tensor, torch.Tensor]:
-        """The importance-weighted squared TD loss of a batch tiled with ``gammas``, and δ [B, G]."""
+        """The (importance-)weighted squared TD loss of a Γ-net's batch tiled with ``gammas``, and δ [B, G]."""
         dev, f32 = self.device, torch.float32
         phi = torch.as_tensor(batch.features, device=dev)
         phi_t = torch.as_tensor(batch.bootstrap_features, device=dev)
         g = torch.as_tensor(gammas, dtype=f32, device=dev)
         returns = torch.as_tensor(batch.nstep_returns(gammas), dtype=f32, device=dev)
         discounts = torch.as_tensor(batch.bootstrap_discounts(gammas), dtype=f32, device=dev)
-        weights = torch.as_tensor(importance_weights(batch.probabilities), dtype=f32, device=dev)
+        weights = torch.as_tensor(self._weights(batch.probabilities), dtype=f32, device=dev)
         with torch.no_grad():
             out_t = self.outputs(self.target, phi_t, g)
         out_tm1 = self.outputs(self.online, phi, g)
         delta = td_errors(out_tm1, returns, discounts, out_t, output_scale(g, self.config.scaling))
         return weighted_squared_loss(delta, weights), delta
+
+    def probe_loss(self, batches: list[NStepBatch]) -> tuple[torch.Tensor, torch.Tensor]:
+        """Probe networks' loss, each probe on its own batch: the sum over probes of mean_b w_b δ², and δ [B, P].
+
+        Args:
+          batches: one batch per probe (probe p's sampled by its own priorities), in probe order.
+        """
+        dev, f32 = self.device, torch.float32
+        gammas = self.probe_gammas
+        phi = torch.as_tensor(np.stack([b.features for b in batches]), device=dev)  # [P, B, D]
+        phi_t = torch.as_tensor(np.stack([b.bootstrap_features for b in batches]), device=dev)
+
+        def per_probe(values) -> torch.Tensor:  # [P, B] -> [B, P]
+            return torch.as_tensor(np.stack(values, axis=1), dtype=f32, device=dev)
+
+        returns = per_probe([b.nstep_returns(gammas[p : p + 1])[:, 0] for p, b in enumerate(batches)])
+        discounts = per_probe([b.bootstrap_discounts(gammas[p : p + 1])[:, 0] for p, b in enumerate(batches)])
+        weights = per_probe([self._weights(b.probabilities) for b in batches])
+        g = torch.as_tensor(gammas, dtype=f32, device=dev)
+        with torch.no_grad():
+            out_t = self.target(phi_t)
+        out_tm1 = self.online(phi)
+        delta = td_errors(out_tm1, returns, discounts, out_t, output_scale(g, self.config.scaling))
+        return (weights * delta.square()).mean(dim=0).sum(), delta
 
     def update(self) -> float:
         """One learning update from a sampled batch; returns the loss.
@@ -277,8 +348,13 @@ class NeuralLearner:
           TrainingDiverged: the loss is NaN or infinite; nothing was applied and training is stopped.
         """
         self._check_running()
-        batch = self.replay.sample(self.config.batch_size)
-        loss, delta = self.loss(batch, self.training_gammas())
+        c = self.config
+        if self.is_gamma_net:
+            batches = [self.replay.sample(c.batch_size)]
+            loss, delta = self.loss(batches[0], self.training_gammas())
+        else:
+            batches = [self.replay.sample(c.batch_size, p) for p in range(self.replay.priority_sets)]
+            loss, delta = self.probe_loss(batches)
         value = float(loss.detach())
         if not math.isfinite(value):
             self.stopped = (
@@ -289,11 +365,22 @@ class NeuralLearner:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
-        self.replay.update_priorities(batch.indices, priorities_from_losses(delta.detach().square().cpu().numpy()))
+        squared = delta.detach().square().cpu().numpy()
+        if self.is_gamma_net:
+            self.replay.update_priorities(batches[0].indices, priorities_from_losses(squared, c.priority))
+        else:
+            for p, batch in enumerate(batches):
+                self.replay.update_priorities(batch.indices, priorities_from_losses(squared[:, p], c.priority), p)
         self.updates += 1
-        if self.updates % self.config.target_sync_period == 0:
+        if self.sync_due():
             self.sync_target()
         return value
+
+    def sync_due(self) -> bool:
+        """Whether a target sync step (a multiple of target_sync_period, in agent steps) falls between the update
+        just made at step ``transitions`` (inclusive) and the next one (exclusive)."""
+        period, t = self.config.target_sync_period, self.transitions
+        return (t + self.config.update_period - 1) // period > (t - 1) // period
 
     def sync_target(self) -> None:
         """Copy the network's weights into the target network."""

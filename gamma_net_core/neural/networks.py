@@ -254,10 +254,15 @@ class ProbeNets(nn.Module):
         return int(self.gammas.shape[0])
 
     def forward(self, features: torch.Tensor) -> torch.Tensor:
-        """Every probe's output for each state: features [B, D] -> [B, P] (probe p at its own γ)."""
-        h = torch.baddbmm(self.biases[0], features[None].expand(self.n_probes, -1, -1), self.weights[0])
-        for w, b in zip(self.weights[1:], self.biases[1:]):
-            h = torch.baddbmm(b, F.relu(h), w)
+        """Every probe's output, probe p at its own γ: features [B, D] (the same states for every probe) or
+        [P, B, D] (probe p's own states, as when each probe samples its own batch) -> [B, P]."""
+        if features.dim() == 2:
+            features = features[None].expand(self.n_probes, -1, -1)
+        h = torch.baddbmm(self.biases[0], features, self.weights[0])
+        # Indexed, not sliced: a sliced ParameterList re-wraps its tensors as new leaves, which would cut the
+        # gradient when torch.func.functional_call substitutes them (the learner ensemble).
+        for i in range(1, len(self.weights)):
+            h = torch.baddbmm(self.biases[i], F.relu(h), self.weights[i])
         return h.squeeze(-1).transpose(0, 1)
 
 

@@ -57,7 +57,8 @@ def reference_gradients(learner, batch: NStepBatch, gammas: np.ndarray) -> tuple
     phi_t = torch.as_tensor(batch.bootstrap_features, device=dev)
     returns = batch.nstep_returns(gammas)
     discounts = batch.bootstrap_discounts(gammas)
-    weights = torch.as_tensor(importance_weights(batch.probabilities), dtype=torch.float32, device=dev)
+    w = importance_weights(batch.probabilities) if learner.config.importance_weights else np.ones(len(batch.indices))
+    weights = torch.as_tensor(w, dtype=torch.float32, device=dev)
     G = len(gammas)
     total, deltas = 0.0, []
     for k in range(G):
@@ -85,9 +86,9 @@ def reference_update(learner) -> float:
     if not math.isfinite(loss):
         raise RuntimeError(f"reference update: loss {loss}")
     learner.optimizer.step()
-    learner.replay.update_priorities(batch.indices, priorities_from_losses(delta**2))
+    learner.replay.update_priorities(batch.indices, priorities_from_losses(delta**2, learner.config.priority))
     learner.updates += 1
-    if learner.updates % learner.config.target_sync_period == 0:
+    if learner.sync_due():
         learner.sync_target()
     return loss
 

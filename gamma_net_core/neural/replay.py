@@ -27,12 +27,18 @@ and Dopamine do for new transitions) once it is complete: when its episode end o
 bootstrap record has arrived. Until then, and after its first record is overwritten,
 its priority is 0.
 
-Priorities and importance weights follow Dopamine's Rainbow (``rainbow_agent.py``):
-priority = sqrt(loss + 1e-10), which is |δ| for a squared loss (the α = 1/2 of Rainbow),
-sampling in proportion to priority with stratified draws, and loss weights
+Priorities and importance weights follow Dopamine's Rainbow (``rainbow_agent.py``) by
+default: priority = sqrt(loss + 1e-10), which is |δ| for a squared loss (the α = 1/2 of
+Rainbow), sampling in proportion to priority with stratified draws, and loss weights
 1 / sqrt(probability) normalized by their maximum (β = 1/2), see
 :func:`importance_weights`. For a Γ-net the loss of a sample is the largest squared TD
-error across Γ_t (the paper, "Training").
+error across Γ_t (the paper, "Training"); :data:`PRIORITY_RULES` names the two readings of
+the priority (Dopamine's square root, or the paper's words taken literally).
+
+One buffer can keep several independent sets of priorities over the same records
+(``priority_sets``): one per fixed-timescale probe network, so that each probe samples what
+its own errors make surprising, as separate networks with separate buffers fed the same
+stream would. Every set sees the same windows become sampleable or overwritten.
 """
 
 from __future__ import annotations
@@ -49,6 +55,11 @@ from gamma_net_core.timescales import validate_gammas
 
 #: Added to a loss before the square root, as Dopamine does, so no priority is ever 0.
 PRIORITY_EPSILON = 1e-10
+#: How a sample's priority follows from its loss (the largest squared TD error across Γ_t):
+#: ``sqrt_loss``: sqrt(loss + 1e-10) = max |δ|, Dopamine Rainbow's convention
+#: (``rainbow_agent._build_train_op``: ``tf.sqrt(loss + 1e-10)``), which the paper's code extends;
+#: ``loss``: loss + 1e-10 = max δ², the paper's text ("the maximum squared loss across Γ_t").
+PRIORITY_RULES = ("sqrt_loss", "loss")
 
 
 class NStepBatch(NamedTuple):
@@ -78,12 +89,23 @@ def importance_weights(probabilities) -> np.ndarray:
     return w / w.max()
 
 
-def priorities_from_losses(losses) -> np.ndarray:
-    """Dopamine Rainbow's priority, sqrt(loss + 1e-10), from each sample's loss [B] (or [B, G]: the max over G)."""
+def priorities_from_losses(losses, rule: str = "sqrt_loss") -> np.ndarray:
+    """Each sample's priority from its loss [B] (or [B, G]: the max over G), by ``rule``.
+
+    Args:
+      losses: squared TD errors, [B] or [B, G].
+      rule: ``sqrt_loss`` (Dopamine Rainbow: sqrt(loss + 1e-10)) or ``loss`` (the paper's words: loss + 1e-10).
+
+    Returns:
+      float64 [B], every value > 0.
+    """
+    if rule not in PRIORITY_RULES:
+        raise ValueError(f"priority rule must be one of {list(PRIORITY_RULES)}; got {rule!r}")
     loss = np.asarray(losses, dtype=np.float64)
     if loss.ndim == 2:
         loss = loss.max(axis=1)
-    return np.sqrt(loss + PRIORITY_EPSILON)
+    loss = loss + PRIORITY_EPSILON
+    return np.sqrt(loss) if rule == "sqrt_loss" else loss
 
 
 @numba.njit(cache=True)
@@ -127,6 +149,11 @@ def _rng_from_array(rng: np.random.Generator, blob) -> None:
     rng.bit_generator.state = state
 
 
+def _tree_key(i: int) -> str:
+    """State-dict prefix of priority set i (set 0 keeps the one-set layout's ``tree_``)."""
+    return "tree_" if i == 0 else f"tree{i}_"
+
+
 class PrioritizedReplay:
     """A circular buffer of raw steps with a sum tree over the windows that start at each.
 
@@ -135,15 +162,26 @@ class PrioritizedReplay:
       feature_size: |φ| (the paper: 512).
       n: the window length, the n of n-step returns (the paper: 4).
       rng: the generator for sampling; its state is part of :meth:`to_state_dict`.
+      priority_sets: independent sets of priorities over the same records (one per probe network; 1 for a Γ-net).
     """
 
-    def __init__(self, *, capacity: int = 100_000, feature_size: int = 512, n: int = 4, rng: np.random.Generator):
+    def __init__(
+        self,
+        *,
+        capacity: int = 100_000,
+        feature_size: int = 512,
+        n: int = 4,
+        rng: np.random.Generator,
+        priority_sets: int = 1,
+    ):
         if capacity <= n:
             raise ValueError(f"replay capacity {capacity!r} must exceed the window length n = {n!r}")
         if n < 1:
             raise ValueError(f"window length n must be >= 1; got {n!r}")
         if feature_size < 1:
             raise ValueError(f"feature_size must be >= 1; got {feature_size!r}")
+        if priority_sets < 1:
+            raise ValueError(f"priority_sets must be >= 1; got {priority_sets!r}")
         self.capacity = int(capacity)
         self.feature_size = int(feature_size)
         self.n = int(n)
@@ -152,9 +190,19 @@ class PrioritizedReplay:
         self.cumulants = np.zeros(self.capacity, dtype=np.float64)
         self.terminals = np.zeros(self.capacity, dtype=np.bool_)
         self.truncateds = np.zeros(self.capacity, dtype=np.bool_)
-        self.tree = SumTree(self.capacity)
+        #: One sum tree per set of priorities; all hold the same sampleable windows.
+        self.trees = [SumTree(self.capacity) for _ in range(int(priority_sets))]
         #: Records ever added; record number g lives in slot g % capacity.
         self.added = 0
+
+    @property
+    def tree(self) -> SumTree:
+        """The first (for a Γ-net the only) set of priorities."""
+        return self.trees[0]
+
+    @property
+    def priority_sets(self) -> int:
+        return len(self.trees)
 
     @property
     def size(self) -> int:
@@ -217,7 +265,8 @@ class PrioritizedReplay:
         first, count = self.added, phi.shape[0]
         slots = np.arange(first, first + count) % self.capacity
         # The windows that started in these slots are gone with their first record.
-        self.tree.set(slots, np.zeros(count))
+        for tree in self.trees:
+            tree.set(slots, np.zeros(count))
         self.features[slots] = phi
         self.cumulants[slots] = c
         self.terminals[slots] = term
@@ -226,9 +275,10 @@ class PrioritizedReplay:
         # Windows that may have become complete: the n before this chunk and those in it.
         starts = np.arange(max(first - self.n, self.added - self.capacity, 0), self.added)
         complete = self._complete(starts)
-        new = starts[complete] % self.capacity
-        new = new[self.tree.get(new) == 0.0]
-        self.tree.set(new, np.full(new.shape[0], self.tree.max_recorded_priority))
+        complete_slots = starts[complete] % self.capacity
+        for tree in self.trees:  # each set gives a new window its own highest priority so far
+            new = complete_slots[tree.get(complete_slots) == 0.0]
+            tree.set(new, np.full(new.shape[0], tree.max_recorded_priority))
 
     def _complete(self, starts: np.ndarray) -> np.ndarray:
         """Whether the windows starting at record numbers ``starts`` can be sampled now."""
@@ -242,15 +292,18 @@ class PrioritizedReplay:
         by_terminal = term[np.arange(starts.shape[0]), first]
         return np.where(has_end, by_terminal | (first >= 1), starts + self.n < self.added)
 
-    def sample(self, batch_size: int) -> NStepBatch:
-        """Sample windows in proportion to priority (stratified, as Dopamine), undiscounted.
+    def sample(self, batch_size: int, priority_set: int = 0, rng: np.random.Generator | None = None) -> NStepBatch:
+        """Sample windows in proportion to one set's priorities (stratified, as Dopamine), undiscounted.
+
+        Args:
+          rng: draw with this generator instead of the buffer's (a learner ensemble: one per learner).
 
         Raises:
           ValueError: no window is complete yet.
         """
         if not self.can_sample:
             raise ValueError(f"no complete {self.n}-step window to sample yet ({self.added} records added)")
-        slots, probabilities = self.tree.stratified_sample(batch_size, self.rng)
+        slots, probabilities = self.trees[priority_set].stratified_sample(batch_size, rng or self.rng)
         return self.assemble(slots, probabilities)
 
     def assemble(self, slots, probabilities=None) -> NStepBatch:
@@ -291,8 +344,8 @@ class PrioritizedReplay:
         )
         return batch
 
-    def update_priorities(self, indices, priorities) -> None:
-        """Set new priorities for sampled windows (e.g. :func:`priorities_from_losses`).
+    def update_priorities(self, indices, priorities, priority_set: int = 0) -> None:
+        """Set new priorities of one set for sampled windows (e.g. :func:`priorities_from_losses`).
 
         Slots whose window stopped being sampleable since it was sampled (overwritten) are
         left at 0, so a stale index can never make an incomplete window sampleable.
@@ -300,7 +353,7 @@ class PrioritizedReplay:
         Raises:
           IndexError, ValueError: an index out of range, or a priority that is not finite and > 0.
         """
-        self.tree.update_positive(indices, priorities)
+        self.trees[priority_set].update_positive(indices, priorities)
 
     def to_state_dict(self) -> dict[str, np.ndarray]:
         """The whole state as plain arrays (records held, priorities, counters, the generator's state)."""
@@ -312,7 +365,7 @@ class PrioritizedReplay:
             "cumulants": self.cumulants[:held].copy(),
             "terminals": self.terminals[:held].copy(),
             "truncateds": self.truncateds[:held].copy(),
-            **{f"tree_{k}": v for k, v in self.tree.to_state_dict().items()},
+            **{f"{_tree_key(i)}{k}": v for i, tree in enumerate(self.trees) for k, v in tree.to_state_dict().items()},
             "rng": _rng_to_array(self.rng),
         }
 
@@ -330,10 +383,17 @@ class PrioritizedReplay:
         for name, a in arrays.items():
             if a.shape[0] != held:
                 raise ValueError(f"replay state: {name} holds {a.shape[0]} records, expected {held}")
-        tree = SumTree(self.capacity)
-        tree.from_state_dict({k[len("tree_") :]: v for k, v in state.items() if k.startswith("tree_")})
+        sets = sum(1 for k in state if k.startswith("tree") and k.endswith("_priorities"))
+        if sets != len(self.trees):
+            raise ValueError(f"replay state holds {sets} sets of priorities; this buffer keeps {len(self.trees)}")
+        trees = []
+        for i in range(sets):
+            prefix = _tree_key(i)
+            tree = SumTree(self.capacity)
+            tree.from_state_dict({k[len(prefix) :]: v for k, v in state.items() if k.startswith(prefix)})
+            trees.append(tree)
         _rng_from_array(self.rng, state["rng"])
-        self.tree = tree
+        self.trees = trees
         self.added = added
         self.features[:held] = arrays["features"]
         self.cumulants[:held] = arrays["cumulants"]

@@ -4,6 +4,10 @@ Each step the servos are read (quantized as the real ones report), the operator 
 positions and moves the stick, the stick's goal velocities drive the servos for one period.
 The recording stops at the sample where the tool completes the requested number of
 counter-clockwise circuits (counted on the true tool position, not the operator's view).
+
+Stamps start at :data:`RECORDING_EPOCH_NS` (2020-01-01 00:00:00 UTC), not at 0, so a bag of
+the recording shows a real date in ``ros2 bag info``; everything simulated depends on the
+time since the first sample only, so the recording is the same whatever its start.
 """
 
 from __future__ import annotations
@@ -23,6 +27,9 @@ from gamma_net_core.signals.arm import (
 )
 from gamma_net_core.signals.maze import MazeConfig, MazePath, ProgressTracker
 from gamma_net_core.signals.operator import Operator, OperatorConfig
+
+#: Stamp of a simulated recording's first sample: 2020-01-01T00:00:00Z, in ns since the Unix epoch.
+RECORDING_EPOCH_NS = 1_577_836_800 * NANOSECONDS
 
 
 @dataclass(frozen=True)
@@ -82,7 +89,7 @@ def simulate_arm(
     joystick: JoystickConfig | None = None,
     operator: OperatorConfig | None = None,
     rate_hz: float = 30.0,
-    start_time_ns: int = 0,
+    start_time_ns: int = RECORDING_EPOCH_NS,
     max_seconds_per_circuit: float = 120.0,
     on_circuit: Callable[[int], None] | None = None,
 ) -> ArmRecording:
@@ -93,7 +100,7 @@ def simulate_arm(
       rng: the only source of randomness: the same seed gives the same recording.
       arm, maze, joystick, operator: settings (defaults: ``config/arm.yaml``'s).
       rate_hz: samples per second (the paper's 30 Hz).
-      start_time_ns: stamp of the first sample, ns.
+      start_time_ns: stamp of the first sample, ns since the Unix epoch (default 2020-01-01 UTC).
       max_seconds_per_circuit: give up (RuntimeError) if the operator needs longer on average.
       on_circuit: called with the number of circuits completed so far (e.g. a progress bar).
     """
@@ -118,10 +125,12 @@ def simulate_arm(
     rows: dict[str, list[np.ndarray]] = {k: [] for k in ("position", "velocity", "effort", "axes", "tool")}
     circuit_steps: list[int] = []
     for step in range(max_steps):
-        stamp_ns = start_time_ns + round(step * period_ns)
+        since_start_ns = round(step * period_ns)
+        stamp_ns = start_time_ns + since_start_ns
         position, velocity, effort = simulated.measure()
-        sec, nanosec = divmod(stamp_ns, NANOSECONDS)
-        axes = driver.observe(stamp_seconds(sec, nanosec), position)
+        # Time since the first sample: float seconds this small keep their precision, and the
+        # operator's behaviour does not depend on the epoch.
+        axes = driver.observe(stamp_seconds(*divmod(since_start_ns, NANOSECONDS)), position)
         tracker.update(simulated.tool)
         stamps.append(stamp_ns)
         for key, value in zip(rows, (position, velocity, effort, axes, simulated.tool)):

@@ -15,7 +15,17 @@ What goes wrong on a real bus, and what the bus does about it:
   whatever still arrives until the line has been quiet for ``quiet_s``, then flushes it. A
   reply later still carries the right registers but from an earlier moment; Protocol 2.0 has
   no sequence numbers, so the bus reads each servo's Realtime Tick (a millisecond counter)
-  with the state and refuses a reply sampled well before its request (:class:`TickCheck`).
+  with the state and refuses a reply sampled before its request (:class:`TickCheck`). Every
+  attempt after a failed one is sent at least ``quiet_s`` after it, so a reply to the earlier
+  request looks at least that much too old; the check tolerates less than half of it. A
+  sample's stamp is therefore the time of the request its data answers (to within that
+  tolerance), or the sample is not returned and is counted (``stale_replies``). The check's
+  reference is seeded (after opening, or 2 s without an accepted reply) only by a read after a
+  drain whose replies are the last on the line for a while: a late reply is never a seed.
+- Replies come late by design: a USB serial adapter holds received bytes for its latency
+  timer (FTDI: 16 ms by default). :meth:`DynamixelBus.adapt_timeout` measures the round trip
+  once connected and sets the reply timeout to cover it within the control cycle's budget,
+  or raises :class:`LatencyTooHigh` naming the adapter's ``latency_timer`` and ``timeout_ms``.
 - The device disappears (USB unplugged; the emulator's disconnect): the SDK raises
   ``termios.error``, ``serial.SerialException`` or ``OSError``; the bus closes the port and
   raises :class:`PortLost`. :meth:`DynamixelBus.open` then fails until the device is back.
@@ -35,6 +45,9 @@ from dynamixel_sdk.port_handler import LATENCY_TIMER
 
 from gamma_net_ros.hardware import control_table as ct
 
+STALE_TOLERANCE_MIN_MS = 2.0  # Realtime Tick counts whole ms: fresh replies may look up to 1 ms old
+SDK_TIMEOUT_MS = 2.0 * LATENCY_TIMER + 2.0  # what dynamixel_sdk waits for a short reply
+MIN_REPLY_MARGIN_MS = 2.0  # a reply timeout must exceed the fastest round trip by at least this
 # What a vanished device raises from inside the SDK (termios.error is not an OSError).
 PORT_ERRORS = (OSError, serial.SerialException, termios.error)
 SDK_BAUD_RATES = (
@@ -74,6 +87,10 @@ class ServoError(BusError):
     """A servo did not answer a configuration request, or answered it with an error."""
 
 
+class LatencyTooHigh(BusError):
+    """Replies take longer than a control cycle allows: a setting to change, not a fault to retry."""
+
+
 @dataclass(frozen=True)
 class JointSample:
     """One successful read of every servo, in the order of the bus's ids."""
@@ -106,6 +123,8 @@ class BusStats:
     failed_writes: int = 0
     drained_bytes: int = 0  # late bytes discarded from a poisoned line
     stale_replies: int = 0  # well-formed replies refused as answers to an earlier request
+    round_trip_ms: float = 0.0  # median sync-read round trip measured at the last adapt_timeout
+    reply_timeout_ms: float = 0.0  # the sync-read reply timeout in use (0: the SDK's own)
     opens: int = 0
     port_losses: int = 0
     last_error: str = ""
@@ -116,11 +135,12 @@ class TickCheck:
 
     Each servo's Realtime Tick (ms, wrapping at 32768) minus the host's request time is a
     per-servo offset that stays put for fresh replies (up to the servo's processing jitter and
-    clock drift), while a late reply to an earlier request shows an offset smaller by at least
-    how long the failed attempt and the drain took (``timeout + quiet``). The reference offset
-    follows fresh replies down at once and up by at most ``rise_ms_per_s`` (clock drift), so
-    one slowly-served reply cannot raise it; it is re-seeded after ``max_age_s`` without an
-    accepted reply, or by :meth:`reset` (a fresh port).
+    clock drift; never below it by more than the tick's 1 ms resolution), while a late reply to
+    an earlier request shows an offset smaller by how long before this request that one went
+    out (at least the bus's ``quiet_s``). The reference offset follows fresh replies down at
+    once and up by at most ``rise_ms_per_s`` (clock drift), so one slowly-served reply cannot
+    raise it. It is seeded after :meth:`reset` (a fresh port) or ``max_age_s`` without an
+    accepted reply; the bus seeds it only from a read it knows answered its own request.
 
     Args:
       tolerance_ms: how much older than the reference a reply may look and still be fresh.
@@ -136,11 +156,20 @@ class TickCheck:
         self.reference: np.ndarray | None = None
         self.reference_time = -np.inf
 
-    def accept(self, request_time: float, ticks) -> bool:
-        """Whether replies carrying ``ticks`` (one per servo) answer a request sent at ``request_time`` (s)."""
+    def needs_seed(self, request_time: float) -> bool:
+        """Whether the next reply would (re-)seed the reference instead of being checked against it."""
+        return self.reference is None or request_time - self.reference_time > self.max_age_s
+
+    def accept(self, request_time: float, ticks, *, may_seed: bool = True) -> bool:
+        """Whether replies carrying ``ticks`` (one per servo) answer a request sent at ``request_time`` (s).
+
+        With no reference (or an expired one) they seed it if ``may_seed``, and are refused if not.
+        """
         offset = (np.asarray(ticks, dtype=np.float64) - request_time * 1000.0) % ct.TICK_MODULUS
         age = request_time - self.reference_time
         if self.reference is None or age > self.max_age_s or offset.shape != self.reference.shape:
+            if not may_seed:
+                return False
             self.reference, self.reference_time = offset, request_time
             return True
         half = ct.TICK_MODULUS / 2
@@ -162,8 +191,10 @@ class DynamixelBus:
       baud_rate: bits per second; must match the servos' Baud Rate register.
       retries: extra attempts of a failed read (or configuration write) within one call.
       timeout_ms: how long to wait for a sync read's replies; 0 keeps the SDK's own
-        (about 34 ms: it assumes an FTDI latency timer of 16 ms).
-      quiet_s: how long the line must stay silent before a retry, after a failed attempt.
+        (about 34 ms: it assumes an FTDI latency timer of 16 ms). :meth:`adapt_timeout`
+        lengthens it to cover the measured round trip.
+      quiet_s: how long the line must stay silent before a retry, after a failed attempt;
+        a reply sampled more than 0.45 ``quiet_s`` before its request is refused as stale.
       clock: seconds, for the stamps of samples (the driver passes its ROS clock).
     """
 
@@ -196,9 +227,10 @@ class DynamixelBus:
         self._port: PortHandler | None = None
         self._reader: GroupSyncRead | None = None
         self._poisoned = False
-        # A late reply is older than its retry by at least the SDK's wait plus the drain.
-        wait_ms = timeout_ms or 2.0 * LATENCY_TIMER + 2.0
-        self.tick_check = TickCheck(0.45 * (wait_ms + 1000.0 * quiet_s))
+        self.reply_timeout_ms = timeout_ms
+        # A retry goes out at least quiet_s after the failed attempt (the drain waits that long),
+        # so a late reply to the earlier request is at least that much older than the retry.
+        self.tick_check = TickCheck(max(STALE_TOLERANCE_MIN_MS, 0.45 * 1000.0 * quiet_s))
 
     # -- the port ----------------------------------------------------------------------------
     @property
@@ -221,6 +253,7 @@ class DynamixelBus:
         if not opened:
             self.stats.last_error = f"cannot set {self.port_name} to {self.baud_rate} baud"
             raise PortLost(self.stats.last_error)
+        self._wait_at_least_reply_timeout(port)
         self._port = port
         self._reader = GroupSyncRead(port, self.packet_handler, ct.STATE_BLOCK_ADDRESS, ct.STATE_BLOCK_LENGTH)
         for dxl_id in self.ids:
@@ -228,6 +261,19 @@ class DynamixelBus:
         self._poisoned = True  # whatever sat in the buffers before we opened is not ours
         self.tick_check.reset()
         self.stats.opens += 1
+
+    def _wait_at_least_reply_timeout(self, port: PortHandler) -> None:
+        """Make the SDK's own waits (ping, configuration) at least the adapted reply timeout.
+
+        The SDK sizes them for a 16 ms latency timer; a slower adapter needs longer.
+        """
+        set_packet_timeout = port.setPacketTimeout
+
+        def patient(packet_length):
+            set_packet_timeout(packet_length)
+            port.packet_timeout = max(port.packet_timeout, self.reply_timeout_ms)
+
+        port.setPacketTimeout = patient
 
     def close(self, *, torque_off: bool = True) -> None:
         """Turn torque off (best effort) and close the port; safe to call at any time."""
@@ -351,17 +397,24 @@ class DynamixelBus:
         low, high, velocity = np.array(rows, dtype=np.int64).T
         return ct.ticks_to_rad(low), ct.ticks_to_rad(high), ct.velocity_units_to_rad_s(velocity)
 
-    def connect(self, mode: ct.OperatingMode) -> ServoInfo:
+    def connect(self, mode: ct.OperatingMode, *, budget_ms: float | None = None) -> ServoInfo:
         """Open the port and make the servos ready to follow goals in ``mode``, holding still.
 
-        Torque off, operating mode, goals set to hold (zero velocity, or the present
+        The reply timeout adapted to the round trip (if ``budget_ms``, see :meth:`adapt_timeout`),
+        torque off, operating mode, goals set to hold (zero velocity, or the present
         position), torque on. Used at start and again after the port comes back.
 
         Raises:
           PortLost: the port cannot be opened. ServoError: a servo is missing or refuses.
+          LatencyTooHigh: replies take longer than ``budget_ms``.
         """
         self.open()
         try:
+            if budget_ms is not None:
+                try:
+                    self.adapt_timeout(budget_ms)
+                except ReadFailed:
+                    pass  # a servo is missing or silent: the ping names it
             models = self.ping()
             self.set_torque(False)
             self.set_operating_mode(mode)
@@ -385,17 +438,24 @@ class DynamixelBus:
         """
         self.stats.reads += 1
         for attempt in range(1, self.retries + 2):
-            if self._poisoned:
+            seeding = self.tick_check.needs_seed(time.monotonic())
+            if self._poisoned or seeding:
                 self._guard(self._drain)
             stamp, sent = self.clock(), time.monotonic()
             self.stats.attempts += 1
-            result = self._guard(self._sync_read_once)
+            result = self._guard(self._sync_read_once, self._seed_timeout_ms() if seeding else None)
             if result == COMM_SUCCESS:
                 ticks, position, velocity = self._decode_block()
-                if self.tick_check.accept(sent, ticks):
+                # A seed is checked against nothing: it must be the last reply on the line, or what
+                # was read may answer an earlier request whose own reply came late.
+                if seeding and not self._guard(self._stays_quiet, self._seed_timeout_ms() / 1000.0):
+                    error = "replies kept coming after the read that was to seed the Realtime Tick check"
+                    self.stats.stale_replies += 1
+                elif self.tick_check.accept(sent, ticks, may_seed=seeding):
                     return JointSample(stamp, position, velocity, attempts=attempt)
-                self.stats.stale_replies += 1
-                error = "a late reply to an earlier request (its Realtime Tick is too old)"
+                else:
+                    self.stats.stale_replies += 1
+                    error = "a late reply to an earlier request (its Realtime Tick is too old)"
             else:
                 error = self.packet_handler.getTxRxResult(result)
             self.stats.failed_attempts += 1
@@ -407,13 +467,73 @@ class DynamixelBus:
             f"{self.retries + 1} times; last: {self.stats.last_error}"
         )
 
-    def _sync_read_once(self) -> int:
+    def _seed_timeout_ms(self) -> float:
+        """How long a seeding read waits for its replies, and then for silence."""
+        return max(4.0 * (self.reply_timeout_ms or SDK_TIMEOUT_MS), 100.0)
+
+    def _stays_quiet(self, seconds: float) -> bool:
+        """Whether nothing arrives for ``seconds``; if something does, the line is poisoned."""
+        deadline = time.monotonic() + seconds
+        while time.monotonic() < deadline:
+            if self._port.getBytesAvailable():
+                self._poisoned = True
+                return False
+            time.sleep(0.0005)
+        return True
+
+    def adapt_timeout(self, budget_ms: float, *, samples: int = 5) -> float:
+        """Measure the sync-read round trip and set the reply timeout to cover it within ``budget_ms``.
+
+        The timeout becomes the longer of the requested one (``timeout_ms``, or the SDK's own)
+        and the median round trip plus a margin (a quarter of it, at least 5 ms), capped at
+        ``budget_ms`` (a control cycle). Refused only if even the fastest trip cannot fit.
+
+        Returns:
+          The median round trip, ms.
+
+        Raises:
+          LatencyTooHigh: the fastest round trip (plus 2 ms) exceeds ``budget_ms``. PortLost,
+            ReadFailed: no read succeeded.
+        """
+        # Long enough to see a round trip too slow for the budget, short enough not to stall a
+        # node whose servos are silent (then the ping that follows names the cause).
+        limit_ms = max(4.0 * budget_ms, 100.0)
+        trips, failures, last = [], 0, ""
+        while len(trips) < samples and failures <= self.retries:
+            if self._poisoned:
+                self._guard(self._drain)
+            start = time.monotonic()
+            result = self._guard(self._sync_read_once, limit_ms)
+            if result == COMM_SUCCESS:
+                trips.append(1000.0 * (time.monotonic() - start))
+            else:
+                failures += 1
+                self._poisoned = True
+                last = self.packet_handler.getTxRxResult(result)
+        if not trips:
+            where = f"sync read of servos {self.ids} on {self.port_name}"
+            raise ReadFailed(f"{where}: no reply within {limit_ms:g} ms: {last}")
+        # The fastest trip is the adapter's and servos' own delay; slower ones add host scheduling.
+        fastest, round_trip = min(trips), float(np.median(trips))
+        if fastest + MIN_REPLY_MARGIN_MS > budget_ms:
+            raise LatencyTooHigh(
+                f"servo replies on {self.port_name} take {fastest:.1f} ms (round trip), too long for a "
+                f"{budget_ms:.1f} ms cycle: lower the USB adapter's latency_timer (FTDI default 16 ms; "
+                f"/sys/bus/usb-serial/devices/<tty>/latency_timer) or the rate; timeout_ms cannot cover it"
+            )
+        needed = round_trip + max(5.0, 0.25 * round_trip)
+        self.reply_timeout_ms = min(max(self.timeout_ms or SDK_TIMEOUT_MS, needed), budget_ms)
+        self.stats.round_trip_ms, self.stats.reply_timeout_ms = round_trip, self.reply_timeout_ms
+        return round_trip
+
+    def _sync_read_once(self, timeout_ms: float | None = None) -> int:
         reader = self._reader
-        if self.timeout_ms > 0:
+        timeout_ms = self.reply_timeout_ms if timeout_ms is None else timeout_ms
+        if timeout_ms > 0:
             result = reader.txPacket()
             if result != COMM_SUCCESS:
                 return result
-            self._port.setPacketTimeoutMillis(self.timeout_ms)
+            self._port.setPacketTimeoutMillis(timeout_ms)
             result = reader.rxPacket()
         else:
             result = reader.txRxPacket()

@@ -4,6 +4,8 @@ No ROS here: the driver node hands over each command's names and values, and ask
 cycle for the goals to write. In velocity mode the servos themselves ignore position limits,
 so a joint is slowed as it nears one (no faster than would cover the room left within
 ``soft_stop_s``) and goals fall back to zero when commands stop for ``command_timeout_s``.
+In position mode a joint holds where it is found, inside the limits or not, until a command
+names it: only then is its goal clamped, so connecting never drives a joint on its own.
 """
 
 from __future__ import annotations
@@ -100,6 +102,7 @@ class JointGoals:
     def hold(self) -> None:
         """Hold still (after a (re)connect): zero velocity, or the position the next read reports."""
         self.goal = np.zeros(len(self.joint_names)) if self.mode == "velocity" else None
+        self.commanded = np.zeros(len(self.joint_names), dtype=bool)  # position mode: clamped from now on
 
     def command(self, names: Sequence[str], values: Sequence[float], *, now: float) -> bool:
         """Set the goals of the named joints (any subset, any order); return whether any was clamped.
@@ -125,6 +128,7 @@ class JointGoals:
         goal = np.zeros(len(self.joint_names)) if self.goal is None else self.goal.copy()
         goal[index] = values
         self.goal = goal
+        self.commanded[index] = True
         self._last_command = now
         return bool(np.any(self._clamp(goal)[index] != goal[index]))
 
@@ -144,7 +148,8 @@ class JointGoals:
                 if position is None:
                     return None
                 self.goal = np.asarray(position, dtype=np.float64).copy()
-            return self._clamp(self.goal)
+            # A joint no command named holds where it was found, even outside the limits.
+            return np.where(self.commanded, self._clamp(self.goal), self.goal)
         timeout = self.command_timeout_s
         if timeout > 0 and np.any(self.goal) and now - self._last_command > timeout:
             self.goal = np.zeros_like(self.goal)

@@ -1,0 +1,139 @@
+"""`gamma-net bench horde`: one Horde learner of Q questions against Q single-question Γ-nets, in one run.
+
+The issue's setting: 100 questions, |Gamma_t| = 32 training timescales per step, the arm's
+tile coding (two state inputs plus gamma and tau, 100 tilings hashed into 2048 features + bias).
+Both doors a node takes, one transition per call with Gamma_t drawn per step:
+
+- horde: :meth:`HordeLearner.learn` updating all Q questions (features computed once, shared);
+- loop: Q :class:`~gamma_net_core.linear.LinearGammaNet` objects, ``learn`` called on each (the
+  same work, each recomputing its features), one "step" being all Q updated;
+- horde (Autostep): the same Horde with a step size per question and feature.
+
+The process is pinned to one core and numba to one thread; each timing is the best of
+``--repeats``. Goals (reported, never asserted): the Horde at least 10x the loop and at least
+100 steps/s (a 100 Hz clock).
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import time
+
+import numpy as np
+
+from gamma_net_core.report import Report, Table
+
+GOAL_RATIO = 10.0
+GOAL_STEPS_PER_SECOND = 100.0
+
+
+def _data(steps: int, questions: int):
+    rng = np.random.default_rng(0)
+    walk = np.clip(0.5 + np.cumsum(rng.normal(0.0, 0.01, size=(steps + 1, 2)), axis=0), 0.0, 1.0)
+    cumulants = np.abs(rng.normal(0.0, 1.0, size=(steps, questions)))
+    return walk[:-1], cumulants, walk[1:]
+
+
+def _best_seconds(repeats: int, once) -> float:
+    best = float("inf")
+    for _ in range(repeats):
+        started = time.perf_counter()
+        once()
+        best = min(best, time.perf_counter() - started)
+    return best
+
+
+def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int) -> dict:
+    """Steps per second of the Horde (constant and Autostep) and of the loop of single learners."""
+    from gamma_net_core.horde.learner import HordeLearner
+    from gamma_net_core.horde.questions import AdaptationConfig
+    from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
+    from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
+
+    config = GammaNetConfig(step_size=0.1)  # defaults: the paper's arm
+    sampling = TimescaleSampling(n_gamma=1, n_tau=29)  # |Gamma_t| = 32
+    s_t, c, s_tp1 = _data(max(horde_steps, loop_steps), questions)
+    names = [f"q{i}" for i in range(questions)]
+
+    def horde(method: str):
+        def once() -> None:
+            adaptation = AdaptationConfig(method=method)
+            rng = np.random.default_rng(1)
+            learner = HordeLearner(config, names=names, timescales=sampling, adaptation=adaptation, rng=rng)
+            for t in range(horde_steps):
+                learner.learn(s_t[t], c[t], s_tp1[t])
+
+        return once
+
+    def loop() -> None:
+        nets = [LinearGammaNet(config, rng=np.random.default_rng(1)) for _ in range(questions)]
+        sampler = TimescaleSampler(sampling, np.random.default_rng(2))
+        for t in range(loop_steps):
+            gammas = sampler.sample()
+            for q, net in enumerate(nets):
+                net.learn(s_t[t], c[t, q], s_tp1[t], False, gammas)
+
+    # Compile (or load the cached kernels) outside the timings.
+    for method in ("constant", "autostep"):
+        warm = HordeLearner(config, names=names[:2], timescales=sampling, adaptation=AdaptationConfig(method=method),
+                            rng=np.random.default_rng(1))  # fmt: skip
+        warm.learn(s_t[0], c[0, :2], s_tp1[0])
+    LinearGammaNet(config, rng=np.random.default_rng(1)).learn(s_t[0], c[0, 0], s_tp1[0], False, [0.5])
+    horde_rate = horde_steps / _best_seconds(repeats, horde("constant"))
+    autostep_rate = horde_steps / _best_seconds(repeats, horde("autostep"))
+    loop_rate = loop_steps / _best_seconds(repeats, loop)
+    return {
+        "questions": questions,
+        "gamma_t": sampling.size,
+        "tilings": sum(config.tilings),
+        "features": config.memory_size + 1,
+        "horde_steps_per_s": horde_rate,
+        "horde_autostep_steps_per_s": autostep_rate,
+        "loop_steps_per_s": loop_rate,
+        "ratio": horde_rate / loop_rate,
+        "autostep_ratio": autostep_rate / loop_rate,
+    }
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--questions", type=int, default=100, help="questions (issue 11: 100)")
+    parser.add_argument("--horde-steps", type=int, default=300, help="steps timed for the Horde")
+    parser.add_argument("--loop-steps", type=int, default=30, help="steps timed for the loop of single learners")
+    parser.add_argument("--repeats", type=int, default=3, help="timings per learner; the best is kept")
+    parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the first allowed)")
+
+
+def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.bench.linear import _machine, pin_to_one_core
+
+    for name in ("questions", "horde_steps", "loop_steps", "repeats"):
+        if getattr(args, name) < 1:
+            raise ValueError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    os.environ.setdefault("NUMBA_NUM_THREADS", "1")
+    allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
+    core = pin_to_one_core(args.core)
+    try:
+        r = measure(
+            questions=args.questions, horde_steps=args.horde_steps, loop_steps=args.loop_steps, repeats=args.repeats
+        )
+    finally:
+        if allowed is not None:
+            os.sched_setaffinity(0, allowed)
+    table = Table(
+        f"Horde learner steps per second, {r['questions']} questions x |Gamma_t| = {r['gamma_t']} "
+        f"(one core: {core}; best of {args.repeats})",
+        ["learner", "steps/s", "x loop"],
+        formats={"steps/s": "{:,.1f}", "x loop": "{:.1f}x"},
+    )
+    table.add(f"loop of {r['questions']} LinearGammaNet.learn", r["loop_steps_per_s"], 1.0)
+    table.add("HordeLearner.learn (constant alpha)", r["horde_steps_per_s"], r["ratio"])
+    table.add("HordeLearner.learn (Autostep)", r["horde_autostep_steps_per_s"], r["autostep_ratio"])
+    goals = Table("goals (issue 11)", ["goal", "measured", "met"])
+    goals.add(f"Horde >= {GOAL_RATIO:.0f}x the loop", f"{r['ratio']:.1f}x", r["ratio"] >= GOAL_RATIO)
+    goals.add(
+        f"Horde >= {GOAL_STEPS_PER_SECOND:.0f} steps/s",
+        f"{r['horde_steps_per_s']:,.1f}",
+        r["horde_steps_per_s"] >= GOAL_STEPS_PER_SECOND,
+    )
+    return Report(tables=[table, goals], data={"core": core, **r, "machine": _machine()})

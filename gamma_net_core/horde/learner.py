@@ -1,0 +1,369 @@
+"""HordeLearner: many questions, one tile coding, every timescale; Algorithm 1 vectorized over questions.
+
+The tile-coded state-and-timescale features are computed once per step and shared; each
+question has its own weight vector (``weights`` [Q, n_features]) and its own continuation
+(0 where its termination holds: the return stops there). The update of each question is the
+single-question learner's (:class:`gamma_net_core.linear.LinearGammaNet`, its oracle: N questions
+here equal N single learners fed the same stream), see :mod:`gamma_net_core.horde.kernels`.
+With ``adaptation.method == "autostep"`` each question and feature has its own step size.
+
+A node's loop (a fixed clock sampling the latest message of each topic)::
+
+    spec = load_questions("config/horde.yaml")
+    horde = HordeLearner.from_spec(spec)
+    every tick:
+        horde.step(inputs, cumulants, continuations)    # learns from the previous tick to this one
+        values = horde.predict(inputs, taus=spec.publish_taus)     # [Q, G]
+        hyper = horde.readout(inputs, "hyperbolic")                 # [Q]
+
+``step`` draws Gamma_t from its own :class:`~gamma_net_core.timescales.TimescaleSampler`;
+``learn`` takes one explicit transition. Bad input raises ``ValueError`` naming the value and
+changes nothing; an update that would make a weight non-finite or too large raises
+``FloatingPointError`` naming the question, and changes nothing.
+
+Checkpoint (``save``/``load`` via :func:`gamma_net_core.checkpoint.save_npz`, atomic, no pickle):
+kind ``"horde_linear_gamma_net"``, version :data:`VERSION`; config ``{"learner", "timescales",
+"adaptation", "names", "readouts", "rate_hz"}``; meta ``{"update_count", "has_previous",
+"sampler_state"}``; arrays ``weights`` float64 [Q, n_features], the tile coder's ``offsets``,
+``mult``, ``base``, ``previous`` [n_inputs] (the last inputs seen), and with Autostep ``alphas``,
+``h``, ``v`` [Q, n_features].
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+import pathlib
+from collections.abc import Sequence
+
+import numpy as np
+
+from gamma_net_core import config as config_lib
+from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
+from gamma_net_core.horde import kernels
+from gamma_net_core.horde.questions import AdaptationConfig, HordeSpec, Readout
+from gamma_net_core.horde.readouts import readout_weights
+from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
+from gamma_net_core.linear.kernels import _alpha
+from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
+from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas, validate_taus
+
+VERSION = 1
+KIND = "horde_linear_gamma_net"
+
+
+class HordeLearner:
+    """A Horde of linear Γ-nets sharing one tile coder.
+
+    Args:
+      config: the learner's settings (state ranges, tiling, step size, loss scaling, timescale input).
+      names: one name per question.
+      timescales: how Gamma_t is drawn by :meth:`step` (default :class:`TimescaleSampling`()).
+      adaptation: constant step size (the default) or Autostep.
+      readouts: weightings over timescales answered by :meth:`readout`.
+      rate_hz: steps per second (a window readout's length is in seconds).
+      rng: draws the tile offsets, then Gamma_t (seed it per run).
+    """
+
+    kind = KIND
+
+    def __init__(
+        self,
+        config: GammaNetConfig,
+        *,
+        names: Sequence[str],
+        timescales: TimescaleSampling | None = None,
+        adaptation: AdaptationConfig | None = None,
+        readouts: Sequence[Readout] = (),
+        rate_hz: float = 10.0,
+        rng: np.random.Generator | None = None,
+        _state=None,
+    ) -> None:
+        names = tuple(names)
+        timescales = TimescaleSampling() if timescales is None else timescales
+        adaptation = AdaptationConfig() if adaptation is None else adaptation
+        if not names or len(set(names)) != len(names):
+            raise ValueError(f"names must be distinct and at least one; got {list(names)}")
+        # The single-question learner owns the tile coder and input checks; its weights stay unused.
+        if _state is None:
+            if rng is None:
+                raise ValueError("a new learner needs rng, a numpy Generator for its tile offsets and Gamma_t")
+            self._net = LinearGammaNet(config, rng=rng)
+        else:
+            self._net = LinearGammaNet(config, _state={"tiles": _state, "weights": np.zeros(0), "update_count": 0})
+            rng = np.random.default_rng()
+        self.config = config
+        self.names = names
+        self.timescales = timescales
+        self.adaptation = adaptation
+        self.rate_hz = float(rate_hz)
+        self.sampler = TimescaleSampler(timescales, rng)
+        self._rng = rng
+        self._readouts = {r.name: r for r in readouts}
+        self._readout_weights = {
+            r.name: readout_weights(r, rate_hz=self.rate_hz, tau_max=timescales.tau_max) for r in readouts
+        }
+        Q, F = len(names), self._net.n_features
+        self._W = np.zeros((F, Q))
+        self._w_max = np.zeros(Q)
+        self.update_count = 0
+        self._previous: np.ndarray | None = None
+        self._autostep = adaptation.method == "autostep"
+        k_max = max(timescales.size, 1)
+        self._scratch = kernels.make_scratch(
+            config.n_state, N_TIMESCALE_DIMS[config.timescale_input], self._net.coder.n_tilings, k_max, Q
+        )
+        if self._autostep:
+            self._alphas = np.full((F, Q), config.step_size / self._net.n_active)
+            self._h = np.zeros((F, Q))
+            self._v = np.zeros((F, Q))
+            self._dense = kernels.make_dense(F, Q)
+
+    @classmethod
+    def from_spec(cls, spec: HordeSpec, *, rng: np.random.Generator | None = None) -> HordeLearner:
+        """The learner a questions file describes (``rng`` defaults to one seeded with ``spec.seed``)."""
+        return cls(
+            spec.learner,
+            names=spec.names,
+            timescales=spec.timescales,
+            adaptation=spec.adaptation,
+            readouts=spec.readouts,
+            rate_hz=spec.rate_hz,
+            rng=np.random.default_rng(spec.seed) if rng is None else rng,
+        )
+
+    # -- shape
+
+    @property
+    def n_questions(self) -> int:
+        return len(self.names)
+
+    @property
+    def n_inputs(self) -> int:
+        return self.config.n_state
+
+    @property
+    def n_features(self) -> int:
+        return self._net.n_features
+
+    @property
+    def coder(self):
+        return self._net.coder
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Read-only [Q, n_features]: each question's weights (tiles, then the bias)."""
+        view = self._W.T.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def step_sizes(self) -> np.ndarray:
+        """[Q, n_features] step sizes per active feature (Autostep), or alpha / n_active broadcast."""
+        if self._autostep:
+            return self._alphas.T.copy()
+        return np.full((self.n_questions, self.n_features), self.step_size())
+
+    def step_size(self) -> float:
+        """The constant method's alpha per active feature for the next update (after decay)."""
+        cfg = self.config
+        return float(_alpha(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self._net.n_active))
+
+    # -- learning
+
+    def step(self, inputs, cumulants, continuations=None, *, gammas=None) -> np.ndarray | None:
+        """Learn from the previous step's inputs to these, then remember these.
+
+        Args:
+          inputs: S_{t+1} [n_inputs], in the units of the declared ranges.
+          cumulants: C_{t+1} [Q], the transformed cumulant of each question.
+          continuations: [Q] in [0, 1]: 0 where a question's termination holds at S_{t+1}; None: all 1.
+          gammas: Gamma_t [K]; None draws it from the sampler.
+
+        Returns:
+          The TD errors delta_V [Q, K] before the update, or None on the first step (or after
+          :meth:`restart`), which only records the inputs.
+        """
+        s = self._net._state(inputs, "inputs")
+        if self._previous is None:
+            self._previous = s
+            return None
+        deltas = self.learn(self._previous, cumulants, s, continuations, gammas=gammas)
+        self._previous = s
+        return deltas
+
+    def restart(self) -> None:
+        """Forget the previous inputs (after a gap, e.g. stale topics): the next step only records."""
+        self._previous = None
+
+    def learn(self, state_t, cumulants, state_tp1, continuations=None, *, gammas=None) -> np.ndarray:
+        """One TD(0) update of every question on (S_t, C_{t+1}, S_{t+1}), summed over Gamma_t.
+
+        Returns:
+          The TD errors delta_V [Q, K] before the update, in each cumulant's units.
+        """
+        s_t = self._net._state(state_t, "state_t")
+        s_tp1 = self._net._state(state_tp1, "state_tp1")
+        c = self._per_question(cumulants, "cumulants")
+        cont = (
+            np.ones(self.n_questions) if continuations is None else self._per_question(continuations, "continuations")
+        )
+        if np.any((cont < 0.0) | (cont > 1.0)):
+            q = int(np.flatnonzero((cont < 0.0) | (cont > 1.0))[0])
+            raise ValueError(f"continuations must be in [0, 1]; got {float(cont[q])!r} for question {self.names[q]!r}")
+        if gammas is None:
+            g = self.sampler.sample()
+        else:
+            g = np.ascontiguousarray(validate_gammas(gammas, name="Gamma_t"))
+        if g.shape[0] > self._scratch[5].shape[0]:
+            self._scratch = kernels.make_scratch(
+                self.config.n_state,
+                N_TIMESCALE_DIMS[self.config.timescale_input],
+                self._net.coder.n_tilings,
+                g.shape[0],
+                self.n_questions,
+            )
+        ls = self.config.loss_scaling
+        net = self._net
+        if self._autostep:
+            a = self.adaptation
+            bad = kernels.autostep_step(
+                self._W, s_t, s_tp1, g, c, cont, ls, net._ts, net._tiles, self._w_max, net._w_limit,
+                self._alphas, self._h, self._v, a.meta_step_size, 1.0 / a.trace_tau, self._scratch, self._dense,
+            )  # fmt: skip
+        else:
+            bad = kernels.constant_step(
+                self._W, s_t, s_tp1, g, c, cont, self.step_size(), ls, net._ts, net._tiles, self._w_max,
+                net._w_limit, self._scratch,
+            )  # fmt: skip
+        deltas = self._scratch[9][:, : g.shape[0]].copy()
+        if bad >= 0:
+            raise FloatingPointError(
+                f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
+                f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "
+                "learner unchanged: lower step_size, use Autostep, or check the cumulant's scale"
+            )
+        self.update_count += 1
+        return deltas
+
+    def _per_question(self, x, name: str) -> np.ndarray:
+        try:
+            a = np.asarray(x, dtype=np.float64)
+        except (TypeError, ValueError):
+            raise ValueError(f"{name} must be numbers, one per question; got {x!r}") from None
+        if a.shape != (self.n_questions,):
+            raise ValueError(f"{name} must be [{self.n_questions}], one per question; got shape {a.shape}")
+        if not np.all(np.isfinite(a)):
+            q = int(np.flatnonzero(~np.isfinite(a))[0])
+            raise ValueError(f"{name} must be finite; got {float(a[q])!r} for question {self.names[q]!r}")
+        return np.ascontiguousarray(a)
+
+    # -- answers
+
+    def predict(self, inputs, gammas=None, *, taus=None) -> np.ndarray:
+        """Predicted returns [Q, G] of every question at each timescale, in the cumulants' units.
+
+        Args:
+          inputs: one state [n_inputs].
+          gammas: discounts [G] in [0, 1); or ``taus`` [G] >= 1 instead.
+        """
+        if (gammas is None) == (taus is None):
+            raise ValueError("give exactly one of gammas or taus")
+        g = validate_gammas(gammas, name="gammas") if gammas is not None else 1.0 - 1.0 / validate_taus(taus)
+        s = self._net._state(inputs, "inputs")
+        out = np.empty((self.n_questions, g.shape[0]))
+        net = self._net
+        kernels.predict(self._W, s, np.ascontiguousarray(g), self.config.loss_scaling, net._ts, net._tiles, out)
+        return out
+
+    @property
+    def readout_names(self) -> tuple[str, ...]:
+        return tuple(self._readouts)
+
+    def readout_weights(self, name: str) -> tuple[np.ndarray, np.ndarray]:
+        """(gammas, coefficients) of a readout (see :mod:`gamma_net_core.horde.readouts`)."""
+        if name not in self._readout_weights:
+            raise ValueError(f"no readout {name!r}; readouts: {list(self._readouts)}")
+        return self._readout_weights[name]
+
+    def readout(self, inputs, name: str) -> np.ndarray:
+        """[Q]: each question's prediction under the named readout's weighting over timescales."""
+        gammas, coefficients = self.readout_weights(name)
+        return self.predict(inputs, gammas) @ coefficients
+
+    # -- checkpoints
+
+    def _config_mapping(self) -> dict:
+        return {
+            "learner": config_lib.to_mapping(self.config),
+            "timescales": config_lib.to_mapping(self.timescales),
+            "adaptation": config_lib.to_mapping(self.adaptation),
+            "names": list(self.names),
+            "readouts": [dataclasses.asdict(r) for r in self._readouts.values()],
+            "rate_hz": self.rate_hz,
+        }
+
+    def save(self, path: str | os.PathLike) -> pathlib.Path:
+        """Atomically write the whole state (see the module docstring)."""
+        arrays = {"weights": self._W.T.copy(), **self._net.coder.to_state_dict()}
+        arrays["previous"] = np.zeros(self.n_inputs) if self._previous is None else self._previous.copy()
+        if self._autostep:
+            arrays.update(alphas=self._alphas.T.copy(), h=self._h.T.copy(), v=self._v.T.copy())
+        meta = {
+            "update_count": int(self.update_count),
+            "has_previous": self._previous is not None,
+            "sampler_state": self._rng.bit_generator.state,
+        }
+        return save_npz(path, kind=KIND, version=VERSION, config=self._config_mapping(), arrays=arrays, meta=meta)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, spec: HordeSpec | None = None) -> HordeLearner:
+        """A learner restored from :meth:`save`; with ``spec``, the file must have been made with it.
+
+        Raises:
+          FileNotFoundError: no such file.
+          CheckpointError: not a Horde checkpoint, another version or configuration, bad arrays.
+        """
+        expected = None
+        if spec is not None:
+            expected = cls.from_spec(spec, rng=np.random.default_rng(0))._config_mapping()
+        saved, arrays, meta = load_npz(path, kind=KIND, version=VERSION, config=expected)
+        where = str(path)
+        try:
+            learner = cls(
+                config_lib.from_mapping(GammaNetConfig, saved["learner"], where=where),
+                names=saved["names"],
+                timescales=config_lib.from_mapping(TimescaleSampling, saved["timescales"], where=where),
+                adaptation=config_lib.from_mapping(AdaptationConfig, saved["adaptation"], where=where),
+                readouts=[Readout(**r) for r in saved["readouts"]],
+                rate_hz=saved["rate_hz"],
+                _state={k: arrays[k] for k in ("offsets", "mult", "base")},
+            )
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{where}: unusable configuration or tile coder state: {exc}") from None
+        shape = (learner.n_questions, learner.n_features)
+        names = ["weights", "previous"] + (["alphas", "h", "v"] if learner._autostep else [])
+        for name in names:
+            a = arrays.get(name)
+            want = (learner.n_inputs,) if name == "previous" else shape
+            if a is None or a.dtype != np.float64 or a.shape != want:
+                got = None if a is None else f"{a.dtype}{list(a.shape)}"
+                raise CheckpointError(f"{where}: {name} are {got}; expected float64{list(want)}")
+            if not np.all(np.isfinite(a)):
+                raise CheckpointError(f"{where}: {name} hold non-finite values")
+        count = meta.get("update_count")
+        if not isinstance(count, int) or count < 0:
+            raise CheckpointError(f"{where}: bad update_count {count!r}")
+        try:
+            learner._rng.bit_generator.state = meta["sampler_state"]
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{where}: bad sampler_state: {exc}") from None
+        learner._W = np.ascontiguousarray(arrays["weights"].T)
+        learner._w_max = np.abs(learner._W).max(axis=0)
+        if learner._autostep:
+            learner._alphas = np.ascontiguousarray(arrays["alphas"].T)
+            learner._h = np.ascontiguousarray(arrays["h"].T)
+            learner._v = np.ascontiguousarray(arrays["v"].T)
+        learner.update_count = count
+        learner._previous = arrays["previous"].copy() if meta.get("has_previous") else None
+        return learner

@@ -1,0 +1,413 @@
+"""Questions (GVFs) of a Horde, from YAML: what each predicts, on which state, with which learner.
+
+A question's cumulant is a numeric field of a topic, transformed; its optional termination is a
+condition on a signal that stops the return where it holds (the paper's state-dependent
+continuation: gamma_t = 0 there), so "how much, until when". All questions share the state
+inputs and one tile coder. The file::
+
+    rate_hz: 10.0                 # the fixed clock sampling the latest message of each topic
+    stale_after_s: 0.5            # an input older than this skips the step (counted)
+    seed: 0                       # draws the tile offsets
+    publish_taus: [1, 10, 100]    # timescales the node publishes (besides the readouts)
+    state:                        # inputs, normalized to [0, 1] by their declared range
+      - {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "position[shoulder]", low: -2.6, high: 2.6}
+    learner: {tilings: [100], memory_size: 2048, step_size: 0.1}     # GammaNetConfig, less the state ranges
+    timescales: {n_gamma: 1, n_tau: 29, tau_max: 100}                # TimescaleSampling
+    adaptation: {method: autostep, meta_step_size: 0.01}             # AdaptationConfig (optional)
+    readouts:                     # weightings over timescales, published like a timescale
+      - {name: hyperbolic, kind: hyperbolic, k: 0.1}
+      - {name: next_2s, kind: window, seconds: 2.0}
+    questions:
+      - name: shoulder_speed
+        cumulant: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "velocity[shoulder]", transform: abs}
+      - name: until_elbow_passes
+        cumulant: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "velocity[elbow]", transform: abs}
+        termination: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "position[elbow]",
+                      threshold: 1.2, direction: above}
+
+Transforms: ``identity``, ``abs``, ``square``, ``indicator`` (1 where the value is ``above`` or
+``below`` ``threshold``, else 0). Unknown keys are refused, naming them; every error names the
+question (or section) and the key. :meth:`HordeSpec.topics` gives {topic: type} to subscribe to.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import pathlib
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gamma_net_core import config as config_lib
+from gamma_net_core.horde.fields import FieldPath, parse_field
+from gamma_net_core.linear import GammaNetConfig
+from gamma_net_core.timescales import TimescaleSampling
+
+TRANSFORMS = ("identity", "abs", "square", "indicator")
+DIRECTIONS = ("above", "below")
+READOUT_KINDS = ("hyperbolic", "window")
+ADAPTATION_METHODS = ("constant", "autostep")
+_TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*/(msg/)?[A-Za-z_][A-Za-z0-9_]*$")
+_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*$")
+
+
+@dataclass(frozen=True)
+class Signal:
+    """A numeric field of a topic's messages: ``type`` e.g. ``sensor_msgs/msg/JointState``."""
+
+    topic: str
+    type: str
+    field: str
+
+    @property
+    def path(self) -> FieldPath:
+        return parse_field(self.field)
+
+
+@dataclass(frozen=True)
+class Cumulant(Signal):
+    """The signal a question predicts the discounted sum of, after ``transform``."""
+
+    transform: str = "identity"
+    threshold: float = 0.0
+    direction: str = "above"
+
+    def apply(self, value: float) -> float:
+        """The cumulant of a raw field value."""
+        if self.transform == "abs":
+            return abs(value)
+        if self.transform == "square":
+            return value * value
+        if self.transform == "indicator":
+            return 1.0 if (value > self.threshold if self.direction == "above" else value < self.threshold) else 0.0
+        return value
+
+
+@dataclass(frozen=True)
+class Termination(Signal):
+    """Where the signal is ``above``/``below`` ``threshold``, the return stops (continuation 0)."""
+
+    threshold: float = 0.0
+    direction: str = "above"
+
+    def holds(self, value: float) -> bool:
+        return value > self.threshold if self.direction == "above" else value < self.threshold
+
+    def continuation(self, value: float) -> float:
+        """0.0 where the termination holds, else 1.0."""
+        return 0.0 if self.holds(value) else 1.0
+
+
+@dataclass(frozen=True)
+class StateInput(Signal):
+    """A state input, normalized to [0, 1] over [low, high] (clipped)."""
+
+    low: float = 0.0
+    high: float = 1.0
+
+
+@dataclass(frozen=True)
+class Question:
+    """One GVF: a cumulant and an optional termination."""
+
+    name: str
+    cumulant: Cumulant
+    termination: Termination | None = None
+
+
+@dataclass(frozen=True)
+class Readout:
+    """A weighting over timescales read from each question's Γ-net (see :mod:`gamma_net_core.horde.readouts`).
+
+    ``hyperbolic``: sum_t C_{t+1} / (1 + k t) (Fedus et al. 2019), k per step; ``window``: about the
+    sum of the cumulants over the next ``seconds`` (``seconds * rate_hz`` steps).
+    """
+
+    name: str
+    kind: str
+    k: float = 0.1
+    seconds: float = 1.0
+    n_gammas: int = 32
+
+
+@dataclass(frozen=True)
+class AdaptationConfig:
+    """Step sizes: the learner's constant alpha, or Autostep (Mahmood et al. 2012) per question and feature."""
+
+    method: str = config_lib.setting("constant", "constant alpha, or autostep", choices=ADAPTATION_METHODS)
+    meta_step_size: float = config_lib.setting(0.01, "Autostep's mu, the step size of log alpha", low=0.0, high=1.0)
+    trace_tau: float = config_lib.setting(
+        10_000.0, "Autostep's tau: steps over which its normalizer v decays", low=1.0, high=1e12
+    )
+
+
+@dataclass(frozen=True)
+class HordeSpec:
+    """Everything a Horde learner and its node need, from :func:`load_questions`."""
+
+    questions: tuple[Question, ...]
+    state: tuple[StateInput, ...]
+    learner: GammaNetConfig
+    timescales: TimescaleSampling
+    adaptation: AdaptationConfig = AdaptationConfig()
+    readouts: tuple[Readout, ...] = ()
+    rate_hz: float = 10.0
+    stale_after_s: float = 0.5
+    seed: int = 0
+    publish_taus: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(q.name for q in self.questions)
+
+    def topics(self) -> dict[str, str]:
+        """{topic: message type} of every signal (state, cumulants, terminations)."""
+        out: dict[str, str] = {}
+        for s in self.signals():
+            out.setdefault(s.topic, s.type)
+        return out
+
+    def signals(self) -> list[Signal]:
+        """Every signal read per step: the state inputs, then each question's cumulant and termination."""
+        out: list[Signal] = list(self.state)
+        for q in self.questions:
+            out.append(q.cumulant)
+            if q.termination is not None:
+                out.append(q.termination)
+        return out
+
+    def readout(self, name: str) -> Readout:
+        for r in self.readouts:
+            if r.name == name:
+                return r
+        raise ValueError(f"no readout {name!r}; readouts: {[r.name for r in self.readouts]}")
+
+
+_TOP = {
+    "questions",
+    "state",
+    "learner",
+    "timescales",
+    "adaptation",
+    "readouts",
+    "rate_hz",
+    "stale_after_s",
+    "seed",
+    "publish_taus",
+}
+
+
+def load_questions(source: str | pathlib.Path | Mapping[str, Any]) -> HordeSpec:
+    """A :class:`HordeSpec` from a YAML file or an already-parsed mapping.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: one line naming the file, the question or section, and the key at fault.
+    """
+    if isinstance(source, Mapping):
+        doc, where = dict(source), "questions"
+    else:
+        path = pathlib.Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"no questions file {path}")
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        where = str(path)
+        if not isinstance(doc, Mapping):
+            raise ValueError(f"{path}: expected a mapping with 'questions' and 'state'; got {type(doc).__name__}")
+    try:
+        return _spec(doc)
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _spec(doc: Mapping[str, Any]) -> HordeSpec:
+    _known(doc, _TOP, "top level")
+    for key in ("questions", "state"):
+        if not isinstance(doc.get(key), list) or not doc[key]:
+            raise ValueError(f"{key}: a non-empty list is required")
+    state = tuple(_state_input(i, m) for i, m in enumerate(doc["state"]))
+    learner_map = _mapping(doc.get("learner", {}), "learner")
+    for key in ("state_low", "state_high"):
+        if key in learner_map:
+            raise ValueError(f"learner.{key}: state ranges come from each state input's low and high")
+    learner = _config(
+        GammaNetConfig,
+        {
+            **learner_map,
+            "state_low": [s.low for s in state],
+            "state_high": [s.high for s in state],
+        },
+        "learner",
+    )
+    timescales = _config(TimescaleSampling, _mapping(doc.get("timescales", {}), "timescales"), "timescales")
+    adaptation = _config(AdaptationConfig, _mapping(doc.get("adaptation", {}), "adaptation"), "adaptation")
+    questions = tuple(_question(i, m) for i, m in enumerate(doc["questions"]))
+    _unique([q.name for q in questions], "questions")
+    rate_hz = _number(doc.get("rate_hz", 10.0), "rate_hz", low=1e-3, high=1e4)
+    readouts_doc = doc.get("readouts", [])
+    if not isinstance(readouts_doc, list):
+        raise ValueError("readouts: must be a list")
+    readouts = tuple(_readout(i, m, rate_hz, timescales) for i, m in enumerate(readouts_doc))
+    _unique([r.name for r in readouts], "readouts")
+    taus = doc.get("publish_taus", list(HordeSpec.publish_taus))
+    if not isinstance(taus, list) or not taus:
+        raise ValueError(f"publish_taus: must be a non-empty list of taus >= 1; got {taus!r}")
+    seed = doc.get("seed", 0)
+    if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
+        raise ValueError(f"seed: must be an integer >= 0; got {seed!r}")
+    return HordeSpec(
+        questions=questions,
+        state=state,
+        learner=learner,
+        timescales=timescales,
+        adaptation=adaptation,
+        readouts=readouts,
+        rate_hz=rate_hz,
+        stale_after_s=_number(doc.get("stale_after_s", 0.5), "stale_after_s", low=1e-6, high=1e6),
+        seed=seed,
+        publish_taus=tuple(_number(t, "publish_taus", low=1.0, high=1e9) for t in taus),
+    )
+
+
+def _question(i: int, m: Any) -> Question:
+    label = f"questions[{i}]"
+    m = _mapping(m, label)
+    name = m.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{label}.name: a name of letters, digits, _ . - is required; got {name!r}")
+    label = f"question {name!r}"
+    _known(m, {"name", "cumulant", "termination"}, label)
+    if "cumulant" not in m:
+        raise ValueError(f"{label}: cumulant is required")
+    c = _signal_fields(m["cumulant"], f"{label}.cumulant", {"transform", "threshold", "direction"})
+    transform = c.pop("transform", "identity")
+    if transform not in TRANSFORMS:
+        raise ValueError(f"{label}.cumulant.transform: must be one of {list(TRANSFORMS)}; got {transform!r}")
+    if transform == "indicator" and "threshold" not in c:
+        raise ValueError(f"{label}.cumulant.threshold: required by the indicator transform")
+    cumulant = Cumulant(transform=transform, **_threshold(c, f"{label}.cumulant"))
+    termination = None
+    if m.get("termination") is not None:
+        t = _signal_fields(m["termination"], f"{label}.termination", {"threshold", "direction"})
+        if "threshold" not in t:
+            raise ValueError(f"{label}.termination.threshold: required")
+        termination = Termination(**_threshold(t, f"{label}.termination"))
+    return Question(name=name, cumulant=cumulant, termination=termination)
+
+
+def _threshold(m: dict[str, Any], label: str) -> dict[str, Any]:
+    if "threshold" in m:
+        m["threshold"] = _number(m["threshold"], f"{label}.threshold")
+    direction = m.setdefault("direction", "above")
+    if direction not in DIRECTIONS:
+        raise ValueError(f"{label}.direction: must be one of {list(DIRECTIONS)}; got {direction!r}")
+    return m
+
+
+def _state_input(i: int, m: Any) -> StateInput:
+    label = f"state[{i}]"
+    s = _signal_fields(m, label, {"low", "high"})
+    for key in ("low", "high"):
+        if key not in s:
+            raise ValueError(f"{label} ({s['field']}).{key}: required (the input's range, for normalization)")
+        s[key] = _number(s[key], f"{label}.{key}")
+    if not s["low"] < s["high"]:
+        raise ValueError(f"{label} ({s['field']}): low {s['low']!r} must be below high {s['high']!r}")
+    return StateInput(**s)
+
+
+def _signal_fields(m: Any, label: str, extra: set[str]) -> dict[str, Any]:
+    m = dict(_mapping(m, label))
+    _known(m, {"topic", "type", "field"} | extra, label)
+    for key in ("topic", "type", "field"):
+        if not isinstance(m.get(key), str) or not m[key].strip():
+            raise ValueError(f"{label}.{key}: a non-empty string is required; got {m.get(key)!r}")
+    if not m["topic"].startswith("/"):
+        raise ValueError(f"{label}.topic: must be absolute (start with '/'); got {m['topic']!r}")
+    if not _TYPE_NAME.match(m["type"]):
+        raise ValueError(f"{label}.type: expected pkg/msg/Type; got {m['type']!r}")
+    if "/msg/" not in m["type"]:
+        pkg, name = m["type"].split("/")
+        m["type"] = f"{pkg}/msg/{name}"
+    try:
+        parse_field(m["field"])
+    except ValueError as exc:
+        raise ValueError(f"{label}.field: {exc}") from None
+    return m
+
+
+def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> Readout:
+    label = f"readouts[{i}]"
+    m = dict(_mapping(m, label))
+    name = m.get("name")
+    if not isinstance(name, str) or not _NAME.match(name):
+        raise ValueError(f"{label}.name: a name of letters, digits, _ . - is required; got {name!r}")
+    label = f"readout {name!r}"
+    _known(m, {"name", "kind", "k", "seconds", "n_gammas"}, label)
+    kind = m.get("kind")
+    if kind not in READOUT_KINDS:
+        raise ValueError(f"{label}.kind: must be one of {list(READOUT_KINDS)}; got {kind!r}")
+    values: dict[str, Any] = {"name": name, "kind": kind}
+    if "k" in m:
+        values["k"] = _number(m["k"], f"{label}.k", low=1e-6, high=1e6)
+    if "seconds" in m:
+        values["seconds"] = _number(m["seconds"], f"{label}.seconds", low=1e-6, high=1e9)
+    if "n_gammas" in m:
+        n = m["n_gammas"]
+        if not isinstance(n, int) or isinstance(n, bool) or not 2 <= n <= 1024:
+            raise ValueError(f"{label}.n_gammas: must be an integer in [2, 1024]; got {n!r}")
+        values["n_gammas"] = n
+    readout = Readout(**values)
+    if kind == "window" and readout.seconds * rate_hz > timescales.tau_max:
+        raise ValueError(
+            f"{label}.seconds: {readout.seconds} s is {readout.seconds * rate_hz:g} steps at {rate_hz} Hz, beyond "
+            f"timescales.tau_max {timescales.tau_max:g}: train longer timescales or shorten the window"
+        )
+    return readout
+
+
+def _config(cls, mapping: Mapping[str, Any], label: str):
+    try:
+        return config_lib.from_mapping(cls, mapping)
+    except (ValueError, TypeError) as exc:
+        raise ValueError(f"{label}: {exc}") from None
+
+
+def _mapping(m: Any, label: str) -> Mapping[str, Any]:
+    if not isinstance(m, Mapping):
+        raise ValueError(f"{label}: must be a mapping; got {m!r}")
+    return m
+
+
+def _known(m: Mapping[str, Any], known: set[str], label: str) -> None:
+    unknown = sorted(set(m) - known)
+    if unknown:
+        raise ValueError(f"{label}: unknown keys {unknown}; known: {sorted(known)}")
+
+
+def _unique(names: list[str], label: str) -> None:
+    seen = set()
+    for n in names:
+        if n in seen:
+            raise ValueError(f"{label}: name {n!r} appears twice")
+        seen.add(n)
+
+
+def _number(value: Any, label: str, *, low: float = -math.inf, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{label}: must be a finite number; got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{label}: must be in [{low:g}, {high:g}]; got {value!r}")
+    return float(value)
+
+
+def replace_learner(spec: HordeSpec, **changes: Any) -> HordeSpec:
+    """``spec`` with learner settings changed (e.g. a study's step size)."""
+    return dataclasses.replace(spec, learner=dataclasses.replace(spec.learner, **changes))

@@ -1,0 +1,402 @@
+"""The linear Γ-net and its fixed-timescale baseline: validation, the two doors to the kernels, checkpoints.
+
+See :mod:`gamma_net_core.linear` for the update (Algorithm 1 with loss scaling) and the checkpoint format.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+
+import numpy as np
+
+from gamma_net_core.linear import checkpoints
+from gamma_net_core.linear.kernels import (
+    _alpha,
+    _learn_many,
+    _learn_one,
+    _predict_many,
+    _timescale_keys_py,
+)
+from gamma_net_core.linear.settings import (
+    N_TIMESCALE_DIMS,
+    TIMESCALE_INPUTS,
+    FixedTimescaleConfig,
+    GammaNetConfig,
+    LinearTDConfig,
+)
+from gamma_net_core.tilecoding import TileCoder
+from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
+
+#: Steps of Gamma_t drawn at a time by ``learn_recording`` (bounds memory on long recordings).
+_CHUNK = 1 << 16
+
+
+class _LinearTD:
+    """The machinery shared by the Γ-net and the baseline: coder, weights, checks, checkpoints."""
+
+    kind = ""
+    _mode = "none"
+
+    def __init__(self, config: LinearTDConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
+        self.config = config
+        n_ts = N_TIMESCALE_DIMS[self._mode]
+        spec = {
+            "low": tuple(config.state_low) + (0.0,) * n_ts,
+            "high": tuple(config.state_high) + (1.0,) * n_ts,
+            "tilings": config.tilings,
+            "widths": config.tile_widths,
+            "memory_size": config.memory_size,
+            "bias": config.bias,
+        }
+        if _state is None:
+            if rng is None:
+                raise ValueError("a new learner needs rng, a numpy Generator for its tile offsets")
+            self.coder = TileCoder(**spec, rng=rng)
+            self._weights = np.zeros(self.coder.n_features)
+            self.update_count = 0
+        else:
+            self.coder = TileCoder(**spec, state=_state["tiles"])
+            self._weights = _state["weights"]
+            self.update_count = _state["update_count"]
+        tau_scale = float(getattr(config, "tau_scale", 1.0))
+        self._ts = (TIMESCALE_INPUTS[self._mode], tau_scale, config.n_state)
+        self._tiles = self.coder.kernel_args
+        # A prediction sums n_active weights (then, with loss scaling, divides by 1 - gamma >= 2**-53, the
+        # smallest for a float gamma < 1): bounding each weight keeps every prediction finite.
+        headroom = 2.0**-53 if config.loss_scaling else 1.0
+        self._w_limit = float(np.finfo(np.float64).max) * headroom / self.coder.n_active
+
+    # -- shape, step size
+
+    @property
+    def weights(self) -> np.ndarray:
+        """The weight vector, read-only: tiles, then the bias unit."""
+        view = self._weights.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def n_features(self) -> int:
+        return self.coder.n_features
+
+    @property
+    def n_active(self) -> int:
+        """Active features per (state, gamma): one per tiling, plus the bias."""
+        return self.coder.n_active
+
+    def step_size(self) -> float:
+        """alpha per active feature for the next update (after decay)."""
+        return float(_alpha(self.config.step_size, self.config.step_size_decay_steps, self.update_count, self.n_active))
+
+    # -- validation
+
+    def _state(self, x, name: str) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        n = self.config.n_state
+        if x.ndim == 0 and n == 1:
+            x = x.reshape(1)
+        if x.ndim != 1 or x.shape[0] != n:
+            raise ValueError(f"{name} must have {n} state inputs; got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            d = int(np.flatnonzero(~np.isfinite(x))[0])
+            raise ValueError(f"{name} must be finite; got {float(x[d])!r} at input {d}")
+        return np.ascontiguousarray(x)
+
+    def _states(self, x, name: str, rows: int | None = None) -> np.ndarray:
+        x = np.asarray(x, dtype=np.float64)
+        n = self.config.n_state
+        if x.ndim == 1 and n == 1:
+            x = x[:, None]
+        if x.ndim != 2 or x.shape[1] != n or (rows is not None and x.shape[0] != rows):
+            want = f"[{rows if rows is not None else 'T'}, {n}]"
+            raise ValueError(f"{name} must be {want}; got shape {x.shape}")
+        if not np.all(np.isfinite(x)):
+            step, d = (int(i) for i in np.argwhere(~np.isfinite(x))[0])
+            raise ValueError(f"{name} must be finite; got {float(x[step, d])!r} at step {step}, input {d}")
+        return np.ascontiguousarray(x)
+
+    @staticmethod
+    def _cumulant(c) -> float:
+        try:
+            value = float(c)
+        except (TypeError, ValueError):
+            raise ValueError(f"cumulant must be a number; got {c!r}") from None
+        if not np.isfinite(value):
+            raise ValueError(f"cumulant must be finite; got {value!r}")
+        return value
+
+    # -- the two doors
+
+    def _learn(self, state_t, cumulant, state_tp1, terminal, gammas: np.ndarray) -> np.ndarray:
+        terminal = bool(terminal)
+        s_t = self._state(state_t, "state_t")
+        s_tp1 = s_t if (terminal and state_tp1 is None) else self._state(state_tp1, "state_tp1")
+        c = self._cumulant(cumulant)
+        deltas = np.empty(gammas.shape[0])
+        ok = _learn_one(
+            self._weights,
+            s_t,
+            s_tp1,
+            gammas,
+            c,
+            terminal,
+            self.step_size(),
+            self.config.loss_scaling,
+            self._ts,
+            self._tiles,
+            self._w_limit,
+            deltas,
+        )
+        if not ok:
+            raise FloatingPointError(
+                f"update {self.update_count} would make weights non-finite or predictions overflow (TD errors "
+                f"{deltas.tolist()}, cumulant {c!r}); learner unchanged: lower step_size or check the cumulant's scale"
+            )
+        self.update_count += 1
+        return deltas
+
+    def _learn_recording(self, states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from):
+        c = np.ascontiguousarray(np.asarray(cumulants, dtype=np.float64))
+        if c.ndim != 1:
+            raise ValueError(f"cumulants must be 1-D [T]; got shape {c.shape}")
+        T = c.shape[0]
+        if not np.all(np.isfinite(c)):
+            step = int(np.flatnonzero(~np.isfinite(c))[0])
+            raise ValueError(f"cumulants must be finite; got {float(c[step])!r} at step {step}")
+        s_t = self._states(states_t, "states_t", T)
+        s_tp1 = self._states(states_tp1, "states_tp1", T)
+        if terminals is None:
+            ends = np.zeros(T, dtype=np.bool_)
+        else:
+            ends = np.ascontiguousarray(np.asarray(terminals, dtype=np.bool_))
+            if ends.shape != (T,):
+                raise ValueError(f"terminals must be [{T}] like cumulants; got shape {ends.shape}")
+        if not 0 <= record_from <= T:
+            raise ValueError(f"record_from must be in [0, {T}]; got {record_from!r}")
+        probes = np.empty(0) if probe_gammas is None else validate_gammas(probe_gammas, name="probe_gammas")
+        probe_keys = self._timescale_keys(probes)
+        probe_scales = 1.0 - probes if self.config.loss_scaling else np.ones_like(probes)
+        predictions = np.empty((T - record_from, probes.shape[0]))
+        # A failure part way restores these, so the learner is as it was before the call.
+        before, count = self._weights.copy(), self.update_count
+        cfg = self.config
+        for start in range(0, T, _CHUNK):
+            stop = min(T, start + _CHUNK)
+            gammas = gammas_of(start, stop)
+            rf = min(max(record_from - start, 0), stop - start)
+            out = predictions[max(start - record_from, 0) : max(stop - record_from, 0)]
+            bad = _learn_many(
+                self._weights,
+                s_t[start:stop],
+                s_tp1[start:stop],
+                c[start:stop],
+                ends[start:stop],
+                gammas,
+                cfg.step_size,
+                cfg.step_size_decay_steps,
+                self.update_count,
+                self.n_active,
+                cfg.loss_scaling,
+                self._ts,
+                self._tiles,
+                self._w_limit,
+                probe_keys,
+                probe_scales,
+                rf,
+                out,
+            )
+            if bad >= 0:
+                self._weights[:] = before
+                self.update_count = count
+                raise FloatingPointError(
+                    f"update at step {start + bad} (cumulant {float(c[start + bad])!r}) would make weights non-finite "
+                    "or predictions overflow; learner unchanged: lower step_size or check the cumulant's scale"
+                )
+            self.update_count += stop - start
+        return predictions if probe_gammas is not None else None
+
+    def _timescale_keys(self, gammas: np.ndarray) -> np.ndarray:
+        keys = np.empty((gammas.shape[0], self.coder.n_tilings), dtype=np.uint64)
+        u = np.empty(N_TIMESCALE_DIMS[self._mode])
+        for k, g in enumerate(gammas):
+            _timescale_keys_py(g, self._ts, self._tiles, u, keys[k])
+        return keys
+
+    def _predict(self, state, gammas: np.ndarray) -> np.ndarray:
+        """[G] for one state ([n_state], or a scalar with one state input), [N, G] for [N, n_state] or [N]."""
+        x = np.asarray(state, dtype=np.float64)
+        n = self.config.n_state
+        scaling = self.config.loss_scaling
+        if x.ndim == 0 or (x.ndim == 1 and x.shape[0] == n):
+            one = self._state(x, "state")[None, :]
+            return _predict_many(self._weights, one, gammas, scaling, self._ts, self._tiles)[0]
+        return _predict_many(self._weights, self._states(x, "states"), gammas, scaling, self._ts, self._tiles)
+
+    # -- checkpoints (format: :mod:`gamma_net_core.linear.checkpoints`)
+
+    def to_state_dict(self) -> dict[str, np.ndarray]:
+        """Weights and tile coder state (copies), as saved in a checkpoint."""
+        return {"weights": self._weights.copy(), **self.coder.to_state_dict()}
+
+    def save(self, path: str | os.PathLike) -> pathlib.Path:
+        """Atomically write the full state (see :mod:`gamma_net_core.linear` for the format)."""
+        return checkpoints.save_learner(self, path)
+
+    @classmethod
+    def load(cls, path: str | os.PathLike, *, config: LinearTDConfig | None = None):
+        """A learner restored from :meth:`save`; with ``config``, the file must have been made with it.
+
+        Raises:
+          CheckpointError: another kind, version, configuration, or arrays of the wrong shape.
+        """
+        return checkpoints.load_learner(cls, path, config=config)
+
+    @classmethod
+    def from_arrays(cls, config: LinearTDConfig, arrays, *, update_count, source: str = "state"):
+        """A learner from :meth:`to_state_dict` arrays (e.g. a checkpoint holding more than the learner).
+
+        Raises:
+          CheckpointError: arrays that do not fit ``config``, non-finite weights, a bad count.
+        """
+        return checkpoints.learner_from_arrays(cls, config, arrays, update_count=update_count, source=source)
+
+
+class LinearGammaNet(_LinearTD):
+    """A linear Γ-net: one tile-coded weight vector predicting the return at any gamma in [0, 1).
+
+    Args:
+      config: its settings (:class:`GammaNetConfig`).
+      rng: draws the tile offsets and hashing constants (seed it per run).
+
+    A node's loop (one message at a time)::
+
+        net = LinearGammaNet(GammaNetConfig(...), rng=np.random.default_rng(seed))
+        sampler = TimescaleSampler(TimescaleSampling(n_gamma=1, n_tau=29), rng)
+        net.learn(previous_state, cumulant, state, False, sampler.sample())
+        values = net.predict(state, published_gammas)
+    """
+
+    kind = "linear_gamma_net"
+    _config_class = GammaNetConfig
+
+    def __init__(self, config: GammaNetConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
+        if not isinstance(config, GammaNetConfig):
+            raise TypeError(f"LinearGammaNet needs a GammaNetConfig; got {type(config).__name__}")
+        self._mode = config.timescale_input
+        super().__init__(config, rng=rng, _state=_state)
+
+    def learn(self, state_t, cumulant, state_tp1, terminal, gammas) -> np.ndarray:
+        """One TD(0) update on a transition, summed over every gamma in Gamma_t (Algorithm 1).
+
+        Args:
+          state_t: the state inputs of S_t [n_state], in the units of ``state_low``/``state_high``.
+          cumulant: C_{t+1}, in the signal's units.
+          state_tp1: S_{t+1} [n_state]; may be None when ``terminal``.
+          terminal: S_{t+1} ends the episode: delta = C - v(S_t, gamma).
+          gammas: Gamma_t, the discounts trained on at this step [K], each in [0, 1).
+
+        Returns:
+          The TD errors delta_V [K] of each gamma before the update, in the cumulant's units
+          (with loss scaling the update used (1 - gamma) times these).
+        """
+        return self._learn(state_t, cumulant, state_tp1, terminal, validate_gammas(gammas, name="Gamma_t"))
+
+    def learn_recording(
+        self,
+        *,
+        states_t,
+        cumulants,
+        states_tp1,
+        timescales: TimescaleSampler | np.ndarray,
+        terminals=None,
+        probe_gammas=None,
+        record_from: int = 0,
+    ) -> np.ndarray | None:
+        """Learn from a whole recording at numba speed; the same updates as calling :meth:`learn` per step.
+
+        Args:
+          states_t, states_tp1: [T, n_state] (or [T] for one state input).
+          cumulants: [T]; ``cumulants[t]`` is C_{t+1}.
+          timescales: a sampler drawing each step's Gamma_t (the same sequence as calling its
+            ``sample()`` once per step), or the gammas themselves [T, K].
+          terminals: optional bool [T]; ``terminals[t]`` means S_{t+1} is terminal.
+          probe_gammas: optional [P]: record online predictions V(S_t, gamma) made before each update.
+          record_from: the first step whose predictions are recorded.
+
+        Returns:
+          Predictions [T - record_from, P] in cumulant units when ``probe_gammas`` is given, else None.
+        """
+        T = np.shape(cumulants)[0] if np.ndim(cumulants) else 0
+        gammas_of = _gamma_source(timescales, T)
+        return self._learn_recording(states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from)
+
+    def predict(self, state, gammas=None, *, taus=None) -> np.ndarray:
+        """Predicted returns in the cumulant's units at each timescale.
+
+        Args:
+          state: one state [n_state], or many [N, n_state]; with one state input, also a
+            scalar (one state) or [N] with N > 1 (N states).
+          gammas: discounts [G] in [0, 1); or ``taus`` [G] >= 1 instead (tau = 1 / (1 - gamma)).
+
+        Returns:
+          [G] for one state, [N, G] for many.
+        """
+        if (gammas is None) == (taus is None):
+            raise ValueError("give exactly one of gammas or taus")
+        if gammas is not None:
+            g = validate_gammas(gammas, name="gammas")
+        else:
+            g = 1.0 - 1.0 / validate_taus(taus, name="taus")
+        return self._predict(state, np.ascontiguousarray(g))
+
+
+class FixedTimescaleTD(_LinearTD):
+    """The fixed-timescale baseline: the same tile-coded TD(0) learner, no timescale input, one gamma."""
+
+    kind = "linear_fixed_timescale"
+    _config_class = FixedTimescaleConfig
+
+    def __init__(self, config: FixedTimescaleConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
+        if not isinstance(config, FixedTimescaleConfig):
+            raise TypeError(f"FixedTimescaleTD needs a FixedTimescaleConfig; got {type(config).__name__}")
+        super().__init__(config, rng=rng, _state=_state)
+        self._gammas = np.array([config.gamma])
+
+    @property
+    def gamma(self) -> float:
+        return self.config.gamma
+
+    def learn(self, state_t, cumulant, state_tp1, terminal=False) -> float:
+        """One TD(0) update at the baseline's gamma; returns its TD error before the update."""
+        return float(self._learn(state_t, cumulant, state_tp1, terminal, self._gammas)[0])
+
+    def learn_recording(
+        self, *, states_t, cumulants, states_tp1, terminals=None, record_predictions: bool = False, record_from: int = 0
+    ) -> np.ndarray | None:
+        """Learn from a whole recording at numba speed (see :meth:`LinearGammaNet.learn_recording`).
+
+        Returns:
+          With ``record_predictions``, the online predictions [T - record_from] before each update.
+        """
+        T = np.shape(cumulants)[0] if np.ndim(cumulants) else 0
+        gammas_of = _gamma_source(np.broadcast_to(self._gammas, (T, 1)), T)
+        probes = self._gammas if record_predictions else None
+        out = self._learn_recording(states_t, cumulants, states_tp1, terminals, gammas_of, probes, record_from)
+        return None if out is None else out[:, 0]
+
+    def predict(self, state) -> np.ndarray | float:
+        """Predicted return at the baseline's gamma: a float for one state [n_state], [N] for many."""
+        out = self._predict(state, self._gammas)
+        return float(out[0]) if out.ndim == 1 else out[:, 0]
+
+
+def _gamma_source(timescales, T: int):
+    """A function (start, stop) -> Gamma_t of those steps [stop - start, K], validated."""
+    if isinstance(timescales, TimescaleSampler):
+        return lambda start, stop: np.ascontiguousarray(timescales.sample_many(stop - start))
+    g = np.asarray(timescales, dtype=np.float64)
+    if g.ndim != 2 or g.shape[0] != T or g.shape[1] == 0:
+        raise ValueError(f"timescales must be a TimescaleSampler or gammas [T={T}, K >= 1]; got shape {g.shape}")
+    validate_gammas(g.reshape(-1), name="Gamma_t")
+    return lambda start, stop: np.ascontiguousarray(g[start:stop])

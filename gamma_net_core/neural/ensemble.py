@@ -1,0 +1,385 @@
+"""A learner ensemble: K Γ-net learners trained on one transition stream with one batched pass per update.
+
+Each member is a :class:`~gamma_net_core.neural.learner.NeuralLearner` in everything but
+storage: its own initial weights, Γ_t draws, replay sampling generator and priorities,
+target network and Adam state, all seeded from its own configuration exactly as the
+single learner seeds them. What is shared is only what would be identical anyway: the
+records of the stream (one copy of φ instead of K) and the update schedule. The K
+networks' parameters are stacked (``torch.func.stack_module_state``) and every update
+runs one ``vmap``-ed forward pass over the K online and K target networks, one backward
+pass and one Adam step over the stacked tensors; Adam is elementwise, so one Adam on the
+stack is K Adams. The members' losses add, so each member's gradient is the one its own
+learner would compute. The equivalence test holds an ensemble's members equal (to float
+tolerance) to the same learners trained one by one.
+
+Members may differ in whatever keeps the network's shape and the stream's schedule:
+``seed``, ``scaling``, the Γ_t distribution (``n_gamma``/``n_tau`` with the same |Γ_t|,
+``tau_min``, ``integer_tau``), ``priority`` and ``importance_weights``
+(:data:`FREE_SETTINGS`). Probe networks stack too (with the same probe timescales): each
+member's P probes keep their own priorities, K × P sets over the shared records.
+
+A member whose loss becomes NaN or infinite stops there, as a single learner does: that
+update is not applied to it (its slice is restored after the shared Adam step), it learns
+nothing more, and the others go on.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import sys
+
+import numpy as np
+import torch
+from torch.func import functional_call, stack_module_state, vmap
+
+from gamma_net_core.config import to_mapping
+from gamma_net_core.neural.interpolation import interpolate
+from gamma_net_core.neural.learner import (
+    CHECKPOINT_FORMAT,
+    CHECKPOINT_VERSION,
+    NeuralConfig,
+    NeuralLearner,
+    _device,
+    build_network,
+    learner_seeds,
+)
+from gamma_net_core.neural.networks import output_scale
+from gamma_net_core.neural.replay import PrioritizedReplay, _rng_to_array, importance_weights, priorities_from_losses
+from gamma_net_core.timescales import TimescaleSampler, validate_gammas
+
+#: Settings in which the members of one ensemble may differ (everything else must be equal).
+FREE_SETTINGS = (
+    "seed",
+    "scaling",
+    "n_gamma",
+    "n_tau",
+    "tau_min",
+    "include_bounds",
+    "integer_tau",
+    "priority",
+    "importance_weights",
+    "probe_taus",
+    "interpolation_scale",
+)
+
+
+def stack_key(config: NeuralConfig) -> tuple:
+    """What members of one ensemble must share: the network's shape, |Γ_t| (or the probes' τ), Adam and the
+    stream's schedule."""
+    fixed = tuple((f.name, getattr(config, f.name)) for f in dataclasses.fields(config) if f.name not in FREE_SETTINGS)
+    if config.network == "probes":
+        return (*fixed, ("probe_taus", tuple(sorted(config.probe_taus))))
+    return (*fixed, ("gamma_t_size", config.sampling.size))
+
+
+def can_stack(config: NeuralConfig) -> bool:
+    """Whether a learner of this configuration can be an ensemble member (every network kind can)."""
+    return config.network in ("gamma_net", "probes")
+
+
+class LearnerEnsemble:
+    """K learners (Γ-nets, or probe networks) with stacked parameters, trained together on one stream.
+
+    Args:
+      configs: one configuration per member; they may differ only in :data:`FREE_SETTINGS`.
+
+    Raises:
+      ValueError: no configs, or members that differ in a stacked setting (named).
+    """
+
+    def __init__(self, configs: list[NeuralConfig]) -> None:
+        if not configs:
+            raise ValueError("an ensemble needs at least one learner configuration")
+        for i, c in enumerate(configs):
+            if not can_stack(c):
+                raise ValueError(f"ensemble member {i}: network {c.network!r} cannot be stacked")
+        first = dict(stack_key(configs[0]))
+        for i, c in enumerate(configs[1:], start=1):
+            for name, value in stack_key(c):
+                if first[name] != value:
+                    raise ValueError(
+                        f"ensemble member {i} has {name} = {value!r}, member 0 {first[name]!r}; "
+                        f"members may differ only in {', '.join(FREE_SETTINGS)}"
+                    )
+        self.configs = list(configs)
+        c = self.config = configs[0]
+        self.device = _device(c.device)
+        self.K = len(configs)
+        self.is_gamma_net = c.network == "gamma_net"
+        #: Priority sets per member: 1 for a Γ-net, one per probe (member k's are k·P ... k·P + P - 1).
+        self.P = 1 if self.is_gamma_net else len(c.probe_taus)
+        self.probe_gammas = c.probe_gammas
+        seeds = [learner_seeds(config) for config in configs]
+        self.replay = PrioritizedReplay(
+            capacity=c.replay_capacity, feature_size=c.feature_size, n=c.n_step, rng=np.random.default_rng(0),
+            priority_sets=self.K * self.P,
+        )  # fmt: skip
+        #: Each member's replay-sampling generator (the buffer's own is unused).
+        self.replay_rngs = [np.random.default_rng(s[0]) for s in seeds]
+        self.timescale_rngs = [np.random.default_rng(s[1]) for s in seeds]
+        self.samplers = (
+            [TimescaleSampler(cfg.sampling, rng) for cfg, rng in zip(configs, self.timescale_rngs)]
+            if self.is_gamma_net
+            else []
+        )
+        nets = [build_network(cfg, s[2]).to(self.device) for cfg, s in zip(configs, seeds)]
+        self._base = copy.deepcopy(nets[0]).to("meta")
+        params, buffers = stack_module_state(nets)
+        self.params = {k: v.detach().clone().requires_grad_(True) for k, v in params.items()}
+        self.buffers = buffers
+        self.target_params = {k: v.detach().clone() for k, v in self.params.items()}
+        self.optimizer = torch.optim.Adam(list(self.params.values()), lr=c.step_size, eps=c.adam_eps, fused=True)
+        self._scalings = [cfg.scaling for cfg in configs]
+        self._weighted = np.array([cfg.importance_weights for cfg in configs])
+        #: Steps observed so far (shared: one stream).
+        self.transitions = 0
+        #: Updates made so far (shared schedule).
+        self.updates = 0
+        #: Per member: why it stopped (a diverged loss), or None while it trains.
+        self.stopped: list[str | None] = [None] * self.K
+        self._forward = vmap(self._member_forward, in_dims=(0, 0, 0, 0))
+        self._probe_forward = vmap(self._member_probe_forward, in_dims=(0, 0, 0))
+
+    def _member_forward(self, params, buffers, features, gammas):
+        return functional_call(self._base, (params, buffers), (features, gammas))
+
+    def _member_probe_forward(self, params, buffers, features):
+        return functional_call(self._base, (params, buffers), (features,))
+
+    # ----------------------------------------------------------------- learning
+
+    def _scale(self, gammas: torch.Tensor) -> torch.Tensor:
+        return torch.stack([output_scale(gammas[k], s) for k, s in enumerate(self._scalings)])
+
+    def update(self) -> np.ndarray:
+        """One update of every member still training; returns each member's loss (NaN for a stopped one)."""
+        if not self.is_gamma_net:
+            return self._update_probes()
+        c, dev, f32 = self.config, self.device, torch.float32
+        batches = [self.replay.sample(c.batch_size, k, rng) for k, rng in enumerate(self.replay_rngs)]
+        gammas = np.stack([sampler.sample() for sampler in self.samplers])  # [K, G]
+        phi = torch.as_tensor(np.stack([b.features for b in batches]), device=dev)
+        phi_t = torch.as_tensor(np.stack([b.bootstrap_features for b in batches]), device=dev)
+        returns = np.stack([b.nstep_returns(g) for b, g in zip(batches, gammas)])
+        discounts = np.stack([b.bootstrap_discounts(g) for b, g in zip(batches, gammas)])
+        weights = np.stack(
+            [
+                importance_weights(b.probabilities) if w else np.ones(c.batch_size)
+                for b, w in zip(batches, self._weighted)
+            ]
+        )
+        g = torch.as_tensor(gammas, dtype=f32, device=dev)
+        returns_t = torch.as_tensor(returns, dtype=f32, device=dev)
+        discounts_t = torch.as_tensor(discounts, dtype=f32, device=dev)
+        weights_t = torch.as_tensor(weights, dtype=f32, device=dev)
+        with torch.no_grad():
+            out_t = self._forward(self.target_params, self.buffers, phi_t, g)
+        out = self._forward(self.params, self.buffers, phi, g)  # [K, B, G]
+        delta = self._scale(g)[:, None, :] * returns_t + discounts_t * out_t - out
+        losses = (weights_t[:, :, None] * delta.square()).mean(dim=(1, 2))  # [K]
+        values = losses.detach().double().cpu().numpy()
+        self._step(losses, values)
+        squared = delta.detach().square().cpu().numpy()
+        for k, batch in enumerate(batches):
+            if self.stopped[k] is None:
+                rule = self.configs[k].priority
+                self.replay.update_priorities(batch.indices, priorities_from_losses(squared[k], rule), k)
+        self.updates += 1
+        if self._sync_due():
+            self.sync_target()
+        values[[s is not None for s in self.stopped]] = np.nan
+        return values
+
+    def _step(self, losses: torch.Tensor, values: np.ndarray) -> None:
+        """Stop the members whose loss is not finite, then one Adam step for the others (the stopped unchanged)."""
+        for k in np.flatnonzero(np.array([s is None for s in self.stopped]) & ~np.isfinite(values)):
+            self.stopped[k] = (
+                f"the loss became {values[k]} at update {self.updates + 1} (after {self.transitions} steps); "
+                "training stopped without applying it"
+            )
+        frozen = [k for k in range(self.K) if self.stopped[k] is not None]
+        keep = torch.as_tensor([s is None for s in self.stopped], device=self.device)
+        saved = {name: p.detach()[frozen].clone() for name, p in self.params.items()} if frozen else None
+        self.optimizer.zero_grad(set_to_none=True)
+        torch.where(keep, losses, torch.zeros_like(losses)).sum().backward()
+        self.optimizer.step()
+        if saved is not None:
+            with torch.no_grad():
+                for name, p in self.params.items():
+                    p[frozen] = saved[name]
+
+    def _update_probes(self) -> np.ndarray:
+        """One update of probe-network members: each probe of each member on its own batch (its own priorities)."""
+        c, dev, f32, P = self.config, self.device, torch.float32, self.P
+        gammas = self.probe_gammas
+        # Member k draws its P batches in probe order with its own generator, as its single learner does.
+        batches = [
+            [self.replay.sample(c.batch_size, k * P + p, rng) for p in range(P)]
+            for k, rng in enumerate(self.replay_rngs)
+        ]
+        phi = torch.as_tensor(np.stack([[b.features for b in mine] for mine in batches]), device=dev)  # [K, P, B, D]
+        phi_t = torch.as_tensor(np.stack([[b.bootstrap_features for b in mine] for mine in batches]), device=dev)
+
+        def per_probe(fn) -> torch.Tensor:  # [K, B, P]
+            return torch.as_tensor(
+                np.stack([np.stack([fn(b, p) for p, b in enumerate(mine)], axis=1) for mine in batches]),
+                dtype=f32,
+                device=dev,
+            )
+
+        returns = per_probe(lambda b, p: b.nstep_returns(gammas[p : p + 1])[:, 0])
+        discounts = per_probe(lambda b, p: b.bootstrap_discounts(gammas[p : p + 1])[:, 0])
+
+        def member_weights(k: int, batch) -> np.ndarray:
+            return importance_weights(batch.probabilities) if self._weighted[k] else np.ones(c.batch_size)
+
+        weights = torch.as_tensor(
+            np.stack([np.stack([member_weights(k, b) for b in mine], axis=1) for k, mine in enumerate(batches)]),
+            dtype=f32,
+            device=dev,
+        )
+        g = torch.as_tensor(gammas, dtype=f32, device=dev)[None].expand(self.K, -1)
+        with torch.no_grad():
+            out_t = self._probe_forward(self.target_params, self.buffers, phi_t)
+        out = self._probe_forward(self.params, self.buffers, phi)  # [K, B, P]
+        delta = self._scale(g)[:, None, :] * returns + discounts * out_t - out
+        losses = (weights * delta.square()).mean(dim=1).sum(dim=1)  # [K]: the probes' losses add
+        values = losses.detach().double().cpu().numpy()
+        self._step(losses, values)
+        squared = delta.detach().square().cpu().numpy()
+        for k, mine in enumerate(batches):
+            if self.stopped[k] is None:
+                rule = self.configs[k].priority
+                for p, batch in enumerate(mine):
+                    priorities = priorities_from_losses(squared[k, :, p], rule)
+                    self.replay.update_priorities(batch.indices, priorities, k * P + p)
+        self.updates += 1
+        if self._sync_due():
+            self.sync_target()
+        values[[s is not None for s in self.stopped]] = np.nan
+        return values
+
+    def _sync_due(self) -> bool:
+        period, t = self.config.target_sync_period, self.transitions
+        return (t + self.config.update_period - 1) // period > (t - 1) // period
+
+    def sync_target(self) -> None:
+        """Copy every member's network into its target network."""
+        with torch.no_grad():
+            for name, p in self.params.items():
+                self.target_params[name].copy_(p)
+
+    def _steps_to_next_update(self) -> int:
+        c = self.config
+        first = max(self.transitions + 1, c.min_replay_history)
+        return -(-first // c.update_period) * c.update_period - self.transitions
+
+    def _update_due(self) -> bool:
+        c = self.config
+        return self.transitions >= c.min_replay_history and self.transitions % c.update_period == 0
+
+    def observe_many(self, features, cumulants, terminals=None, truncateds=None, *, progress: bool = False):
+        """A stretch of the stream in order, as :meth:`NeuralLearner.observe_many` for every member.
+
+        Returns:
+          float64 [U, K]: each member's loss at each of the U updates made (NaN once it stopped).
+
+        Raises:
+          ValueError: a bad value anywhere in the arrays (named; nothing is added).
+        """
+        if np.ndim(features) != 2:
+            raise ValueError(f"observe_many takes features [T, {self.config.feature_size}]; got {np.shape(features)}")
+        T = np.shape(features)[0]
+        terminals = np.zeros(T, dtype=bool) if terminals is None else terminals
+        truncateds = np.zeros(T, dtype=bool) if truncateds is None else truncateds
+        phi, c, term, trunc = self.replay.validate(features, cumulants, terminals, truncateds)
+        from tqdm import tqdm
+
+        losses = []
+        with tqdm(total=T, disable=not progress, file=sys.stderr, unit="step", desc=f"learning ×{self.K}") as bar:
+            start = 0
+            while start < T:
+                stop = min(T, start + self._steps_to_next_update())
+                self.replay.add(phi[start:stop], c[start:stop], term[start:stop], trunc[start:stop])
+                self.transitions += stop - start
+                bar.update(stop - start)
+                start = stop
+                if self._update_due() and self.replay.can_sample and any(s is None for s in self.stopped):
+                    losses.append(self.update())
+        return np.asarray(losses, dtype=np.float64).reshape(-1, self.K)
+
+    # ---------------------------------------------------------------- predicting
+
+    def predict(self, features, gammas) -> np.ndarray:
+        """Every member's predicted discounted return at each state and γ: float64 [K, B, G] (cumulant's units).
+
+        Raises:
+          ValueError: wrong feature size, NaN features, or a γ outside [0, 1).
+        """
+        g = validate_gammas(gammas)
+        phi = np.asarray(features, dtype=np.float32)
+        if phi.ndim == 1:
+            phi = phi[None, :]
+        if phi.ndim != 2 or phi.shape[1] != self.config.feature_size or not np.isfinite(phi).all():
+            raise ValueError(f"features must be finite [B, {self.config.feature_size}]; got shape {np.shape(features)}")
+        x = torch.as_tensor(phi, device=self.device)[None].expand(self.K, -1, -1)
+        if not self.is_gamma_net:
+            with torch.no_grad():
+                out = self._probe_forward(self.params, self.buffers, x).double().cpu().numpy()  # [K, B, P]
+            pg = self.probe_gammas
+            values = [
+                out[k] / output_scale(torch.as_tensor(pg), cfg.scaling).numpy()[None, :]
+                for k, cfg in enumerate(self.configs)
+            ]
+            return np.stack(
+                [interpolate(pg, v, g, scale=cfg.interpolation_scale) for v, cfg in zip(values, self.configs)]
+            )
+        parts = []
+        for i in range(0, g.size, 64):  # bounds memory as the single learner's PREDICT_CHUNK does
+            chunk = torch.as_tensor(g[i : i + 64], dtype=torch.float32, device=self.device)
+            with torch.no_grad():
+                out = self._forward(self.params, self.buffers, x, chunk[None].expand(self.K, -1))
+            scale = torch.stack([output_scale(chunk.double(), s) for s in self._scalings])  # [K, G]
+            parts.append(out.double() / scale[:, None, :].to(out.device))
+        return torch.cat(parts, dim=2).cpu().numpy()
+
+    # --------------------------------------------------------------- checkpoints
+
+    def member_state_dict(self, k: int) -> dict:
+        """Member ``k`` as a single learner's checkpoint (:meth:`NeuralLearner.load_state_dict` takes it)."""
+        names = list(self.params)
+        optimizer = self.optimizer.state_dict()
+        state = {}
+        for i in range(len(names)):
+            slot = optimizer["state"].get(i)
+            if slot is not None:
+                state[i] = {key: (v.clone() if key == "step" else v[k].clone()) for key, v in slot.items()}
+        replay = self.replay.to_state_dict()
+        replay = {key: v for key, v in replay.items() if not key.startswith("tree")}
+        for p in range(self.P):
+            prefix = "tree_" if p == 0 else f"tree{p}_"  # the single learner's layout of its P sets
+            replay.update({f"{prefix}{key}": v for key, v in self.replay.trees[k * self.P + p].to_state_dict().items()})
+        replay["rng"] = _rng_to_array(self.replay_rngs[k])
+        return {
+            "format": CHECKPOINT_FORMAT,
+            "version": CHECKPOINT_VERSION,
+            "config": json.dumps(to_mapping(self.configs[k]), sort_keys=True),
+            "online": {name: self.params[name].detach()[k].clone() for name in names}
+            | {name: b[k].clone() for name, b in self.buffers.items()},
+            "target": {name: self.target_params[name][k].clone() for name in names}
+            | {name: b[k].clone() for name, b in self.buffers.items()},
+            "optimizer": {"state": state, "param_groups": copy.deepcopy(optimizer["param_groups"])},
+            "replay": {key: torch.from_numpy(np.array(v)) for key, v in replay.items()},
+            "timescale_rng": json.dumps(self.timescale_rngs[k].bit_generator.state),
+            "transitions": int(self.transitions),
+            "updates": int(self.updates),
+        }
+
+    def member(self, k: int) -> NeuralLearner:
+        """Member ``k`` as a standalone :class:`NeuralLearner` (a copy; allocates its own replay)."""
+        learner = NeuralLearner(self.configs[k])
+        learner.load_state_dict(self.member_state_dict(k))
+        learner.stopped = self.stopped[k]
+        return learner

@@ -1,0 +1,377 @@
+"""Node: a Horde of Γ-nets learning many questions (GVFs) from any topics, on a fixed clock.
+
+    ros2 run gamma_net_ros horde --ros-args -p questions_file:=config/horde.yaml
+    ros2 topic echo /horde/predictions
+
+(The questions file is not a ROS parameters file: the node's own parameters are set with -p or
+a launch file. With ``use_sim_time`` the clock is /clock, e.g. ``ros2 bag play --clock``.)
+
+The questions YAML (``questions_file``; gamma_net_core.horde.questions) names each question's
+cumulant and termination as fields of topics, and the state inputs likewise. The node subscribes
+to every topic those name (message classes resolved from their type names at start), and on each
+tick of its clock (the questions' ``rate_hz``) samples the latest message of each, learns one
+step of every question at once (:class:`gamma_net_core.horde.learner.HordeLearner`) and publishes
+a ``gamma_net_msgs/PredictionArray`` at ``publish_timescales`` with the named readouts. A tick
+where a topic is silent or older than the stale limit is skipped and counted. ``predict_at``
+answers any question by name at any timescales. The running error of each question at each
+published timescale against its realized return is published on ``horde/errors`` and
+``/diagnostics``. The learner is checkpointed atomically and resumed as the predictor's is.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+import pathlib
+import sys
+import time
+
+import numpy as np
+from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from gamma_net_msgs.msg import PredictionArray, PredictionErrors
+from gamma_net_msgs.srv import PredictAt
+from rclpy.node import Node
+
+from gamma_net_core.horde.fields import parse_field
+from gamma_net_core.horde.learner import HordeLearner
+from gamma_net_core.horde.online_error import OnlineError
+from gamma_net_core.horde.questions import HordeSpec, load_questions
+from gamma_net_core.timescales import to_gammas
+from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
+from gamma_net_ros.node_main import run_node
+from gamma_net_ros.params import declare
+from gamma_net_ros.paths import config_file
+from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, refuse
+
+
+def _doubles(values) -> array.array:
+    # array.array is taken by rclpy as is; a list would be checked element by element.
+    return array.array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
+
+
+class _Timescales(PublishedTimescales):
+    """``publish_timescales`` defaulting to the questions file's ``publish_taus``."""
+
+    def __init__(self, node: Node, taus) -> None:
+        self.node = node
+        scale = declare(node, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
+        timescales = declare(
+            node, "publish_timescales", [float(t) for t in taus], "timescales to publish (default: publish_taus)"
+        )
+        self.gammas = to_gammas(timescales, scale)
+
+
+class Row:
+    """Turns the latest message of each topic into the learner's row: inputs, cumulants, continuations.
+
+    Each distinct (topic, field) is read once per tick, however many questions use it.
+    """
+
+    def __init__(self, spec: HordeSpec) -> None:
+        fields: dict[tuple[str, str], int] = {}
+
+        def slot(signal) -> int:
+            return fields.setdefault((signal.topic, signal.field), len(fields))
+
+        self.state = [slot(s) for s in spec.state]
+        self.cumulants = [(slot(q.cumulant), q.cumulant.apply) for q in spec.questions]
+        self.terminations = [
+            (slot(q.termination), q.termination.continuation) for q in spec.questions if q.termination is not None
+        ]
+        self.terminating = [i for i, q in enumerate(spec.questions) if q.termination is not None]
+        self.n_questions = len(spec.questions)
+        self.reads = [(topic, parse_field(field)) for (topic, field) in fields]
+
+    def __call__(self, messages: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """ValueError naming the field that cannot be read or is not finite."""
+        values = [path.resolve(messages[topic]) for topic, path in self.reads]
+        for value, (topic, path) in zip(values, self.reads):
+            if not math.isfinite(value):
+                raise ValueError(f"field {path.path!r} on {topic} is {value}")
+        inputs = np.array([values[i] for i in self.state])
+        cumulants = np.array([apply(values[i]) for i, apply in self.cumulants])
+        continuations = np.ones(self.n_questions)
+        continuations[self.terminating] = [continuation(values[i]) for i, continuation in self.terminations]
+        return inputs, cumulants, continuations
+
+
+class Horde(Node):
+    def __init__(self, **kwargs) -> None:
+        super().__init__("horde", **kwargs)
+        self.checkpoint = None  # nothing of ours to save until __init__ completes
+        path = declare(self, "questions_file", "", "the questions YAML ('' = config/horde.yaml)", read_only=True)
+        self.spec = load_questions(pathlib.Path(path).expanduser() if path else config_file("horde"))
+        self._check_signals()
+        self.names = list(self.spec.names)
+        self.row = Row(self.spec)
+        self.learner = HordeLearner.from_spec(self.spec)
+        self.learning = declare(self, "learn", True, "learn from the stream (false: predict only)")
+        self.published = _Timescales(self, self.spec.publish_taus)
+        self.requests = TimescaleRequests(self, self.spec.timescales.tau_max)
+        path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
+        checkpoint = pathlib.Path(path).expanduser() if path else None
+        interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
+        if checkpoint is not None and declare(self, "resume", True, "resume from checkpoint_path if it exists"):
+            self._resume(checkpoint)
+        self.errors = self._online_error()
+        reliable = declare(self, "reliable_input", False, "reliable QoS on the inputs (e.g. bags)", read_only=True)
+        self.warn_after = declare(
+            self, "silent_warning_s", 5.0, "s before a topic that never published is reported", low=0.0, high=3600.0
+        )
+        self.add_on_set_parameters_callback(self.published.validate)
+        self.add_post_set_parameters_callback(self._apply_parameters)
+
+        self.sampler = TopicSampler(self, self.spec.topics(), stale_after=self.spec.stale_after_s, reliable=reliable)
+        self.predictions = self.create_publisher(PredictionArray, "horde/predictions", 10)
+        self.error_topic = self.create_publisher(PredictionErrors, "horde/errors", 10)
+        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
+        self.create_service(PredictAt, "predict_at", self.on_predict_at)
+        self.skipped = {"silent": 0, "stale": 0, "unreadable": 0, "refused": 0}
+        self.stale_topics: dict[str, int] = {}
+        self.latest_inputs: np.ndarray | None = None
+        self.latest_stamp = None
+        self.ticks = 0
+        self.started = self._now()
+        self.create_timer(1.0 / self.spec.rate_hz, self.tick)
+        if checkpoint is not None:
+            self.create_timer(interval, self.save_checkpoint)
+        self.create_timer(1.0, self.publish_diagnostics)
+        # Building a status per question costs ~35 us each (100 questions: 3.5 ms, a late tick at
+        # 100 Hz), so the per-question error statuses go out every error_diagnostics_period seconds.
+        self.error_period = declare(
+            self,
+            "error_diagnostics_period",
+            5.0,
+            "s between the per-question error statuses on /diagnostics (horde/errors: every second)",
+            low=1.0,
+            high=3600.0,
+            read_only=True,
+        )
+        self.last_error_statuses = None
+        self.last_checkpoint = None
+        self.checkpoint = checkpoint  # from here on, shutting down saves the learner
+        self.get_logger().info(
+            f"{len(self.names)} questions {self.names} from {sorted(self.sampler.topics)} at {self.spec.rate_hz:g} Hz; "
+            f"publishing tau {self.published.taus} and readouts {list(self.learner.readout_names)}; "
+            f"checkpoint {self.checkpoint or 'off'}"
+        )
+
+    def _check_signals(self) -> None:
+        """A type that is not installed or a field it lacks: ValueError naming the question and field."""
+        labelled = [(f"state[{i}]", s) for i, s in enumerate(self.spec.state)]
+        for q in self.spec.questions:
+            labelled.append((f"question {q.name!r} cumulant", q.cumulant))
+            if q.termination is not None:
+                labelled.append((f"question {q.name!r} termination", q.termination))
+        for label, signal in labelled:
+            try:
+                check_field(message_class(signal.type), signal.field)
+            except ValueError as exc:
+                raise ValueError(f"{label} on {signal.topic}: {exc}") from None
+
+    def _now(self) -> float:
+        return self.get_clock().now().nanoseconds * 1e-9
+
+    # -- the clock
+
+    def tick(self) -> None:
+        self.ticks += 1
+        stamp = self.get_clock().now().to_msg()  # the time of the sampled state
+        sample = self.sampler.sample()
+        if not sample.ok:
+            self._skip(sample)
+            return
+        try:
+            inputs, cumulants, continuations = self.row(sample.messages)
+        except ValueError as exc:
+            self._gap("unreadable", f"skipped a tick: {exc}")
+            return
+        if self.learning:
+            try:
+                self.learner.step(inputs, cumulants, continuations)
+            except (ValueError, FloatingPointError) as exc:
+                self._gap("refused", f"update refused, learner unchanged: {exc}")
+                return
+        self.latest_inputs = inputs
+        self.latest_stamp = stamp
+        values = self.learner.predict(inputs, self.published.gammas)  # [Q, G]
+        readouts = [self.learner.readout(inputs, name) for name in self.learner.readout_names]
+        table = np.column_stack([values, *readouts])  # [Q, G + R]
+        self.errors.observe(cumulants, continuations, table)
+        self.predictions.publish(self._array(table))
+
+    def _online_error(self) -> OnlineError:
+        readouts = {name: self.learner.readout_weights(name) for name in self.learner.readout_names}
+        return OnlineError(gammas=self.published.gammas, n_questions=len(self.names), readouts=readouts)
+
+    def _restart(self) -> None:
+        """After a gap in the stream: no transition, and no return, spans it."""
+        self.learner.restart()
+        # The returns pending across the gap are unknowable: drop them, keep the running errors.
+        for pending in self.errors._pending:
+            pending.start[:] = -1
+            pending.prediction[:] = np.nan
+
+    def _gap(self, kind: str, line: str) -> None:
+        """A tick not learned from: the next transition starts after it."""
+        self.skipped[kind] += 1
+        self._restart()
+        self.get_logger().warning(f"{line}; {self.skipped[kind]} so far", throttle_duration_sec=5.0)
+
+    def _skip(self, sample) -> None:
+        if sample.silent:
+            self.skipped["silent"] += 1
+            self._restart()
+            if self._now() - self.started >= self.warn_after:
+                self.get_logger().warning(
+                    f"no message yet on {', '.join(sample.silent)}: not learning", throttle_duration_sec=10.0
+                )
+            return
+        for name in sample.stale:
+            self.stale_topics[name] = self.stale_topics.get(name, 0) + 1
+        self._gap("stale", f"skipped a tick: {', '.join(sample.stale)} older than {self.spec.stale_after_s:g} s")
+
+    def _array(self, table: np.ndarray) -> PredictionArray:
+        """The PredictionArray of ``table`` [Q, G + R]: the published gammas, then the readouts."""
+        n = len(self.published.gammas)
+        msg = PredictionArray()
+        msg.header.stamp = self.latest_stamp
+        msg.questions = self.names
+        msg.gammas = _doubles(self.published.gammas)
+        msg.values = _doubles(table[:, :n].reshape(-1))
+        msg.readouts = list(self.learner.readout_names)
+        msg.readout_values = _doubles(table[:, n:].reshape(-1))
+        msg.update_count = int(self.learner.update_count)
+        return msg
+
+    # -- answers
+
+    def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:
+        try:
+            gammas = self.requests.gammas(request)
+            question = self._question(request.question)
+            if self.latest_inputs is None:
+                raise ValueError("no sampled state yet: every topic must publish first")
+            values = self.learner.predict(self.latest_inputs, gammas)[question]
+        except ValueError as exc:
+            return refuse(response, exc)
+        response.success = True
+        response.header.stamp = self.latest_stamp
+        response.cumulant = self.names[question]
+        response.gammas = _doubles(gammas)
+        response.values = _doubles(values)
+        response.update_count = int(self.learner.update_count)
+        return response
+
+    def _question(self, name: str) -> int:
+        if not name:
+            if len(self.names) == 1:
+                return 0
+            raise ValueError(f"name a question: one of {self.names}")
+        if name not in self.names:
+            raise ValueError(f"no question {name!r}; questions: {self.names}")
+        return self.names.index(name)
+
+    # -- parameters changed at run time
+
+    def _apply_parameters(self, parameters) -> None:
+        if self.published.apply(parameters):
+            self.errors = self._online_error()  # scored anew at the new timescales
+        if any(p.name == "learn" for p in parameters):
+            self.learning = self.get_parameter("learn").value
+
+    # -- checkpoints and health
+
+    def _resume(self, checkpoint: pathlib.Path) -> None:
+        if not checkpoint.exists():
+            self.get_logger().info(f"no checkpoint at {checkpoint}: starting a new learner")
+            return
+        # CheckpointError (another questions file or learner): refuse to start, run_node says why.
+        self.learner = HordeLearner.load(checkpoint, spec=self.spec)
+        self.get_logger().info(f"resumed from {checkpoint} after {self.learner.update_count} updates")
+
+    def save_checkpoint(self) -> None:
+        if self.checkpoint is None:
+            return
+        try:
+            self.learner.save(self.checkpoint)
+        except OSError as exc:
+            self.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
+            return
+        self.last_checkpoint = time.time()
+
+    def destroy_node(self) -> None:
+        self.save_checkpoint()  # the last learning before a shutdown is kept
+        super().destroy_node()
+
+    def publish_diagnostics(self) -> None:
+        now = self.get_clock().now().to_msg()
+        errors = self.errors_msg()
+        errors.header.stamp = now
+        self.error_topic.publish(errors)
+        statuses = [self._health()]
+        now_s = self._now()
+        if self.last_error_statuses is None or now_s - self.last_error_statuses >= self.error_period - 1e-6:
+            self.last_error_statuses = now_s
+            statuses += self._error_statuses(errors)
+        array_ = DiagnosticArray(status=statuses)
+        array_.header.stamp = now
+        self.diagnostics.publish(array_)
+
+    def _health(self) -> DiagnosticStatus:
+        silent = [name for name, topic in self.sampler.topics.items() if topic.latest is None]
+        skipped = sum(self.skipped.values())
+        if silent:
+            message = f"no message yet on {', '.join(silent)}"
+        else:
+            message = f"{skipped} ticks skipped" if skipped else "learning"
+        values = {
+            "updates": self.learner.update_count,
+            "skipped": skipped,
+            **{f"skipped.{kind}": count for kind, count in self.skipped.items()},
+            **{f"stale.{name}": count for name, count in self.stale_topics.items()},
+            **{f"received.{name}": topic.received for name, topic in self.sampler.topics.items()},
+            "last_checkpoint": "never" if self.last_checkpoint is None else time.ctime(self.last_checkpoint),
+        }
+        status = DiagnosticStatus(
+            name=f"{self.get_name()}: horde",
+            hardware_id="gamma_net",
+            level=DiagnosticStatus.WARN if silent or skipped else DiagnosticStatus.OK,
+            message=message,
+        )
+        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
+        return status
+
+    def _error_statuses(self, errors: PredictionErrors) -> list[DiagnosticStatus]:
+        """One status per question: its running error and the mean predictor's, per tau and readout."""
+        columns = [f"tau {tau:g}" for tau in self.published.taus] + list(errors.readouts)
+        statuses = []
+        for q, name in enumerate(self.names):
+            cells = range(q * len(columns), (q + 1) * len(columns))
+            status = DiagnosticStatus(name=f"{self.get_name()}: {name} error", hardware_id="gamma_net")
+            status.message = f"{min(errors.samples[k] for k in cells)} returns scored (rmse / mean-predictor rmse)"
+            status.values = [
+                KeyValue(key=column, value=f"{errors.rmse[k]:.4g} / {errors.mean_rmse[k]:.4g}")
+                for column, k in zip(columns, cells)
+            ]
+            statuses.append(status)
+        return statuses
+
+    def errors_msg(self) -> PredictionErrors:
+        """The running errors as a message (``horde/errors``): [Q x (G + R)], row-major."""
+        msg = PredictionErrors()
+        msg.questions = self.names
+        msg.gammas = _doubles(self.published.gammas)
+        msg.readouts = list(self.learner.readout_names)
+        msg.rmse = _doubles(self.errors.rmse().reshape(-1))
+        msg.mean_rmse = _doubles(self.errors.baseline_rmse().reshape(-1))
+        msg.samples = [int(n) for n in self.errors.counts.reshape(-1)]
+        return msg
+
+
+def main(args=None) -> int:
+    return run_node(Horde, args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,185 @@
+"""Topics of any message type, sampled on a clock: what the Horde node reads its signals from.
+
+A question names a topic, its message type as a string (``sensor_msgs/msg/Imu`` or
+``sensor_msgs/Imu``) and a field path (``linear_acceleration.z``, ``velocity[elbow]``). The
+classes are resolved at run time from the type names, so any installed message type works, and
+every path is checked against the type's rosidl introspection before the node starts: a type that
+is not installed or a field that does not exist is refused in one line naming it.
+
+On each tick of the node's clock, :meth:`TopicSampler.sample` hands back the latest message of
+every topic, or says which topics have not published yet or are older than the stale limit.
+"""
+
+from __future__ import annotations
+
+import importlib
+import re
+from dataclasses import dataclass, field
+
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
+
+_NUMERIC = {
+    "boolean",
+    "octet",
+    "byte",
+    "char",
+    "float",
+    "double",
+    "long double",
+    "int8",
+    "uint8",
+    "int16",
+    "uint16",
+    "int32",
+    "uint32",
+    "int64",
+    "uint64",
+}
+_SEGMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>[^\[\]]+)\])?$")
+_SEQUENCE = re.compile(r"^(?:sequence<(?P<seq>[^,>]+)(?:,\s*\d+)?>|(?P<arr>[^\[]+)\[\d+\])$")
+
+
+def message_class(type_name: str) -> type:
+    """The message class named ``type_name`` (``pkg/msg/Type`` or ``pkg/Type``).
+
+    Uses ``rosidl_runtime_py.utilities.get_message`` where it is installed, else imports ``pkg.msg``.
+
+    Raises:
+      ValueError: the name is malformed or the type is not installed, naming it.
+    """
+    parts = type_name.strip().split("/")
+    if len(parts) == 2:
+        parts = [parts[0], "msg", parts[1]]
+    if len(parts) != 3 or parts[1] != "msg" or not all(parts):
+        raise ValueError(f"message type {type_name!r} must look like 'pkg/msg/Type' (e.g. 'sensor_msgs/msg/Imu')")
+    package, _, name = parts
+    try:
+        from rosidl_runtime_py.utilities import get_message
+    except ImportError:
+        get_message = None
+    try:
+        if get_message is not None:
+            return get_message(f"{package}/msg/{name}")
+        return getattr(importlib.import_module(f"{package}.msg"), name)
+    except (ImportError, AttributeError, ValueError) as exc:
+        raise ValueError(f"message type {type_name!r} is not installed ({exc})") from None
+
+
+def check_field(cls: type, path: str) -> None:
+    """Check that ``path`` names a numeric field of message class ``cls``, by rosidl introspection.
+
+    ``a.b`` descends into nested messages; ``a[i]`` indexes a sequence by position (an integer)
+    or by name (``velocity[elbow]``: the entry of JointState's ``name`` list called ``elbow``,
+    so the message needs a ``name`` sequence of strings beside the indexed field).
+
+    Raises:
+      ValueError: a field that does not exist or is not a number, naming the path and the type.
+    """
+    where = f"field {path!r} of {_type_name(cls)}"
+    if not path:
+        raise ValueError(f"{where}: the path is empty")
+    current = cls
+    segments = path.split(".")
+    for position, segment in enumerate(segments):
+        match = _SEGMENT.match(segment.strip())
+        if match is None:
+            raise ValueError(f"{where}: cannot read {segment!r} (expected 'name' or 'name[index]')")
+        fields = current.get_fields_and_field_types()
+        name, index = match["name"], match["index"]
+        if name not in fields:
+            raise ValueError(f"{where}: {_type_name(current)} has no field {name!r} (it has {sorted(fields)})")
+        kind = fields[name]
+        if index is not None:
+            sequence = _SEQUENCE.match(kind)
+            if sequence is None:
+                raise ValueError(f"{where}: {name!r} is a {kind}, not a sequence to index")
+            kind = sequence["seq"] or sequence["arr"]
+            if not index.strip().lstrip("-").isdigit() and fields.get("name") != "sequence<string>":
+                raise ValueError(f"{where}: {name!r} is indexed by name but {_type_name(current)} has no name list")
+        last = position == len(segments) - 1
+        if kind in _NUMERIC:
+            if not last:
+                raise ValueError(f"{where}: {name!r} is a number, it has no fields")
+            return
+        if last:
+            raise ValueError(f"{where}: {name!r} is a {kind}, not a number")
+        current = _nested_class(kind, where)
+
+
+def _nested_class(kind: str, where: str) -> type:
+    if "/" not in kind:
+        raise ValueError(f"{where}: a {kind} has no numeric fields")
+    return message_class(kind)
+
+
+def _type_name(cls: type) -> str:
+    package = cls.__module__.split(".")[0]
+    return f"{package}/msg/{cls.__name__}"
+
+
+@dataclass
+class Topic:
+    """One subscribed topic: its latest message and when (node clock, s) it arrived."""
+
+    name: str
+    type_name: str
+    latest: object | None = None
+    arrived: float | None = None
+    received: int = 0
+
+
+@dataclass
+class Sample:
+    """The outcome of one tick: the latest message per topic, or why the tick is skipped."""
+
+    messages: dict[str, object] = field(default_factory=dict)
+    silent: list[str] = field(default_factory=list)  # never published yet
+    stale: list[str] = field(default_factory=list)  # latest message older than the limit
+
+    @property
+    def ok(self) -> bool:
+        return not self.silent and not self.stale
+
+
+class TopicSampler:
+    """Subscribes ``node`` to ``topics`` ({name: type}) and keeps the latest message of each.
+
+    Best-effort sensor-data QoS by default (as drivers publish); ``reliable`` for bag playback.
+    """
+
+    def __init__(self, node: Node, topics: dict[str, str], *, stale_after: float, reliable: bool = False) -> None:
+        self.node = node
+        self.stale_after = float(stale_after)
+        self.topics: dict[str, Topic] = {}
+        qos = QoSProfile(
+            depth=1,
+            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
+            durability=qos_profile_sensor_data.durability,
+        )
+        classes = {name: message_class(type_name) for name, type_name in topics.items()}
+        for name, type_name in topics.items():
+            topic = Topic(name=name, type_name=type_name)
+            self.topics[name] = topic
+            node.create_subscription(classes[name], name, lambda msg, topic=topic: self._on_message(topic, msg), qos)
+
+    def _now(self) -> float:
+        return self.node.get_clock().now().nanoseconds * 1e-9
+
+    def _on_message(self, topic: Topic, msg) -> None:
+        topic.latest = msg
+        topic.arrived = self._now()
+        topic.received += 1
+
+    def sample(self) -> Sample:
+        """The latest message of every topic, unless one is silent or older than ``stale_after`` s."""
+        now = self._now()
+        sample = Sample()
+        for name, topic in self.topics.items():
+            if topic.latest is None:
+                sample.silent.append(name)
+            elif now - topic.arrived > self.stale_after:
+                sample.stale.append(name)
+            else:
+                sample.messages[name] = topic.latest
+        return sample

@@ -1,0 +1,27 @@
+"""`gamma-net bench horde` runs as a user runs it, on a tiny budget (numbers are reported, never asserted)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+
+
+def test_bench_horde_reports_both_learners_and_the_goals(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        ["gamma-net", "bench", "horde", "--questions", "3", "--horde-steps", "5", "--loop-steps", "2",
+         "--repeats", "1", "--json", str(out)],
+        capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "HordeLearner.learn (constant alpha)" in result.stdout and "Horde >= 10x the loop" in result.stdout
+    data = json.loads(out.read_text())["data"]
+    assert data["questions"] == 3 and data["gamma_t"] == 32 and data["features"] == 2049
+    assert data["horde_steps_per_s"] > 0 and data["loop_steps_per_s"] > 0
+
+
+def test_bench_horde_refuses_a_bad_budget_in_one_line():
+    result = subprocess.run(["gamma-net", "bench", "horde", "--questions", "0"], capture_output=True, text=True,
+                            timeout=120)  # fmt: skip
+    assert result.returncode == 1
+    assert result.stderr.strip() == "gamma-net bench horde: error: --questions must be >= 1; got 0"

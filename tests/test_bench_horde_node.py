@@ -1,0 +1,55 @@
+"""`gamma-net bench horde-node` runs end to end on a tiny budget (its numbers go to docs, not asserts)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from gamma_net_core.horde.questions import load_questions
+from gamma_net_ros.bench_horde import _latencies, questions_doc
+
+pytestmark = [pytest.mark.ros]
+
+
+def test_the_benchmark_questions_are_a_valid_horde_of_the_asked_size():
+    spec = load_questions(questions_doc(100, 100.0))
+    assert len(spec.questions) == len(set(spec.names)) == 100
+    assert sum(q.termination is not None for q in spec.questions) == 20
+    assert spec.rate_hz == 100.0 and spec.timescales.size == 32
+
+
+def test_latencies_pair_each_tick_with_the_newest_message_before_it():
+    sent = np.array([10.00, 10.01, 10.02])
+    arrays = [(9.995, 9.999), (10.005, 10.008), (10.015, 10.019), (10.025, 10.027), (10.5, 10.501)]
+    tick, message = _latencies(sent, arrays, 0.01)
+    # 9.995: before any message; 10.5: the node still sampling the last one, long after: both left out.
+    np.testing.assert_allclose(tick, [0.003, 0.004, 0.002], atol=1e-9)
+    np.testing.assert_allclose(message, [0.008, 0.009, 0.007], atol=1e-9)
+
+
+@pytest.mark.slow
+def test_bench_horde_node_reports_latency(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "gamma_net_core.cli", "bench", "horde-node", "--questions", "3", "--rate", "20"]
+        + ["--seconds", "1", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=180,
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    report = json.loads(out.read_text())
+    rows = {row[0]: row for row in report["tables"][0]["rows"]}
+    assert set(rows) == {
+        "tick -> PredictionArray received",
+        "JointState published -> PredictionArray received",
+        "node's work per tick, no ROS (compute reference)",
+    }
+    assert all(0 < row[1] <= row[2] for row in rows.values())  # p50 <= p99, both measured
+    throughput = dict(report["tables"][1]["rows"])
+    assert throughput["JointState sent"] == 20
+    assert 10 <= throughput["PredictionArrays received"] <= 21

@@ -1,0 +1,215 @@
+"""The install paths users take without ROS: a wheel (what `pip install .` builds), in a fresh venv.
+
+The wheel is built from a copy of the tracked sources only (colcon's and setuptools' build/
+folders never leak into it), installed with `--no-deps` into a new venv whose only other
+packages are the core requirements the wheel declares, and then runs `gamma-net arm train`
+and `gamma-net atari train` without `--params`, from a folder that is not the source tree.
+
+Lean by design: installing the core requirements (torch among them) into a new venv takes
+minutes here, so one venv holding just them is built once per requirement set under
+build/test-venvs/ and the fresh venv sees it through a .pth file; the package under test is
+always a new wheel in a new venv.
+"""
+
+from __future__ import annotations
+
+import fcntl
+import hashlib
+import os
+import pathlib
+import re
+import subprocess
+import sys
+import zipfile
+
+import pytest
+
+REPO = pathlib.Path(__file__).resolve().parent.parent
+NODE_EXECUTABLES = re.findall(r'^\s+"([a-z_]+)": "gamma_net_ros\.', (REPO / "setup.py").read_text(), flags=re.M)
+
+pytestmark = pytest.mark.slow
+
+
+def run(command, **kwargs) -> subprocess.CompletedProcess:
+    result = subprocess.run(command, capture_output=True, text=True, timeout=900, **kwargs)
+    assert result.returncode == 0, f"{command}:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def base_python() -> str:
+    """The interpreter the dev venv was made from (a venv made from a venv is still plain)."""
+    return os.path.join(sys.base_prefix, "bin", f"python{sys.version_info.major}.{sys.version_info.minor}")
+
+
+def clean_env(venv: pathlib.Path) -> dict[str, str]:
+    """A user's shell without ROS: the venv's bin on PATH, no overlay, no PYTHONPATH."""
+    keep = {k: v for k, v in os.environ.items() if k in ("HOME", "LANG", "TMPDIR", "USER")}
+    return {**keep, "PATH": f"{venv / 'bin'}:/usr/local/bin:/usr/bin:/bin", "MPLBACKEND": "Agg"}
+
+
+@pytest.fixture(scope="module")
+def wheel(tmp_path_factory) -> pathlib.Path:
+    """The project's wheel, built from a copy of the files git tracks (as in a fresh clone)."""
+    root = tmp_path_factory.mktemp("wheel")
+    source = root / "src"
+    tracked = run(["git", "ls-files", "-z"], cwd=REPO).stdout.split("\0")
+    for name in filter(None, tracked):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes((REPO / name).read_bytes())
+    command = [sys.executable, "-m", "pip", "wheel", "--quiet", "--no-deps", "--no-build-isolation"]
+    run([*command, "-w", str(root / "dist"), str(source)])
+    (found,) = (root / "dist").glob("gamma_net_ros-*.whl")
+    return found
+
+
+def requirements(wheel: pathlib.Path) -> list[str]:
+    """The wheel's own requirements, extras left out (what `pip install .` installs)."""
+    with zipfile.ZipFile(wheel) as archive:
+        metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
+        text = archive.read(metadata).decode()
+    return sorted(
+        line.split(":", 1)[1].strip()
+        for line in text.splitlines()
+        if line.startswith("Requires-Dist:") and "extra ==" not in line
+    )
+
+
+def core_dependencies(wheel: pathlib.Path) -> pathlib.Path:
+    """site-packages of a venv holding only the wheel's requirements (pinned by constraints.txt)."""
+    wanted = requirements(wheel)
+    constraints = (REPO / "constraints.txt").read_text()
+    key = hashlib.sha256(("\n".join(wanted) + constraints + sys.version).encode()).hexdigest()[:12]
+    venv = REPO / "build" / "test-venvs" / f"core-{key}"
+    venv.parent.mkdir(parents=True, exist_ok=True)
+    with open(venv.parent / f"core-{key}.lock", "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # two sessions at once build it once
+        if not (venv / ".complete").is_file():
+            run([base_python(), "-m", "venv", "--clear", str(venv)])
+            run(
+                [
+                    str(venv / "bin" / "python"),
+                    "-m",
+                    "pip",
+                    "install",
+                    "--quiet",
+                    "--no-compile",  # bytecode is written on first import; compiling all of torch costs more
+                    *wanted,
+                    "-c",
+                    str(REPO / "constraints.txt"),
+                ]
+            )
+            (venv / ".complete").touch()
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    return site
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> pathlib.Path:
+    """A new venv with the wheel installed and the core requirements beside it."""
+    venv = tmp_path_factory.mktemp("installed") / "venv"
+    run([base_python(), "-m", "venv", "--without-pip", str(venv)])
+    (site,) = (venv / "lib").glob("python3*/site-packages")
+    (site / "core_dependencies.pth").write_text(f"{core_dependencies(wheel)}\n")
+    python = str(venv / "bin" / "python")
+    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)], env=clean_env(venv))
+    run([python, "-m", "pip", "check"], env=clean_env(venv))  # every requirement of the wheel is met
+    return venv
+
+
+def test_the_wheel_holds_the_sources_and_the_ros_package_data_nothing_else(wheel):
+    with zipfile.ZipFile(wheel) as archive:
+        names = set(archive.namelist())
+    tracked = set(run(["git", "ls-files", "gamma_net_core", "gamma_net_ros"], cwd=REPO).stdout.split())
+    modules = {n for n in names if n.startswith(("gamma_net_core/", "gamma_net_ros/"))}
+    assert modules == {n for n in tracked if n.endswith(".py")}  # nothing stale from a build/ folder
+    data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
+    shipped = {f"share/gamma_net_ros/config/{p.name}" for p in (REPO / "config").glob("*.yaml")}
+    shipped |= {f"share/gamma_net_ros/launch/{p.name}" for p in (REPO / "launch").glob("*.launch.py")}
+    shipped |= {"share/gamma_net_ros/package.xml", "share/ament_index/resource_index/packages/gamma_net_ros"}
+    assert data == shipped
+    assert all(".dist-info/" in n for n in names - modules - {n for n in names if ".data/data/" in n})
+
+
+def test_torch_floor_has_no_known_weights_only_bypass(wheel):
+    (torch,) = [r for r in requirements(wheel) if re.match(r"torch\b", r)]
+    floor = re.search(r">=\s*(\d+)\.(\d+)", torch)
+    assert floor and (int(floor.group(1)), int(floor.group(2))) >= (2, 6), torch
+
+
+def test_pip_install_puts_only_gamma_net_on_the_path(installed):
+    executables = {p.name for p in (installed / "bin").iterdir()}
+    assert "gamma-net" in executables
+    assert not executables & set(NODE_EXECUTABLES), executables & set(NODE_EXECUTABLES)
+    assert NODE_EXECUTABLES, "setup.py's NODES not found"
+    probe = subprocess.run(
+        [str(installed / "bin/python"), "-c", "import rclpy"], env=clean_env(installed), capture_output=True
+    )
+    assert probe.returncode != 0  # really no ROS in this venv
+
+
+def test_installed_gamma_net_trains_the_arm_and_atari_studies_without_params(installed, tmp_path):
+    env = clean_env(installed)
+    gamma_net = str(installed / "bin" / "gamma-net")
+    # The arm study: simulates its own bag, reads the installed config/arm.yaml.
+    arm = subprocess.run(
+        [gamma_net, "arm", "train", "--out", "arm", "--circuits", "1", "--seeds", "1", "--tail-steps", "100"]
+        + ["--workers", "1", "--no-progress"],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert arm.returncode == 0, arm.stdout + arm.stderr
+    assert (tmp_path / "arm" / "gamma_net.npz").is_file()
+    # The Atari study on a tiny real recording (made here with the dev venv's ALE: an extra).
+    tiny = ["--max-episode-steps", "80", "--no-progress"]
+    run(["gamma-net", "atari", "record", "--steps", "240", "--out", str(tmp_path / "rec"), *tiny])
+    taus = ["1", "1.5", "2", "3.5", "5", "7.5", "10", "15", "20", "30", "40", "50", "60", "70", "80", "90", "100"]
+    points = ["atari", "points", "--episodes", "1", "--rollouts", "2", "--horizon", "40", "--workers", "0"]
+    run(["gamma-net", *points, "--out", str(tmp_path / "pts"), "--taus", *taus, *tiny])
+    sets = ["--set", "hidden_sizes=[16, 8]", "--set", "min_replay_history=60", "--set", "target_sync_period=5"]
+    atari = subprocess.run(
+        [gamma_net, "atari", "train", "--shards", "rec", "--points", "pts", "--out", "run", "--series", "reference"]
+        + ["--seeds", "1", "--eval-every", "40", "--workers", "0", "--no-progress", *sets],
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    assert atari.returncode == 0, atari.stdout + atari.stderr
+    assert (tmp_path / "run" / "study.json").is_file()
+
+
+def test_a_hostile_torch_file_is_refused_without_advice_to_load_it_unsafely(tmp_path):
+    """A Q-network file that would run code when unpickled: one line, nothing written, no unsafe hint."""
+    hostile = tmp_path / "policy.pt"
+    make = (
+        "import os, sys, torch\n"
+        "class Payload:\n"
+        "    def __reduce__(self):\n"
+        "        return (os.getcwd, ())\n"
+        "torch.save({'network': Payload()}, sys.argv[1])\n"
+    )
+    run([sys.executable, "-c", make, str(hostile)])
+    command = [
+        "gamma-net",
+        "atari",
+        "record",
+        "--policy",
+        str(hostile),
+        "--steps",
+        "10",
+        "--out",
+        str(tmp_path / "rec"),
+    ]
+    result = subprocess.run(command + ["--no-progress"], capture_output=True, text=True, timeout=300)
+    output = result.stdout + result.stderr
+    assert result.returncode != 0 and "Traceback" not in output, output
+    lines = output.strip().splitlines()
+    assert len(lines) == 1 and str(hostile) in lines[0] and "is not a readable checkpoint" in lines[0], output
+    assert "weights_only" not in output and "trusted" not in output, output
+    assert not (tmp_path / "rec").exists()
+
+
+def test_no_message_in_the_sources_advises_weights_only_false():
+    hits = []
+    for folder in ("gamma_net_core", "gamma_net_ros"):
+        for path in (REPO / folder).rglob("*.py"):
+            if re.search(r"weights_only\s*=\s*False", path.read_text()):
+                hits.append(str(path.relative_to(REPO)))
+    assert not hits

@@ -1,0 +1,143 @@
+"""The learner ensemble: K stacked learners end where the same K learners trained one by one end."""
+
+from __future__ import annotations
+
+import dataclasses
+
+import numpy as np
+import pytest
+import torch
+
+from gamma_net_core.neural.ensemble import LearnerEnsemble
+from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
+
+pytestmark = pytest.mark.usefixtures("one_torch_thread")
+
+D = 6
+
+
+def small(**changes) -> NeuralConfig:
+    base = dict(
+        feature_size=D,
+        hidden_sizes=(16, 8),
+        batch_size=8,
+        replay_capacity=120,  # overwritten within the stream: the shared records wrap around
+        min_replay_history=20,
+        update_period=2,
+        target_sync_period=10,
+        step_size=1e-3,
+    )
+    return NeuralConfig(**{**base, **changes})
+
+
+def stream(T, seed=0):
+    rng = np.random.default_rng(seed)
+    return (
+        rng.random((T, D)).astype(np.float32),
+        rng.normal(size=T),
+        rng.random(T) < 0.05,
+        rng.random(T) < 0.03,
+    )
+
+
+MEMBERS = [
+    small(seed=0),
+    small(seed=1, scaling="none"),
+    small(seed=2, n_gamma=6, n_tau=0, priority="loss"),  # the Γ_t distribution series: all on the γ scale
+    small(seed=3, scaling="delta_theta", importance_weights=False),
+]
+
+
+@pytest.mark.parametrize("embedding", ["direct", "l_embed", "h_l_embed", "matrix"])
+def test_an_ensemble_ends_where_its_learners_trained_one_by_one_end(embedding):
+    configs = [dataclasses.replace(c, embedding=embedding) for c in MEMBERS]
+    data = stream(260)
+    ensemble = LearnerEnsemble(configs)
+    losses = ensemble.observe_many(*data)
+    assert losses.shape == (121, 4) and np.isfinite(losses).all()
+    probe = np.random.default_rng(9).random((5, D)).astype(np.float32)
+    together = ensemble.predict(probe, [0.0, 0.5, 0.9, 0.99])
+    for k, config in enumerate(configs):
+        alone = NeuralLearner(config)
+        alone_losses = alone.observe_many(*data)
+        np.testing.assert_allclose(losses[:, k], alone_losses, rtol=2e-4, atol=1e-7)
+        member = ensemble.member(k)
+        for name, p in alone.online.state_dict().items():
+            torch.testing.assert_close(member.online.state_dict()[name], p, rtol=1e-4, atol=2e-6, msg=name)
+        for name, p in alone.target.state_dict().items():
+            torch.testing.assert_close(member.target.state_dict()[name], p, rtol=1e-4, atol=2e-6, msg=name)
+        np.testing.assert_allclose(member.replay.tree.leaves, alone.replay.tree.leaves, rtol=1e-3, atol=1e-6)
+        assert (member.transitions, member.updates) == (alone.transitions, alone.updates) == (260, 121)
+        np.testing.assert_allclose(together[k], alone.predict(probe, [0.0, 0.5, 0.9, 0.99]), rtol=1e-3, atol=1e-5)
+        # The member continues as a single learner exactly where the ensemble stopped.
+        more = stream(30, seed=5)
+        m_losses, a_losses = member.observe_many(*more), alone.observe_many(*more)
+        np.testing.assert_allclose(m_losses, a_losses, rtol=1e-3, atol=1e-6)
+
+
+def test_members_must_share_the_network_and_the_schedule():
+    with pytest.raises(ValueError, match="member 1 has hidden_sizes"):
+        LearnerEnsemble([small(), small(seed=1, hidden_sizes=(8,))])
+    with pytest.raises(ValueError, match="member 1 has gamma_t_size = 7, member 0 8"):
+        LearnerEnsemble([small(), small(n_gamma=2, seed=1)])
+    with pytest.raises(ValueError, match="member 1 has network = 'probes', member 0 'gamma_net'"):
+        LearnerEnsemble([small(), small(network="probes", seed=1)])
+    with pytest.raises(ValueError, match=r"member 1 has probe_taus = \(1.0, 2.0\)"):
+        LearnerEnsemble([small(network="probes"), small(network="probes", probe_taus=(1.0, 2.0), seed=1)])
+
+
+def test_probe_networks_stack_each_probe_with_its_own_priorities():
+    taus = (1.0, 4.0, 20.0)
+    configs = [
+        small(network="probes", probe_taus=taus, seed=0),
+        small(network="probes", probe_taus=taus, seed=1, scaling="delta_theta", priority="loss"),
+        small(network="probes", probe_taus=taus, seed=2, importance_weights=False, interpolation_scale="gamma"),
+    ]
+    data = stream(200)
+    ensemble = LearnerEnsemble(configs)
+    losses = ensemble.observe_many(*data)
+    assert losses.shape == (91, 3) and len(ensemble.replay.trees) == 9
+    probe = np.random.default_rng(9).random((5, D)).astype(np.float32)
+    together = ensemble.predict(probe, [0.0, 0.5, 0.9, 0.95])
+    for k, config in enumerate(configs):
+        alone = NeuralLearner(config)
+        np.testing.assert_allclose(losses[:, k], alone.observe_many(*data), rtol=2e-4, atol=1e-7)
+        member = ensemble.member(k)
+        for name, p in alone.online.state_dict().items():
+            torch.testing.assert_close(member.online.state_dict()[name], p, rtol=1e-4, atol=2e-6, msg=name)
+        for p in range(3):
+            np.testing.assert_allclose(
+                member.replay.trees[p].leaves, alone.replay.trees[p].leaves, rtol=1e-3, atol=1e-6
+            )
+        np.testing.assert_allclose(together[k], alone.predict(probe, [0.0, 0.5, 0.9, 0.95]), rtol=1e-3, atol=1e-5)
+
+
+def test_a_diverging_member_stops_alone():
+    ensemble = LearnerEnsemble([small(seed=0), small(seed=1)])
+    data = stream(60)
+    ensemble.observe_many(*data)
+    before = {name: p.detach()[1].clone() for name, p in ensemble.params.items()}
+    with torch.no_grad():
+        ensemble.params["layers.2.weight"][1].fill_(float("inf"))  # member 1's output layer blows up
+    before["layers.2.weight"] = ensemble.params["layers.2.weight"].detach()[1].clone()
+    first = {name: p.detach()[0].clone() for name, p in ensemble.params.items()}
+    losses = ensemble.observe_many(*stream(20, seed=1))
+    assert np.isfinite(losses[:, 0]).all() and np.isnan(losses[:, 1]).all()
+    assert ensemble.stopped[0] is None and "the loss became" in ensemble.stopped[1]
+    for name, p in ensemble.params.items():
+        assert torch.equal(p.detach()[1], before[name]), name  # nothing applied to the stopped member
+    assert not torch.equal(ensemble.params["layers.0.weight"].detach()[0], first["layers.0.weight"])
+
+
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")
+def test_an_ensemble_on_cuda_ends_where_it_ends_on_the_cpu():
+    data = stream(200)
+    gpu = LearnerEnsemble([dataclasses.replace(c, device="cuda") for c in MEMBERS])
+    cpu = LearnerEnsemble(MEMBERS)
+    np.testing.assert_allclose(gpu.observe_many(*data), cpu.observe_many(*data), rtol=1e-3, atol=1e-5)
+    probe = np.random.default_rng(0).random((4, D))
+    np.testing.assert_allclose(gpu.predict(probe, [0.0, 0.9]), cpu.predict(probe, [0.0, 0.9]), rtol=1e-3, atol=1e-4)
+    member = gpu.member(1)
+    np.testing.assert_allclose(
+        member.predict(probe, [0.0, 0.9]), cpu.predict(probe, [0.0, 0.9])[1], rtol=1e-3, atol=1e-4
+    )

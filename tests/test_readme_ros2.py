@@ -1,0 +1,105 @@
+"""The README's `ros2` lines, run as written (taken from README.md, so a change there is tested).
+
+From a folder holding `runs/arm/joint_states` (the README's recording path): the playback launch
+line, `ros2 topic echo /predictions`, the bag_player `ros2 run` line (the README's stand-in for
+`ros2 bag play`), `ros2 service call /predict_at ...` and `ros2 param set /predictor
+publish_timescales ...`.
+"""
+
+from __future__ import annotations
+
+import pathlib
+import re
+import shlex
+import signal
+import time
+
+import pytest
+from ros2_cli import Background, assert_clean_shutdown, param_get, ros2, simulated_bag, stop_daemon, wait_for_nodes
+
+README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_daemon_left():
+    yield
+    stop_daemon()
+
+
+def readme_commands() -> list[str]:
+    """Every `ros2 ...` command in README.md: code-block lines and inline code, comments dropped."""
+    text = README.read_text()
+    commands = []
+    for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
+        for line in block.replace("\\\n", " ").splitlines():
+            line = re.sub(r"\s+#.*$", "", line).strip()
+            if line.startswith("ros2 "):
+                commands.append(line)
+    for span in re.findall(r"`(ros2 [^`]+)`", text):
+        commands.append(" ".join(span.split()))
+    return commands
+
+
+def readme_command(prefix: str) -> str:
+    """The README's first command that starts with PREFIX."""
+    for command in readme_commands():
+        if command.startswith(prefix):
+            return command
+    raise AssertionError(f"README.md has no command starting with {prefix!r}")
+
+
+def test_readme_names_the_commands_this_module_runs():
+    for prefix in ("ros2 launch gamma_net_ros playback.launch.py", "ros2 topic echo /predictions"):
+        assert readme_command(prefix)
+    assert readme_command("ros2 run gamma_net_ros bag_player").endswith("bag:=runs/arm/joint_states")
+
+
+def start_echo(line: str, cwd: pathlib.Path) -> Background:
+    """The README's echo line; started again while the daemon has not yet seen the topic."""
+    deadline = time.monotonic() + 60.0
+    while True:
+        echo = Background(line, cwd=cwd, log_path=cwd / "echo.txt", shell=True)
+        time.sleep(3.0)
+        if echo.process.poll() is None or time.monotonic() > deadline:
+            return echo
+        assert "does not appear to be published yet" in echo.output, echo.output
+        echo.close()
+
+
+def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
+    simulated_bag(tmp_path)  # runs/arm/joint_states, where the README's lines look
+    # "ros2 launch gamma_net_ros playback.launch.py &  ros2 bag play runs/arm/joint_states":
+    # no `ros2 bag` here (rosbag2 has no wheels); the README's bag_player line stands in for it.
+    launch_line = readme_command("ros2 launch gamma_net_ros playback.launch.py").split("&")[0]
+    run = Background(shlex.split(launch_line), cwd=tmp_path, log_path=tmp_path / "launch.log")
+    echo = None
+    try:
+        assert "/predictor" in wait_for_nodes({"/predictor"}), run.output
+        echo = start_echo(readme_command("ros2 topic echo /predictions"), tmp_path)
+
+        player = ros2(shell_line=readme_command("ros2 run gamma_net_ros bag_player"), cwd=tmp_path, timeout=180)
+        assert player.returncode == 0, player.stdout
+        assert "Traceback" not in player.stdout
+
+        call = ros2(shell_line=readme_command("ros2 service call /predict_at"), cwd=tmp_path, timeout=120)
+        assert call.returncode == 0, call.stdout
+        response = call.stdout.split("response:", 1)[-1]
+        values = re.search(r"values=\[([^\]]*)\]", response)
+        assert values and len(values.group(1).split(",")) == 3, call.stdout  # timescales: [10, 30, 100]
+
+        set_line = readme_command("ros2 param set /predictor publish_timescales")
+        result = ros2(shell_line=set_line, cwd=tmp_path, timeout=120)
+        assert result.returncode == 0 and "Set parameter successful" in result.stdout, result.stdout
+        assert param_get("/predictor", "publish_timescales") == "[5.0, 50.0]"
+    finally:
+        if echo is not None:
+            echo_code = echo.interrupt()
+        code = run.interrupt()
+    printed = echo.output
+    assert "gammas:" in printed and "values:" in printed, printed
+    # ros2cli ends a verb stopped by Ctrl-C with the signal's number (ros2cli/cli.py), not a traceback.
+    assert "Traceback" not in printed and echo_code == signal.SIGINT, (echo_code, printed)
+    assert code == 0, run.output
+    assert_clean_shutdown(run.output, ["predictor"])

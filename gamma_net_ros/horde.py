@@ -111,7 +111,9 @@ class Horde(Node):
         path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
         checkpoint = pathlib.Path(path).expanduser() if path else None
         interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
-        if checkpoint is not None and declare(self, "resume", True, "resume from checkpoint_path if it exists"):
+        # Declared whether or not a checkpoint is set: a YAML giving it is not refused as unknown.
+        resume = declare(self, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
+        if checkpoint is not None and resume:
             self._resume(checkpoint)
         self.errors = self._online_error()
         reliable = declare(self, "reliable_input", False, "reliable QoS on the inputs (e.g. bags)", read_only=True)
@@ -299,6 +301,10 @@ class Horde(Node):
             self.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
             return
         self.last_checkpoint = time.time()
+
+    def refused(self) -> None:
+        """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
+        self.checkpoint = None
 
     def destroy_node(self) -> None:
         self.save_checkpoint()  # the last learning before a shutdown is kept

@@ -82,6 +82,10 @@ CASES = {
     "neural_predictor-unknown-key-writes-no-checkpoint": Case(
         "neural_predictor", [*TINY, "-p", "checkpoint_path:=ck.pt", "-p", "publish_rat:=5.0"], ["publish_rat"]
     ),
+    "horde-unknown-key-writes-no-checkpoint": Case(
+        "horde", ["-p", "checkpoint_path:=ck.npz", "-p", "lern:=false"], ["lern", "did you mean 'learn'"]
+    ),
+    "horde-missing-questions-file": Case("horde", ["-p", "questions_file:=nowhere.yaml"], ["nowhere.yaml"]),
     "neural_predictor-unknown-learner-key": Case(
         "neural_predictor",
         [*TINY, "--params-file", "typo.yaml"],

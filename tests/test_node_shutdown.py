@@ -205,6 +205,7 @@ def test_every_other_node_exits_0_on_sigint(tmp_path, executor, spin):
         # Integers for floats as users type them (rate_hz, rate); the driver keeps trying to open its port.
         "dynamixel_driver": ["-p", f"port:={tmp_path / 'no-such-port'}", "-p", "rate_hz:=30"],
         "ale_bridge": ["-p", "source:=live", "-p", "rate:=100"],  # waits for a consumer to report
+        "horde": ["-p", f"checkpoint_path:={tmp_path / 'horde.npz'}"],  # config/horde.yaml's questions
     }
     rig = Node("sigint_rig")
     executor.add_node(rig)
@@ -238,3 +239,4 @@ def test_every_other_node_exits_0_on_sigint(tmp_path, executor, spin):
         assert process.returncode == 0, output
         assert "Traceback" not in output, output
     assert max(seconds.values()) < SHUTDOWN_S, seconds
+    assert (tmp_path / "horde.npz").is_file()  # its last checkpoint

@@ -117,7 +117,9 @@ def load_npz(
     except CheckpointError:
         raise
     except (OSError, ValueError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise CheckpointError(f"{path} is not a readable checkpoint: {exc}") from None
+        # numpy's refusal of pickled data advises loading it unsafely: never, for a checkpoint.
+        reason = "not an .npz archive of arrays (pickled objects are never loaded)" if "pickle" in str(exc) else exc
+        raise CheckpointError(f"{path} is not a readable checkpoint: {reason}") from None
     if header.get("format") != FORMAT:
         raise CheckpointError(f"{path} is not a gamma_net_ros checkpoint (format {header.get('format')!r})")
     if header.get("kind") != kind:

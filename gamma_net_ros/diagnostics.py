@@ -12,7 +12,7 @@ stamped with the node's clock.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -69,7 +69,8 @@ class Diagnostics:
             values=[KeyValue(key=str(k), value=str(v)) for k, v in health.values.items()],
         )
 
-    def publish(self) -> None:
-        array = DiagnosticArray(status=[self.status()])
+    def publish(self, extra: Sequence[DiagnosticStatus] = ()) -> None:
+        """Publish the node's status, then ``extra`` statuses (e.g. one per question) in the same array."""
+        array = DiagnosticArray(status=[self.status(), *extra])
         array.header.stamp = self.node.get_clock().now().to_msg()
         self.publisher.publish(array)

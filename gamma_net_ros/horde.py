@@ -27,7 +27,7 @@ import sys
 import time
 
 import numpy as np
-from diagnostic_msgs.msg import DiagnosticArray, DiagnosticStatus, KeyValue
+from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from gamma_net_msgs.msg import PredictionArray, PredictionErrors
 from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
@@ -37,6 +37,7 @@ from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import HordeSpec, load_questions
 from gamma_net_core.timescales import to_gammas
+from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
@@ -111,7 +112,9 @@ class Horde(Node):
         path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
         checkpoint = pathlib.Path(path).expanduser() if path else None
         interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
-        if checkpoint is not None and declare(self, "resume", True, "resume from checkpoint_path if it exists"):
+        # Declared whether or not a checkpoint is set: a YAML giving it is not refused as unknown.
+        resume = declare(self, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
+        if checkpoint is not None and resume:
             self._resume(checkpoint)
         self.errors = self._online_error()
         reliable = declare(self, "reliable_input", False, "reliable QoS on the inputs (e.g. bags)", read_only=True)
@@ -124,7 +127,6 @@ class Horde(Node):
         self.sampler = TopicSampler(self, self.spec.topics(), stale_after=self.spec.stale_after_s, reliable=reliable)
         self.predictions = self.create_publisher(PredictionArray, "horde/predictions", 10)
         self.error_topic = self.create_publisher(PredictionErrors, "horde/errors", 10)
-        self.diagnostics = self.create_publisher(DiagnosticArray, "/diagnostics", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
         self.skipped = {"silent": 0, "stale": 0, "unreadable": 0, "refused": 0}
         self.stale_topics: dict[str, int] = {}
@@ -135,6 +137,8 @@ class Horde(Node):
         self.create_timer(1.0 / self.spec.rate_hz, self.tick)
         if checkpoint is not None:
             self.create_timer(interval, self.save_checkpoint)
+        # The node's own timer publishes it, with the running errors on horde/errors at the same time.
+        self.health = Diagnostics(self, "horde", self._health, period=0)
         self.create_timer(1.0, self.publish_diagnostics)
         # Building a status per question costs ~35 us each (100 questions: 3.5 ms, a late tick at
         # 100 Hz), so the per-question error statuses go out every error_diagnostics_period seconds.
@@ -297,6 +301,10 @@ class Horde(Node):
             return
         self.last_checkpoint = time.time()
 
+    def refused(self) -> None:
+        """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
+        self.checkpoint = None
+
     def destroy_node(self) -> None:
         self.save_checkpoint()  # the last learning before a shutdown is kept
         super().destroy_node()
@@ -306,16 +314,14 @@ class Horde(Node):
         errors = self.errors_msg()
         errors.header.stamp = now
         self.error_topic.publish(errors)
-        statuses = [self._health()]
+        statuses = []
         now_s = self._now()
         if self.last_error_statuses is None or now_s - self.last_error_statuses >= self.error_period - 1e-6:
             self.last_error_statuses = now_s
-            statuses += self._error_statuses(errors)
-        array_ = DiagnosticArray(status=statuses)
-        array_.header.stamp = now
-        self.diagnostics.publish(array_)
+            statuses = self._error_statuses(errors)
+        self.health.publish(extra=statuses)
 
-    def _health(self) -> DiagnosticStatus:
+    def _health(self) -> Health:
         silent = [name for name, topic in self.sampler.topics.items() if topic.latest is None]
         skipped = sum(self.skipped.values())
         if silent:
@@ -330,14 +336,7 @@ class Horde(Node):
             **{f"received.{name}": topic.received for name, topic in self.sampler.topics.items()},
             "last_checkpoint": "never" if self.last_checkpoint is None else time.ctime(self.last_checkpoint),
         }
-        status = DiagnosticStatus(
-            name=f"{self.get_name()}: horde",
-            hardware_id="gamma_net",
-            level=DiagnosticStatus.WARN if silent or skipped else DiagnosticStatus.OK,
-            message=message,
-        )
-        status.values = [KeyValue(key=k, value=str(v)) for k, v in values.items()]
-        return status
+        return Health(WARN if silent or skipped else OK, message, values)
 
     def _error_statuses(self, errors: PredictionErrors) -> list[DiagnosticStatus]:
         """One status per question: its running error and the mean predictor's, per tau and readout."""

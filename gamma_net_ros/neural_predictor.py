@@ -220,6 +220,10 @@ class NeuralPredictor(Node):
         while self.stream.queued and self.stream.work(max_updates=0):
             pass
 
+    def refused(self) -> None:
+        """Refused after it was built (see run_node): stop without writing a checkpoint."""
+        self.checkpoint = None
+
     def destroy_node(self) -> None:
         """Stop training, write the last checkpoint, then release the node (safe on a node refused half-way)."""
         if self._built:

@@ -186,6 +186,10 @@ class Predictor(Node):
             return
         self.last_checkpoint = time.time()
 
+    def refused(self) -> None:
+        """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
+        self.checkpoint = None
+
     def destroy_node(self) -> None:
         self.save_checkpoint()  # the last learning before a shutdown is kept
         super().destroy_node()

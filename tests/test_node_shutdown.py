@@ -182,3 +182,61 @@ def test_neural_predictor_exits_0_with_its_checkpoint_on_sigint(tmp_path, execut
     for i in range(STARTS):
         stream = TransitionStream.resume(tmp_path / f"{i}.pt", config=config)  # whole, of this configuration
         assert stream.learner.transitions > 0
+
+
+def test_every_other_node_exits_0_on_sigint(tmp_path, executor, spin):
+    from gamma_net_core.data.bags import write_joint_states
+    from gamma_net_ros.paths import config_file
+
+    steps = 300  # 30 s of recording: still playing when the signal comes
+    bag = write_joint_states(
+        tmp_path / "arm.mcap",
+        stamp_ns=np.arange(steps) * 100_000_000,
+        joint_names=["shoulder", "elbow"],
+        position=np.zeros((steps, 2)),
+    )
+    arm = ["--params-file", str(config_file("arm"))]
+    nodes = {
+        "teleop": arm,
+        "operator": arm,
+        "prediction_monitor": [],
+        "transition_counter": [],
+        "bag_player": ["-p", f"bag:={bag}"],
+        # Integers for floats as users type them (rate_hz, rate); the driver keeps trying to open its port.
+        "dynamixel_driver": ["-p", f"port:={tmp_path / 'no-such-port'}", "-p", "rate_hz:=30"],
+        "ale_bridge": ["-p", "source:=live", "-p", "rate:=100"],  # waits for a consumer to report
+        "horde": ["-p", f"checkpoint_path:={tmp_path / 'horde.npz'}"],  # config/horde.yaml's questions
+    }
+    rig = Node("sigint_rig")
+    executor.add_node(rig)
+    env = dict(os.environ, PYTHONUNBUFFERED="1")
+    processes = {}
+    for name, args in nodes.items():
+        command = [sys.executable, "-m", f"gamma_net_ros.{name}", "--ros-args", *args]
+        log = open(tmp_path / f"{name}.log", "w")
+        processes[name] = subprocess.Popen(
+            command, stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True
+        )
+    try:
+        # Discovered, and the bridge done making its player (it is discovered before).
+        bridge_log = tmp_path / "ale_bridge.log"
+        up = lambda: set(nodes) <= set(rig.get_node_names()) and "live with policy" in bridge_log.read_text()  # noqa: E731
+        assert spin(executor, up, timeout=START_TIMEOUT), sorted(rig.get_node_names())
+        seconds = {}
+        for name, process in processes.items():
+            started = time.monotonic()
+            os.killpg(process.pid, signal.SIGINT)
+            process.wait(timeout=START_TIMEOUT)
+            seconds[name] = round(time.monotonic() - started, 2)
+    finally:
+        for process in processes.values():
+            if process.poll() is None:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+    print(f"exited {seconds} s after SIGINT")  # shown with -s
+    for name, process in processes.items():
+        output = (tmp_path / f"{name}.log").read_text()
+        assert process.returncode == 0, output
+        assert "Traceback" not in output, output
+    assert max(seconds.values()) < SHUTDOWN_S, seconds
+    assert (tmp_path / "horde.npz").is_file()  # its last checkpoint

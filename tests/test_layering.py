@@ -79,6 +79,14 @@ def test_every_core_module_imports_with_ros_blocked():
 
 def test_pip_install_gives_core_without_ros(tmp_path):
     """`pip install .` (no ROS on the path) yields an importable gamma_net_core and the CLI."""
+    # From a copy of the tracked files: pip writes *.egg-info beside the sources it builds, and
+    # one left in the checkout would shadow the colcon install's metadata for every later test.
+    source = tmp_path / "src"
+    tracked = subprocess.run(["git", "ls-files", "-z"], cwd=REPO, capture_output=True, text=True, check=True)
+    for name in filter(None, tracked.stdout.split("\0")):
+        if (REPO / name).is_file():
+            (source / name).parent.mkdir(parents=True, exist_ok=True)
+            (source / name).write_bytes((REPO / name).read_bytes())
     target = tmp_path / "site"
     install = subprocess.run(
         [
@@ -91,7 +99,7 @@ def test_pip_install_gives_core_without_ros(tmp_path):
             "--no-build-isolation",
             "--target",
             target,
-            REPO,
+            source,
         ],
         capture_output=True,
         text=True,

@@ -30,7 +30,8 @@ def test_bench_script_reports_learner_and_replay(tmp_path):
     learner, replay = data["learner"], data["replay"]
     assert (learner["batch"], learner["gamma_t"]) == (32, 8)
     assert learner["ratio"] == learner["loop_ms"] / learner["tiled_ms"] > 0
-    assert replay["replay_us"] > 0 and replay["plain_tree_us"] > 0
+    assert replay["replay_us"] > 0 and replay["plain_tree_us"] > 0 and replay["device_tree_us"] > 0
+    assert "torch sum tree on cpu (DeviceSumTree)" in result.stdout
     assert data["machine"]["torch_threads"] == 1 and data["machine"]["device"] == "cpu"
     ensemble = data["ensemble"]
     assert ensemble["K"] == 3 and "ensemble of K = 3 learners" in result.stdout

@@ -227,6 +227,24 @@ def measure_replay(args) -> dict:
             tree.update_positive(slots, new_priorities[i % 64])
         return (time.perf_counter() - started) / rounds
 
+    import torch
+
+    from gamma_net_core.neural.device_sum_tree import DeviceSumTree
+
+    device = torch.device(args.device)
+    on_device = DeviceSumTree.from_tree(replay.tree, device)
+    device_priorities = [torch.as_tensor(p, device=device) for p in new_priorities]
+    device_uniforms = [torch.as_tensor(rng.random(32), device=device) for _ in range(64)]
+
+    def device_tree(rounds: int) -> float:
+        started = time.perf_counter()
+        for i in range(rounds):
+            slots, _ = on_device.stratified_sample(device_uniforms[i % 64])
+            on_device.update_positive(slots, device_priorities[i % 64])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the rounds are queued without waiting: wait once, at the end
+        return (time.perf_counter() - started) / rounds
+
     plain = ReferenceSumTree(capacity)
     for i, p in enumerate(replay.tree.leaves):
         plain.set(i, float(p))
@@ -242,16 +260,19 @@ def measure_replay(args) -> dict:
 
     rounds = max(1, args.replay_batches)
     sample_and_update(50)
-    best = {name: float("inf") for name in ("replay", "tree", "plain")}
+    device_tree(10)
+    best = {name: float("inf") for name in ("replay", "tree", "device_tree", "plain")}
     for _ in range(args.repeats):
         best["replay"] = min(best["replay"], sample_and_update(rounds))
         best["tree"] = min(best["tree"], tree_only(rounds))
+        best["device_tree"] = min(best["device_tree"], device_tree(rounds))
         best["plain"] = min(best["plain"], plain_tree(max(1, rounds // 20)))
     return {
         "capacity": capacity,
         "feature_size": D,
         "replay_us": best["replay"] * 1e6,
         "tree_us": best["tree"] * 1e6,
+        "device_tree_us": best["device_tree"] * 1e6,
         "plain_tree_us": best["plain"] * 1e6,
         "tree_ratio": best["plain"] / best["tree"],
     }
@@ -304,6 +325,7 @@ def run(args: argparse.Namespace) -> Report:
     )
     r.add("sample 32 windows + update 32 priorities", replay["replay_us"])
     r.add("sum tree only: 32 stratified draws + 32 updates", replay["tree_us"])
+    r.add(f"torch sum tree on {args.device} (DeviceSumTree): the same", replay["device_tree_us"])
     r.add("plain Python sum tree (reference): the same", replay["plain_tree_us"])
     g = Table("goals (issue 6)", ["goal", "target", "measured", "met"])
     g.add(

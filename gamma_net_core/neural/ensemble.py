@@ -204,9 +204,8 @@ class StackedGroup:
         out = self._forward(self.params, self.buffers, phi, g)  # [K, B, G]
         delta = self._scale(g)[:, None, :] * returns_t + discounts_t * out_t - out
         losses = (weights_t[:, :, None] * delta.square()).mean(dim=(1, 2))  # [K]
-        values = losses.detach().double().cpu().numpy()
+        values, squared = self._to_host(losses, delta)
         self._step(losses, values)
-        squared = delta.detach().square().cpu().numpy()
         for k, batch in enumerate(batches):
             if self.stopped[k] is None:
                 rule = self.configs[k].priority
@@ -216,6 +215,16 @@ class StackedGroup:
             self.sync_target()
         values[[s is not None for s in self.stopped]] = np.nan
         return values
+
+    def _to_host(self, losses: torch.Tensor, delta: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
+        """The members' losses (float64 [K]) and squared TD errors (float32, delta's shape) in one copy to the host.
+
+        The update's only wait for the device: the losses decide who stops, the squared errors are the
+        host sum trees' new priorities.
+        """
+        K = losses.shape[0]
+        both = torch.cat([losses.detach().reshape(K, 1), delta.detach().square().reshape(K, -1)], dim=1).cpu()
+        return both[:, 0].double().numpy(), both[:, 1:].reshape(delta.shape).numpy()
 
     def _step(self, losses: torch.Tensor, values: np.ndarray) -> None:
         """Stop the members whose loss is not finite, then one Adam step for the others (the stopped unchanged)."""
@@ -271,9 +280,8 @@ class StackedGroup:
         out = self._probe_forward(self.params, self.buffers, phi)  # [K, B, P]
         delta = self._scale(g)[:, None, :] * returns + discounts * out_t - out
         losses = (weights * delta.square()).mean(dim=1).sum(dim=1)  # [K]: the probes' losses add
-        values = losses.detach().double().cpu().numpy()
+        values, squared = self._to_host(losses, delta)
         self._step(losses, values)
-        squared = delta.detach().square().cpu().numpy()
         for k, mine in enumerate(batches):
             if self.stopped[k] is None:
                 rule = self.configs[k].priority

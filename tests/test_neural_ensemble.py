@@ -222,3 +222,21 @@ def test_an_ensemble_checkpoint_of_other_members_or_corrupt_is_refused(tmp_path)
     path.write_bytes(path.read_bytes()[:200])
     with pytest.raises(CheckpointError, match="is not a readable checkpoint"):
         LearnerEnsemble.load(path, MIXED)
+
+
+def test_phi_gathered_from_the_devices_copy_of_the_replay_trains_as_phi_from_the_host(tmp_path):
+    """device_replay (the default off the CPU): only slots cross to the device; the same numbers, bit for bit,
+    through the ring's wrap-around and a save and load."""
+    data = stream(200)
+    host = LearnerEnsemble(MIXED, device_replay=False)
+    gathered = LearnerEnsemble(MIXED, device_replay=True)
+    head = [a[:90] for a in data]
+    np.testing.assert_array_equal(gathered.observe_many(*head), host.observe_many(*head))
+    gathered.save(tmp_path / "ensemble.pt")
+    gathered, _ = LearnerEnsemble.load(tmp_path / "ensemble.pt", MIXED, device_replay=True)
+    tail = [a[90:] for a in data]
+    np.testing.assert_array_equal(gathered.observe_many(*tail), host.observe_many(*tail))
+    torch.testing.assert_close(gathered.device_features, torch.from_numpy(host.replay.features), rtol=0, atol=0)
+    for a, b in zip(host.groups, gathered.groups):
+        for name in a.params:
+            assert torch.equal(a.params[name], b.params[name]), name

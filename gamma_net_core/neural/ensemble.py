@@ -141,6 +141,8 @@ class StackedGroup:
             )  # fmt: skip
         self.replay = replay
         self.first = first
+        #: φ of every replay slot on the device (set by the ensemble), or None: φ comes with each batch from the host.
+        self.device_features: torch.Tensor | None = None
         #: Each member's replay-sampling generator (the buffer's own is unused).
         self.replay_rngs = [np.random.default_rng(s[0]) for s in seeds]
         self.timescale_rngs = [np.random.default_rng(s[1]) for s in seeds]
@@ -183,10 +185,13 @@ class StackedGroup:
         if not self.is_gamma_net:
             return self._update_probes()
         c, dev, f32 = self.config, self.device, torch.float32
-        batches = [self.replay.sample(c.batch_size, self.first + k, rng) for k, rng in enumerate(self.replay_rngs)]
+        on_host = self.device_features is None
+        batches = [
+            self.replay.sample(c.batch_size, self.first + k, rng, features=on_host)
+            for k, rng in enumerate(self.replay_rngs)
+        ]
         gammas = np.stack([sampler.sample() for sampler in self.samplers])  # [K, G]
-        phi = torch.as_tensor(np.stack([b.features for b in batches]), device=dev)
-        phi_t = torch.as_tensor(np.stack([b.bootstrap_features for b in batches]), device=dev)
+        phi, phi_t = self._features(batches)
         returns = np.stack([b.nstep_returns(g) for b, g in zip(batches, gammas)])
         discounts = np.stack([b.bootstrap_discounts(g) for b, g in zip(batches, gammas)])
         weights = np.stack(
@@ -215,6 +220,28 @@ class StackedGroup:
             self.sync_target()
         values[[s is not None for s in self.stopped]] = np.nan
         return values
+
+    def _features(self, batches) -> tuple[torch.Tensor, torch.Tensor]:
+        """φ and bootstrap φ of nested lists of batches, stacked on the device ([K, B, D] or [K, P, B, D]).
+
+        With :attr:`device_features`, only the slots go to the device (a few hundred integers) and φ is
+        gathered there; otherwise φ itself is copied from the host batches.
+        """
+        nested = isinstance(batches[0], list)  # probe networks: [K][P] batches
+        flat = [b for mine in batches for b in mine] if nested else list(batches)
+        lead = (len(batches), len(batches[0])) if nested else (len(batches),)
+        if self.device_features is None:
+            phi = np.stack([b.features for b in flat])
+            phi_t = np.stack([b.bootstrap_features for b in flat])
+            shape = (*lead, *phi.shape[1:])
+            return (
+                torch.as_tensor(phi.reshape(shape), device=self.device),
+                torch.as_tensor(phi_t.reshape(shape), device=self.device),
+            )
+        slots = np.stack([np.stack([b.indices for b in flat]), np.stack([b.bootstrap_indices for b in flat])])
+        slots = torch.as_tensor(slots, device=self.device)
+        shape = (*lead, slots.shape[-1], self.device_features.shape[1])
+        return self.device_features[slots[0]].reshape(shape), self.device_features[slots[1]].reshape(shape)
 
     def _to_host(self, losses: torch.Tensor, delta: torch.Tensor) -> tuple[np.ndarray, np.ndarray]:
         """The members' losses (float64 [K]) and squared TD errors (float32, delta's shape) in one copy to the host.
@@ -249,12 +276,12 @@ class StackedGroup:
         c, dev, f32, P = self.config, self.device, torch.float32, self.P
         gammas = self.probe_gammas
         # Member k draws its P batches in probe order with its own generator, as its single learner does.
+        on_host = self.device_features is None
         batches = [
-            [self.replay.sample(c.batch_size, self.first + k * P + p, rng) for p in range(P)]
+            [self.replay.sample(c.batch_size, self.first + k * P + p, rng, features=on_host) for p in range(P)]
             for k, rng in enumerate(self.replay_rngs)
         ]
-        phi = torch.as_tensor(np.stack([[b.features for b in mine] for mine in batches]), device=dev)  # [K, P, B, D]
-        phi_t = torch.as_tensor(np.stack([[b.bootstrap_features for b in mine] for mine in batches]), device=dev)
+        phi, phi_t = self._features(batches)  # [K, P, B, D]
 
         def per_probe(fn) -> torch.Tensor:  # [K, B, P]
             return torch.as_tensor(
@@ -442,12 +469,14 @@ class LearnerEnsemble:
 
     Args:
       configs: one configuration per member; all must share :data:`STREAM_SETTINGS`.
+      device_replay: keep a copy of the replay's φ on the learners' device and gather each batch's φ
+        there, so only slots cross to the device each update (None: on any device but the CPU).
 
     Raises:
       ValueError: no configs, members that differ in a stream setting, or a network that cannot stack (named).
     """
 
-    def __init__(self, configs: list[NeuralConfig]) -> None:
+    def __init__(self, configs: list[NeuralConfig], *, device_replay: bool | None = None) -> None:
         if not configs:
             raise ValueError("an ensemble needs at least one learner configuration")
         for i, c in enumerate(configs):
@@ -482,6 +511,16 @@ class LearnerEnsemble:
             StackedGroup([configs[k] for k in ks], self.replay, int(first))
             for ks, first in zip(self.group_members, firsts)
         ]
+        if device_replay is None:
+            device_replay = self.device.type != "cpu"
+        #: φ of every replay slot on the device (None: batches carry φ from the host).
+        self.device_features = (
+            torch.zeros((c.replay_capacity, c.feature_size), dtype=torch.float32, device=self.device)
+            if device_replay
+            else None
+        )
+        for group in self.groups:
+            group.device_features = self.device_features
         #: Member k is ``groups[where[k][0]]``'s member ``where[k][1]``.
         self.where = [None] * self.K
         for g, ks in enumerate(self.group_members):
@@ -508,6 +547,14 @@ class LearnerEnsemble:
                 values[ks] = group.update()
         self.updates += 1
         return values
+
+    def _mirror(self, added: int, phi: np.ndarray) -> None:
+        """Copy records just added (the first had record number ``added``) to the device's φ."""
+        capacity = self.config.replay_capacity
+        keep = min(phi.shape[0], capacity)  # of a stretch longer than the ring, only the last lap stays
+        first = added + phi.shape[0] - keep
+        slots = torch.arange(first, first + keep) % capacity
+        self.device_features[slots.to(self.device)] = torch.as_tensor(phi[phi.shape[0] - keep :], device=self.device)
 
     def sync_target(self) -> None:
         """Copy every member's network into its target network."""
@@ -545,7 +592,10 @@ class LearnerEnsemble:
             start = 0
             while start < T:
                 stop = min(T, start + self._steps_to_next_update())
+                added = self.replay.added
                 self.replay.add(phi[start:stop], c[start:stop], term[start:stop], trunc[start:stop])
+                if self.device_features is not None:
+                    self._mirror(added, phi[start:stop])
                 self.transitions += stop - start
                 bar.update(stop - start)
                 start = stop
@@ -616,6 +666,8 @@ class LearnerEnsemble:
                 {key: v for key, v in mine.items() if key not in PORTABLE_SETTINGS},
             )
         self.replay.from_state_dict({key: v.numpy() for key, v in state["replay"].items()})
+        if self.device_features is not None:
+            self.device_features.copy_(torch.from_numpy(self.replay.features))
         for group, part in zip(self.groups, state["groups"]):
             group.load_state_dict(part)
         self.transitions = int(state["transitions"])
@@ -626,15 +678,19 @@ class LearnerEnsemble:
         return save_torch(path, {**self.state_dict(), "extra": extra})
 
     @classmethod
-    def load(cls, path: str | os.PathLike, configs: list[NeuralConfig]) -> tuple[LearnerEnsemble, dict]:
+    def load(
+        cls, path: str | os.PathLike, configs: list[NeuralConfig], *, device_replay: bool | None = None
+    ) -> tuple[LearnerEnsemble, dict]:
         """An ensemble of ``configs`` restored from :meth:`save`'s file, and the ``extra`` saved with it.
+
+        ``device_replay`` as in the constructor.
 
         Raises:
           FileNotFoundError: no such file.
           CheckpointError: not an ensemble checkpoint, another version, or other members.
         """
         state = load_torch(path)
-        ensemble = cls(configs)
+        ensemble = cls(configs, device_replay=device_replay)
         try:
             ensemble.load_state_dict(state)
         except CheckpointError as exc:

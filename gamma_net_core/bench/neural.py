@@ -40,6 +40,15 @@ GOAL_RATIO = 4.0
 GOAL_REPLAY_US = 50.0
 
 
+#: ``--ensemble-mix``: the series an ensemble's members cycle through (each its own network shape).
+MIX = (
+    ("reference", {}),
+    ("l_embed", {"embedding": "l_embed"}),
+    ("h_l_embed", {"embedding": "h_l_embed"}),
+    ("input_tau", {"timescale_inputs": "tau"}),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device for the learner: cpu, cuda, cuda:1, ...")
     parser.add_argument("--updates", type=int, default=20, help="updates per timed round, each way")
@@ -53,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="K: also time an ensemble of K learners against K separate learners (0: skip)",
+    )
+    parser.add_argument(
+        "--ensemble-mix",
+        action="store_true",
+        help="the ensemble's members cycle through series of different network shapes "
+        f"({', '.join(n for n, _ in MIX)}) instead of K seeds of one",
     )
     parser.add_argument(
         "--tiny", action="store_true", help="small network and buffer (a smoke run of this command, not a benchmark)"
@@ -148,11 +163,15 @@ def measure_ensemble(args) -> dict:
     capacity = sizes.get("replay_capacity", min(args.replay_capacity, ENSEMBLE_CAPACITY))
     configs = [
         NeuralConfig(
-            embedding=args.embedding,
-            device=args.device,
-            min_replay_history=10**12,
-            seed=k,
-            **{**sizes, "replay_capacity": capacity},
+            **{
+                "embedding": args.embedding,
+                "device": args.device,
+                "min_replay_history": 10**12,
+                "seed": k,
+                **sizes,
+                "replay_capacity": capacity,
+                **(MIX[k % len(MIX)][1] if args.ensemble_mix else {}),
+            }
         )
         for k in range(K)
     ]
@@ -183,6 +202,8 @@ def measure_ensemble(args) -> dict:
         best_separate = min(best_separate, _time_updates(learners[0], separate, rounds))
     return {
         "K": K,
+        "mixed": [MIX[k % len(MIX)][0] for k in range(K)] if args.ensemble_mix else None,
+        "groups": len(ensemble.groups),
         "replay_capacity": capacity,
         "ensemble_ms": best_ensemble * 1e3,
         "separate_ms": best_separate * 1e3,
@@ -343,7 +364,8 @@ def run(args: argparse.Namespace) -> Report:
     tables = [m, u, r, g]
     if ensemble is not None:
         e = Table(
-            f"ensemble of K = {ensemble['K']} learners vs the same K separate learners "
+            f"ensemble of K = {ensemble['K']} learners ({ensemble['groups']} network shape(s)) vs the same K "
+            "separate learners "
             f"(best of {args.repeats} x {max(1, args.updates // 2)} rounds)",
             ["implementation", "ms per round (K learner-updates)", "learner-updates/s", "vs separate"],
             formats={

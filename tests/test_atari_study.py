@@ -377,6 +377,31 @@ def test_an_interrupted_ensemble_continues_from_its_last_save(data, tmp_path, mo
     assert "--resume-every" in capsys.readouterr().err
 
 
+def test_an_ensemble_save_of_other_runs_is_not_resumed(data, tmp_path, monkeypatch, capsys):
+    """Interrupted as an ensemble of 3, continued with --ensemble 2: the save holds other members, so the new
+    ensemble says so and trains from the start; the stale save is replaced and then removed."""
+    from gamma_net_core.neural.ensemble import LearnerEnsemble
+
+    series = ["--series", "reference,probes,l_embed", "--seeds", "1", "--resume-every", "1"]
+    observe = LearnerEnsemble.observe_many
+
+    def interrupted(self, *args, **kwargs):
+        if self.transitions >= 80:
+            raise KeyboardInterrupt
+        return observe(self, *args, **kwargs)
+
+    monkeypatch.setattr(LearnerEnsemble, "observe_many", interrupted)
+    assert main([*train_argv(data, tmp_path / "run", *series, "--ensemble", "3")]) == 130
+    saved = study.run_path(tmp_path / "run", "reference", 0) / train.ENSEMBLE_CHECKPOINT
+    assert saved.is_file()
+    monkeypatch.setattr(LearnerEnsemble, "observe_many", observe)
+    capsys.readouterr()
+    assert main([*train_argv(data, tmp_path / "run", *series, "--ensemble", "2")]) == 0
+    err = capsys.readouterr().err
+    assert "not resuming: " in err and "holds 3 members; this ensemble has 2" in err and "resuming the" not in err
+    assert not saved.exists() and len(list((tmp_path / "run").rglob(study.PREDICTIONS))) == 3
+
+
 def test_a_study_of_the_clipped_reward_learns_it_and_wants_its_returns(data, tmp_path, capsys):
     from gamma_net_core.data.shards import read_transitions
 

@@ -7,6 +7,7 @@ import json
 
 import numpy as np
 import pytest
+import torch
 
 from gamma_net_core.atari.evaluation_points import EvaluationPoints
 from gamma_net_core.atari.rollouts import MonteCarloReturns
@@ -308,9 +309,10 @@ def test_runs_give_the_same_predictions_in_worker_processes(data, tmp_path):
 
 
 def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, capsys):
-    """--ensemble 3: reference and unscaled (2 seeds each) stack into ensembles of 3 and 1, input_gamma's two
-    seeds into one of 2 (another network shape), the probes' two seeds into one of 2. Every run's files match a
-    one-by-one study's to float tolerance, and the ensemble's checkpoints load as single learners."""
+    """--ensemble 3: any series mix in an ensemble, runs of one shape packed together: reference 0, 1 and
+    unscaled 0 (one stacked group); unscaled 1 with the probes' two seeds (two groups); input_gamma's two seeds.
+    Every run's files match a one-by-one study's to float tolerance, and the ensemble's checkpoints load as
+    single learners."""
     series = ["--series", "reference,unscaled,probes,input_gamma"]
     assert main([*train_argv(data, tmp_path / "alone", *series)]) == 0
     together_json = tmp_path / "together.json"
@@ -319,7 +321,8 @@ def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, caps
     )
     assert "ensembles of up to 3" in capsys.readouterr().out
     runs = json.loads(together_json.read_text())["data"]["runs"]
-    assert sorted(r.get("ensemble", 1) for r in runs) == [1, 2, 2, 2, 2, 3, 3, 3]
+    assert sorted(r.get("ensemble", 1) for r in runs) == [2, 2, 3, 3, 3, 3, 3, 3]
+    assert not list((tmp_path / "together").rglob(train.ENSEMBLE_CHECKPOINT))  # removed once the runs are written
     for name in ("reference", "unscaled", "probes", "input_gamma"):
         for seed in (0, 1):
             alone = study.RunPredictions.load(study.run_path(tmp_path / "alone", name, seed) / study.PREDICTIONS)
@@ -333,6 +336,70 @@ def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, caps
     # Continuing: the same command finds every run done and trains nothing.
     assert main([*train_argv(data, tmp_path / "together", *series, "--ensemble", "3")]) == 0
     assert capsys.readouterr().out.count("already trained") == 8
+
+
+def test_an_interrupted_ensemble_continues_from_its_last_save(data, tmp_path, monkeypatch, capsys):
+    """Ctrl-C after evaluation 3 of 6 (saves every 2): the same command continues from evaluation 2 and ends with
+    the files an uninterrupted ensemble writes."""
+    from gamma_net_core.neural.ensemble import LearnerEnsemble
+
+    series = ["--series", "reference,probes,l_embed", "--seeds", "1", "--ensemble", "3", "--resume-every", "2"]
+    assert main([*train_argv(data, tmp_path / "whole", *series)]) == 0
+    observe = LearnerEnsemble.observe_many
+
+    def interrupted(self, *args, **kwargs):
+        if self.transitions >= 120:  # in evaluation 4
+            raise KeyboardInterrupt
+        return observe(self, *args, **kwargs)
+
+    monkeypatch.setattr(LearnerEnsemble, "observe_many", interrupted)
+    capsys.readouterr()
+    assert main([*train_argv(data, tmp_path / "cut", *series)]) == 130
+    assert "interrupted" in capsys.readouterr().err
+    saved = study.run_path(tmp_path / "cut", "reference", 0) / train.ENSEMBLE_CHECKPOINT
+    assert saved.is_file() and not list((tmp_path / "cut").rglob(study.PREDICTIONS))
+    monkeypatch.setattr(LearnerEnsemble, "observe_many", observe)
+    assert main([*train_argv(data, tmp_path / "cut", *series)]) == 0
+    err = capsys.readouterr().err
+    assert "resuming the ensemble of reference seed 0, l_embed seed 0, probes seed 0 at evaluation 2 of 6" in err
+    assert not saved.exists()
+    for name in ("reference", "probes", "l_embed"):
+        whole = study.RunPredictions.load(study.run_path(tmp_path / "whole", name, 0) / study.PREDICTIONS)
+        cut = study.RunPredictions.load(study.run_path(tmp_path / "cut", name, 0) / study.PREDICTIONS)
+        np.testing.assert_array_equal(cut.predictions, whole.predictions)
+        np.testing.assert_array_equal(cut.losses, whole.losses)
+        np.testing.assert_array_equal(cut.updates, whole.updates)
+        a = NeuralLearner.load(study.run_path(tmp_path / "whole", name, 0) / study.CHECKPOINT)
+        b = NeuralLearner.load(study.run_path(tmp_path / "cut", name, 0) / study.CHECKPOINT)
+        for key, value in a.online.state_dict().items():
+            assert torch.equal(b.online.state_dict()[key], value), key
+    assert main([*train_argv(data, tmp_path / "usage", *series[:-2], "--resume-every", "-1")]) == 2
+    assert "--resume-every" in capsys.readouterr().err
+
+
+def test_an_ensemble_save_of_other_runs_is_not_resumed(data, tmp_path, monkeypatch, capsys):
+    """Interrupted as an ensemble of 3, continued with --ensemble 2: the save holds other members, so the new
+    ensemble says so and trains from the start; the stale save is replaced and then removed."""
+    from gamma_net_core.neural.ensemble import LearnerEnsemble
+
+    series = ["--series", "reference,probes,l_embed", "--seeds", "1", "--resume-every", "1"]
+    observe = LearnerEnsemble.observe_many
+
+    def interrupted(self, *args, **kwargs):
+        if self.transitions >= 80:
+            raise KeyboardInterrupt
+        return observe(self, *args, **kwargs)
+
+    monkeypatch.setattr(LearnerEnsemble, "observe_many", interrupted)
+    assert main([*train_argv(data, tmp_path / "run", *series, "--ensemble", "3")]) == 130
+    saved = study.run_path(tmp_path / "run", "reference", 0) / train.ENSEMBLE_CHECKPOINT
+    assert saved.is_file()
+    monkeypatch.setattr(LearnerEnsemble, "observe_many", observe)
+    capsys.readouterr()
+    assert main([*train_argv(data, tmp_path / "run", *series, "--ensemble", "2")]) == 0
+    err = capsys.readouterr().err
+    assert "not resuming: " in err and "holds 3 members; this ensemble has 2" in err and "resuming the" not in err
+    assert not saved.exists() and len(list((tmp_path / "run").rglob(study.PREDICTIONS))) == 3
 
 
 def test_a_study_of_the_clipped_reward_learns_it_and_wants_its_returns(data, tmp_path, capsys):

@@ -14,7 +14,7 @@ REPO = pathlib.Path(__file__).resolve().parent.parent
 def test_bench_script_reports_learner_and_replay(tmp_path):
     out = tmp_path / "bench.json"
     args = ["--tiny", "--updates", "2", "--repeats", "1", "--replay-batches", "5", "--threads", "1", "--json", str(out),
-            "--ensemble", "3"]  # fmt: skip
+            "--ensemble", "3", "--ensemble-mix"]  # fmt: skip
     env = {**os.environ, "PYTHONPATH": str(REPO) + os.pathsep + os.environ.get("PYTHONPATH", "")}
     result = subprocess.run(
         [sys.executable, str(REPO / "benchmarks" / "bench_neural.py"), *args],
@@ -30,10 +30,12 @@ def test_bench_script_reports_learner_and_replay(tmp_path):
     learner, replay = data["learner"], data["replay"]
     assert (learner["batch"], learner["gamma_t"]) == (32, 8)
     assert learner["ratio"] == learner["loop_ms"] / learner["tiled_ms"] > 0
-    assert replay["replay_us"] > 0 and replay["plain_tree_us"] > 0
+    assert replay["replay_us"] > 0 and replay["plain_tree_us"] > 0 and replay["device_tree_us"] > 0
+    assert "torch sum tree on cpu (DeviceSumTree)" in result.stdout
     assert data["machine"]["torch_threads"] == 1 and data["machine"]["device"] == "cpu"
     ensemble = data["ensemble"]
-    assert ensemble["K"] == 3 and "ensemble of K = 3 learners" in result.stdout
+    assert ensemble["K"] == 3 and "ensemble of K = 3 learners (3 network shape(s))" in result.stdout
+    assert ensemble["mixed"] == ["reference", "l_embed", "h_l_embed"] and ensemble["groups"] == 3
     assert ensemble["ratio"] == ensemble["separate_ms"] / ensemble["ensemble_ms"] > 0
     assert ensemble["single_ms"] == ensemble["separate_ms"] / 3
 

@@ -40,6 +40,15 @@ GOAL_RATIO = 4.0
 GOAL_REPLAY_US = 50.0
 
 
+#: ``--ensemble-mix``: the series an ensemble's members cycle through (each its own network shape).
+MIX = (
+    ("reference", {}),
+    ("l_embed", {"embedding": "l_embed"}),
+    ("h_l_embed", {"embedding": "h_l_embed"}),
+    ("input_tau", {"timescale_inputs": "tau"}),
+)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--device", default="cpu", help="torch device for the learner: cpu, cuda, cuda:1, ...")
     parser.add_argument("--updates", type=int, default=20, help="updates per timed round, each way")
@@ -53,6 +62,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         help="K: also time an ensemble of K learners against K separate learners (0: skip)",
+    )
+    parser.add_argument(
+        "--ensemble-mix",
+        action="store_true",
+        help="the ensemble's members cycle through series of different network shapes "
+        f"({', '.join(n for n, _ in MIX)}) instead of K seeds of one",
     )
     parser.add_argument(
         "--tiny", action="store_true", help="small network and buffer (a smoke run of this command, not a benchmark)"
@@ -148,11 +163,15 @@ def measure_ensemble(args) -> dict:
     capacity = sizes.get("replay_capacity", min(args.replay_capacity, ENSEMBLE_CAPACITY))
     configs = [
         NeuralConfig(
-            embedding=args.embedding,
-            device=args.device,
-            min_replay_history=10**12,
-            seed=k,
-            **{**sizes, "replay_capacity": capacity},
+            **{
+                "embedding": args.embedding,
+                "device": args.device,
+                "min_replay_history": 10**12,
+                "seed": k,
+                **sizes,
+                "replay_capacity": capacity,
+                **(MIX[k % len(MIX)][1] if args.ensemble_mix else {}),
+            }
         )
         for k in range(K)
     ]
@@ -183,6 +202,8 @@ def measure_ensemble(args) -> dict:
         best_separate = min(best_separate, _time_updates(learners[0], separate, rounds))
     return {
         "K": K,
+        "mixed": [MIX[k % len(MIX)][0] for k in range(K)] if args.ensemble_mix else None,
+        "groups": len(ensemble.groups),
         "replay_capacity": capacity,
         "ensemble_ms": best_ensemble * 1e3,
         "separate_ms": best_separate * 1e3,
@@ -227,6 +248,24 @@ def measure_replay(args) -> dict:
             tree.update_positive(slots, new_priorities[i % 64])
         return (time.perf_counter() - started) / rounds
 
+    import torch
+
+    from gamma_net_core.neural.device_sum_tree import DeviceSumTree
+
+    device = torch.device(args.device)
+    on_device = DeviceSumTree.from_tree(replay.tree, device)
+    device_priorities = [torch.as_tensor(p, device=device) for p in new_priorities]
+    device_uniforms = [torch.as_tensor(rng.random(32), device=device) for _ in range(64)]
+
+    def device_tree(rounds: int) -> float:
+        started = time.perf_counter()
+        for i in range(rounds):
+            slots, _ = on_device.stratified_sample(device_uniforms[i % 64])
+            on_device.update_positive(slots, device_priorities[i % 64])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the rounds are queued without waiting: wait once, at the end
+        return (time.perf_counter() - started) / rounds
+
     plain = ReferenceSumTree(capacity)
     for i, p in enumerate(replay.tree.leaves):
         plain.set(i, float(p))
@@ -242,16 +281,19 @@ def measure_replay(args) -> dict:
 
     rounds = max(1, args.replay_batches)
     sample_and_update(50)
-    best = {name: float("inf") for name in ("replay", "tree", "plain")}
+    device_tree(10)
+    best = {name: float("inf") for name in ("replay", "tree", "device_tree", "plain")}
     for _ in range(args.repeats):
         best["replay"] = min(best["replay"], sample_and_update(rounds))
         best["tree"] = min(best["tree"], tree_only(rounds))
+        best["device_tree"] = min(best["device_tree"], device_tree(rounds))
         best["plain"] = min(best["plain"], plain_tree(max(1, rounds // 20)))
     return {
         "capacity": capacity,
         "feature_size": D,
         "replay_us": best["replay"] * 1e6,
         "tree_us": best["tree"] * 1e6,
+        "device_tree_us": best["device_tree"] * 1e6,
         "plain_tree_us": best["plain"] * 1e6,
         "tree_ratio": best["plain"] / best["tree"],
     }
@@ -304,6 +346,7 @@ def run(args: argparse.Namespace) -> Report:
     )
     r.add("sample 32 windows + update 32 priorities", replay["replay_us"])
     r.add("sum tree only: 32 stratified draws + 32 updates", replay["tree_us"])
+    r.add(f"torch sum tree on {args.device} (DeviceSumTree): the same", replay["device_tree_us"])
     r.add("plain Python sum tree (reference): the same", replay["plain_tree_us"])
     g = Table("goals (issue 6)", ["goal", "target", "measured", "met"])
     g.add(
@@ -321,7 +364,8 @@ def run(args: argparse.Namespace) -> Report:
     tables = [m, u, r, g]
     if ensemble is not None:
         e = Table(
-            f"ensemble of K = {ensemble['K']} learners vs the same K separate learners "
+            f"ensemble of K = {ensemble['K']} learners ({ensemble['groups']} network shape(s)) vs the same K "
+            "separate learners "
             f"(best of {args.repeats} x {max(1, args.updates // 2)} rounds)",
             ["implementation", "ms per round (K learner-updates)", "learner-updates/s", "vs separate"],
             formats={

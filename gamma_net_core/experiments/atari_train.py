@@ -20,13 +20,13 @@ depends only on its configuration, seed and the data, not on where it runs. A ru
 ``predictions.npz`` already exists is skipped, so the same command continues a stopped
 study, and a later command may add series or seeds to the same ``--out``.
 
-With ``--ensemble K`` the runs whose networks stack (Γ-nets of the same shape and |Γ_t|:
-the seeds of a series, and series that change only the seed, the loss scaling, the Γ_t
-distribution, the priority rule or the importance weights; the probe networks' seeds) train
-up to K at a time as one
-:class:`~gamma_net_core.neural.ensemble.LearnerEnsemble` on one pass over the data; each
-run's files are the ones it would write alone (its members equal single learners to float
-tolerance), so a study may mix both ways, and an interrupted ensemble is trained again.
+With ``--ensemble K`` any K runs on the same stream (every series of a study: embeddings,
+timescale inputs, scaling, Γ_t distributions, probes) train as one
+:class:`~gamma_net_core.neural.ensemble.LearnerEnsemble` on one pass over the data, one
+stacked group per network shape (runs of one shape are packed together); each run's files
+are the ones it would write alone (its members equal single learners to float tolerance),
+so a study may mix both ways. An ensemble saves its whole state every ``--resume-every``
+evaluations, and an interrupted one continues from its last save.
 """
 
 from __future__ import annotations
@@ -48,6 +48,10 @@ from gamma_net_core.report import Report, Table
 DEFAULT_EVALUATIONS = 40
 #: Transitions between progress reports from a run.
 PROGRESS_CHUNK = 500
+#: An ensemble's whole state part-way, in its first run's folder (removed once its runs are written).
+ENSEMBLE_CHECKPOINT = "ensemble.pt"
+#: Default evaluations between an ensemble's saves of its whole state.
+DEFAULT_RESUME_EVERY = 4
 
 
 @dataclasses.dataclass(frozen=True)
@@ -66,6 +70,7 @@ class RunTask:
     checkpoint: bool
     identity: dict[str, Any]  # the study's identity, repeated in the file's header
     cumulant: str = "raw"  # the recording's column learned from: raw or clipped (Dopamine's) reward
+    resume_every: int = 0  # an ensemble saves its whole state every this many evaluations (0: never)
 
     @property
     def key(self) -> str:
@@ -123,12 +128,23 @@ def _finish_run(task: RunTask, *, schedule, updates, taus, gammas, predictions, 
     ).save(out / PREDICTIONS)
 
 
+def _member_taus(task: RunTask, config) -> np.ndarray:
+    """Where a run predicts: probe networks at their own τ (interpolated by evaluate), Γ-nets at the study's."""
+    if config.network == "probes":
+        return np.sort(np.asarray(config.probe_taus, dtype=np.float64))
+    return np.asarray(task.taus, dtype=np.float64)
+
+
 def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
-    """Train runs of Γ-nets that stack as one :class:`~gamma_net_core.neural.ensemble.LearnerEnsemble`.
+    """Train runs (any mix of series) as one :class:`~gamma_net_core.neural.ensemble.LearnerEnsemble`.
 
     Each run writes what :func:`train_run` would write for it; ``progress`` is called with the transitions
-    just observed (once for the whole ensemble). Returns one summary per run, as :func:`train_run`.
+    just observed (once for the whole ensemble). Every ``resume_every`` evaluations the whole ensemble and
+    what the runs have predicted so far are saved to ``ensemble.pt`` in the first run's folder (atomically),
+    and a later call with the same runs continues from there; the file is removed once every run's files
+    are written. Returns one summary per run, as :func:`train_run`.
     """
+    from gamma_net_core.checkpoint import CheckpointError
     from gamma_net_core.config import from_mapping
     from gamma_net_core.neural.ensemble import LearnerEnsemble
     from gamma_net_core.neural.learner import NeuralConfig
@@ -136,27 +152,60 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
 
     started = time.perf_counter()
     configs = [from_mapping(NeuralConfig, t.config, where=t.key) for t in tasks]
-    ensemble = LearnerEnsemble(configs)
     first = tasks[0]
     data = read_rows(first.shards, first.steps, configs[0].feature_size)
-    if configs[0].network == "probes":  # probe networks predict at their own τ (interpolated by evaluate)
-        taus = np.sort(np.asarray(configs[0].probe_taus, dtype=np.float64))
-    else:
-        taus = np.asarray(first.taus, dtype=np.float64)
-    gammas = np.atleast_1d(gamma_from_tau(taus))
+    cumulants = cumulants_of(data, first.cumulant)
+    taus = [_member_taus(t, c) for t, c in zip(tasks, configs)]
+    gammas = [np.atleast_1d(gamma_from_tau(t)) for t in taus]
     schedule = np.asarray(first.schedule, dtype=np.int64)
     K = len(tasks)
-    predictions = np.full((K, schedule.size, first.features.shape[0], taus.size), np.nan)
-    updates = np.zeros((K, schedule.size), dtype=np.int64)
-    predictions[:, 0] = ensemble.predict(first.features, gammas)
-    losses: list[np.ndarray] = []
-    for e in range(1, schedule.size):
+    members = [t.key for t in tasks]
+    resume_file = pathlib.Path(first.out) / ENSEMBLE_CHECKPOINT
+    ensemble = None
+    if first.resume_every > 0 and resume_file.is_file():
+        try:
+            ensemble, extra = LearnerEnsemble.load(resume_file, configs)
+            if extra.get("members") != members or extra.get("schedule") != schedule.tolist():
+                raise CheckpointError(f"{resume_file} holds the ensemble of {extra.get('members')}, not of {members}")
+        except CheckpointError as exc:
+            print(f"not resuming: {str(exc).splitlines()[0]}; training the ensemble from the start", file=sys.stderr)
+            ensemble = None
+    if ensemble is not None:
+        done = int(extra["evaluation"])
+        predictions = [p.numpy() for p in extra["predictions"]]
+        updates = extra["updates"].numpy()
+        losses = [extra["losses"].numpy()]
+        started -= float(extra["seconds"])
+        print(
+            f"resuming the ensemble of {', '.join(members)} at evaluation {done} of {schedule.size - 1}",
+            file=sys.stderr,
+        )
+        if progress is not None:
+            progress(int(schedule[done]))
+    else:
+        ensemble = LearnerEnsemble(configs)
+        done = 0
+        predictions = [np.full((schedule.size, first.features.shape[0], t.size), np.nan) for t in taus]
+        updates = np.zeros((K, schedule.size), dtype=np.int64)
+        losses = []
+
+    def predict(training: np.ndarray, e: int) -> None:
+        for group, ks in zip(ensemble.groups, ensemble.group_members):
+            if training[ks].any():
+                values = group.predict(first.features, gammas[ks[0]])
+                for j, k in enumerate(ks):
+                    if training[k]:
+                        predictions[k][e] = values[j]
+
+    if done == 0:
+        predict(np.ones(K, dtype=bool), 0)
+    for e in range(done + 1, schedule.size):
         for start in range(int(schedule[e - 1]), int(schedule[e]), PROGRESS_CHUNK):
             stop = min(start + PROGRESS_CHUNK, int(schedule[e]))
             losses.append(
                 ensemble.observe_many(
                     data.features[start:stop],
-                    cumulants_of(data, first.cumulant)[start:stop],
+                    cumulants[start:stop],
                     data.terminals[start:stop],
                     data.truncated[start:stop],
                 )
@@ -169,7 +218,19 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
         if not training.any():
             updates[:, e + 1 :] = updates[:, e : e + 1]
             break
-        predictions[training, e] = ensemble.predict(first.features, gammas)[training]
+        predict(training, e)
+        if first.resume_every > 0 and e % first.resume_every == 0 and e < schedule.size - 1:
+            resume_file.parent.mkdir(parents=True, exist_ok=True)
+            ensemble.save(
+                resume_file,
+                members=members,
+                schedule=schedule.tolist(),
+                evaluation=e,
+                predictions=[torch_tensor(p) for p in predictions],
+                updates=torch_tensor(updates),
+                losses=torch_tensor(loss),
+                seconds=time.perf_counter() - started,
+            )
     loss = np.concatenate(losses) if losses else np.zeros((0, K))
     seconds = time.perf_counter() - started
     summaries = []
@@ -179,8 +240,8 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
             task,
             schedule=schedule,
             updates=updates[k],
-            taus=taus,
-            gammas=gammas,
+            taus=taus[k],
+            gammas=gammas[k],
             predictions=predictions[k],
             losses=own,
             seconds=seconds,
@@ -199,26 +260,47 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
                 "ensemble": K,
             }
         )
+    resume_file.unlink(missing_ok=True)  # every run's files are written: nothing left to resume
     return summaries
 
 
+def torch_tensor(array: np.ndarray):
+    """A NumPy array as a tensor for a checkpoint (torch imported only where one is written)."""
+    import torch
+
+    return torch.from_numpy(np.ascontiguousarray(array))
+
+
 def ensemble_groups(tasks: list[RunTask], size: int) -> list[list[RunTask]]:
-    """Runs grouped into ensembles of at most ``size`` whose networks stack (see the module docstring)."""
+    """Runs grouped into ensembles of at most ``size`` that share the stream (see the module docstring).
+
+    Runs of one network shape are kept together, so an ensemble holds as few stacked groups as it can.
+    """
     from gamma_net_core.config import from_mapping
-    from gamma_net_core.neural.ensemble import can_stack, stack_key
+    from gamma_net_core.neural.ensemble import STREAM_SETTINGS, can_stack, stack_key
     from gamma_net_core.neural.learner import NeuralConfig
 
     if size <= 1:
         return [[t] for t in tasks]
-    groups: dict[tuple, list[RunTask]] = {}
+    streams: dict[tuple, dict[tuple, list[RunTask]]] = {}
     alone = []
     for task in tasks:
         config = from_mapping(NeuralConfig, task.config, where=task.key)
         if can_stack(config):
-            groups.setdefault(stack_key(config), []).append(task)
+            stream = (
+                task.shards,
+                task.steps,
+                task.cumulant,
+                task.schedule,
+                *(getattr(config, n) for n in STREAM_SETTINGS),
+            )
+            streams.setdefault(stream, {}).setdefault(stack_key(config), []).append(task)
         else:
             alone.append([task])
-    chunks = [members[i : i + size] for members in groups.values() for i in range(0, len(members), size)]
+    chunks = []
+    for shapes in streams.values():
+        ordered = [task for members in shapes.values() for task in members]
+        chunks += [ordered[i : i + size] for i in range(0, len(ordered), size)]
     return chunks + alone
 
 
@@ -477,7 +559,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=0,
         metavar="K",
-        help="train runs whose networks stack up to K at a time as one learner ensemble (0: one by one)",
+        help="train up to K runs at a time (any series) as one learner ensemble (0: one by one)",
+    )
+    parser.add_argument(
+        "--resume-every",
+        type=int,
+        default=DEFAULT_RESUME_EVERY,
+        metavar="N",
+        help="an ensemble saves its whole state every N evaluations and an interrupted one continues from it "
+        "(0: never; each save holds the replay)",
     )
     parser.add_argument(
         "--ray-address",
@@ -537,6 +627,7 @@ def run(args: argparse.Namespace) -> Report:
     check_range("--seeds", args.seeds, low=1)
     check_range("--workers", args.workers, low=0)
     check_range("--ensemble", args.ensemble, low=0)
+    check_range("--resume-every", args.resume_every, low=0)
     check_range("--steps", args.steps, low=1)
     check_range("--eval-every", args.eval_every, low=1)
     input_path("--shards", args.shards, kind="dir")
@@ -637,6 +728,7 @@ def run(args: argparse.Namespace) -> Report:
                     taus=tuple(float(t) for t in taus),
                     out=str(where),
                     checkpoint=not args.no_checkpoints,
+                    resume_every=args.resume_every,
                     identity=identity,
                     cumulant=args.cumulant,
                 )

@@ -72,6 +72,7 @@ class NStepBatch(NamedTuple):
     bootstrap_features: np.ndarray  # float32 [B, D]: φ(S_{t+length}); meaningless where not `bootstrap`
     bootstrap: np.ndarray  # bool [B]: False when a terminal state ended the window
     probabilities: np.ndarray  # float64 [B]: the probability with which each was sampled
+    bootstrap_indices: np.ndarray | None = None  # int64 [B]: the slots of bootstrap_features
 
     def nstep_returns(self, gammas) -> np.ndarray:
         """sum_{j < length} γ^j C_{t+1+j} for each sample and γ: float64 [B, G]."""
@@ -109,8 +110,13 @@ def priorities_from_losses(losses, rule: str = "sqrt_loss") -> np.ndarray:
 
 
 @numba.njit(cache=True)
-def _assemble(slots, features, cumulants, terminals, truncateds, n, phi, phi_t, windows, lengths, bootstrap):
-    """Fill a batch's arrays with the windows at ``slots``, walking each to its first episode end."""
+def _assemble(
+    slots, features, cumulants, terminals, truncateds, n, phi, phi_t, windows, lengths, bootstrap, last_slots
+):
+    """Fill a batch's arrays with the windows at ``slots``, walking each to its first episode end.
+
+    ``phi``/``phi_t`` of width 0 skip copying φ (a learner that gathers φ on its device from ``last_slots``).
+    """
     C = cumulants.shape[0]
     for i in range(slots.shape[0]):
         s = slots[i]
@@ -130,9 +136,10 @@ def _assemble(slots, features, cumulants, terminals, truncateds, n, phi, phi_t, 
         for j in range(length, n):
             windows[i, j] = 0.0
         last = (s + length) % C if boot else (s + length - 1) % C
-        for d in range(features.shape[1]):
+        last_slots[i] = last
+        for d in range(phi.shape[1]):
             phi[i, d] = features[s, d]
-        for d in range(features.shape[1]):
+        for d in range(phi_t.shape[1]):
             phi_t[i, d] = features[last, d]
         lengths[i] = length
         bootstrap[i] = boot
@@ -292,11 +299,15 @@ class PrioritizedReplay:
         by_terminal = term[np.arange(starts.shape[0]), first]
         return np.where(has_end, by_terminal | (first >= 1), starts + self.n < self.added)
 
-    def sample(self, batch_size: int, priority_set: int = 0, rng: np.random.Generator | None = None) -> NStepBatch:
+    def sample(
+        self, batch_size: int, priority_set: int = 0, rng: np.random.Generator | None = None, *, features: bool = True
+    ) -> NStepBatch:
         """Sample windows in proportion to one set's priorities (stratified, as Dopamine), undiscounted.
 
         Args:
           rng: draw with this generator instead of the buffer's (a learner ensemble: one per learner).
+          features: copy φ into the batch (False: ``features`` and ``bootstrap_features`` are [B, 0], for
+            a learner that gathers φ from its own copy at ``indices`` and ``bootstrap_indices``).
 
         Raises:
           ValueError: no window is complete yet.
@@ -304,9 +315,9 @@ class PrioritizedReplay:
         if not self.can_sample:
             raise ValueError(f"no complete {self.n}-step window to sample yet ({self.added} records added)")
         slots, probabilities = self.trees[priority_set].stratified_sample(batch_size, rng or self.rng)
-        return self.assemble(slots, probabilities)
+        return self.assemble(slots, probabilities, features=features)
 
-    def assemble(self, slots, probabilities=None) -> NStepBatch:
+    def assemble(self, slots, probabilities=None, *, features: bool = True) -> NStepBatch:
         """The windows starting at ``slots`` as an :class:`NStepBatch`.
 
         Raises:
@@ -319,7 +330,7 @@ class PrioritizedReplay:
                 i = int(np.flatnonzero(priorities <= 0.0)[0])
                 raise ValueError(f"replay slot {int(slots[i])} holds no sampleable window")
             probabilities = priorities / self.tree.total
-        B, D = slots.shape[0], self.feature_size
+        B, D = slots.shape[0], self.feature_size if features else 0
         batch = NStepBatch(
             indices=slots,
             features=np.empty((B, D), dtype=np.float32),
@@ -328,6 +339,7 @@ class PrioritizedReplay:
             bootstrap_features=np.empty((B, D), dtype=np.float32),
             bootstrap=np.empty(B, dtype=np.bool_),
             probabilities=np.asarray(probabilities, dtype=np.float64),
+            bootstrap_indices=np.empty(B, dtype=np.int64),
         )
         _assemble(
             slots,
@@ -341,6 +353,7 @@ class PrioritizedReplay:
             batch.cumulants,
             batch.lengths,
             batch.bootstrap,
+            batch.bootstrap_indices,
         )
         return batch
 

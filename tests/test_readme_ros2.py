@@ -89,6 +89,17 @@ def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
         values = re.search(r"values=\[([^\]]*)\]", response)
         assert values and len(values.group(1).split(",")) == 3, call.stdout  # timescales: [10, 30, 100]
 
+        # Beyond the trained timescales, and too many at once: refused by the running node, which
+        # names the value on the scale it was given and keeps serving.
+        service = "ros2 service call /predict_at gamma_net_msgs/srv/PredictAt"
+        huge = ros2(shell_line=f'{service} "{{timescales: [10, 1.0e+20], scale: 1}}"', cwd=tmp_path, timeout=120)
+        assert huge.returncode == 0 and "success=False" in huge.stdout, huge.stdout
+        assert re.search(r"tau 1(\.0)?e\+20 at index 1 is beyond", huge.stdout), huge.stdout
+        many = ", ".join(["10"] * 1001)
+        flood = ros2(shell_line=f'{service} "{{timescales: [{many}], scale: 1}}"', cwd=tmp_path, timeout=120)
+        assert flood.returncode == 0 and "success=False" in flood.stdout, flood.stdout
+        assert "max_request_timescales" in flood.stdout, flood.stdout
+
         set_line = readme_command("ros2 param set /predictor publish_timescales")
         result = ros2(shell_line=set_line, cwd=tmp_path, timeout=120)
         assert result.returncode == 0 and "Set parameter successful" in result.stdout, result.stdout

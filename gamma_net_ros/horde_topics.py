@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rclpy.node import Node
@@ -152,6 +153,7 @@ class TopicSampler:
         self.node = node
         self.stale_after = float(stale_after)
         self.topics: dict[str, Topic] = {}
+        self.listeners: dict[str, Callable[[object], None]] = {}
         qos = QoSProfile(
             depth=1,
             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
@@ -170,6 +172,15 @@ class TopicSampler:
         topic.latest = msg
         topic.arrived = self._now()
         topic.received += 1
+        listener = self.listeners.get(topic.name)
+        if listener is not None:
+            listener(msg)
+
+    def listen(self, name: str, callback: Callable[[object], None]) -> None:
+        """Call ``callback(msg)`` after each message on topic ``name`` is stored (e.g. to tick on it)."""
+        if name not in self.topics:
+            raise ValueError(f"{name!r} is not one of the sampled topics {sorted(self.topics)}")
+        self.listeners[name] = callback
 
     def sample(self) -> Sample:
         """The latest message of every topic, unless one is silent or older than ``stale_after`` s."""

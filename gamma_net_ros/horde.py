@@ -151,7 +151,13 @@ class Horde(Node):
         self.add_on_set_parameters_callback(self.published.validate)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
-        self.sampler = TopicSampler(self, self.spec.topics(), stale_after=self.spec.stale_after_s, reliable=reliable)
+        self.sampler = TopicSampler(
+            self,
+            self.spec.topics(),
+            stale_after=self.spec.stale_after_s,
+            reliable=reliable,
+            queued=(self.tick_topic,) if self.tick_topic else (),
+        )
         self.predictions = self.create_publisher(PredictionArray, "horde/predictions", 10)
         self.error_topic = self.create_publisher(PredictionErrors, "horde/errors", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)

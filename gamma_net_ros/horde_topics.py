@@ -147,23 +147,36 @@ class TopicSampler:
     """Subscribes ``node`` to ``topics`` ({name: type}) and keeps the latest message of each.
 
     Best-effort sensor-data QoS by default (as drivers publish); ``reliable`` for bag playback.
+    Only the latest message of a topic matters (queue depth 1), except on the ``queued`` topics
+    (depth 10): one whose every message is a tick, where a burst is worked through, not dropped.
     """
 
-    def __init__(self, node: Node, topics: dict[str, str], *, stale_after: float, reliable: bool = False) -> None:
+    def __init__(
+        self,
+        node: Node,
+        topics: dict[str, str],
+        *,
+        stale_after: float,
+        reliable: bool = False,
+        queued: tuple[str, ...] = (),
+    ) -> None:
         self.node = node
         self.stale_after = float(stale_after)
         self.topics: dict[str, Topic] = {}
         self.listeners: dict[str, Callable[[object], None]] = {}
-        qos = QoSProfile(
-            depth=1,
-            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-            durability=qos_profile_sensor_data.durability,
-        )
+        reliability = ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT
+
+        def qos(name: str) -> QoSProfile:
+            depth = 10 if name in queued else 1
+            return QoSProfile(depth=depth, reliability=reliability, durability=qos_profile_sensor_data.durability)
+
         classes = {name: message_class(type_name) for name, type_name in topics.items()}
         for name, type_name in topics.items():
             topic = Topic(name=name, type_name=type_name)
             self.topics[name] = topic
-            node.create_subscription(classes[name], name, lambda msg, topic=topic: self._on_message(topic, msg), qos)
+            node.create_subscription(
+                classes[name], name, lambda msg, topic=topic: self._on_message(topic, msg), qos(name)
+            )
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9

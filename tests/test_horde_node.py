@@ -519,3 +519,14 @@ def test_a_tick_topic_that_no_question_reads_is_refused_at_start_in_one_line(tmp
     lines = [line for line in out.splitlines() if "refusing to start" in line]
     assert len(lines) == 1 and "tick_topic '/imu' is not a topic of the questions" in lines[0], out
     assert "Traceback" not in out
+
+
+def test_tick_topic_works_through_a_burst_of_messages_instead_of_dropping_them(executor, spin, tmp_path):
+    horde, rig = start(executor, spin, tmp_path, tick_topic="/joint_states")
+    rig.battery.publish(signals(0)[1])
+    assert spin(executor, lambda: horde.sampler.topics["/battery_state"].received == 1)
+    for step in range(6):  # faster than the node takes them: queued, each one a tick
+        rig.joints.publish(signals(step)[0])
+    assert spin(executor, lambda: horde.ticks == 6, timeout=10), horde.ticks
+    assert spin(executor, lambda: len(rig.predictions) == 6, timeout=10), len(rig.predictions)
+    assert horde.learner.update_count == 5

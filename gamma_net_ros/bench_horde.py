@@ -93,7 +93,6 @@ def reading(i: int, rate_hz: float):
 
     phase = 2 * math.pi * i / (14.0 * rate_hz)
     msg = JointState()
-    msg.header.stamp = _stamp(time.time_ns())  # publishing time: the tick_topic mode's arrays carry it
     msg.name = ["shoulder", "elbow"]
     msg.position = [-0.75 + 0.5 * math.cos(phase), 1.7 + 0.4 * math.sin(phase)]
     msg.velocity = [-0.2 * math.sin(phase), 0.2 * math.cos(phase)]
@@ -128,8 +127,10 @@ class _Probe:
             while (delay := target - time.perf_counter()) > 0:
                 time.sleep(min(delay, 0.0005) if delay < 0.002 else delay - 0.001)
             msg = reading(first + i, rate_hz)
+            now = time.time_ns()
+            msg.header.stamp = _stamp(now)  # the tick_topic mode's arrays carry it back
             with self.lock:
-                self.sent.append(time.time())
+                self.sent.append(now * 1e-9)
             self.publisher.publish(msg)
         return first + n
 
@@ -231,9 +232,11 @@ def _measure(doc: dict, args, tick_topic: str = "") -> dict:
         rclpy.try_shutdown()
         process.stop()
     if tick_topic:
-        # Each array is stamped with the JointState that ticked it: exact, one per message.
-        first = sent[0] - 1e-3 if sent.size else math.inf
-        message = np.array([a - t for t, a in arrays if t >= first])
+        # Each array is stamped with the JointState that ticked it: exact, one per message (the
+        # stamps of messages sent in the measured window only).
+        stamps = np.array([t for t, _ in arrays])
+        nearest = np.abs(sent[np.searchsorted(sent, stamps - 1e-6).clip(max=sent.size - 1)] - stamps)
+        message = np.array([a - t for (t, a), gap in zip(arrays, nearest) if gap < 1e-6])
         return {"message": message, "arrays": message.size, "expected": sent.size, "sent": sent.size}
     tick, message = _latencies(sent, arrays, 1.0 / args.rate)
     # Ticks in the measured window: the node publishes one array per tick with fresh inputs.

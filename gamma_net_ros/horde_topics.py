@@ -6,8 +6,9 @@ classes are resolved at run time from the type names, so any installed message t
 every path is checked against the type's rosidl introspection before the node starts: a type that
 is not installed or a field that does not exist is refused in one line naming it.
 
-On each tick of the node's clock, :meth:`TopicSampler.sample` hands back the latest message of
-every topic, or says which topics have not published yet or are older than the stale limit.
+On each tick (of the node's clock, or a message on its tick topic: :meth:`TopicSampler.listen`),
+:meth:`TopicSampler.sample` hands back the latest message of every topic, or says which topics
+have not published yet or are older than the stale limit.
 """
 
 from __future__ import annotations

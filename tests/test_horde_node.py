@@ -507,6 +507,10 @@ def test_tick_topic_ticks_once_per_message_and_never_without_one(executor, spin,
     assert spin(executor, lambda: horde.ticks == steps + 1)
     assert horde.skipped["stale"] == 1 and horde.stale_topics == {"/battery_state": 1}
     assert len(rig.predictions) == steps
+    # /diagnostics names the tick source beside the measured tick rate.
+    assert spin(executor, lambda: rig.diagnostics, timeout=10)
+    values = {v.key: v.value for s in rig.diagnostics[-1].status if s.name.endswith("horde") for v in s.values}
+    assert values["tick_source"] == "/joint_states" and "ticks_per_s" in values, values
 
 
 def test_a_tick_topic_that_no_question_reads_is_refused_at_start_in_one_line(tmp_path):

@@ -122,6 +122,7 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
         "horde.launch.py",
         f"questions_file:={questions}",
         f"checkpoint_path:={checkpoint}",
+        "tick_topic:=/joint_states",  # a tick per played message (the README's test runs the clock)
         cwd=tmp_path,
         log_path=tmp_path / "launch.log",
     )
@@ -129,6 +130,7 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
         assert "/horde" in wait_for_nodes({"/horde"}), run.output
         assert param_get("/horde", "questions_file") == str(questions)
         assert param_get("/horde", "checkpoint_path") == str(checkpoint)
+        assert param_get("/horde", "tick_topic") == "/joint_states"
         echo = echo_once("/horde/predictions", "gamma_net_msgs/msg/PredictionArray", tmp_path)
         player = subprocess.Popen(
             ["ros2", "run", "gamma_net_ros", "bag_player", "--ros-args", "-p", f"bag:={bag}", "-p", "rate:=4.0"],

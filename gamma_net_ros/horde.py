@@ -20,10 +20,11 @@ instead: the prediction goes out as soon as the message arrives, not up to a per
 is stamped with the message's header stamp where it has one. The other topics are still read
 at their latest value, with the same stale limit; ``rate_hz`` is then the rate the topic is
 expected to publish at, the time base of the timescales (tau is in ticks), and the measured
-tick rate is on ``/diagnostics``. ``predict_at``
-answers any question by name at any timescales. The running error of each question at each
-published timescale against its realized return is published on ``horde/errors`` and
-``/diagnostics``. The learner is checkpointed atomically and resumed as the predictor's is.
+tick rate is on ``/diagnostics``.
+
+``predict_at`` answers any question by name at any timescales. The running error of each
+question at each published timescale against its realized return is published on
+``horde/errors`` and ``/diagnostics``. The learner is checkpointed atomically and resumed as the predictor's is.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""Node: a Horde of Γ-nets learning many questions (GVFs) from any topics, on a fixed clock.
+"""Node: a Horde of Γ-nets learning many questions (GVFs) from any topics, on a clock or a topic.
 
     ros2 run gamma_net_ros horde --ros-args -p questions_file:=config/horde.yaml
     ros2 topic echo /horde/predictions

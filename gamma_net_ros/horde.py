@@ -1,4 +1,4 @@
-"""Node: a Horde of Γ-nets learning many questions (GVFs) from any topics, on a fixed clock.
+"""Node: a Horde of Γ-nets learning many questions (GVFs) from any topics, on a clock or a topic.
 
     ros2 run gamma_net_ros horde --ros-args -p questions_file:=config/horde.yaml
     ros2 topic echo /horde/predictions
@@ -9,13 +9,22 @@ a launch file. With ``use_sim_time`` the clock is /clock, e.g. ``ros2 bag play -
 The questions YAML (``questions_file``; gamma_net_core.horde.questions) names each question's
 cumulant and termination as fields of topics, and the state inputs likewise. The node subscribes
 to every topic those name (message classes resolved from their type names at start), and on each
-tick of its clock (the questions' ``rate_hz``) samples the latest message of each, learns one
-step of every question at once (:class:`gamma_net_core.horde.learner.HordeLearner`) and publishes
-a ``gamma_net_msgs/PredictionArray`` at ``publish_timescales`` with the named readouts. A tick
-where a topic is silent or older than the stale limit is skipped and counted. ``predict_at``
-answers any question by name at any timescales. The running error of each question at each
-published timescale against its realized return is published on ``horde/errors`` and
-``/diagnostics``. The learner is checkpointed atomically and resumed as the predictor's is.
+tick samples the latest message of each, learns one step of every question at once
+(:class:`gamma_net_core.horde.learner.HordeLearner`) and publishes a
+``gamma_net_msgs/PredictionArray`` at ``publish_timescales`` with the named readouts. A tick
+where a topic is silent or older than the stale limit is skipped and counted.
+
+Ticks come from the node's clock at the questions' ``rate_hz`` by default. With ``tick_topic``
+(one of the questions' topics, e.g. ``/joint_states``) every message on that topic is a tick
+instead: the prediction goes out as soon as the message arrives, not up to a period later, and
+is stamped with the message's header stamp where it has one. The other topics are still read
+at their latest value, with the same stale limit; ``rate_hz`` is then the rate the topic is
+expected to publish at, the time base of the timescales (tau is in ticks), and the measured
+tick rate is on ``/diagnostics``.
+
+``predict_at`` answers any question by name at any timescales. The running error of each
+question at each published timescale against its realized return is published on
+``horde/errors`` and ``/diagnostics``. The learner is checkpointed atomically and resumed as the predictor's is.
 """
 
 from __future__ import annotations
@@ -96,12 +105,31 @@ class Row:
         return inputs, cumulants, continuations
 
 
+def _stamp(msg):
+    """The header stamp of ``msg``, or None where it has no header or an unset (zero) stamp."""
+    header = getattr(msg, "header", None)
+    stamp = getattr(header, "stamp", None)
+    if stamp is None or (stamp.sec == 0 and stamp.nanosec == 0):
+        return None
+    return stamp
+
+
 class Horde(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("horde", **kwargs)
         self.checkpoint = None  # nothing of ours to save until __init__ completes
         path = declare(self, "questions_file", "", "the questions YAML ('' = config/horde.yaml)", read_only=True)
         self.spec = load_questions(pathlib.Path(path).expanduser() if path else config_file("horde"))
+        self.tick_topic = declare(
+            self,
+            "tick_topic",
+            "",
+            "a questions' topic whose every message is a tick ('' = the clock at the questions' rate_hz)",
+            read_only=True,
+        )
+        topics = sorted(self.spec.topics())
+        if self.tick_topic and self.tick_topic not in topics:
+            raise ValueError(f"tick_topic {self.tick_topic!r} is not a topic of the questions (they read {topics})")
         self._check_signals()
         self.names = list(self.spec.names)
         self.row = Row(self.spec)
@@ -124,7 +152,13 @@ class Horde(Node):
         self.add_on_set_parameters_callback(self.published.validate)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
-        self.sampler = TopicSampler(self, self.spec.topics(), stale_after=self.spec.stale_after_s, reliable=reliable)
+        self.sampler = TopicSampler(
+            self,
+            self.spec.topics(),
+            stale_after=self.spec.stale_after_s,
+            reliable=reliable,
+            queued=(self.tick_topic,) if self.tick_topic else (),
+        )
         self.predictions = self.create_publisher(PredictionArray, "horde/predictions", 10)
         self.error_topic = self.create_publisher(PredictionErrors, "horde/errors", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
@@ -134,7 +168,11 @@ class Horde(Node):
         self.latest_stamp = None
         self.ticks = 0
         self.started = self._now()
-        self.create_timer(1.0 / self.spec.rate_hz, self.tick)
+        self.tick_rate = (self.started, 0)  # (since, ticks then): the measured tick rate on /diagnostics
+        if self.tick_topic:
+            self.sampler.listen(self.tick_topic, self.tick)
+        else:
+            self.create_timer(1.0 / self.spec.rate_hz, self.tick)
         if checkpoint is not None:
             self.create_timer(interval, self.save_checkpoint)
         # The node's own timer publishes it, with the running errors on horde/errors at the same time.
@@ -154,8 +192,10 @@ class Horde(Node):
         self.last_error_statuses = None
         self.last_checkpoint = None
         self.checkpoint = checkpoint  # from here on, shutting down saves the learner
+        ticks = f"on each message of {self.tick_topic} (expected at" if self.tick_topic else "on a clock at"
         self.get_logger().info(
-            f"{len(self.names)} questions {self.names} from {sorted(self.sampler.topics)} at {self.spec.rate_hz:g} Hz; "
+            f"{len(self.names)} questions {self.names} from {sorted(self.sampler.topics)}, ticking {ticks} "
+            f"{self.spec.rate_hz:g} Hz{')' if self.tick_topic else ''}; "
             f"publishing tau {self.published.taus} and readouts {list(self.learner.readout_names)}; "
             f"checkpoint {self.checkpoint or 'off'}"
         )
@@ -178,9 +218,10 @@ class Horde(Node):
 
     # -- the clock
 
-    def tick(self) -> None:
+    def tick(self, trigger=None) -> None:
+        """One step: sample, learn, publish. ``trigger``: the tick_topic message that caused it, if any."""
         self.ticks += 1
-        stamp = self.get_clock().now().to_msg()  # the time of the sampled state
+        stamp = _stamp(trigger) or self.get_clock().now().to_msg()  # the time of the sampled state
         sample = self.sampler.sample()
         if not sample.ok:
             self._skip(sample)
@@ -328,7 +369,12 @@ class Horde(Node):
             message = f"no message yet on {', '.join(silent)}"
         else:
             message = f"{skipped} ticks skipped" if skipped else "learning"
+        since, ticks_then = self.tick_rate
+        now = self._now()
+        self.tick_rate = (now, self.ticks)
         values = {
+            "tick_source": self.tick_topic or "clock",
+            "ticks_per_s": f"{(self.ticks - ticks_then) / (now - since):.3g}" if now > since else "-",
             "updates": self.learner.update_count,
             "skipped": skipped,
             **{f"skipped.{kind}": count for kind, count in self.skipped.items()},

@@ -6,14 +6,16 @@ classes are resolved at run time from the type names, so any installed message t
 every path is checked against the type's rosidl introspection before the node starts: a type that
 is not installed or a field that does not exist is refused in one line naming it.
 
-On each tick of the node's clock, :meth:`TopicSampler.sample` hands back the latest message of
-every topic, or says which topics have not published yet or are older than the stale limit.
+On each tick (of the node's clock, or a message on its tick topic: :meth:`TopicSampler.listen`),
+:meth:`TopicSampler.sample` hands back the latest message of every topic, or says which topics
+have not published yet or are older than the stale limit.
 """
 
 from __future__ import annotations
 
 import importlib
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from rclpy.node import Node
@@ -146,22 +148,36 @@ class TopicSampler:
     """Subscribes ``node`` to ``topics`` ({name: type}) and keeps the latest message of each.
 
     Best-effort sensor-data QoS by default (as drivers publish); ``reliable`` for bag playback.
+    Only the latest message of a topic matters (queue depth 1), except on the ``queued`` topics
+    (depth 10): one whose every message is a tick, where a burst is worked through, not dropped.
     """
 
-    def __init__(self, node: Node, topics: dict[str, str], *, stale_after: float, reliable: bool = False) -> None:
+    def __init__(
+        self,
+        node: Node,
+        topics: dict[str, str],
+        *,
+        stale_after: float,
+        reliable: bool = False,
+        queued: tuple[str, ...] = (),
+    ) -> None:
         self.node = node
         self.stale_after = float(stale_after)
         self.topics: dict[str, Topic] = {}
-        qos = QoSProfile(
-            depth=1,
-            reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
-            durability=qos_profile_sensor_data.durability,
-        )
+        self.listeners: dict[str, Callable[[object], None]] = {}
+        reliability = ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT
+
+        def qos(name: str) -> QoSProfile:
+            depth = 10 if name in queued else 1
+            return QoSProfile(depth=depth, reliability=reliability, durability=qos_profile_sensor_data.durability)
+
         classes = {name: message_class(type_name) for name, type_name in topics.items()}
         for name, type_name in topics.items():
             topic = Topic(name=name, type_name=type_name)
             self.topics[name] = topic
-            node.create_subscription(classes[name], name, lambda msg, topic=topic: self._on_message(topic, msg), qos)
+            node.create_subscription(
+                classes[name], name, lambda msg, topic=topic: self._on_message(topic, msg), qos(name)
+            )
 
     def _now(self) -> float:
         return self.node.get_clock().now().nanoseconds * 1e-9
@@ -170,6 +186,15 @@ class TopicSampler:
         topic.latest = msg
         topic.arrived = self._now()
         topic.received += 1
+        listener = self.listeners.get(topic.name)
+        if listener is not None:
+            listener(msg)
+
+    def listen(self, name: str, callback: Callable[[object], None]) -> None:
+        """Call ``callback(msg)`` after each message on topic ``name`` is stored (e.g. to tick on it)."""
+        if name not in self.topics:
+            raise ValueError(f"{name!r} is not one of the sampled topics {sorted(self.topics)}")
+        self.listeners[name] = callback
 
     def sample(self) -> Sample:
         """The latest message of every topic, unless one is silent or older than ``stale_after`` s."""

@@ -23,7 +23,7 @@ def refuse_bad_arguments(files=(), packages=()):
     """An action that refuses missing parameter files and packages, before any node starts.
 
     Args:
-        files: names of launch arguments that hold parameter file paths.
+        files: names of launch arguments that hold file paths (parameter or questions files).
         packages: (package, argument) pairs: the package must be installed when the boolean
             launch argument is true; argument None: always.
 
@@ -37,7 +37,7 @@ def _check(context, files, packages):
     for name in files:
         path = context.launch_configurations.get(name, "")
         if not os.path.isfile(path):
-            raise LaunchRefused(f"{name}:={path}: no such parameter file")
+            raise LaunchRefused(f"{name}:={path}: no such file")
     for package, argument in packages:
         if argument is not None and not IfCondition(LaunchConfiguration(argument)).evaluate(context):
             continue

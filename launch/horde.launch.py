@@ -2,12 +2,13 @@
 
     ros2 launch gamma_net_ros horde.launch.py                               # config/horde.yaml
     ros2 launch gamma_net_ros horde.launch.py questions_file:=my_robot.yaml checkpoint_path:=~/.ros/horde.npz
+    ros2 launch gamma_net_ros horde.launch.py tick_topic:=/joint_states    # a tick per message
     ros2 topic echo /horde/predictions
     ros2 topic echo /horde/errors
 
 The questions (cumulants, terminations, inputs, learner, readouts, rate, published taus) live in
 the questions file (gamma_net_core/horde/questions.py documents its keys); the node's own
-parameters (checkpoints, learn) are launch arguments. Start it beside the nodes that publish the
+parameters (checkpoints, learn, tick_topic) are launch arguments. Start it beside the nodes that publish the
 topics the questions name (e.g. arm.launch.py).
 """
 
@@ -33,6 +34,11 @@ def generate_launch_description():
                 "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
             ),
             DeclareLaunchArgument("learn", default_value="true", description="learn (false: predict only)"),
+            DeclareLaunchArgument(
+                "tick_topic",
+                default_value="",
+                description="a questions' topic whose every message is a tick ('' = the clock at rate_hz)",
+            ),
             refuse_bad_arguments(files=["questions_file"]),
             Node(
                 package="gamma_net_ros",
@@ -44,6 +50,7 @@ def generate_launch_description():
                         "questions_file": LaunchConfiguration("questions_file"),
                         "checkpoint_path": LaunchConfiguration("checkpoint_path"),
                         "learn": LaunchConfiguration("learn"),
+                        "tick_topic": LaunchConfiguration("tick_topic"),
                     }
                 ],
                 output="screen",

@@ -45,14 +45,21 @@ def test_bench_horde_node_reports_latency(tmp_path):
     report = json.loads(out.read_text())
     rows = {row[0]: row for row in report["tables"][0]["rows"]}
     assert set(rows) == {
-        "tick -> PredictionArray received",
-        "JointState published -> PredictionArray received",
+        "tick_topic: JointState published -> PredictionArray received",
+        "clock: tick -> PredictionArray received",
+        "clock: JointState published -> PredictionArray received (+ wait for the tick)",
         "node's work per tick, no ROS (compute reference)",
         "OnlineError.observe (part of the work)",
         "PlainOnlineError.observe (its plain reference)",
     }
     assert all(0 < row[1] <= row[2] for row in rows.values())  # p50 <= p99, both measured
     throughput = dict(report["tables"][1]["rows"])
-    assert throughput["JointState sent"] == 20
-    assert 10 <= throughput["PredictionArrays received"] <= 21
+    assert throughput["clock: JointState sent"] == throughput["tick_topic: JointState sent"] == 20
+    assert 10 <= throughput["clock: PredictionArrays received"] <= 21
+    # One array per message, each paired with its message by the stamp it carries.
+    assert 10 <= throughput["tick_topic: PredictionArrays received"] <= 20
+    assert (
+        rows["tick_topic: JointState published -> PredictionArray received"][4]
+        == throughput["tick_topic: PredictionArrays received"]
+    )
     assert throughput["PlainOnlineError / OnlineError, p50"] > 0

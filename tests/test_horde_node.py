@@ -27,7 +27,7 @@ from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_ros.conversions import seconds_to_stamp
-from gamma_net_ros.horde import Horde
+from gamma_net_ros.horde import Horde, Row
 from gamma_net_ros.processes import node_command
 
 pytestmark = pytest.mark.ros
@@ -467,3 +467,70 @@ def test_checkpoint_survives_a_kill_and_the_node_resumes(executor, spin, tmp_pat
         assert second.stop() == 0
     assert rig.predictions[0].update_count >= saved.update_count
     assert f"resumed from {checkpoint} after {saved.update_count} updates" in (tmp_path / "second.log").read_text()
+
+
+def test_tick_topic_ticks_once_per_message_and_never_without_one(executor, spin, tmp_path):
+    horde, rig = start(executor, spin, tmp_path, tick_topic="/joint_states")
+    spec = load_questions(questions())
+    oracle, row = HordeLearner.from_spec(spec), Row(spec)
+    steps = 30
+    for step in range(steps):
+        joints, battery = signals(step)
+        if step % 3 == 0:  # the battery only now and then: sampled at its latest value
+            received = horde.sampler.topics["/battery_state"].received
+            rig.battery.publish(battery)
+            assert spin(executor, lambda received=received: horde.sampler.topics["/battery_state"].received > received)
+        assert horde.ticks == step  # a battery message is no tick
+        if step >= 20:  # a stamped message: the predictions carry its stamp
+            joints.header.stamp = seconds_to_stamp(500.0 + step)
+        rig.joints.publish(joints)
+        assert spin(executor, lambda step=step: len(rig.predictions) > step, timeout=10)
+        assert horde.ticks == step + 1
+        _, latest_battery = signals(step - step % 3)
+        oracle.step(*row({"/joint_states": joints, "/battery_state": latest_battery}))
+    assert len(rig.predictions) == steps and horde.learner.update_count == steps - 1
+    # What the node learned message by message is what the learner learns from those rows (to the
+    # float32 rounding of BatteryState's voltage, which the node gets over the wire).
+    last = rig.predictions[-1]
+    inputs = row({"/joint_states": joints, "/battery_state": signals(27)[1]})[0]
+    np.testing.assert_allclose(np.reshape(last.values, (4, 3)), oracle.predict(inputs, last.gammas), rtol=1e-6)
+    assert last.header.stamp == seconds_to_stamp(500.0 + steps - 1)
+    assert rig.predictions[0].header.stamp == seconds_to_stamp(T0)  # unstamped: the node's clock
+
+    for _ in range(8):  # time passes without a /joint_states message: no tick
+        rig.now += 1.0 / RATE_HZ
+        rig.clock.publish(Clock(clock=seconds_to_stamp(rig.now)))
+        spin(executor, lambda: False, timeout=0.2)
+    assert horde.ticks == steps and len(rig.predictions) == steps
+    # Stale checks as on the clock: the battery, last heard 0.8 s ago (limit 0.5 s), now skips the tick.
+    rig.joints.publish(signals(steps)[0])
+    assert spin(executor, lambda: horde.ticks == steps + 1)
+    assert horde.skipped["stale"] == 1 and horde.stale_topics == {"/battery_state": 1}
+    assert len(rig.predictions) == steps
+    # /diagnostics names the tick source beside the measured tick rate.
+    assert spin(executor, lambda: rig.diagnostics, timeout=10)
+    values = {v.key: v.value for s in rig.diagnostics[-1].status if s.name.endswith("horde") for v in s.values}
+    assert values["tick_source"] == "/joint_states" and "ticks_per_s" in values, values
+
+
+def test_a_tick_topic_that_no_question_reads_is_refused_at_start_in_one_line(tmp_path):
+    path = tmp_path / "questions.yaml"
+    path.write_text(yaml.safe_dump(questions()))
+    cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(path), "tick_topic": "/imu"})
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    lines = [line for line in out.splitlines() if "refusing to start" in line]
+    assert len(lines) == 1 and "tick_topic '/imu' is not a topic of the questions" in lines[0], out
+    assert "Traceback" not in out
+
+
+def test_tick_topic_works_through_a_burst_of_messages_instead_of_dropping_them(executor, spin, tmp_path):
+    horde, rig = start(executor, spin, tmp_path, tick_topic="/joint_states")
+    rig.battery.publish(signals(0)[1])
+    assert spin(executor, lambda: horde.sampler.topics["/battery_state"].received == 1)
+    for step in range(6):  # faster than the node takes them: queued, each one a tick
+        rig.joints.publish(signals(step)[0])
+    assert spin(executor, lambda: horde.ticks == 6, timeout=10), horde.ticks
+    assert spin(executor, lambda: len(rig.predictions) == 6, timeout=10), len(rig.predictions)
+    assert horde.learner.update_count == 5

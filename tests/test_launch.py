@@ -109,6 +109,52 @@ def test_playback_launch_arguments_win_messages_flow_and_ctrl_c_saves(tmp_path):
 
 
 @pytest.mark.slow
+def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctrl_c_saves(tmp_path):
+    bag = simulated_bag(tmp_path)
+    checkpoint = tmp_path / "horde.npz"
+    # The user's own questions file: the shipped one with another published tau set.
+    document = yaml.safe_load((CONFIG / "horde.yaml").read_text())
+    document["publish_taus"] = [3, 30]
+    questions = tmp_path / "my_questions.yaml"
+    questions.write_text(yaml.safe_dump(document))
+    run = launch(
+        "gamma_net_ros",
+        "horde.launch.py",
+        f"questions_file:={questions}",
+        f"checkpoint_path:={checkpoint}",
+        "tick_topic:=/joint_states",  # a tick per played message (the README's test runs the clock)
+        cwd=tmp_path,
+        log_path=tmp_path / "launch.log",
+    )
+    try:
+        assert "/horde" in wait_for_nodes({"/horde"}), run.output
+        assert param_get("/horde", "questions_file") == str(questions)
+        assert param_get("/horde", "checkpoint_path") == str(checkpoint)
+        assert param_get("/horde", "tick_topic") == "/joint_states"
+        echo = echo_once("/horde/predictions", "gamma_net_msgs/msg/PredictionArray", tmp_path)
+        player = subprocess.Popen(
+            ["ros2", "run", "gamma_net_ros", "bag_player", "--ros-args", "-p", f"bag:={bag}", "-p", "rate:=4.0"],
+            cwd=tmp_path,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+        )
+        try:
+            prediction = received(echo)
+        finally:
+            player_output = player.communicate(timeout=120)[0]
+        assert player.returncode == 0, player_output
+        assert "- shoulder_speed\n" in prediction and "- elbow_speed_until_past_2rad\n" in prediction, prediction
+        # publish_taus from the user's questions file: tau 3 and 30, published as gamma = 1 - 1/tau
+        assert "gammas:\n- 0.6666666666666667\n- 0.9666666666666667\n" in prediction, prediction
+    finally:
+        code = run.interrupt()
+    assert code == 0, run.output
+    assert_clean_shutdown(run.output, ["horde"])
+    assert checkpoint.is_file(), run.output
+
+
+@pytest.mark.slow
 def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emulator):
     link, _client = start_emulator(positions=(-0.7, 1.7))
     checkpoint = tmp_path / "arm.npz"
@@ -197,6 +243,7 @@ REFUSALS = [
     (["arm.launch.py", "dynamixel_params_file:=/nonexistent/d.yaml"], "dynamixel_params_file:=/nonexistent/d.yaml"),
     (["arm.launch.py", "joy:=true"], "package 'joy' is not installed"),
     (["atari.launch.py", "shard_dir:=runs/x", "params_file:=/nonexistent/a.yaml"], "params_file:=/nonexistent/a.yaml"),
+    (["horde.launch.py", "questions_file:=/nonexistent"], "questions_file:=/nonexistent: no such file"),
 ]
 
 

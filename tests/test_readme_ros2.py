@@ -3,7 +3,8 @@
 From a folder holding `runs/arm/joint_states` (the README's recording path): the playback launch
 line, `ros2 topic echo /predictions`, the bag_player `ros2 run` line (the README's stand-in for
 `ros2 bag play`), `ros2 service call /predict_at ...` and `ros2 param set /predictor
-publish_timescales ...`.
+publish_timescales ...`; and the Horde section's lines that name no template file, on the shipped
+questions (config/horde.yaml): its launch line, both echo lines and its `predict_at` call.
 """
 
 from __future__ import annotations
@@ -56,11 +57,11 @@ def test_readme_names_the_commands_this_module_runs():
     assert readme_command("ros2 run gamma_net_ros bag_player").endswith("bag:=runs/arm/joint_states")
 
 
-def start_echo(line: str, cwd: pathlib.Path) -> Background:
+def start_echo(line: str, cwd: pathlib.Path, log: str = "echo.txt") -> Background:
     """The README's echo line; started again while the daemon has not yet seen the topic."""
     deadline = time.monotonic() + 60.0
     while True:
-        echo = Background(line, cwd=cwd, log_path=cwd / "echo.txt", shell=True)
+        echo = Background(line, cwd=cwd, log_path=cwd / log, shell=True)
         time.sleep(3.0)
         if echo.process.poll() is None or time.monotonic() > deadline:
             return echo
@@ -114,3 +115,42 @@ def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
     assert "Traceback" not in printed and echo_code == signal.SIGINT, (echo_code, printed)
     assert code == 0, run.output
     assert_clean_shutdown(run.output, ["predictor"])
+
+
+def readme_horde_commands() -> list[str]:
+    """The README's Horde lines that run as written: no template file (my_questions.yaml) named."""
+    return [c for c in readme_commands() if ("horde" in c or "question:" in c) and "my_questions" not in c]
+
+
+def test_readme_horde_lines_on_the_shipped_questions(tmp_path):
+    simulated_bag(tmp_path)  # runs/arm/joint_states: the arm's /joint_states the shipped questions read
+    commands = readme_horde_commands()
+    launch_line = readme_command("ros2 launch gamma_net_ros horde.launch.py")
+    assert launch_line in commands, commands
+    (call_line,) = [c for c in commands if c.startswith("ros2 service call /predict_at")]
+    run = Background(shlex.split(launch_line), cwd=tmp_path, log_path=tmp_path / "launch.log")
+    echo = errors = None
+    try:
+        assert "/horde" in wait_for_nodes({"/horde"}), run.output
+        echo = start_echo(readme_command("ros2 topic echo /horde/predictions"), tmp_path)
+        errors = start_echo(readme_command("ros2 topic echo /horde/errors"), tmp_path, log="errors.txt")
+        # The README's bag_player line, faster than real time (the line itself runs as written above).
+        play = readme_command("ros2 run gamma_net_ros bag_player") + " -p rate:=4.0"
+        player = ros2(shell_line=play, cwd=tmp_path, timeout=180)
+        assert player.returncode == 0, player.stdout
+
+        call = ros2(shell_line=call_line, cwd=tmp_path, timeout=120)
+        assert call.returncode == 0, call.stdout
+        response = call.stdout.split("response:", 1)[-1]
+        assert "success=True" in response and "cumulant='shoulder_speed'" in response, call.stdout
+        values = re.search(r"values=\[([^\]]*)\]", response)
+        assert values and len(values.group(1).split(",")) == 2, call.stdout  # timescales: [10, 100]
+    finally:
+        codes = [listener.interrupt() for listener in (echo, errors) if listener is not None]
+        code = run.interrupt()
+    printed = echo.output
+    assert "questions:" in printed and "- shoulder_speed" in printed and "readout_values:" in printed, printed
+    assert "rmse:" in errors.output and "mean_rmse:" in errors.output, errors.output
+    assert "Traceback" not in printed + errors.output and codes == [signal.SIGINT] * 2, (codes, printed)
+    assert code == 0, run.output
+    assert_clean_shutdown(run.output, ["horde"])

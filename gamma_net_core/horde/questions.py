@@ -5,7 +5,7 @@ condition on a signal that stops the return where it holds (the paper's state-de
 continuation: gamma_t = 0 there), so "how much, until when". All questions share the state
 inputs and one tile coder. The file::
 
-    rate_hz: 10.0                 # the fixed clock sampling the latest message of each topic
+    rate_hz: 10.0                 # ticks per second: the node's clock (or its tick_topic's expected rate)
     stale_after_s: 0.5            # an input older than this skips the step (counted)
     seed: 0                       # draws the tile offsets
     publish_taus: [1, 10, 100]    # timescales the node publishes (besides the readouts)

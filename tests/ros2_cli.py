@@ -56,11 +56,16 @@ def ros2(*args: str, cwd=None, timeout: float = 60.0, shell_line: str | None = N
     )
 
 
+#: Every background command started, so a test that fails half-way leaves nothing running (`close_all`).
+_STARTED: list[Background] = []
+
+
 class Background:
     """A command in its own process group, output to a file; `interrupt()` is Ctrl-C."""
 
     def __init__(self, command, cwd, log_path, shell: bool = False):
         require_ros2()
+        _STARTED.append(self)
         self.log_path = log_path
         self._log = open(log_path, "w")
         self.process = subprocess.Popen(
@@ -110,6 +115,12 @@ class Background:
         self.process.wait(timeout=10)
         if not self._log.closed:
             self._log.close()
+
+
+def close_all() -> None:
+    """Kills what is left of every background command (one a failed assertion skipped)."""
+    while _STARTED:
+        _STARTED.pop().close()
 
 
 def launch(*args: str, cwd, log_path) -> Background:

@@ -17,6 +17,7 @@ import yaml
 from ros2_cli import (
     Background,
     assert_clean_shutdown,
+    close_all,
     launch,
     param_get,
     ros2,
@@ -36,6 +37,7 @@ pytestmark = pytest.mark.ros
 @pytest.fixture(scope="module", autouse=True)
 def _no_daemon_left():
     yield
+    close_all()
     stop_daemon()
 
 
@@ -213,6 +215,9 @@ def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, reco
     # Tiny replay: learning starts within the recording, and the checkpoint stays small.
     section["learner"].update(replay_capacity=500, min_replay_history=64, batch_size=4, target_sync_period=50)
     document["ale_bridge"]["ros__parameters"]["shard_dir"] = "/nowhere"  # the launch argument must win
+    # Paced (10 s in all): the predictions are published as transitions arrive, and the echo below
+    # hears only those published after DDS has matched it, which may take seconds on a busy machine.
+    document["ale_bridge"]["ros__parameters"]["rate"] = 30.0
     params = tmp_path / "mine.yaml"
     params.write_text(yaml.safe_dump(document))
     run = launch(

@@ -16,7 +16,16 @@ import signal
 import time
 
 import pytest
-from ros2_cli import Background, assert_clean_shutdown, param_get, ros2, simulated_bag, stop_daemon, wait_for_nodes
+from ros2_cli import (
+    Background,
+    assert_clean_shutdown,
+    close_all,
+    param_get,
+    ros2,
+    simulated_bag,
+    stop_daemon,
+    wait_for_nodes,
+)
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
@@ -26,6 +35,7 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 @pytest.fixture(scope="module", autouse=True)
 def _no_daemon_left():
     yield
+    close_all()
     stop_daemon()
 
 

@@ -33,7 +33,6 @@ import array
 import math
 import pathlib
 import sys
-import time
 
 import numpy as np
 from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
@@ -48,6 +47,7 @@ from gamma_net_core.horde.questions import HordeSpec, load_questions
 from gamma_net_core.timescales import to_gammas
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
+from gamma_net_ros.learner_checkpoint import LearnerCheckpoint
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
@@ -117,7 +117,7 @@ def _stamp(msg):
 class Horde(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("horde", **kwargs)
-        self.checkpoint = None  # nothing of ours to save until __init__ completes
+        self.keeper = None  # nothing of ours to save until __init__ completes
         path = declare(self, "questions_file", "", "the questions YAML ('' = config/horde.yaml)", read_only=True)
         self.spec = load_questions(pathlib.Path(path).expanduser() if path else config_file("horde"))
         self.tick_topic = declare(
@@ -137,13 +137,8 @@ class Horde(Node):
         self.learning = declare(self, "learn", True, "learn from the stream (false: predict only)")
         self.published = _Timescales(self, self.spec.publish_taus)
         self.requests = TimescaleRequests(self, self.spec.timescales.tau_max)
-        path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
-        checkpoint = pathlib.Path(path).expanduser() if path else None
-        interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
-        # Declared whether or not a checkpoint is set: a YAML giving it is not refused as unknown.
-        resume = declare(self, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
-        if checkpoint is not None and resume:
-            self._resume(checkpoint)
+        keeper = LearnerCheckpoint(self)
+        keeper.resume(self._resume)
         self.errors = self._online_error()
         reliable = declare(self, "reliable_input", False, "reliable QoS on the inputs (e.g. bags)", read_only=True)
         self.warn_after = declare(
@@ -173,8 +168,6 @@ class Horde(Node):
             self.sampler.listen(self.tick_topic, self.tick)
         else:
             self.create_timer(1.0 / self.spec.rate_hz, self.tick)
-        if checkpoint is not None:
-            self.create_timer(interval, self.save_checkpoint)
         # The node's own timer publishes it, with the running errors on horde/errors at the same time.
         self.health = Diagnostics(self, "horde", self._health, period=0)
         self.create_timer(1.0, self.publish_diagnostics)
@@ -190,14 +183,13 @@ class Horde(Node):
             read_only=True,
         )
         self.last_error_statuses = None
-        self.last_checkpoint = None
-        self.checkpoint = checkpoint  # from here on, shutting down saves the learner
+        self.keeper = keeper.start(lambda path: self.learner.save(path))  # from here on, shutdown saves
         ticks = f"on each message of {self.tick_topic} (expected at" if self.tick_topic else "on a clock at"
         self.get_logger().info(
             f"{len(self.names)} questions {self.names} from {sorted(self.sampler.topics)}, ticking {ticks} "
             f"{self.spec.rate_hz:g} Hz{')' if self.tick_topic else ''}; "
             f"publishing tau {self.published.taus} and readouts {list(self.learner.readout_names)}; "
-            f"checkpoint {self.checkpoint or 'off'}"
+            f"checkpoint {self.keeper}"
         )
 
     def _check_signals(self) -> None:
@@ -324,27 +316,19 @@ class Horde(Node):
 
     # -- checkpoints and health
 
-    def _resume(self, checkpoint: pathlib.Path) -> None:
-        if not checkpoint.exists():
-            self.get_logger().info(f"no checkpoint at {checkpoint}: starting a new learner")
-            return
+    def _resume(self, checkpoint: pathlib.Path) -> int:
         # CheckpointError (another questions file or learner): refuse to start, run_node says why.
         self.learner = HordeLearner.load(checkpoint, spec=self.spec)
-        self.get_logger().info(f"resumed from {checkpoint} after {self.learner.update_count} updates")
+        return self.learner.update_count
 
     def save_checkpoint(self) -> None:
-        if self.checkpoint is None:
-            return
-        try:
-            self.learner.save(self.checkpoint)
-        except OSError as exc:
-            self.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
-            return
-        self.last_checkpoint = time.time()
+        if self.keeper is not None:
+            self.keeper.save()
 
     def refused(self) -> None:
         """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
-        self.checkpoint = None
+        if self.keeper is not None:
+            self.keeper.refused()
 
     def destroy_node(self) -> None:
         self.save_checkpoint()  # the last learning before a shutdown is kept
@@ -380,7 +364,7 @@ class Horde(Node):
             **{f"skipped.{kind}": count for kind, count in self.skipped.items()},
             **{f"stale.{name}": count for name, count in self.stale_topics.items()},
             **{f"received.{name}": topic.received for name, topic in self.sampler.topics.items()},
-            "last_checkpoint": "never" if self.last_checkpoint is None else time.ctime(self.last_checkpoint),
+            "last_checkpoint": self.keeper.last_text,
         }
         return Health(WARN if silent or skipped else OK, message, values)
 

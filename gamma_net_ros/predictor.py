@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import pathlib
 import sys
-import time
 
 import numpy as np
 from gamma_net_msgs.msg import Prediction
@@ -33,6 +32,7 @@ from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
+from gamma_net_ros.learner_checkpoint import LearnerCheckpoint
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
 from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
@@ -43,7 +43,7 @@ class Predictor(Node):
         super().__init__("predictor", **kwargs)
         # Until __init__ completes there is nothing of ours to save: a node refused at start (say,
         # for a checkpoint of another configuration) must never overwrite that checkpoint on shutdown.
-        self.checkpoint = None
+        self.keeper = None
         seed = declare(self, "seed", 0, "seeds the tile offsets and the Gamma_t draws", low=0, high=2**31 - 1)
         self.online = OnlineGammaNet(
             joints=declare_config(self, JointsConfig, "joints"),
@@ -67,12 +67,8 @@ class Predictor(Node):
         )
         if self.stamp_source not in ("header", "arrival"):
             raise ValueError(f"stamp_source must be 'header' or 'arrival'; got {self.stamp_source!r}")
-        path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
-        checkpoint = pathlib.Path(path).expanduser() if path else None
-        interval = declare(self, "checkpoint_interval", 30.0, "s between checkpoints", low=0.1, high=86400.0)
-        resume = declare(self, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
-        if checkpoint is not None and resume:
-            self._resume(checkpoint)
+        keeper = LearnerCheckpoint(self)
+        keeper.resume(self._resume)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -102,14 +98,11 @@ class Predictor(Node):
         self.reporter = TakenReporter(self, "joint_states", taken=lambda: self.taken, flush=0.02)
         self.predictions = self.create_publisher(Prediction, "predictions", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
-        if checkpoint is not None:
-            self.create_timer(interval, self.save_checkpoint)
         self.health = Diagnostics(self, self.online.cumulant_name, self.report_health)
-        self.last_checkpoint = None
-        self.checkpoint = checkpoint  # from here on, shutting down saves the learner
+        self.keeper = keeper.start(self.online.save)  # from here on, shutting down saves the learner
         self.get_logger().info(
             f"predicting {self.online.cumulant_name} at tau {self.published.taus}; "
-            f"Gamma_t of {self.online.timescales.size}; checkpoint {self.checkpoint or 'off'}"
+            f"Gamma_t of {self.online.timescales.size}; checkpoint {self.keeper}"
         )
 
     # -- stream
@@ -169,26 +162,18 @@ class Predictor(Node):
 
     # -- checkpoints and health
 
-    def _resume(self, checkpoint: pathlib.Path) -> None:
-        if not checkpoint.exists():
-            self.get_logger().info(f"no checkpoint at {checkpoint}: starting a new learner")
-            return
+    def _resume(self, checkpoint: pathlib.Path) -> int:
         self.online.resume(checkpoint)  # CheckpointError: refuse to start (run_node says why)
-        self.get_logger().info(f"resumed from {checkpoint} after {self.online.update_count} updates")
+        return self.online.update_count
 
     def save_checkpoint(self) -> None:
-        if self.checkpoint is None:
-            return
-        try:
-            self.online.save(self.checkpoint)
-        except OSError as exc:
-            self.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
-            return
-        self.last_checkpoint = time.time()
+        if self.keeper is not None:
+            self.keeper.save()
 
     def refused(self) -> None:
         """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
-        self.checkpoint = None
+        if self.keeper is not None:
+            self.keeper.refused()
 
     def destroy_node(self) -> None:
         self.save_checkpoint()  # the last learning before a shutdown is kept
@@ -202,7 +187,7 @@ class Predictor(Node):
             "skipped": total,
             "updates": self.online.update_count,
             "episodes": self.online.episodes,
-            "last_checkpoint": "never" if self.last_checkpoint is None else time.ctime(self.last_checkpoint),
+            "last_checkpoint": self.keeper.last_text,
             **{f"skipped.{kind}": count for kind, count in skips.items()},
         }
         return Health(WARN if total else OK, f"{total} messages skipped" if total else "learning", values)

@@ -48,11 +48,15 @@ MEMBERS = [
 ]
 
 
+@pytest.mark.parametrize("batched", [True, False], ids=["vmap", "looped"])
 @pytest.mark.parametrize("embedding", ["direct", "l_embed", "h_l_embed", "matrix"])
-def test_an_ensemble_ends_where_its_learners_trained_one_by_one_end(embedding):
+def test_an_ensemble_ends_where_its_learners_trained_one_by_one_end(embedding, batched):
+    """Both ways of running a group's members (one vmap-ed pass, the accelerators' default; each member's own
+    module, the CPU's) against the learners trained one by one."""
     configs = [dataclasses.replace(c, embedding=embedding) for c in MEMBERS]
     data = stream(260)
-    ensemble = LearnerEnsemble(configs)
+    ensemble = LearnerEnsemble(configs, batched=batched)
+    assert all(group.batched == batched for group in ensemble.groups)
     losses = ensemble.observe_many(*data)
     assert losses.shape == (121, 4) and np.isfinite(losses).all()
     probe = np.random.default_rng(9).random((5, D)).astype(np.float32)
@@ -90,7 +94,8 @@ def test_members_of_a_stacked_group_share_the_network_and_an_ensemble_the_stream
         LearnerEnsemble([small(), small(replay_capacity=60)])
 
 
-def test_an_ensemble_of_mixed_series_ends_where_its_learners_trained_one_by_one_end():
+@pytest.mark.parametrize("batched", [True, False], ids=["vmap", "looped"])
+def test_an_ensemble_of_mixed_series_ends_where_its_learners_trained_one_by_one_end(batched):
     configs = [
         small(seed=0),
         small(seed=1, embedding="matrix"),
@@ -100,7 +105,7 @@ def test_an_ensemble_of_mixed_series_ends_where_its_learners_trained_one_by_one_
         small(seed=5, hidden_sizes=(12,), step_size=3e-3),
     ]
     data = stream(150)
-    ensemble = LearnerEnsemble(configs)
+    ensemble = LearnerEnsemble(configs, batched=batched)
     assert ensemble.group_members == [[0], [1, 4], [2], [3], [5]] and len(ensemble.replay.trees) == 7
     losses = ensemble.observe_many(*data)
     assert losses.shape == (66, 6) and np.isfinite(losses).all()
@@ -145,8 +150,9 @@ def test_probe_networks_stack_each_probe_with_its_own_priorities():
         np.testing.assert_allclose(together[k], alone.predict(probe, [0.0, 0.5, 0.9, 0.95]), rtol=1e-3, atol=1e-5)
 
 
-def test_a_diverging_member_stops_alone():
-    ensemble = LearnerEnsemble([small(seed=0), small(seed=1)])
+@pytest.mark.parametrize("batched", [True, False], ids=["vmap", "looped"])
+def test_a_diverging_member_stops_alone(batched):
+    ensemble = LearnerEnsemble([small(seed=0), small(seed=1)], batched=batched)
     data = stream(60)
     ensemble.observe_many(*data)
     params = ensemble.groups[0].params
@@ -161,6 +167,30 @@ def test_a_diverging_member_stops_alone():
     for name, p in params.items():
         assert torch.equal(p.detach()[1], before[name]), name  # nothing applied to the stopped member
     assert not torch.equal(params["layers.0.weight"].detach()[0], first["layers.0.weight"])
+
+
+def test_a_diverging_lone_member_stops_and_its_group_computes_with_the_stacked_weights():
+    """On the CPU a member runs a plain module on views of its stacked tensors: what changes them changes it."""
+    ensemble = LearnerEnsemble([small(seed=0), small(seed=1, embedding="matrix")])
+    assert not any(group.batched for group in ensemble.groups)
+    assert ensemble.group_members == [[0], [1]]
+    ensemble.observe_many(*stream(60))
+    lone = ensemble.groups[1]
+    probe = np.random.default_rng(3).random((3, D)).astype(np.float32)
+    before = lone.predict(probe, [0.5])[0]
+    with torch.no_grad():
+        lone.params["layers.0.bias"].add_(1.0)  # in place, as Adam, a target sync and a load change them
+    after = lone.predict(probe, [0.5])[0]
+    assert not np.allclose(after, before)
+    np.testing.assert_allclose(after, ensemble.member(1).predict(probe, [0.5]), rtol=1e-6)
+    with torch.no_grad():
+        lone.params["layers.2.weight"].fill_(float("inf"))
+    before = {name: p.detach().clone() for name, p in lone.params.items()}
+    losses = ensemble.observe_many(*stream(20, seed=1))
+    assert np.isfinite(losses[:, 0]).all() and np.isnan(losses[:, 1]).all()
+    assert ensemble.stopped[0] is None and "the loss became" in ensemble.stopped[1]
+    for name, p in lone.params.items():
+        assert torch.equal(p.detach(), before[name]), name
 
 
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs CUDA")

@@ -40,6 +40,9 @@ GOAL_RATIO = 4.0
 GOAL_REPLAY_US = 50.0
 
 
+#: A target sync period no timed update reaches (see :func:`_learner`).
+NO_SYNC = 10**12
+
 #: ``--ensemble-mix``: the series an ensemble's members cycle through (each its own network shape).
 MIX = (
     ("reference", {}),
@@ -104,6 +107,9 @@ def _learner(args):
         embedding=args.embedding,
         device=args.device,
         min_replay_history=10**12,  # fill without training; updates are called directly
+        # The step count stands still while updates are called directly: with a period dividing it, every
+        # timed update would sync the target (training syncs once per 2,500 updates).
+        target_sync_period=NO_SYNC,
         **{"replay_capacity": args.replay_capacity, **sizes},
     )
     learner = NeuralLearner(config)
@@ -167,6 +173,7 @@ def measure_ensemble(args) -> dict:
                 "embedding": args.embedding,
                 "device": args.device,
                 "min_replay_history": 10**12,
+                "target_sync_period": NO_SYNC,  # as in _learner
                 "seed": k,
                 **sizes,
                 "replay_capacity": capacity,

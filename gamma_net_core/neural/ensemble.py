@@ -108,6 +108,47 @@ def check_stackable(configs: list[NeuralConfig]) -> None:
                 )
 
 
+def _stacked(outputs: list[torch.Tensor]) -> torch.Tensor:
+    return outputs[0][None] if len(outputs) == 1 else torch.stack(outputs)
+
+
+class _MemberModules:
+    """K copies of a network, member k's computing with its slice of stacked tensors (views, not copies).
+
+    The slices come from one ``unbind`` per tensor, so the members' gradients reach the stacked tensor in
+    one stack, not K scatters into zeros. Views from ``unbind`` may not outlive an in-place change of
+    their base, so they are taken again whenever a stacked tensor's version moved (a target sync, a
+    load, a stopped member's restore).
+    """
+
+    def __init__(self, network: torch.nn.Module, stacked: dict[str, torch.Tensor], K: int) -> None:
+        self.stacked = stacked
+        self.modules = [copy.deepcopy(network) for _ in range(K)]
+        #: Per stacked tensor, the (module, attribute) pairs it is bound to, one per member.
+        self.slots: dict[str, list[tuple[torch.nn.Module, str]]] = {}
+        for name in stacked:
+            path, _, leaf = name.rpartition(".")
+            self.slots[name] = [(module.get_submodule(path), leaf) for module in self.modules]
+            for owner, _ in self.slots[name]:
+                delattr(owner, leaf)  # a parameter or buffer no more: a plain attribute, set by _bind
+        self.versions: tuple[int, ...] | None = None
+
+    def __call__(self) -> list[torch.nn.Module]:
+        versions = tuple(t._version for t in self.stacked.values())
+        if versions != self.versions:
+            self._bind()
+            self.versions = versions
+        return self.modules
+
+    def _bind(self) -> None:
+        with torch.enable_grad():  # views taken under no_grad would carry no gradient to the stacked tensor
+            for name, stacked in self.stacked.items():
+                # One member: a plain view, whose gradient needs not even the stack.
+                parts = stacked.unbind(0) if len(self.modules) > 1 else [stacked.view(stacked.shape[1:])]
+                for (owner, leaf), part in zip(self.slots[name], parts):
+                    owner.__dict__[leaf] = part
+
+
 class StackedGroup:
     """K learners of one network shape (Γ-nets, or probe networks) with stacked parameters.
 
@@ -118,12 +159,20 @@ class StackedGroup:
       configs: one configuration per member; they may differ only in :data:`FREE_SETTINGS`.
       replay: the ensemble's replay of the stream (None: the group keeps its own, one set per member per probe).
       first: the group's first priority set in ``replay``.
+      batched: one vmap-ed pass for all members (None: off the CPU; see :attr:`batched`).
 
     Raises:
       ValueError: no configs, or members that differ in a stacked setting (named).
     """
 
-    def __init__(self, configs: list[NeuralConfig], replay: PrioritizedReplay | None = None, first: int = 0) -> None:
+    def __init__(
+        self,
+        configs: list[NeuralConfig],
+        replay: PrioritizedReplay | None = None,
+        first: int = 0,
+        *,
+        batched: bool | None = None,
+    ) -> None:
         check_stackable(configs)
         self.configs = list(configs)
         c = self.config = configs[0]
@@ -166,14 +215,34 @@ class StackedGroup:
         self.updates = 0
         #: Per member: why it stopped (a diverged loss), or None while it trains.
         self.stopped: list[str | None] = [None] * self.K
-        self._forward = vmap(self._member_forward, in_dims=(0, 0, 0, 0))
-        self._probe_forward = vmap(self._member_probe_forward, in_dims=(0, 0, 0))
+        #: One vmap-ed pass for all members (off the CPU), or each member's own module in turn (on the CPU).
+        self.batched = self.device.type != "cpu" if batched is None else bool(batched)
+        if self.batched:
+            self._forward = vmap(self._member_forward, in_dims=(0, 0, 0, 0))
+            self._probe_forward = vmap(self._member_probe_forward, in_dims=(0, 0, 0))
+        else:
+            # On a CPU a batched matmul over K members does the same arithmetic as K matmuls, and vmap's
+            # dispatch (with functional_call's swapping of tensors at every call) costs 10-25% of an
+            # update: there each member runs a plain module whose weights are views of its slice of the
+            # stacked tensors. The members' losses still add into one backward pass and one Adam step.
+            self._members = {
+                id(self.params): _MemberModules(nets[0], self.params | self.buffers, self.K),
+                id(self.target_params): _MemberModules(nets[0], self.target_params | self.buffers, self.K),
+            }
+            self._forward = self._looped_forward
+            self._probe_forward = self._looped_probe_forward
 
     def _member_forward(self, params, buffers, features, gammas):
         return functional_call(self._base, (params, buffers), (features, gammas))
 
     def _member_probe_forward(self, params, buffers, features):
         return functional_call(self._base, (params, buffers), (features,))
+
+    def _looped_forward(self, params, buffers, features, gammas):
+        return _stacked([net(features[k], gammas[k]) for k, net in enumerate(self._members[id(params)]())])
+
+    def _looped_probe_forward(self, params, buffers, features):
+        return _stacked([net(features[k]) for k, net in enumerate(self._members[id(params)]())])
 
     # ----------------------------------------------------------------- learning
 
@@ -264,7 +333,7 @@ class StackedGroup:
         keep = torch.as_tensor([s is None for s in self.stopped], device=self.device)
         saved = {name: p.detach()[frozen].clone() for name, p in self.params.items()} if frozen else None
         self.optimizer.zero_grad(set_to_none=True)
-        torch.where(keep, losses, torch.zeros_like(losses)).sum().backward()
+        (torch.where(keep, losses, torch.zeros_like(losses)).sum() if frozen else losses.sum()).backward()
         self.optimizer.step()
         if saved is not None:
             with torch.no_grad():
@@ -471,12 +540,16 @@ class LearnerEnsemble:
       configs: one configuration per member; all must share :data:`STREAM_SETTINGS`.
       device_replay: keep a copy of the replay's φ on the learners' device and gather each batch's φ
         there, so only slots cross to the device each update (None: on any device but the CPU).
+      batched: each group's members in one vmap-ed pass (None: on any device but the CPU;
+        see :attr:`StackedGroup.batched`).
 
     Raises:
       ValueError: no configs, members that differ in a stream setting, or a network that cannot stack (named).
     """
 
-    def __init__(self, configs: list[NeuralConfig], *, device_replay: bool | None = None) -> None:
+    def __init__(
+        self, configs: list[NeuralConfig], *, device_replay: bool | None = None, batched: bool | None = None
+    ) -> None:
         if not configs:
             raise ValueError("an ensemble needs at least one learner configuration")
         for i, c in enumerate(configs):
@@ -508,7 +581,7 @@ class LearnerEnsemble:
         )  # fmt: skip
         firsts = np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(int)
         self.groups = [
-            StackedGroup([configs[k] for k in ks], self.replay, int(first))
+            StackedGroup([configs[k] for k in ks], self.replay, int(first), batched=batched)
             for ks, first in zip(self.group_members, firsts)
         ]
         if device_replay is None:
@@ -679,18 +752,23 @@ class LearnerEnsemble:
 
     @classmethod
     def load(
-        cls, path: str | os.PathLike, configs: list[NeuralConfig], *, device_replay: bool | None = None
+        cls,
+        path: str | os.PathLike,
+        configs: list[NeuralConfig],
+        *,
+        device_replay: bool | None = None,
+        batched: bool | None = None,
     ) -> tuple[LearnerEnsemble, dict]:
         """An ensemble of ``configs`` restored from :meth:`save`'s file, and the ``extra`` saved with it.
 
-        ``device_replay`` as in the constructor.
+        ``device_replay`` and ``batched`` as in the constructor.
 
         Raises:
           FileNotFoundError: no such file.
           CheckpointError: not an ensemble checkpoint, another version, or other members.
         """
         state = load_torch(path)
-        ensemble = cls(configs, device_replay=device_replay)
+        ensemble = cls(configs, device_replay=device_replay, batched=batched)
         try:
             ensemble.load_state_dict(state)
         except CheckpointError as exc:

@@ -6,11 +6,15 @@ target network and Adam state, all seeded from its own configuration exactly as 
 single learner seeds them. What is shared is only what would be identical anyway: the
 records of the stream (one copy of φ instead of K) and the update schedule. The K
 networks' parameters are stacked (``torch.func.stack_module_state``) and every update
-runs one ``vmap``-ed forward pass over the K online and K target networks, one backward
-pass and one Adam step over the stacked tensors; Adam is elementwise, so one Adam on the
-stack is K Adams. The members' losses add, so each member's gradient is the one its own
-learner would compute. The equivalence test holds an ensemble's members equal (to float
-tolerance) to the same learners trained one by one.
+runs one forward pass over the K online and K target networks, one backward pass and one
+Adam step over the stacked tensors; Adam is elementwise, so one Adam on the stack is K
+Adams. The members' losses add, so each member's gradient is the one its own learner would
+compute. Off the CPU the forward pass is one ``vmap`` over the members (one set of kernels
+for all K); on the CPU, where a batched matmul does the same arithmetic as K matmuls and
+vmap's dispatch costs 10-25% of an update, each member runs its own module on views of its
+slice of the stacked tensors (:attr:`StackedGroup.batched`). The equivalence test holds an
+ensemble's members equal (to float tolerance) to the same learners trained one by one, both
+ways.
 
 Members of one stacked group (:class:`StackedGroup`) share the network's shape and differ
 only in ``seed``, ``scaling``, the Γ_t distribution (``n_gamma``/``n_tau`` with the same

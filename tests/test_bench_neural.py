@@ -38,6 +38,9 @@ def test_bench_script_reports_learner_and_replay(tmp_path):
     assert ensemble["mixed"] == ["reference", "l_embed", "h_l_embed"] and ensemble["groups"] == 3
     assert ensemble["ratio"] == ensemble["separate_ms"] / ensemble["ensemble_ms"] > 0
     assert ensemble["single_ms"] == ensemble["separate_ms"] / 3
+    assert ensemble["batched"] is False and ensemble["other_ratio"] == ensemble["separate_ms"] / ensemble["other_ms"]
+    assert "ensemble (each member's module; this device's way)" in result.stdout
+    assert "ensemble (one vmap-ed pass)" in result.stdout
 
 
 def test_bench_refuses_a_device_it_does_not_have(tmp_path):

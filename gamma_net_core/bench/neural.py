@@ -11,9 +11,11 @@ The two alternate, and each is reported as the best of ``--repeats`` rounds (oth
 shared machine only ever slows a round down).
 
 Ensemble (``--ensemble K``): K learners of the paper's size (seeds 0..K-1) updated as one
-:class:`gamma_net_core.neural.ensemble.LearnerEnsemble` (stacked parameters, one batched
-pass) against the same K as separate :class:`NeuralLearner` s updated one after another,
-alternating in the same run: learner-updates per second each way, and the ratio. Their
+:class:`gamma_net_core.neural.ensemble.LearnerEnsemble` (stacked parameters, one backward
+pass and one Adam step) against the same K as separate :class:`NeuralLearner` s updated one
+after another, alternating in the same run: learner-updates per second each way, and the
+ratio; and the same ensemble run the device's other way (one vmap-ed forward pass on a CPU,
+each member's own module on a GPU), which shows why each device has its default. Their
 replays hold ``min(--replay-capacity, 10000)`` records (the update's cost does not depend
 on it; K separate full buffers would take K × 200 MB).
 
@@ -190,7 +192,11 @@ def measure_ensemble(args) -> dict:
         rng.random(capacity) < 1e-3,
     )
     ensemble = LearnerEnsemble(configs)
+    # The same members the device's other way (vmap on a CPU, each member's module on a GPU): the choice
+    # StackedGroup.batched makes by default, measured in the same run.
+    other = LearnerEnsemble(configs, batched=not ensemble.groups[0].batched)
     ensemble.observe_many(*data)
+    other.observe_many(*data)
     learners = [NeuralLearner(c) for c in configs]
     for learner in learners:
         learner.observe_many(*data)
@@ -199,26 +205,34 @@ def measure_ensemble(args) -> dict:
         for learner in learners:
             learner.update()
 
-    for warm in (ensemble.update, separate):
+    for warm in (ensemble.update, other.update, separate):
         for _ in range(2):
             warm()
     rounds = max(1, args.updates // 2)
-    best_ensemble = best_separate = float("inf")
+    best_ensemble = best_other = best_separate = float("inf")
     for _ in range(args.repeats):
         best_ensemble = min(best_ensemble, _time_updates(learners[0], ensemble.update, rounds))
+        best_other = min(best_other, _time_updates(learners[0], other.update, rounds))
         best_separate = min(best_separate, _time_updates(learners[0], separate, rounds))
     return {
         "K": K,
         "mixed": [MIX[k % len(MIX)][0] for k in range(K)] if args.ensemble_mix else None,
         "groups": len(ensemble.groups),
         "replay_capacity": capacity,
+        "batched": ensemble.groups[0].batched,
         "ensemble_ms": best_ensemble * 1e3,
+        "other_ms": best_other * 1e3,
+        "other_ratio": best_separate / best_other,
         "separate_ms": best_separate * 1e3,
         "single_ms": best_separate * 1e3 / K,
         "ensemble_learner_updates_per_s": K / best_ensemble,
         "separate_learner_updates_per_s": K / best_separate,
         "ratio": best_separate / best_ensemble,
     }
+
+
+def _learner_updates_per_s(ensemble: dict, key: str) -> float:
+    return ensemble["K"] * 1e3 / ensemble[key]
 
 
 def measure_replay(args) -> dict:
@@ -381,8 +395,16 @@ def run(args: argparse.Namespace) -> Report:
                 "vs separate": "{:.2f}x",
             },
         )
-        e.add("ensemble (stacked, one pass)", ensemble["ensemble_ms"], ensemble["ensemble_learner_updates_per_s"],
-              ensemble["ratio"])  # fmt: skip
+        ways = ("one vmap-ed pass", "each member's module")
+        mine, theirs = ways if ensemble["batched"] else ways[::-1]
+        e.add(f"ensemble ({mine}; this device's way)", ensemble["ensemble_ms"],
+              ensemble["ensemble_learner_updates_per_s"], ensemble["ratio"])  # fmt: skip
+        e.add(
+            f"ensemble ({theirs})",
+            ensemble["other_ms"],
+            _learner_updates_per_s(ensemble, "other_ms"),
+            ensemble["other_ratio"],
+        )
         e.add("K separate learners", ensemble["separate_ms"], ensemble["separate_learner_updates_per_s"], 1.0)
         e.add("one learner (ms/update)", ensemble["single_ms"], 1e3 / ensemble["single_ms"], float("nan"))
         tables.append(e)

@@ -119,6 +119,13 @@ def test_the_per_tau_filter_keeps_a_series_where_it_is_predictive():
     assert reading.best() == "half"  # (1 + 87.5 / 566) / 2 beats the reference's (1 / 1.875 + 1) / 2
 
 
+def test_a_comparison_the_filter_empties_gets_a_figure_naming_who_failed(tmp_path):
+    stale = tmp_path / "inputs.png"
+    stale.write_bytes(b"an earlier evaluation's figure")
+    path = ev.plot_nothing_kept("Timescale inputs", ("gamma", "tau", "both"), stale)
+    assert path == stale and stale.read_bytes()[:8] == PNG_MAGIC
+
+
 def test_learning_curves_normalize_each_tau_by_the_worst_mean_at_any_evaluation():
     curves = ev.learning_curves(
         {"a": history(RETURNS + 2.0, RETURNS + 1.0), "b": history(RETURNS, RETURNS + 1.0)}, RETURNS
@@ -270,8 +277,8 @@ def test_train_and_evaluate_end_to_end(data, tmp_path, capsys):
         kept = outcome["comparison"]["names"] if outcome["comparison"] else []
         assert sorted(kept + outcome["excluded"]) == sorted(outcome["correlations"])  # every series kept or dropped
         assert (evaluation / f"{name}_learning.png").read_bytes()[:8] == PNG_MAGIC
+        assert (evaluation / f"{name}.png").read_bytes()[:8] == PNG_MAGIC  # or the names of those that failed
         if kept:
-            assert (evaluation / f"{name}.png").read_bytes()[:8] == PNG_MAGIC
             assert max(np.max(v) for v in outcome["comparison"]["norm_mean"]) == 1.0
     assert (evaluation / "predictions_in_time.png").read_bytes()[:8] == PNG_MAGIC
     assert result["series"]["reference"]["seeds"] == [0, 1] and result["filter_applied"]

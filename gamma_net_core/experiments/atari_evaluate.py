@@ -24,7 +24,8 @@ vs Γ-net, interpolated probes vs Γ-net), as the paper's "Plotting" section des
   (:func:`~gamma_net_core.neural.interpolation.interpolate`); it needs Monte-Carlo returns
   at those τ (``gamma-net atari points --taus ...``).
 
-Outputs in ``--out``: ``COMPARISON.png`` (MSE by τ split at τ = 10, bars, correlation),
+Outputs in ``--out``: ``COMPARISON.png`` (MSE by τ split at τ = 10, bars, correlation; or,
+where every series fails the filter, the names of those that failed),
 ``COMPARISON_learning.png`` (normalized MSE averaged over τ against transitions, the
 Atari@200M figures' learning curves), ``predictions_in_time.png`` (the Centipede figure:
 predictions along one episode's evaluation points against the Monte-Carlo returns) and
@@ -404,6 +405,32 @@ def plot_learning_curves(result: ComparisonResult, path: pathlib.Path, *, last: 
     return save_figure(fig, path)
 
 
+def plot_nothing_kept(title: str, failing, path: pathlib.Path) -> pathlib.Path:
+    """The figure of a comparison whose every series failed the filter: the verdict, not an empty plot.
+
+    Written where the comparison's figure goes, so a figure of an earlier evaluation in the same
+    folder is not left standing beside this evaluation's numbers.
+    """
+    from gamma_net_core.plots import pyplot, save_figure
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(6.4, 2.4))
+    ax.axis("off")
+    ax.set_title(title, fontsize=10)
+    ax.text(
+        0.5,
+        0.5,
+        "every series failed the positive-correlation filter:\n"
+        + ", ".join(failing)
+        + "\n\n(`gamma-net atari evaluate --no-filter` compares them all)",
+        ha="center",
+        va="center",
+        fontsize=9,
+        wrap=True,
+    )
+    return save_figure(fig, path)
+
+
 def plot_predictions_in_time(runs, points, returns, out: pathlib.Path, *, episode: int) -> pathlib.Path | None:
     """The Centipede figure: the reference Γ-net's (and the probes') final predictions along one episode's points."""
     from gamma_net_core.experiments.atari_series import columns
@@ -526,7 +553,9 @@ def run(args: argparse.Namespace) -> Report:
             summary.add(spec.name, "-", "-", "-", ", ".join(result.missing) or "-")
             continue
         pc = result.points
-        if pc.comparison is not None:
+        if pc.comparison is None:  # every series failed the filter: say so where its figure would be
+            files.append(str(compact_png(plot_nothing_kept(spec.title, result.failing, out / f"{spec.name}.png"))))
+        else:
             with _quiet():  # NaN correlation where the returns are equal at every point
                 path = plot_comparison(
                     pc.comparison,

@@ -67,6 +67,12 @@ def test_readme_names_the_commands_this_module_runs():
     assert readme_command("ros2 run gamma_net_ros bag_player").endswith("bag:=runs/arm/joint_states")
 
 
+#: How ros2cli ends `ros2 topic echo` stopped by Ctrl-C (ros2cli/cli.py): SIGINT's number when the
+#: KeyboardInterrupt reaches the verb, SIGTERM's when rclpy's own signal handler shut the context down
+#: first (ExternalShutdownException). Which one comes first is a race inside rclpy; both are clean stops.
+ECHO_STOPPED = (signal.SIGINT, signal.SIGTERM)
+
+
 def start_echo(line: str, cwd: pathlib.Path, log: str = "echo.txt") -> Background:
     """The README's echo line; started again while the daemon has not yet seen the topic."""
     deadline = time.monotonic() + 60.0
@@ -121,8 +127,9 @@ def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
         code = run.interrupt()
     printed = echo.output
     assert "gammas:" in printed and "values:" in printed, printed
-    # ros2cli ends a verb stopped by Ctrl-C with the signal's number (ros2cli/cli.py), not a traceback.
-    assert "Traceback" not in printed and echo_code == signal.SIGINT, (echo_code, printed)
+    # ros2cli ends a verb stopped by Ctrl-C with a signal's number (ros2cli/cli.py), not a traceback.
+    assert "Traceback" not in printed, printed
+    assert echo_code in ECHO_STOPPED, (echo_code, printed)
     assert code == 0, run.output
     assert_clean_shutdown(run.output, ["predictor"])
 
@@ -161,6 +168,7 @@ def test_readme_horde_lines_on_the_shipped_questions(tmp_path):
     printed = echo.output
     assert "questions:" in printed and "- shoulder_speed" in printed and "readout_values:" in printed, printed
     assert "rmse:" in errors.output and "mean_rmse:" in errors.output, errors.output
-    assert "Traceback" not in printed + errors.output and codes == [signal.SIGINT] * 2, (codes, printed)
+    assert "Traceback" not in printed + errors.output, printed + errors.output
+    assert all(code in ECHO_STOPPED for code in codes), codes
     assert code == 0, run.output
     assert_clean_shutdown(run.output, ["horde"])

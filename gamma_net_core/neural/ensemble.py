@@ -229,9 +229,10 @@ class StackedGroup:
             # dispatch (with functional_call's swapping of tensors at every call) costs 10-25% of an
             # update: there each member runs a plain module whose weights are views of its slice of the
             # stacked tensors. The members' losses still add into one backward pass and one Adam step.
+            # Copies of the weightless (meta) module: K full copies of the weights would be made only to be dropped.
             self._members = {
-                id(self.params): _MemberModules(nets[0], self.params | self.buffers, self.K),
-                id(self.target_params): _MemberModules(nets[0], self.target_params | self.buffers, self.K),
+                id(self.params): _MemberModules(self._base, self.params | self.buffers, self.K),
+                id(self.target_params): _MemberModules(self._base, self.target_params | self.buffers, self.K),
             }
             self._forward = self._looped_forward
             self._probe_forward = self._looped_probe_forward

@@ -28,7 +28,7 @@ from gamma_net_core.report import Report, write_json
 
 #: (words, module, one-line help). Modules under gamma_net_ros need ROS 2 at run time.
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
-    (("demo",), "gamma_net_ros.demo", "the main job: the arm pipeline on real ROS 2 nodes, no hardware"),
+    (("demo",), "gamma_net_ros.demo.arm", "the main job: the arm pipeline on real ROS 2 nodes, no hardware"),
     (("timescales",), "gamma_net_core.experiments.timescale_table", "gamma <-> tau table (the paper's Table 1)"),
     (("square-wave",), "gamma_net_core.experiments.square_wave", "the paper's square-wave study (linear Γ-net)"),
     (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
@@ -40,17 +40,17 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("atari", "import-dopamine"), "gamma_net_core.atari.import_dopamine", "a Dopamine TF checkpoint -> a policy file"),
     (("atari", "train"), "gamma_net_core.experiments.atari_train", "train Γ-nets and probe networks on shards"),
     (("atari", "evaluate"), "gamma_net_core.experiments.atari_evaluate", "the paper's Atari comparison figures"),
-    (("bench", "all"), "gamma_net_ros.bench_all", "every benchmark with its defaults (make bench)"),
+    (("bench", "all"), "gamma_net_ros.bench.all", "every benchmark with its defaults (make bench)"),
     (("bench", "linear"), "gamma_net_core.bench.linear", "linear Γ-net steps per second against its NumPy reference"),
     (("bench", "neural"), "gamma_net_core.bench.neural", "neural learner updates/s (tiled vs per-γ loop), replay µs"),
     (("bench", "horde"), "gamma_net_core.bench.horde", "100 questions x 32 timescales: Horde vs 100 learners"),
     (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
-    (("bench", "ros"), "gamma_net_ros.bench_ros", "predictor node latency p50/p99, highest input rate sustained"),
-    (("bench", "bridge"), "gamma_net_ros.bench_bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
-    (("bench", "horde-node"), "gamma_net_ros.bench_horde", "horde node latency: 100 questions at 100 Hz, p50/p99"),
+    (("bench", "ros"), "gamma_net_ros.bench.ros", "predictor node latency p50/p99, highest input rate sustained"),
+    (("bench", "bridge"), "gamma_net_ros.bench.bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
+    (("bench", "horde-node"), "gamma_net_ros.bench.horde", "horde node latency: 100 questions at 100 Hz, p50/p99"),
     (
         ("bench", "playback"),
-        "gamma_net_ros.bench_playback",
+        "gamma_net_ros.bench.playback",
         "bag_player -> predictor node at 1x, 6x, 20x: nothing lost",
     ),
 ]

@@ -29,7 +29,7 @@ def test_bench_horde_refuses_a_bad_budget_in_one_line():
 
 def test_bench_all_runs_every_bench_command_but_itself():
     from gamma_net_core.cli import COMMANDS
-    from gamma_net_ros.bench_all import BENCHMARKS
+    from gamma_net_ros.bench.all import BENCHMARKS
 
     benches = {words[1]: module for words, module, _ in COMMANDS if words[0] == "bench" and words[1] != "all"}
     assert BENCHMARKS == benches

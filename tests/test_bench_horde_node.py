@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gamma_net_core.horde.questions import load_questions
-from gamma_net_ros.bench_horde import _latencies, questions_doc
+from gamma_net_ros.bench.horde import _latencies, questions_doc
 
 pytestmark = [pytest.mark.ros]
 

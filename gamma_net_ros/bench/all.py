@@ -18,10 +18,10 @@ BENCHMARKS = {
     "horde": "gamma_net_core.bench.horde",
     "neural": "gamma_net_core.bench.neural",
     "atari": "gamma_net_core.bench.atari",
-    "ros": "gamma_net_ros.bench_ros",
-    "bridge": "gamma_net_ros.bench_bridge",
-    "horde-node": "gamma_net_ros.bench_horde",
-    "playback": "gamma_net_ros.bench_playback",
+    "ros": "gamma_net_ros.bench.ros",
+    "bridge": "gamma_net_ros.bench.bridge",
+    "horde-node": "gamma_net_ros.bench.horde",
+    "playback": "gamma_net_ros.bench.playback",
 }
 #: Optional packages each benchmark needs: checked before the first one runs, not after an hour.
 NEEDS = {

@@ -113,7 +113,7 @@ def _measure(module: str, args, *, echo: bool) -> dict:
     from gamma_net_ros.processes import NodeProcess, node_command
 
     if echo:
-        cmd = [sys.executable, "-u", "-m", "gamma_net_ros.bench_ros", "--echo"]
+        cmd = [sys.executable, "-u", "-m", "gamma_net_ros.bench.ros", "--echo"]
     else:
         cmd = node_command(module, params_file=config_file("arm"), params={"max_gap": 1e6}, node="predictor")
     process = NodeProcess(cmd).start(stdout=subprocess.DEVNULL)

@@ -14,7 +14,7 @@ While it runs, a line of predictions at a few timescales is printed every two se
 the end the true discounted return is computed from the recorded shoulder speed, and the
 predictions are compared with it: a PNG of predictions against the return, and the
 cumulative absolute error table (the paper's Table 2 measure). Beside the predictor, a Horde of
-questions about the same arm is learned live and checked online (gamma_net_ros.demo_horde).
+questions about the same arm is learned live and checked online (gamma_net_ros.demo.horde).
 """
 
 from __future__ import annotations
@@ -45,7 +45,7 @@ from gamma_net_core.signals.arm import ArmConfig, ArmKinematics
 from gamma_net_core.signals.arm_recording import simulate_arm
 from gamma_net_core.signals.maze import MazeConfig, MazePath
 from gamma_net_core.timescales import TimescaleSampling
-from gamma_net_ros.demo_horde import HordeDemo
+from gamma_net_ros.demo.horde import HordeDemo
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 

@@ -63,6 +63,41 @@ def atomic_write(path: str | os.PathLike, write: Callable[[Any], None]) -> pathl
     return path
 
 
+def check_writable(path: str | os.PathLike, *, name: str = "checkpoint_path") -> pathlib.Path:
+    """Refuse a checkpoint path that :func:`atomic_write` could not write, before any learning starts.
+
+    A learner that finds out at its first save (minutes in) has learned for nothing. The folder
+    (or, where it does not exist yet, the nearest folder above it, where it would be made) is
+    probed with a temporary file that is removed at once; nothing else is made.
+
+    Args:
+      path: where the checkpoint will be written.
+      name: the setting that gave ``path``, named in the refusal.
+
+    Returns:
+      ``path`` as a Path.
+
+    Raises:
+      CheckpointError: ``path`` is a folder, or a file stands where a folder of it must be made.
+      OSError: the folder cannot be written (its message names ``path`` and the reason).
+    """
+    path = pathlib.Path(path)
+    if path.is_dir():
+        raise CheckpointError(f"{name} {path} is a folder; it must name a file")
+    base = path.parent.absolute()
+    while not base.exists() and base != base.parent:
+        base = base.parent
+    if not base.is_dir():
+        raise CheckpointError(f"{name} {path}: cannot make its folder, {base} is a file")
+    try:
+        fd, probe = tempfile.mkstemp(dir=base, prefix=f".{path.name}.", suffix=".probe")
+    except OSError as exc:
+        raise OSError(f"{name} {path}: cannot write in {base} ({exc.strerror})") from None
+    os.close(fd)
+    os.unlink(probe)
+    return path
+
+
 def save_npz(
     path: str | os.PathLike,
     *,

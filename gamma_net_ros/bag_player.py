@@ -34,7 +34,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
-from gamma_net_core.data.bags import DEFAULT_TOPIC, iter_joint_states
+from gamma_net_core.data.bags import DEFAULT_TOPIC, BagError, iter_joint_states
 from gamma_net_ros.conversions import seconds_to_stamp
 from gamma_net_ros.flow_control import ConsumerWindow
 from gamma_net_ros.node_main import run_node
@@ -130,7 +130,12 @@ class BagPlayer(Node):
             if time.monotonic() < due:
                 return
             self._publish(self.pending)
-            self.pending = next(self.messages, None)
+            try:
+                self.pending = next(self.messages, None)
+            except BagError as exc:  # damaged part-way: what was published stays published; stop in one line
+                self.get_logger().error(f"stopped after publishing {self.published}: {exc}")
+                self.done = self.undelivered = True
+                return
             allowed -= 1
         if self.pending is None:
             self.loop += 1

@@ -18,6 +18,7 @@ from collections.abc import Callable
 
 from rclpy.node import Node
 
+from gamma_net_core.checkpoint import check_writable
 from gamma_net_ros.params import declare
 
 
@@ -26,6 +27,8 @@ class LearnerCheckpoint:
         self.node = node
         path = declare(node, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
         self.path = pathlib.Path(path).expanduser() if path else None
+        if self.path is not None:
+            check_writable(self.path)  # refused now, not at the first save minutes later
         self.interval = declare(node, "checkpoint_interval", interval, "s between checkpoints", low=0.1, high=86400.0)
         # Declared whether or not a checkpoint is set: a YAML giving it is not refused as unknown.
         self.wanted = declare(node, "resume", True, "resume from checkpoint_path if it exists", read_only=True)

@@ -48,6 +48,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
+from gamma_net_core.checkpoint import check_writable
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
 from gamma_net_core.neural.online import TransitionStream
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, stamp_to_seconds
@@ -104,6 +105,8 @@ class NeuralPredictor(Node):
         )
         path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
         checkpoint = pathlib.Path(path).expanduser() if path else None
+        if checkpoint is not None:
+            check_writable(checkpoint)  # refused now, not at the first save minutes later
         interval = declare(
             self, "checkpoint_interval", 300.0, "s between checkpoints", low=0.1, high=86400.0, read_only=True
         )

@@ -109,15 +109,25 @@ class TimescaleRequests:
         if beyond.size:
             i = int(beyond[0])
             largest = (
-                f"tau {self.largest_tau:g}"
+                f"tau {exact(self.largest_tau)}"
                 if scale == "tau"
-                else f"gamma {1.0 - 1.0 / self.largest_tau:g} (tau {self.largest_tau:g})"
+                else f"gamma {exact(1.0 - 1.0 / self.largest_tau)} (tau {exact(self.largest_tau)})"
             )
             raise ValueError(
-                f"{scale} {given[i]:g} at index {i} is beyond the largest timescale the learner was trained on, "
+                f"{scale} {exact(given[i])} at index {i} is beyond the largest timescale the learner was trained on, "
                 f"{largest}"
             )
         return gammas
+
+
+def exact(value: float) -> str:
+    """``value`` as the shortest text that reads back as the same float ("101", "0.999999999999", "1e+20").
+
+    A refusal names the value that was sent: ``:g`` keeps 6 digits and would call gamma
+    0.999999999999 "1", a value nobody asked for.
+    """
+    text = repr(float(value))
+    return text[:-2] if text.endswith(".0") else text
 
 
 def answer(response: PredictAt.Response, prediction: Prediction) -> PredictAt.Response:

@@ -166,6 +166,48 @@ def test_a_checkpoint_tensorflow_wrote_is_read_without_tensorflow():
             np.testing.assert_array_equal(tensors[name], value, err_msg=name)
 
 
+def test_crc32c_is_the_castagnoli_crc_and_tensorflows_mask_round_trips():
+    from gamma_net_core.atari.crc32c import crc32c, crc32c_reference, mask, unmask
+
+    assert crc32c(b"123456789") == crc32c_reference(b"123456789") == 0xE3069283  # the standard check value
+    assert crc32c(b"") == crc32c_reference(b"") == 0
+    data = np.random.default_rng(0).integers(0, 256, size=3000, dtype=np.uint8).tobytes()
+    assert crc32c(data) == crc32c_reference(data)
+    for crc in (0, 1, 0xE3069283, 0xFFFFFFFF):
+        assert unmask(mask(crc)) == crc and mask(crc) != crc
+
+
+def test_a_flipped_bit_in_a_tensorflow_written_data_file_is_refused(tmp_path):
+    """TensorFlow's own file reads (its masked per-tensor checksums agree); one bit flipped, it is refused."""
+    import shutil
+
+    copy = tmp_path / "tf_checkpoint"
+    shutil.copytree(DATA / "tf_checkpoint", copy)
+    assert read_checkpoint(copy)  # every tensor's checksum matches as TensorFlow wrote it
+    data = copy / "tf_ckpt-1.data-00000-of-00001"
+    blob = bytearray(data.read_bytes())
+    blob[len(blob) // 2] ^= 0x10
+    data.write_bytes(bytes(blob))
+    with pytest.raises(CheckpointError, match="checksum does not match"):
+        read_checkpoint(copy)
+
+
+def test_import_dopamine_refuses_a_data_file_with_one_flipped_bit(tmp_path, capsys):
+    variables = dopamine_variables("dqn", seed=5)
+    (tmp_path / "ckpt").mkdir()
+    prefix = write_checkpoint(tmp_path / "ckpt" / "tf_ckpt-199", variables)
+    data = pathlib.Path(f"{prefix}.data-00000-of-00001")
+    blob = bytearray(data.read_bytes())
+    blob[3] ^= 0x40  # an exponent bit of the first value: a weight of order 1e37, loaded before
+    data.write_bytes(bytes(blob))
+    out = tmp_path / "dqn.pt"
+    assert main(["atari", "import-dopamine", str(prefix), "--agent", "dqn", "--out", str(out)]) == 1
+    err = capsys.readouterr().err
+    assert "checksum does not match" in err and "the data file is damaged" in err and "Traceback" not in err, err
+    assert len(err.strip().splitlines()) == 1
+    assert not out.exists()
+
+
 def test_import_dopamine_turns_a_checkpoint_into_the_same_network(tmp_path, frames, capsys):
     variables = dopamine_variables("rainbow", seed=5)
     (tmp_path / "ckpt").mkdir()

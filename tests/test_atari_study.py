@@ -483,6 +483,24 @@ def test_bad_inputs_are_refused_with_a_clear_message(data, tmp_path, capsys):
     assert "not the set of points the study was trained against" in error([*evaluate, str(other)])
 
 
+def test_a_corrupt_shard_is_refused_before_the_study_folder_is_made(data, tmp_path, capsys):
+    import shutil
+
+    recording = tmp_path / "rec"
+    shutil.copytree(data / "rec", recording)
+    shard = sorted(recording.glob("*.npz"))[-1]  # the last: read only after the study file was written
+    blob = bytearray(shard.read_bytes())
+    blob[len(blob) // 2] ^= 0x01
+    shard.write_bytes(bytes(blob))
+    out = tmp_path / "new-study"
+    argv = train_argv(data, out)
+    argv[argv.index("--shards") + 1] = str(recording)
+    assert main(argv) == 1
+    err = capsys.readouterr().err
+    assert f"transition shard {shard} is corrupt" in err and len(err.strip().splitlines()) == 1, err
+    assert not out.exists()
+
+
 def test_ensembles_on_ray_give_what_local_processes_give(data, tmp_path):
     ray = pytest.importorskip("ray")
     cli = main

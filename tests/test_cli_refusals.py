@@ -67,6 +67,13 @@ CASES = [
         None,
     ),
     ("arm-simulate-seed-negative", "arm simulate --seed -1 --out {new}", 2, "--seed must be >= 0; got -1", None),
+    (
+        "arm-train-misspelled-predictor-key",
+        "arm train --params {typo} --bag {missing} --out {new}",
+        1,
+        "unknown parameter 'max_gapp' in {typo}, section predictor; did you mean 'max_gap'?",
+        None,
+    ),
     ("arm-train-workers-0", "arm train --workers 0 --out {new}", 2, "--workers must be >= 1; got 0", None),
     ("arm-train-window-0", "arm train --window-s 0 --out {new}", 2, "--window-s must be > 0; got 0.0", None),
     ("arm-train-out-below-a-file", "arm train --out {file}/run", 2, "cannot make the folder", None),
@@ -131,6 +138,13 @@ CASES = [
     ("atari-evaluate-episode-negative", "atari evaluate --run {dir} --points {dir} --episode -1", 2, "--episode", None),
     ("atari-evaluate-no-run", "atari evaluate --run {missing} --points {dir}", 2, "--run {missing}", None),
     ("bench-linear-core", "bench linear --core 100000", 2, "--core 100000 is not one of", None),
+    (
+        "bench-horde-questions-beyond-memory",
+        "bench horde --questions 100000000",
+        2,
+        "--questions 100000000 needs about 6,330.0 GiB",
+        None,
+    ),
     ("bench-neural-device", "bench neural --tiny --device toaster", 2, "'toaster' is not a torch device", None),
     ("bench-atari-seconds-0", "bench atari --seconds 0", 2, "--seconds must be > 0; got 0.0", None),
     ("bench-ros-rate-0", "bench ros --rates 0", 2, "--rates must be > 0; got 0.0", None),
@@ -170,6 +184,7 @@ def workspace(tmp_path) -> dict[str, pathlib.Path]:
     (folder / "predictor.npz").write_bytes(PRECIOUS)
     (root / "notes.txt").write_text("not a folder\n")
     (root / "broken.yaml").write_text("predictor:\n  ros__parameters: [oops\n")
+    (root / "typo.yaml").write_text("predictor:\n  ros__parameters:\n    max_gapp: 2.0\n")
     blocker = tmp_path / "block"
     blocker.mkdir()
     (blocker / "sitecustomize.py").write_text(
@@ -186,6 +201,7 @@ def workspace(tmp_path) -> dict[str, pathlib.Path]:
         "dir": folder,
         "file": root / "notes.txt",
         "broken": root / "broken.yaml",
+        "typo": root / "typo.yaml",
         "missing": root / "no-such-thing",
         "new": root / "new-out",
         "blocker": blocker,

@@ -165,6 +165,19 @@ def test_horde_train_scores_every_question_and_saves_a_resumable_learner(bag, tm
             {"learner": {"tilings": [16], "memory_size": 1024, "step_size": 1000.0}},
             "non-finite or too large (largest TD error",
         ),
+        (
+            # The first signal of /joint_states names the right type; a later one a type that does not exist.
+            {
+                "questions": [
+                    {
+                        "name": "q",
+                        "cumulant": {**JS, "type": "sensor_msgs/msg/JointStat", "field": "velocity[elbow]"},
+                    }
+                ]
+            },
+            "carries sensor_msgs/msg/JointState, not sensor_msgs/msg/JointStat as the questions say for field "
+            "'velocity[elbow]'",
+        ),
     ],
 )
 def test_bad_questions_fail_with_one_line_and_write_nothing(bag, tmp_path, change, says):
@@ -189,3 +202,19 @@ def test_bad_questions_fail_with_one_line_and_write_nothing(bag, tmp_path, chang
     assert says in result.stderr and "Traceback" not in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
     assert not out.exists()
+
+
+def test_an_out_that_is_a_file_is_refused_before_any_learning(bag, tmp_path):
+    existing = tmp_path / "results"
+    existing.write_text("the user's notes\n")
+    result = subprocess.run(
+        ["gamma-net", "horde", "train", "--bag", str(bag), "--questions", str(questions(tmp_path)),
+         "--out", str(existing)],
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )  # fmt: skip
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.strip() == f"gamma-net horde train: --out {existing} is a file; it must name a folder"
+    assert existing.read_text() == "the user's notes\n"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["questions.yaml", "results"]

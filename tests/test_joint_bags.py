@@ -311,3 +311,26 @@ def test_arm_simulate_writes_a_bag_a_figure_and_the_table(tmp_path, capsys, stor
     np.testing.assert_array_equal(read.cumulants, np.abs(again.velocity[:, 0]))
     assert main([*argv, "--no-progress"]) == 2
     assert "exists already" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize(
+    "at, says",
+    [
+        (0.2, r"reading stopped after 0 of its 3000 messages \(OverflowError: "),  # rosbags' mcap reader raised
+        (0.5, r"only 1683 of its 3000 messages could be read"),  # it ended early without a word
+    ],
+    ids=["overflow", "cut-short"],
+)
+def test_a_bag_damaged_part_way_is_a_bag_error_naming_how_far_it_read(tmp_path, at, says):
+    path = tmp_path / "damaged"
+    with JointStateBagWriter(path) as bag:  # mcap, written by rosbags
+        for i in range(3000):
+            bag.write(stamp_ns=RECORDING_EPOCH_NS + i * 33_333_333, names=["shoulder", "elbow"],
+                      position=[-0.75, 1.7], velocity=[0.1 * math.sin(i / 10), 0.0])  # fmt: skip
+    (mcap,) = path.glob("*.mcap")
+    blob = bytearray(mcap.read_bytes())
+    start = int(len(blob) * at)
+    blob[start : start + 4096] = bytes(4096)  # 4 KiB zeroed inside its chunk
+    mcap.write_bytes(bytes(blob))
+    with pytest.raises(BagError, match=rf"damaged is damaged: {says}"):
+        read_joint_states(path, joints=JOINTS)

@@ -201,3 +201,28 @@ def test_checkpoints_that_cannot_continue_are_refused(tmp_path):
     assert resumed.owed_updates == 0 and resumed.learner.transitions == 20
     with pytest.raises(CheckpointError, match=r"step_size: file has 0\.001, expected 0\.01"):
         TransitionStream.resume(path, config=small(step_size=1e-2))
+
+
+@pytest.mark.parametrize(
+    "damage, says",
+    [
+        (lambda s: s.pop("config"), r"without \['config'\]"),
+        (lambda s: s.update(config="{not json"), "its 'config' entry is not a configuration"),
+        (lambda s: s["online"].popitem(), "does not fit this learner: Error"),
+        (lambda s: s["stream"].pop("counters"), r"its stream position is damaged \(KeyError"),
+    ],
+    ids=["no-config", "config-not-json", "network-short", "stream-short"],
+)
+def test_a_node_checkpoint_missing_an_entry_is_refused_naming_it(tmp_path, damage, says):
+    """A checkpoint as the neural predictor node writes it, one entry gone: refused, not a KeyError traceback."""
+    from gamma_net_core.checkpoint import load_torch, save_torch
+
+    path = tmp_path / "node.pt"
+    stream = TransitionStream(NeuralLearner(small()))
+    feed(stream, episodes([30])[:20])
+    stream.save(path)
+    state = load_torch(path)
+    damage(state)
+    save_torch(path, state)
+    with pytest.raises(CheckpointError, match=says):
+        TransitionStream.resume(path, config=small())

@@ -16,6 +16,7 @@ import signal
 import subprocess
 import sys
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 
@@ -37,7 +38,7 @@ class Case:
     node: str
     args: list[str]
     names: list[str]  # what the fatal line must contain
-    files: dict[str, bytes | str] = field(default_factory=dict)  # written in the test's folder first
+    files: dict[str, bytes | str | Callable[[], bytes]] = field(default_factory=dict)  # written in its folder first
 
 
 def _yaml(node: str, body: str) -> str:
@@ -99,6 +100,28 @@ CASES = {
     "neural_predictor-corrupt-checkpoint": Case(
         "neural_predictor", [*TINY, "-p", "checkpoint_path:=ck.pt"], ["ck.pt"], {"ck.pt": b"PK\x03\x04 broken zip"}
     ),
+    "neural_predictor-checkpoint-without-config": Case(
+        "neural_predictor",
+        [*TINY, "-p", "checkpoint_path:=ck.pt"],
+        ["ck.pt", "without ['config']"],
+        {"ck.pt": lambda: _learner_checkpoint_without("config")},
+    ),
+    # a checkpoint that could never be written: refused at start, not when the first one is due
+    "predictor-checkpoint-under-a-file": Case(
+        "predictor",
+        ["-p", "checkpoint_path:=notes.txt/ck.npz"],
+        ["checkpoint_path", "notes.txt is a file"],
+        {"notes.txt": "the user's notes"},
+    ),
+    "predictor-checkpoint-in-unwritable-folder": Case(
+        "predictor", ["-p", "checkpoint_path:=/proc/gamma_net/ck.npz"], ["checkpoint_path", "cannot write in /proc"]
+    ),
+    "horde-checkpoint-in-unwritable-folder": Case(
+        "horde", ["-p", "checkpoint_path:=/proc/gamma_net/ck.npz"], ["checkpoint_path", "cannot write in /proc"]
+    ),
+    "neural_predictor-checkpoint-in-unwritable-folder": Case(
+        "neural_predictor", [*TINY, "-p", "checkpoint_path:=/proc/ck.pt"], ["checkpoint_path", "cannot write in /proc"]
+    ),
     "neural_predictor-out-of-range": Case("neural_predictor", [*TINY, "-p", "publish_rate:=-1.0"], ["publish_rate"]),
     "ale_bridge-no-recording": Case("ale_bridge", ["-p", "shard_dir:=nowhere"], ["nowhere"]),
     "ale_bridge-window-over-depth": Case(
@@ -119,6 +142,22 @@ CASES = {
 }
 
 
+def _learner_checkpoint_without(key: str) -> bytes:
+    """A neural predictor's checkpoint (the TINY learner's) with one entry left out, as torch.save writes it."""
+    import io
+
+    import torch
+
+    from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
+
+    learner = NeuralLearner(NeuralConfig(feature_size=4, hidden_sizes=(8,), replay_capacity=100))
+    state = learner.state_dict()
+    del state[key]
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    return buffer.getvalue()
+
+
 def _run(node: str, args: list[str], cwd: pathlib.Path, timeout: float = START_TIMEOUT) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", f"gamma_net_ros.{node}", "--ros-args", *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
@@ -132,6 +171,7 @@ def refusals(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, p
     def run(key: str):
         case, folder = CASES[key], tmp_path_factory.mktemp(key)
         for name, content in case.files.items():
+            content = content() if callable(content) else content
             (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode())
         before = {name: (folder / name).read_bytes() for name in case.files}
         return _run(case.node, case.args, folder), folder, before

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import math
+import pathlib
 import subprocess
 
 import pytest
@@ -219,3 +220,65 @@ def test_a_consumer_killed_mid_playback_is_reported_not_waited_for_forever(tmp_p
     confirmed = int(last.split("acknowledged ")[1].split(":")[0])
     assert 10 <= confirmed < 300
     assert "Traceback" not in log
+
+
+def damaged_bag(path: pathlib.Path, at: float) -> pathlib.Path:
+    """A clean recording of 3,000 messages (mcap, written by rosbags) with 4 KiB zeroed at fraction ``at`` of it.
+
+    At 0.2 rosbags' mcap reader meets an OverflowError (the issue's traceback); at 0.5 it used to
+    end early, silently, after 1,683 messages.
+    """
+    _clean_bag(path, 3000)
+    (mcap,) = path.glob("*.mcap")
+    blob = bytearray(mcap.read_bytes())
+    start = int(len(blob) * at)
+    blob[start : start + 4096] = bytes(4096)
+    mcap.write_bytes(bytes(blob))
+    return path
+
+
+def test_a_bag_damaged_part_way_is_one_line_from_the_player_and_both_train_commands(tmp_path):
+    """bag_player, `arm train` and `horde train` share the core reader: each says in one line where it broke."""
+    bag = damaged_bag(tmp_path / "damaged", 0.2)
+    cut = damaged_bag(tmp_path / "cut", 0.5)
+    before = {p.name: p.read_bytes() for p in bag.iterdir()}
+    for played, says in (
+        (bag, f"refusing to start: {bag} is damaged: reading stopped after 0 of its 3000 messages (OverflowError"),
+        (cut, f"stopped after publishing 1683: {cut} is damaged: only 1683 of its 3000 messages could be read"),
+    ):
+        player = subprocess.run(
+            node_command("gamma_net_ros.bag_player", params={"bag": str(played), "rate": 0.0}),
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
+        output = player.stdout + player.stderr
+        assert player.returncode == 1, output
+        assert "Traceback" not in output, output
+        said = [line for line in output.splitlines() if "[ERROR]" in line or "[FATAL]" in line]
+        assert len(said) == 1 and says in said[0], output
+
+    questions = tmp_path / "questions.yaml"
+    js = {"topic": "/joint_states", "type": "sensor_msgs/msg/JointState"}
+    questions.write_text(
+        json.dumps(
+            {
+                "rate_hz": 30.0,
+                "state": [{**js, "field": "position[shoulder]", "low": -1.0, "high": 1.0}],
+                "questions": [{"name": "speed", "cumulant": {**js, "field": "velocity[shoulder]", "transform": "abs"}}],
+            }
+        )
+    )
+    for out, command in (
+        (tmp_path / "arm", ["arm", "train", "--bag", str(bag), "--seeds", "1"]),
+        (tmp_path / "horde", ["horde", "train", "--bag", str(bag), "--questions", str(questions)]),
+    ):
+        command += ["--out", str(out)]
+        result = subprocess.run(["gamma-net", *command], capture_output=True, text=True, timeout=300)
+        assert result.returncode == 1, result.stdout[-2000:] + result.stderr
+        assert "Traceback" not in result.stderr, result.stderr
+        lines = result.stderr.strip().splitlines()
+        assert len(lines) == 1 and f"{bag} is damaged: reading stopped after" in lines[0], result.stderr
+        assert "OverflowError" in lines[0], result.stderr
+        assert not out.exists()  # nothing written
+    assert {p.name: p.read_bytes() for p in bag.iterdir()} == before

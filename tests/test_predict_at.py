@@ -49,11 +49,13 @@ def _nodes(executor, spin, which: str):
         ([1.0, 101.0], TAU, ["tau 101 at index 1", "tau 100"]),
         ([1e20], TAU, ["tau 1e+20 at index 0", "tau 100"]),
         ([0.5, 0.995], GAMMA, ["gamma 0.995 at index 1", "gamma 0.99 (tau 100)"]),
+        # The value named is the value sent, to the last digit (":g" once called it "gamma 1").
+        ([0.999999999999], GAMMA, ["gamma 0.999999999999 at index 0"]),
         ([0.5], 7, ["scale", "7"]),
         ([0.5], TAU, ["tau", "0.5"]),
         ([1.0], GAMMA, ["gamma", "1.0"]),
     ],
-    ids=["tau-beyond", "tau-huge", "gamma-beyond", "bad-scale", "tau-below-1", "gamma-1"],
+    ids=["tau-beyond", "tau-huge", "gamma-beyond", "gamma-near-1", "bad-scale", "tau-below-1", "gamma-1"],
 )
 def test_refused_naming_the_timescale_on_its_scale(executor, spin, which, timescales, scale, named):
     _, call = _nodes(executor, spin, which)

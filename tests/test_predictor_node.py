@@ -266,3 +266,14 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
             rng=np.random.default_rng(0),
         )
         other.resume(checkpoint)
+
+
+def test_arm_train_refuses_exactly_the_keys_the_node_refuses(executor):
+    """`gamma-net arm train` checks the predictor section against a list of the node's parameters: this list."""
+    from gamma_net_core.experiments.arm_workers import NODE_GROUPS, NODE_PARAMETERS
+
+    node = Predictor()
+    executor.add_node(node)
+    names = node.list_parameters([], 0).names
+    assert {n for n in names if "." not in n} == NODE_PARAMETERS
+    assert {n.split(".")[0] for n in names if "." in n} == NODE_GROUPS

@@ -13,6 +13,7 @@ import struct
 
 import numpy as np
 
+from gamma_net_core.atari.crc32c import crc32c, mask
 from gamma_net_core.atari.tf_checkpoint import DTYPES, TABLE_MAGIC
 
 CODES = {np.dtype(v): k for k, v in DTYPES.items()}
@@ -47,9 +48,11 @@ def write_checkpoint(prefix: str | pathlib.Path, tensors: dict[str, np.ndarray])
     for name in sorted(tensors):
         a = np.ascontiguousarray(tensors[name])
         shape = b"".join(_field(2, _field(1, int(d))) for d in a.shape)
-        proto = _field(1, CODES[a.dtype]) + _field(2, shape) + _field(4, len(data)) + _field(5, a.nbytes)
+        raw = a.astype(a.dtype.newbyteorder("<")).tobytes()
+        checksum = _varint(6 << 3 | 5) + struct.pack("<I", mask(crc32c(raw)))  # fixed32, as TensorFlow writes it
+        proto = _field(1, CODES[a.dtype]) + _field(2, shape) + _field(4, len(data)) + _field(5, a.nbytes) + checksum
         entries.append((name.encode(), proto))
-        data += a.astype(a.dtype.newbyteorder("<")).tobytes()
+        data += raw
     blocks = bytearray(_block(entries))
     data_size = len(blocks) - 5
     meta_offset = len(blocks)

@@ -7,7 +7,8 @@ and a 48-byte footer ending in the magic 0xdb4775248b80fb57. Its keys are the va
 names (the empty key holds the bundle header); each value is a ``BundleEntryProto``
 (``tensorflow/core/protobuf/tensor_bundle.proto``): dtype = 1, shape = 2, shard_id = 3,
 offset = 4, size = 5, crc32c = 6, slices = 7. A tensor's bytes are ``size`` little-endian
-bytes at ``offset`` in its data shard.
+bytes at ``offset`` in its data shard, and their CRC-32C, masked as TensorFlow masks it
+(:mod:`gamma_net_core.atari.crc32c`), must equal ``crc32c``, as TensorFlow requires.
 
 Only what Dopamine's checkpoints hold is read: whole (unsliced) tensors of numeric dtypes.
 Anything else is refused with a one-line error naming the tensor.
@@ -21,6 +22,7 @@ import struct
 
 import numpy as np
 
+from gamma_net_core.atari.crc32c import crc32c, mask, unmask
 from gamma_net_core.checkpoint import CheckpointError
 
 TABLE_MAGIC = 0xDB4775248B80FB57
@@ -176,7 +178,8 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
         if key == b"":
             continue
         name = key.decode("utf-8", errors="replace")
-        entry = {"dtype": 0, "shape": b"", "shard_id": 0, "offset": 0, "size": 0, "slices": False}
+        # crc32c 0 where the index has none: TensorFlow compares the same default, and refuses.
+        entry = {"dtype": 0, "shape": b"", "shard_id": 0, "offset": 0, "size": 0, "crc32c": 0, "slices": False}
         for number, _, v in _fields(value):
             if number == 1:
                 entry["dtype"] = v
@@ -188,6 +191,8 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
                 entry["offset"] = v
             elif number == 5:
                 entry["size"] = v
+            elif number == 6 and isinstance(v, bytes) and len(v) == 4:  # fixed32, masked
+                (entry["crc32c"],) = struct.unpack("<I", v)
             elif number == 7:
                 entry["slices"] = True
         if entry["slices"]:
@@ -208,6 +213,14 @@ def read_checkpoint(path: str | os.PathLike) -> dict[str, np.ndarray]:
             raise CheckpointError(
                 f"checkpoint tensor {name!r}: {entry['size']} bytes at {entry['offset']} do not hold {shape} "
                 f"{np.dtype(dtype).name}"
+            )
+        actual = crc32c(blob)
+        if unmask(entry["crc32c"]) != actual:
+            # TensorFlow refuses the same file ("Checksum does not match"): a flipped bit may make a weight 1e37.
+            raise CheckpointError(
+                f"checkpoint tensor {name!r}: checksum does not match (index {entry['crc32c']:#010x}, masked crc32c "
+                f"of its {entry['size']} bytes in {prefix}.data-{shard:05d}-of-{num_shards:05d} "
+                f"{mask(actual):#010x}): the data file is damaged"
             )
         tensors[name] = np.frombuffer(blob, dtype=np.dtype(dtype).newbyteorder("<")).reshape(shape).copy()
     return tensors

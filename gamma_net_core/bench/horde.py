@@ -44,6 +44,25 @@ def _best_seconds(repeats: int, once) -> float:
     return best
 
 
+def bytes_needed(*, questions: int, steps: int, features: int) -> int:
+    """Bytes the largest moment of :func:`measure` holds: the cumulants, then Autostep's four [F, Q] arrays.
+
+    Args:
+      questions: Q.
+      steps: rows of data made (the larger of the Horde's and the loop's steps).
+      features: F, the tile coder's features (bias included).
+    """
+    return 8 * questions * (steps + 4 * features)
+
+
+def _memory_bytes() -> int | None:
+    """This machine's physical memory, or None where the platform does not say."""
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (ValueError, OSError, AttributeError):
+        return None
+
+
 def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int) -> dict:
     """Steps per second of the Horde (constant and Autostep) and of the loop of single learners."""
     from gamma_net_core.horde.learner import HordeLearner
@@ -106,10 +125,24 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.bench.linear import _machine, pin_to_one_core
+    from gamma_net_core.cli import UsageError
+    from gamma_net_core.linear import GammaNetConfig
 
     for name in ("questions", "horde_steps", "loop_steps", "repeats"):
         if getattr(args, name) < 1:
             raise ValueError(f"--{name.replace('_', '-')} must be >= 1; got {getattr(args, name)}")
+    # Refused before any array is made: numpy's own refusal ("Unable to allocate 224 GiB") is a traceback.
+    needed = bytes_needed(
+        questions=args.questions,
+        steps=max(args.horde_steps, args.loop_steps),
+        features=GammaNetConfig().memory_size + 1,
+    )
+    memory = _memory_bytes()
+    if memory is not None and needed > memory:
+        raise UsageError(
+            f"--questions {args.questions} needs about {needed / 2**30:,.1f} GiB (cumulants and Autostep's "
+            f"per-feature arrays); this machine has {memory / 2**30:,.1f} GiB"
+        )
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     core = pin_to_one_core(args.core)

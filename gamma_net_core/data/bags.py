@@ -239,6 +239,41 @@ def _open_reader(path: pathlib.Path):
     return reader
 
 
+def read_messages(reader, connections, path: pathlib.Path) -> Iterator[tuple[Any, int, Any]]:
+    """(connection, receive time in ns, deserialized message) of ``connections``, in recording order.
+
+    A bag damaged part-way (a chunk zeroed, a file cut short) makes rosbags' storage backends
+    raise whatever their decoder meets (OverflowError, a CDR size mismatch, a decompressor's
+    error), or end early without a word; either becomes one :class:`BagError` naming the bag and
+    how many of the messages its index counts were read. The messages before the damage have been
+    yielded already: a reader that must not act on a partial bag reads it whole first.
+
+    Raises:
+      BagError: the bag cannot be read to its end.
+    """
+    expected = sum(int(getattr(c, "msgcount", 0) or 0) for c in connections)
+    read = 0
+    messages = reader.messages(connections=connections)
+    while True:
+        try:
+            item = next(messages, None)
+            if item is None:
+                break
+            connection, receive_ns, raw = item
+            message = reader.deserialize(raw, connection.msgtype)
+        except BagError:
+            raise
+        except Exception as exc:  # the backends' decoders raise many types; all mean damage
+            reason = " ".join(f"{type(exc).__name__}: {exc}".split())
+            raise BagError(
+                f"{path} is damaged: reading stopped after {read} of its {expected} messages ({reason})"
+            ) from None
+        read += 1
+        yield connection, receive_ns, message
+    if read < expected:
+        raise BagError(f"{path} is damaged: only {read} of its {expected} messages could be read")
+
+
 def _topic_connections(reader, path: pathlib.Path, topic: str) -> list:
     connections = [c for c in reader.connections if c.topic == topic]
     if not connections:
@@ -257,7 +292,8 @@ def iter_joint_states(path: str | pathlib.Path, *, topic: str = DEFAULT_TOPIC) -
 
     Raises:
       FileNotFoundError: nothing at ``path``.
-      BagError: ``path`` is not a bag, has no ``topic``, or ``topic`` carries another type.
+      BagError: ``path`` is not a bag, has no ``topic``, or ``topic`` carries another type; while
+        iterating, a bag damaged part-way (see :func:`read_messages`).
     """
     path = pathlib.Path(path)
     reader = _open_reader(path)
@@ -266,13 +302,12 @@ def iter_joint_states(path: str | pathlib.Path, *, topic: str = DEFAULT_TOPIC) -
     except BaseException:
         reader.close()
         raise
-    return _messages(reader, connections)
+    return _messages(reader, connections, path)
 
 
-def _messages(reader, connections) -> Iterator[JointStateMessage]:
+def _messages(reader, connections, path: pathlib.Path) -> Iterator[JointStateMessage]:
     try:
-        for connection, receive_ns, raw in reader.messages(connections=connections):
-            msg = reader.deserialize(raw, connection.msgtype)
+        for _, receive_ns, msg in read_messages(reader, connections, path):
             stamp = msg.header.stamp
             yield JointStateMessage(
                 stamp=stamp_seconds(stamp.sec, stamp.nanosec),
@@ -343,7 +378,8 @@ def read_joint_states(
 
     Raises:
       FileNotFoundError: nothing at ``path``.
-      BagError: not a bag, no such topic, or a topic of another type (the message names it).
+      BagError: not a bag, no such topic, a topic of another type, or a bag damaged part-way (the
+        message names it).
     """
     if clock not in CLOCKS:
         raise ValueError(f"clock must be one of {list(CLOCKS)}; got {clock!r}")

@@ -239,6 +239,21 @@ class ShardReader:
                 )
             yield batch
 
+    def check(self, rows: int) -> None:
+        """Validate every shard holding the first ``rows`` transitions, keeping none of them in memory.
+
+        For a command that must refuse a corrupt recording before it writes anything: the shards
+        are read again when used, so this costs one extra read of them.
+
+        Raises:
+          FileNotFoundError, ShardError: as :meth:`batches`, for the first bad shard.
+        """
+        held = 0
+        for batch in self.batches():
+            held += len(batch)
+            if held >= rows:
+                return
+
     def __iter__(self) -> Iterator[Transition]:
         """Row by row (for a consumer that takes one transition at a time, like the ROS bridge)."""
         for b in self.batches():

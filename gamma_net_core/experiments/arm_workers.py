@@ -22,6 +22,16 @@ from gamma_net_core.experiments.arm_pairing import Transitions, true_returns
 
 #: The section of config/arm.yaml the predictor node reads, and so does this study.
 NODE = "predictor"
+#: Every parameter the predictor node declares at the top of its section (``use_sim_time`` and
+#: ``start_type_description_service``: rclpy's own),
+#: and the groups this study reads; a test holds it to the node's declarations. A key of the section
+#: outside these is a typo the node refuses, so the study refuses it too.
+NODE_PARAMETERS = frozenset(
+    {"seed", "max_gap", "learn", "publish_scale", "publish_timescales", "max_request_timescales", "stamp_source",
+     "checkpoint_path", "checkpoint_interval", "resume", "input_queue_depth", "reliable_input", "use_sim_time",
+     "start_type_description_service"}
+)  # fmt: skip
+NODE_GROUPS = frozenset({"joints", "learner", "timescales"})
 
 
 @dataclass(frozen=True)
@@ -49,7 +59,33 @@ def load_learners(params: pathlib.Path):
     node = load_config(GammaNetConfig, params, NODE, "learner")
     sampling = load_config(TimescaleSampling, params, NODE, "timescales")
     joints = load_config(JointsConfig, params, NODE, "joints")
+    check_node_keys(params)  # after the loads above: the file is known to be valid YAML of sections
     return node, sampling, joints
+
+
+def check_node_keys(params: pathlib.Path) -> None:
+    """Refuse a key of the predictor's own section (``predictor:``) that the node does not declare.
+
+    Keys under ``/**`` are shared by several nodes, each taking what it declares, so they are not
+    checked (as the nodes do not); the groups' keys are checked by their dataclasses.
+
+    Raises:
+      ValueError: the first unknown key, with the closest known one.
+    """
+    import difflib
+
+    import yaml
+
+    document = yaml.safe_load(pathlib.Path(params).read_text()) or {}
+    known = sorted(NODE_PARAMETERS | NODE_GROUPS)
+    for section in (NODE, f"/{NODE}"):
+        content = document.get(section) if isinstance(document, dict) else None
+        keys = ((content or {}).get("ros__parameters") or {}) if isinstance(content, dict) else {}
+        for key in keys:
+            if key not in known:
+                close = difflib.get_close_matches(str(key), known, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                raise ValueError(f"unknown parameter {key!r} in {params}, section {section}{hint}")
 
 
 def study_learner(node, *, steps: int, decay: bool):

@@ -685,6 +685,8 @@ def run(args: argparse.Namespace) -> Report:
     }
     if args.cumulant != "raw":  # absent: the raw reward (every study before the clipped column existed)
         identity["cumulant"] = args.cumulant
+    # A corrupt shard is refused before the study's folder and study.json are made, not by a worker after.
+    reader.check(steps)
     out = pathlib.Path(args.out)
     study_file = out / STUDY
     if study_file.is_file():

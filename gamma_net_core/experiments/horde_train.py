@@ -230,10 +230,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.cli import output_dir
     from gamma_net_core.horde.questions import load_questions
     from gamma_net_core.horde.sampling import read_signals
     from gamma_net_core.timescales import validate_taus
 
+    output_dir("--out", args.out)  # before the learning, not after it
     if args.questions is None:
         args.questions = str(config_file("horde"))
     spec = load_questions(args.questions)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gamma_net_core.data.bags import BagError, _open_reader
+from gamma_net_core.data.bags import BagError, _open_reader, read_messages
 from gamma_net_core.data.joints import NANOSECONDS
 from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.questions import HordeSpec
@@ -64,18 +64,24 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
     reader = _open_reader(path)
     try:
         found = {c.topic: c.msgtype for c in reader.connections}
-        for topic, msgtype in topics.items():
-            if topic not in found:
-                raise BagError(f"{path} has no topic {topic!r} (the questions need it); its topics: {found or 'none'}")
-            if found[topic] != msgtype:
-                raise BagError(f"topic {topic!r} in {path} carries {found[topic]}, not {msgtype} as the questions say")
         signals = spec.signals()
+        # Every signal, not only the first of each topic: a second one naming another (or no real)
+        # type would otherwise be read as the first one's type.
+        for signal in signals:
+            if signal.topic not in found:
+                raise BagError(
+                    f"{path} has no topic {signal.topic!r} (the questions need it); its topics: {found or 'none'}"
+                )
+            if found[signal.topic] != signal.type:
+                raise BagError(
+                    f"topic {signal.topic!r} in {path} carries {found[signal.topic]}, not {signal.type} as the "
+                    f"questions say for field {signal.field!r}"
+                )
         by_topic = {t: [(i, parse_field(s.field)) for i, s in enumerate(signals) if s.topic == t] for t in topics}
         times: dict[str, list[float]] = {t: [] for t in topics}
         values: dict[int, list[float]] = {i: [] for i in range(len(signals))}
         connections = [c for c in reader.connections if c.topic in topics]
-        for connection, receive_ns, raw in reader.messages(connections=connections):
-            message = reader.deserialize(raw, connection.msgtype)
+        for connection, receive_ns, message in read_messages(reader, connections, path):
             times[connection.topic].append(receive_ns / NANOSECONDS)
             for i, field in by_topic[connection.topic]:
                 values[i].append(field.resolve(message))

@@ -436,7 +436,10 @@ class StackedGroup:
             chunk = torch.as_tensor(g[i : i + 64], dtype=torch.float32, device=self.device)
             with torch.no_grad():
                 out = self._forward(self.params, self.buffers, x, chunk[None].expand(self.K, -1))
-            scale = torch.stack([output_scale(chunk.double(), s) for s in self._scalings])  # [K, G]
+            # The scale from the float64 γ, as the single learner divides: 1 - float32(γ) differs by
+            # up to 2.6e-6 relative for γ near 1, so members would not equal the learners they stand for.
+            exact = torch.as_tensor(g[i : i + 64], dtype=torch.float64)
+            scale = torch.stack([output_scale(exact, s) for s in self._scalings])  # [K, G]
             parts.append(out.double() / scale[:, None, :].to(out.device))
         return torch.cat(parts, dim=2).cpu().numpy()
 

@@ -72,6 +72,10 @@ from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, gamma
 CHECKPOINT_FORMAT = "gamma_net_core.neural.NeuralLearner"
 #: 2: the target sync counted in agent steps, one set of priorities per probe network.
 CHECKPOINT_VERSION = 2
+#: The entries of :meth:`NeuralLearner.state_dict`: a checkpoint missing one is refused by name.
+STATE_KEYS = (
+    "format", "version", "config", "online", "target", "optimizer", "replay", "timescale_rng", "transitions", "updates"
+)  # fmt: skip
 #: Settings that may differ between a checkpoint and the learner that loads it.
 PORTABLE_SETTINGS = ("device",)
 #: γ values predicted per forward pass: bounds memory (the matrix embedding builds a |φ|² matrix per γ).
@@ -561,7 +565,15 @@ class NeuralLearner:
             raise CheckpointError(
                 f"{path} is neural learner version {state.get('version')}; this reads {CHECKPOINT_VERSION}"
             )
-        saved = json.loads(state["config"])
+        missing = sorted(set(STATE_KEYS) - set(state))
+        if missing:
+            raise CheckpointError(f"{path} is a neural learner checkpoint without {missing}: damaged or not ours")
+        try:
+            saved = json.loads(state["config"])
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"{path}: its 'config' entry is not a configuration ({exc})") from None
+        if not isinstance(saved, dict):
+            raise CheckpointError(f"{path}: its 'config' entry is not a configuration (got {type(saved).__name__})")
         if config is not None:
             check_same_config(
                 path,
@@ -573,5 +585,11 @@ class NeuralLearner:
         elif config is not None:
             saved["device"] = config.device
         learner = cls(from_mapping(NeuralConfig, saved, where=str(path)))
-        learner.load_state_dict(state)
+        try:
+            learner.load_state_dict(state)
+        except CheckpointError:
+            raise
+        except (KeyError, TypeError, ValueError, RuntimeError, AttributeError) as exc:
+            # torch's own refusal spans lines; the user reads one.
+            raise CheckpointError(f"{path} does not fit this learner: {' '.join(str(exc).split())}") from None
         return learner

@@ -370,14 +370,17 @@ class TransitionStream:
             )
             stream.dropped = due - learner.updates  # nothing owed: the schedule goes on from here
             return stream
-        last = json.loads(state["last"])
-        if last is not None:
-            stream._last = stream.latest = Step(state["last_features"].numpy().copy(), *last)
-            if state["pending"]:
-                stream._pending = stream._last
-        counters = json.loads(state["counters"])
-        stream.dropped = int(counters["dropped"])
-        stream.gaps = int(counters["gaps"])
-        stream.skipped.update({k: int(v) for k, v in counters["skipped"].items() if k in stream.skipped})
-        stream.drained = int(counters["drained"])
+        try:
+            last = json.loads(state["last"])
+            if last is not None:
+                stream._last = stream.latest = Step(state["last_features"].numpy().copy(), *last)
+                if state["pending"]:
+                    stream._pending = stream._last
+            counters = json.loads(state["counters"])
+            stream.dropped = int(counters["dropped"])
+            stream.gaps = int(counters["gaps"])
+            stream.skipped.update({k: int(v) for k, v in counters["skipped"].items() if k in stream.skipped})
+            stream.drained = int(counters["drained"])
+        except (KeyError, TypeError, ValueError, AttributeError) as exc:
+            raise CheckpointError(f"{path}: its stream position is damaged ({type(exc).__name__}: {exc})") from None
         return stream

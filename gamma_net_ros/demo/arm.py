@@ -54,6 +54,8 @@ DEMO_TAUS = (1.0, 10.0, 30.0, 60.0, 100.0)
 SHOWN_TAUS = (1.0, 10.0, 30.0, 100.0)
 #: Shortest live run: the error is scored on returns over 5 tau_max (500 steps, ~17 s at 30 Hz).
 MIN_SECONDS = 20.0
+#: s to wait for the predictor to learn live (a cold start on a loaded 2-core machine takes minutes).
+FIRST_PREDICTION_TIMEOUT = 300.0
 #: What the demo writes in --out (besides --json): replaced only where an earlier demo wrote it.
 LOG_NAMES = ("servo_emulator", "dynamixel_driver", "teleop", "operator", "predictor", "horde")
 CHECKPOINT_NAME = "predictor.npz"
@@ -312,12 +314,38 @@ class _Recorder:
 
 
 def _live(recorder: _Recorder, nodes: dict[str, NodeProcess], seconds: float, horde: HordeDemo) -> None:
+    """Spin until ``seconds`` have passed since the predictor began to learn live.
+
+    Counted from the first prediction made after two live updates (its update count two above
+    the first prediction's), not from the start of the nodes: on a loaded machine, or with an empty numba
+    cache, the predictor takes a minute to start and its first updates compile for tens of
+    seconds more; a clock counted from the start ended the run with almost nothing to score.
+
+    Raises:
+      TimeoutError: the predictor did not learn within ``FIRST_PREDICTION_TIMEOUT`` s (one line
+        saying what was too slow).
+    """
     import rclpy
 
     started = time.monotonic()
+    first_count = live_from = None
     next_line = started + 2.0
-    while time.monotonic() - started < seconds:
+    while live_from is None or time.monotonic() - live_from < seconds:
         rclpy.spin_once(recorder.node, timeout_sec=0.05)
+        if live_from is None and recorder.latest is not None:
+            if first_count is None:
+                first_count = recorder.latest.update_count
+            elif recorder.latest.update_count >= first_count + 2:  # past the first two updates, which compile
+                live_from = time.monotonic()
+                if live_from - started > 10.0:
+                    print(f"[demo] the predictor learns live {live_from - started:.0f} s after the start", flush=True)
+        if live_from is None and time.monotonic() - started > FIRST_PREDICTION_TIMEOUT:
+            stage = "made no prediction" if first_count is None else "made no update after its first prediction"
+            raise TimeoutError(
+                f"the predictor {stage} within {FIRST_PREDICTION_TIMEOUT:g} s of starting the nodes "
+                f"({len(recorder.readings)} joint readings came): it was too slow to start on this machine; "
+                f"see {nodes['predictor'].log_path}"
+            )
         dead = [name for name, node in nodes.items() if not node.running]
         if dead:
             logs = "\n".join(f"--- {n}:\n{nodes[n].log_path.read_text()[-2000:]}" for n in dead)
@@ -349,8 +377,9 @@ def _evaluate(recorder: _Recorder, out: pathlib.Path, pretrain: dict, args) -> R
     stamps = np.array([s for s, _ in recorder.readings])
     cumulants = np.array([c for _, c in recorder.readings])
     if recorder.gammas is None or stamps.size < 100:
-        raise RuntimeError(
-            f"too little came through: {stamps.size} joint readings, {len(recorder.predictions)} predictions"
+        raise TimeoutError(
+            f"too little came through in --seconds {args.seconds:g}: {stamps.size} joint readings, "
+            f"{len(recorder.predictions)} predictions; the machine was too slow (run longer with --seconds)"
         )
     gammas = recorder.gammas
     # The return from reading t: C_{t+1} + gamma C_{t+2} + ..., C_{t+1} the speed at reading t+1.
@@ -360,7 +389,10 @@ def _evaluate(recorder: _Recorder, out: pathlib.Path, pretrain: dict, args) -> R
     evaluated = np.arange(max(0, returns.shape[0] - horizon))
     matched = [i for i in evaluated if round(stamps[i], 6) in recorder.predictions]
     if len(matched) < 30:
-        raise RuntimeError(f"only {len(matched)} predictions matched readings; run longer (--seconds)")
+        raise TimeoutError(
+            f"only {len(matched)} predictions matched readings in --seconds {args.seconds:g}: the predictor kept "
+            "up with too few of them on this machine (run longer with --seconds)"
+        )
     predicted = np.stack([recorder.predictions[round(stamps[i], 6)] for i in matched])
     true = returns[matched]
     gaps = int(np.sum(np.diff(stamps) > 1.5 / 30.0))

@@ -179,6 +179,7 @@ def _missing_module(exc: ModuleNotFoundError) -> str:
         "gamma_net_ros": "this command needs ROS 2 and the colcon-built package: `source tools/env.sh` first",
         "gamma_net_msgs": "build the messages first: `make`, or `source tools/env.sh` after a colcon build",
         "ale_py": "this command needs the Arcade Learning Environment: pip install ale-py (requirements.txt)",
+        "minatar": "a MinAtar game needs MinAtar: pip install minatar (requirements.txt)",
     }
     return f"needs the Python package {name!r}, which is not installed: " + hints.get(
         name, "install the project's requirements (make setup)"

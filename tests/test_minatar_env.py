@@ -167,3 +167,12 @@ def test_minatar_games_appear_in_the_atari_help_and_a_typo_is_one_line():
         "gamma-net atari record: --game: unknown MinAtar game 'minatar-brakeout'; MinAtar games: "
         + ", ".join(MINATAR_GAMES)
     )
+
+
+def test_commands_that_play_ale_only_refuse_a_minatar_game_in_one_line():
+    result = gamma_net("bench", "atari", "--game", "minatar-breakout")
+    assert result.returncode == 2
+    assert result.stderr.strip() == (
+        "gamma-net bench atari: --game minatar-breakout: bench atari times ALE; "
+        "MinAtar's rates are measured in docs/results.md (MinAtar)"
+    )

@@ -380,7 +380,8 @@ def run(args: argparse.Namespace) -> Report:
     frame_skip = getattr(env_config, "frame_skip", 1)
     check(
         args.frames >= frame_skip,
-        f"--frames must be >= {frame_skip} (one agent step of {frame_skip} frames); got {args.frames}",
+        f"--frames must be >= {frame_skip} (one agent step of {frame_skip} frame{'s' * (frame_skip > 1)}); "
+        f"got {args.frames}",
     )
     output_dir("--out", args.out)
     trainer = DQNTrainer(args.out, config=config, env_config=env_config, seed=args.seed)

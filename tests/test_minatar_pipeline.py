@@ -155,3 +155,18 @@ def test_gamma_nets_train_and_evaluate_on_minatar(pipeline, tmp_path):
     result = json.loads((evaluation / "atari_evaluate.json").read_text())
     assert result["series"]["reference"]["seeds"] == [0]
     assert (evaluation / "fixed_vs_gamma_net_learning.png").read_bytes()[:8] == PNG_MAGIC
+
+
+def test_rollouts_in_a_worker_process_equal_those_in_this_one(pipeline):
+    """Points restored in a spawned worker (states and settings pickled, MinAtar imported afresh) replay exactly."""
+    from gamma_net_core.atari.rollouts import monte_carlo_returns
+
+    points = EvaluationPoints.load(pipeline / "pts" / "points.npz")
+    policy = str(pipeline / "agent" / "network.pt")
+    common = dict(policy=policy, rollouts=2, taus=[1.0, 10.0, 100.0], horizon=30, seed=5)
+    here = monte_carlo_returns(points, workers=0, **common)
+    there = monte_carlo_returns(points, workers=1, **common)
+    np.testing.assert_array_equal(here.rollout_returns, there.rollout_returns)
+    np.testing.assert_array_equal(here.rollout_lengths, there.rollout_lengths)
+    # Freeway never ends early: each rollout reaches the horizon or the 150-step cut.
+    assert set(np.unique(here.rollout_ends)) == {0, 2} and here.rollout_lengths.max() == 30

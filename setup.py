@@ -62,6 +62,7 @@ setup(
     ],
     extras_require={
         "atari": ["ale-py>=0.9"],
+        "minatar": ["minatar>=1.0.15"],
         "ray": ["ray>=2.9"],
         "hardware": ["dynamixel-sdk>=3.7", "pyserial>=3.5"],
     },

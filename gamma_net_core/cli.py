@@ -34,9 +34,9 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
     (("arm", "train"), "gamma_net_core.experiments.arm_train", "the robot-arm study (Table 2) on a JointState bag"),
     (("horde", "train"), "gamma_net_core.experiments.horde_train", "learn a questions file from a bag, score each"),
-    (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
+    (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE or MinAtar, record φ/cumulant shards"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
-    (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),
+    (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN; MinAtar's network) for φ"),
     (("atari", "import-dopamine"), "gamma_net_core.atari.import_dopamine", "a Dopamine TF checkpoint -> a policy file"),
     (("atari", "train"), "gamma_net_core.experiments.atari_train", "train Γ-nets and probe networks on shards"),
     (("atari", "evaluate"), "gamma_net_core.experiments.atari_evaluate", "the paper's Atari comparison figures"),
@@ -179,6 +179,7 @@ def _missing_module(exc: ModuleNotFoundError) -> str:
         "gamma_net_ros": "this command needs ROS 2 and the colcon-built package: `source tools/env.sh` first",
         "gamma_net_msgs": "build the messages first: `make`, or `source tools/env.sh` after a colcon build",
         "ale_py": "this command needs the Arcade Learning Environment: pip install ale-py (requirements.txt)",
+        "minatar": "a MinAtar game needs MinAtar: pip install minatar (requirements.txt)",
     }
     return f"needs the Python package {name!r}, which is not installed: " + hints.get(
         name, "install the project's requirements (make setup)"
@@ -192,14 +193,30 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
-def _usage() -> str:
-    width = max(len(" ".join(words)) for words, _, _ in COMMANDS)
+def _group_notes() -> dict[str, str]:
+    """What a group's commands share, shown by `gamma-net GROUP --help` (no heavy import)."""
+    from gamma_net_core.atari import MINATAR_GAMES
+
+    return {
+        "atari": "--game takes an ALE game id (centipede, the paper's, or any other ALE ROM) or a MinAtar game:\n  "
+        + ", ".join(MINATAR_GAMES)
+        + '\n(MinAtar: its settings and reference network; config/minatar.yaml; README, "MinAtar").'
+    }
+
+
+def _usage(group: str | None = None) -> str:
+    commands = [c for c in COMMANDS if group is None or c[0][0] == group]
+    width = max(len(" ".join(words)) for words, _, _ in commands)
+    name = f"gamma-net {group}" if group else "gamma-net"
     lines = [
-        "usage: gamma-net <command> [options]   (gamma-net <command> --help for its options)",
+        f"usage: {name} <command> [options]   (gamma-net <command> --help for its options)",
         "",
         "Γ-nets: value estimation generalized over timescale. Commands:",
     ]
-    lines += [f"  {' '.join(words):<{width}}  {help_}" for words, _, help_ in COMMANDS]
+    lines += [f"  {' '.join(words):<{width}}  {help_}" for words, _, help_ in commands]
+    note = _group_notes().get(group or "")
+    if note:
+        lines += ["", note]
     lines += ["", "Every command that computes or measures prints tables; --json PATH writes them as JSON."]
     return "\n".join(lines)
 
@@ -216,6 +233,10 @@ def _match(argv: list[str]) -> tuple[tuple[str, ...], str, str] | None:
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     entry = _match(argv)
+    groups = {words[0] for words, _, _ in COMMANDS if len(words) > 1}
+    if entry is None and argv and argv[0] in groups and argv[1:2] in ([], ["-h"], ["--help"]):
+        print(_usage(argv[0]))  # `gamma-net atari --help`: the group's commands
+        return 0
     if entry is None:
         if argv and argv[0] not in ("-h", "--help"):
             print(f"gamma-net: unknown command {' '.join(argv[:2])!r}\n", file=sys.stderr)

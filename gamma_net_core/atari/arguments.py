@@ -8,16 +8,37 @@ from __future__ import annotations
 
 import argparse
 
+from gamma_net_core.atari import MINATAR_GAMES
 from gamma_net_core.cli import UsageError, check, check_range, input_path
+
+#: What ``--game`` takes, in every `gamma-net atari` command's help.
+GAME_HELP = f"ALE game id (e.g. centipede) or a MinAtar game ({', '.join(MINATAR_GAMES)})"
+
+
+def add_play_arguments(parser: argparse.ArgumentParser) -> None:
+    """--sticky and --max-episode-steps; unset, each is the game's domain's default."""
+    parser.add_argument(
+        "--max-episode-steps", type=int, default=None, help="episode cut (default: the paper's 27,000, both domains)"
+    )
+    parser.add_argument(
+        "--sticky", type=float, default=None, help="sticky-action probability (default: paper 0.25; MinAtar 0.1)"
+    )
+
+
+def play_config(args: argparse.Namespace):
+    """The environment settings of --game, --sticky and --max-episode-steps (an AtariConfig or MinAtarConfig)."""
+    from gamma_net_core.atari.domains import env_config
+
+    return env_config(args.game, sticky=args.sticky, max_episode_steps=args.max_episode_steps)
 
 
 def check_game(flag: str, name: str) -> str:
-    """The ALE id of ``name``, or a refusal listing close matches (needs ``ale_py``).
+    """The id of ``name`` in its domain, or a refusal listing close matches (needs ``ale_py`` or ``minatar``).
 
     Returns:
-      The game's ALE id.
+      The game's ALE id, or its MinAtar name (``minatar-breakout``).
     """
-    from gamma_net_core.atari.env import resolve_game
+    from gamma_net_core.atari.domains import resolve_game
 
     try:
         return resolve_game(name)

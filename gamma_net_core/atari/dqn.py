@@ -1,5 +1,10 @@
 """`gamma-net atari train-agent`: a DQN agent (Nature CNN) to make the policy whose φ Γ-nets learn from.
 
+For a MinAtar game (``--game minatar-breakout``) the same trainer trains MinAtar's reference
+network (:mod:`gamma_net_core.atari.minatar_network`) with MinAtar's reference DQN settings,
+read from ``config/minatar.yaml`` (section ``dqn_trainer``): one update per step, a target
+sync every 1,000 steps, ε from 1 to 0.1 over 100,000 steps after 5,000 of warm-up.
+
 The paper's policies were Dopamine's pretrained Rainbow agents, which cannot be downloaded
 here; this trainer lets a user make their own agent for any game. It is Mnih et al.'s
 (2015) DQN in Dopamine's configuration: the Nature CNN, uniform replay, a target network,
@@ -93,31 +98,32 @@ class DQNTrainer:
     def __init__(self, out, *, config: DQNConfig | None = None, env_config=None, seed: int = 0):
         import torch
 
-        from gamma_net_core.atari.env import AtariConfig, AtariEnv
+        from gamma_net_core.atari.domains import make_env, random_q_network
+        from gamma_net_core.atari.env import AtariConfig
         from gamma_net_core.atari.frame_replay import FrameReplay
-        from gamma_net_core.atari.networks import random_network
 
         self.out = pathlib.Path(out)
         self.config = config or DQNConfig()
         self.env_config = env_config or AtariConfig()
         self.seed = int(seed)
         net_seed, env_seed, rng_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(3))
-        self.env = AtariEnv(self.env_config, seed=env_seed)
+        self.env = make_env(self.env_config, seed=env_seed)
         self.rng = np.random.default_rng(rng_seed)
-        c = self.env_config
-        self.online = random_network(
-            self.env.num_actions, seed=net_seed, frame_stack=c.frame_stack, screen_size=c.screen_size
-        )
-        self.target = random_network(
-            self.env.num_actions, seed=net_seed, frame_stack=c.frame_stack, screen_size=c.screen_size
-        )
+        self.online = random_q_network(self.env, seed=net_seed)
+        self.target = random_q_network(self.env, seed=net_seed)
         self.target.load_state_dict(self.online.state_dict())
         self.online.train()
         self.optimizer = torch.optim.Adam(
             self.online.parameters(), lr=self.config.learning_rate, eps=self.config.adam_epsilon
         )
+        # ALE's observations are stacks sharing frames: the replay stores each newest frame once.
+        # MinAtar's are single grids: the replay stores the whole observation, a stack of one.
+        self._stacked = isinstance(self.env_config, AtariConfig)
+        shape = self.env.observation_shape
         self.replay = FrameReplay(
-            self.config.replay_capacity, frame_shape=(c.screen_size, c.screen_size), stack=c.frame_stack
+            self.config.replay_capacity,
+            frame_shape=shape[1:] if self._stacked else shape,
+            stack=shape[0] if self._stacked else 1,
         )
         self.steps = 0
         self.updates = 0
@@ -147,6 +153,10 @@ class DQNTrainer:
         with torch.no_grad():
             return int(self.online(torch.from_numpy(observation)[None]).argmax(dim=1)[0])
 
+    def _unstack(self, observations: np.ndarray) -> np.ndarray:
+        """The replay's [B, stack, ...] as the network's input (a MinAtar stack of one is dropped)."""
+        return observations if self._stacked else observations[:, 0]
+
     def _loss(self, batch):
         """Huber loss of Q(s, a) against one-step targets from the target network, clipped rewards."""
         import torch
@@ -155,11 +165,11 @@ class DQNTrainer:
         clip = self.config.reward_clip
         rewards_t = torch.from_numpy(np.clip(batch.rewards, -clip, clip))
         with torch.no_grad():
-            q_next_target_t = self.target(torch.from_numpy(batch.next_observations))
+            q_next_target_t = self.target(torch.from_numpy(self._unstack(batch.next_observations)))
             targets_t = td_targets(
                 rewards_t, torch.from_numpy(batch.terminals), q_next_target_t, gamma=self.config.gamma
             )
-        q_tm1 = self.online(torch.from_numpy(batch.observations))
+        q_tm1 = self.online(torch.from_numpy(self._unstack(batch.observations)))
         q_taken_tm1 = q_tm1.gather(1, torch.from_numpy(batch.actions)[:, None])[:, 0]
         return F.smooth_l1_loss(q_taken_tm1, targets_t)
 
@@ -199,7 +209,11 @@ class DQNTrainer:
                 step = self.env.step(action)
                 ended = step.terminal or step.truncated
                 self.replay.add(
-                    frame=observation[-1], action=action, reward=step.reward, terminal=step.terminal, ended=ended
+                    frame=observation[-1] if self._stacked else observation,
+                    action=action,
+                    reward=step.reward,
+                    terminal=step.terminal,
+                    ended=ended,
                 )
                 observation = step.observation
                 self.episode_return += step.reward
@@ -224,7 +238,7 @@ class DQNTrainer:
         return {
             "game": self.env.game,
             "steps": self.steps,
-            "frames": self.steps * self.env_config.frame_skip,
+            "frames": self.steps * getattr(self.env_config, "frame_skip", 1),
             "updates": self.updates,
             "episodes": self.episodes,
             "episode_returns": list(self.episode_returns),
@@ -303,43 +317,75 @@ class DQNTrainer:
         self._loss_sum, self._loss_count = counters["loss_sum"], counters["loss_count"]
 
 
+#: The section of a parameter file that `atari train-agent --params` reads (group ``dqn``).
+PARAMS_SECTION, PARAMS_GROUP = "dqn_trainer", "dqn"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--game", required=True, help="ALE game id, e.g. centipede")
-    parser.add_argument("--frames", type=int, required=True, help="total emulated frames (4 per agent step)")
+    from gamma_net_core.atari.arguments import GAME_HELP, add_play_arguments
+
+    parser.add_argument("--game", required=True, help=GAME_HELP)
+    parser.add_argument(
+        "--frames", type=int, required=True, help="total frames: 4 emulated frames per agent step in ALE, 1 in MinAtar"
+    )
     parser.add_argument("--out", required=True, help="directory for checkpoint.pt, network.pt, log.json")
     parser.add_argument("--seed", type=int, default=0)
-    defaults = DQNConfig()
+    parser.add_argument(
+        "--params",
+        default=None,
+        help=f"YAML whose {PARAMS_SECTION}.{PARAMS_GROUP} section sets the DQN (default: config/minatar.yaml for a "
+        "MinAtar game, MinAtar's reference DQN; for ALE, the defaults below, Dopamine's)",
+    )
     for field in dataclasses.fields(DQNConfig):
         flag = "--" + field.name.replace("_", "-")
-        parser.add_argument(flag, type=type(field.default), default=field.default, help=field.metadata["help"])
-    parser.add_argument("--max-episode-steps", type=int, default=27000, help="episode cut (paper: 27,000)")
-    parser.add_argument("--sticky", type=float, default=0.25, help="sticky-action probability (paper: 0.25)")
+        parser.add_argument(
+            flag, type=type(field.default), default=None, help=f"{field.metadata['help']}; default {field.default}"
+        )
+    add_play_arguments(parser)
     parser.add_argument("--no-progress", action="store_true")
-    del defaults
 
 
-def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.atari.arguments import check_play
-    from gamma_net_core.atari.env import AtariConfig
-    from gamma_net_core.cli import UsageError, check, output_dir
+def dqn_config(args: argparse.Namespace) -> DQNConfig:
+    """The DQN settings: DQNConfig's defaults, then the parameter file's, then the options given.
 
+    Raises:
+      UsageError: a setting out of range, named as the option (or the file's key) that gave it.
+    """
+    from gamma_net_core.atari.minatar import is_minatar
+    from gamma_net_core.cli import UsageError, input_path
+    from gamma_net_core.config import from_mapping, load_section
+    from gamma_net_core.paths import config_file
+
+    params = args.params if args.params is not None else (config_file("minatar") if is_minatar(args.game) else None)
+    mapping = {}
+    if params is not None:
+        input_path("--params", params, kind="file")
+        mapping = load_section(params, PARAMS_SECTION, PARAMS_GROUP)
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(DQNConfig) if getattr(args, f.name) is not None}
     try:
-        config = DQNConfig(**{f.name: getattr(args, f.name) for f in dataclasses.fields(DQNConfig)})
+        where = f"{params}:{PARAMS_SECTION}.{PARAMS_GROUP} and the options" if params is not None else ""
+        return from_mapping(DQNConfig, {**mapping, **given}, where=where)
     except ValueError as exc:  # named as typed: DQNConfig.learning_rate is --learning-rate
         message = re.sub(r"DQNConfig\.(\w+)", lambda m: "--" + m.group(1).replace("_", "-"), str(exc))
         raise UsageError(message) from None
+
+
+def run(args: argparse.Namespace) -> Report:
+    from gamma_net_core.atari.arguments import check_play, play_config
+    from gamma_net_core.cli import check, output_dir
+
     check_play(args)
-    env_config = AtariConfig(
-        game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
-    )
+    config = dqn_config(args)
+    env_config = play_config(args)
+    frame_skip = getattr(env_config, "frame_skip", 1)
     check(
-        args.frames >= env_config.frame_skip,
-        f"--frames must be >= {env_config.frame_skip} (one agent step of {env_config.frame_skip} frames); "
+        args.frames >= frame_skip,
+        f"--frames must be >= {frame_skip} (one agent step of {frame_skip} frame{'s' * (frame_skip > 1)}); "
         f"got {args.frames}",
     )
     output_dir("--out", args.out)
     trainer = DQNTrainer(args.out, config=config, env_config=env_config, seed=args.seed)
-    summary = trainer.train(args.frames // env_config.frame_skip, progress=not args.no_progress)
+    summary = trainer.train(args.frames // frame_skip, progress=not args.no_progress)
     returns = summary["episode_returns"]
     table = Table(
         f"DQN on {summary['game']}",

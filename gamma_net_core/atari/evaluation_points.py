@@ -13,9 +13,10 @@ File (``points.npz``, written by :func:`gamma_net_core.checkpoint.save_npz`, kin
 ===================  ====================  ================================================
 array                dtype, shape          meaning
 ===================  ====================  ================================================
-ale_states           uint8 [total bytes]   every point's ``ALEState.serialize()``, concatenated
+ale_states           uint8 [total bytes]   every point's ``ALEState.serialize()`` (a MinAtar game's
+                                           saved fields), concatenated
 ale_state_offsets    int64 [P + 1]         point i's bytes are ale_states[off[i]:off[i+1]]
-frames               uint8 [P, 4, 84, 84]  the stacked observation at the point
+frames               uint8 [P, 4, 84, 84]  the stacked observation at the point (MinAtar: [P, C, 10, 10])
 features             float32 [P, 512]      φ of that observation (the policy's network)
 episodes             int64 [P]             episode index, from 0
 steps                int64 [P]             step within the episode (0 = the start state)
@@ -36,7 +37,9 @@ from typing import Any
 
 import numpy as np
 
-from gamma_net_core.atari.env import AtariConfig, AtariEnv, EnvState
+from gamma_net_core.atari.domains import make_env
+from gamma_net_core.atari.env import AtariConfig, EnvState
+from gamma_net_core.atari.minatar import MinAtarConfig
 from gamma_net_core.checkpoint import load_npz, save_npz
 from gamma_net_core.config import to_mapping
 
@@ -122,7 +125,7 @@ def point_schedule(offset: int, interval: int = INTERVAL):
 
 
 def make_points(
-    config: AtariConfig,
+    config: AtariConfig | MinAtarConfig,
     policy,
     *,
     episodes: int,
@@ -135,7 +138,7 @@ def make_points(
     """Play ``episodes`` episodes with ``policy`` and save a point where the paper's schedule says.
 
     Args:
-      config: the environment (the paper's settings by default).
+      config: the environment: an ALE game (the paper's settings by default) or a MinAtar game.
       policy: a :class:`~gamma_net_core.atari.policies.Policy` (evaluation mode, ε = 0.0001).
       episodes: number of episodes (each ends when terminal or truncated).
       seed: one SeedSequence gives three streams: sticky actions, policy draws, offsets.
@@ -155,7 +158,7 @@ def make_points(
     from tqdm import tqdm
 
     sticky_seed, policy_seed, offset_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(3))
-    env = AtariEnv(config, seed=sticky_seed)
+    env = make_env(config, seed=sticky_seed)
     rng = np.random.default_rng(policy_seed)
     offset_rng = np.random.default_rng(offset_seed)
     states, features, episode_of, step_of, policy_states, offsets = [], [], [], [], [], []

@@ -13,7 +13,8 @@ A network file is a :func:`gamma_net_core.checkpoint.save_torch` dict::
 :func:`load_q_network` also takes a bare state dict (a file holding only the tensors),
 with the parameter names and shapes of :class:`NatureQNetwork` (see the README), and the
 files of Dopamine's own layouts (:mod:`gamma_net_core.atari.dopamine`: SAME padding, 7,744
-inputs to φ, Rainbow's C51 head), which Dopamine's checkpoints need.
+inputs to φ, Rainbow's C51 head), which Dopamine's checkpoints need, and MinAtar's reference
+network (:mod:`gamma_net_core.atari.minatar_network`).
 """
 
 from __future__ import annotations
@@ -95,7 +96,11 @@ def random_network(num_actions: int, *, seed: int, frame_stack: int = 4, screen_
 
 
 def network_file(network: NatureQNetwork, *, game: str) -> dict[str, Any]:
-    """The dict :func:`save_q_network` writes."""
+    """The dict :func:`save_q_network` writes (a MinAtar network's own, for a MinAtar network)."""
+    from gamma_net_core.atari import minatar_network
+
+    if isinstance(network, minatar_network.MinAtarQNetwork):
+        return minatar_network.network_file(network, game=game)
     return {
         "kind": KIND,
         "version": VERSION,
@@ -110,6 +115,13 @@ def network_file(network: NatureQNetwork, *, game: str) -> dict[str, Any]:
 def save_q_network(path: str | os.PathLike, network: NatureQNetwork, *, game: str):
     """Atomically write ``network`` for ``game`` (loadable with ``weights_only``)."""
     return save_torch(path, network_file(network, game=game))
+
+
+def _check_fits(network, state: dict[str, Any], path, num_actions: int | None, game: str | None) -> None:
+    if num_actions is not None and network.num_actions != num_actions:
+        raise CheckpointError(f"{path} has {network.num_actions} actions; the game has {num_actions}")
+    if game is not None and state.get("game") not in (None, game):
+        raise CheckpointError(f"{path} was made for {state.get('game')!r}, not {game!r}")
 
 
 def load_q_network(path: str | os.PathLike, *, num_actions: int | None = None, game: str | None = None):
@@ -132,13 +144,16 @@ def load_q_network(path: str | os.PathLike, *, num_actions: int | None = None, g
         from gamma_net_core.atari import dopamine
 
         network = dopamine.network_from_file(state, path)
-        if num_actions is not None and network.num_actions != num_actions:
-            raise CheckpointError(f"{path} has {network.num_actions} actions; the game has {num_actions}")
-        if game is not None and state.get("game") not in (None, game):
-            raise CheckpointError(f"{path} was made for {state.get('game')!r}, not {game!r}")
+        _check_fits(network, state, path, num_actions, game)
         return network, {k: v for k, v in state.items() if k != "state_dict" and not isinstance(v, torch.Tensor)}
     if "online" in state and isinstance(state["online"], dict):  # a DQN trainer checkpoint
         state = state["online"]
+    if state.get("kind") == "minatar_q_network":  # MinAtar's reference network
+        from gamma_net_core.atari import minatar_network
+
+        network = minatar_network.network_from_file(state, path)
+        _check_fits(network, state, path, num_actions, game)
+        return network, {k: v for k, v in state.items() if k != "state_dict"}
     tensors = state.get("state_dict", state)
     if not isinstance(tensors, dict) or not all(isinstance(v, torch.Tensor) for v in tensors.values()):
         raise CheckpointError(f"{path} holds no state dict of tensors")

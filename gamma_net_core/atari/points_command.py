@@ -13,12 +13,13 @@ import os
 
 import numpy as np
 
+from gamma_net_core.atari.arguments import GAME_HELP, add_play_arguments
 from gamma_net_core.config import to_mapping
 from gamma_net_core.report import Report, Table, write_json
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--game", default="centipede", help="ALE game id (default: centipede)")
+    parser.add_argument("--game", default="centipede", help=GAME_HELP + " (default: centipede)")
     parser.add_argument("--episodes", type=int, required=True, help="episodes to draw points from")
     parser.add_argument("--rollouts", type=int, required=True, help="Monte-Carlo rollouts per point (paper: 1000)")
     parser.add_argument("--out", required=True, help="output directory")
@@ -35,8 +36,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--workers", type=int, default=os.cpu_count() or 1, help="local processes (0: in this one)")
     parser.add_argument("--ray-address", default=None, help="run rollouts on this Ray cluster ('auto', 'ray://...')")
     parser.add_argument("--chunk", type=int, default=8, help="rollouts of one point per task")
-    parser.add_argument("--max-episode-steps", type=int, default=27000, help="episode cut (paper: 27,000)")
-    parser.add_argument("--sticky", type=float, default=0.25, help="sticky-action probability (paper: 0.25)")
+    add_play_arguments(parser)
     parser.add_argument(
         "--cumulant",
         default="raw",
@@ -63,8 +63,8 @@ def _horizon(text: str):
 
 
 def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.atari.arguments import check_play
-    from gamma_net_core.atari.env import AtariConfig, AtariEnv
+    from gamma_net_core.atari.arguments import check_play, play_config
+    from gamma_net_core.atari.domains import make_env
     from gamma_net_core.atari.evaluation_points import EvaluationPoints, make_points
     from gamma_net_core.atari.policies import EVAL_EPSILON, file_sha256, load_policy
     from gamma_net_core.atari.rollouts import PROBE_TAUS, monte_carlo_returns
@@ -82,10 +82,8 @@ def run(args: argparse.Namespace) -> Report:
     out = output_dir("--out", args.out)
     if args.ray_address is not None:
         import ray  # noqa: F401  (without Ray: refused now, in one line, not after the points are made)
-    config = AtariConfig(
-        game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
-    )
-    env = AtariEnv(config, seed=0)
+    config = play_config(args)
+    env = make_env(config, seed=0)
     policy = load_policy(
         args.policy,
         num_actions=env.num_actions,

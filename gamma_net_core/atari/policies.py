@@ -10,8 +10,9 @@ Built in:
   (ε = 0.0001 for generating data, the paper's evaluation mode); φ is the network's
   512-unit penultimate layer.
 - :class:`RandomPolicy`: uniform actions. Its φ comes from a *fixed, randomly initialised*
-  Nature CNN (seeded): a random projection of the screen, enough to exercise the pipeline,
-  but not the representation of a trained agent that the paper's Γ-nets learned from.
+  Nature CNN (seeded; MinAtar's reference network for a MinAtar game): a random projection
+  of the screen, enough to exercise the pipeline, but not the representation of a trained
+  agent that the paper's Γ-nets learned from.
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import numpy as np
 
-from gamma_net_core.atari import FEATURE_SIZE
+from gamma_net_core.atari import FEATURE_SIZE, MINATAR_FEATURE_SIZE
 
 #: ε of the paper's data generation ("evaluation mode"); agents trained with 0.001.
 EVAL_EPSILON = 0.0001
@@ -82,7 +83,7 @@ class EpsilonGreedyPolicy:
         self.network = network.eval()
         self.epsilon = float(epsilon)
         self.num_actions = network.num_actions
-        self.feature_size = FEATURE_SIZE
+        self.feature_size = int(getattr(network, "feature_size", FEATURE_SIZE))
         self._description = dict(description or {"kind": "q_network"})
 
     def _explore(self, rng: np.random.Generator) -> int | None:
@@ -119,25 +120,44 @@ class EpsilonGreedyPolicy:
 
 
 class RandomPolicy:
-    """Uniform random actions; φ from a fixed Nature CNN initialised from ``feature_seed`` (see module doc)."""
+    """Uniform random actions; φ from a fixed network initialised from ``feature_seed`` (see module doc).
 
-    def __init__(self, num_actions: int, *, feature_seed: int = 0, frame_stack: int = 4, screen_size: int = 84):
+    Args:
+      num_actions: the game's action count.
+      feature_seed: seed of the feature network.
+      frame_stack, screen_size: an ALE game's observation shape.
+      game: the game; a MinAtar game's φ comes from MinAtar's reference network.
+    """
+
+    def __init__(
+        self,
+        num_actions: int,
+        *,
+        feature_seed: int = 0,
+        frame_stack: int = 4,
+        screen_size: int = 84,
+        game: str | None = None,
+    ):
+        from gamma_net_core.atari.minatar import is_minatar
+
         self.num_actions = int(num_actions)
-        self.feature_size = FEATURE_SIZE
         self.feature_seed = int(feature_seed)
         self._shape = (int(frame_stack), int(screen_size))
+        self._game = game or ""
+        self.feature_size = MINATAR_FEATURE_SIZE if is_minatar(self._game) else FEATURE_SIZE
         self._network = None
 
     @property
     def network(self):
         """The fixed feature network, built on first use (acting alone needs no network, nor torch)."""
         if self._network is None:
-            from gamma_net_core.atari.networks import random_network
+            from gamma_net_core.atari.domains import feature_network_factory
 
             stack, size = self._shape
-            self._network = random_network(
-                self.num_actions, seed=self.feature_seed, frame_stack=stack, screen_size=size
+            factory = feature_network_factory(
+                self._game, num_actions=self.num_actions, frame_stack=stack, screen_size=size
             )
+            self._network = factory(self.feature_seed)
         return self._network
 
     def act(self, observation, rng):
@@ -192,7 +212,9 @@ def load_policy(
       ValueError: a factory that cannot be imported or does not return a Policy.
     """
     if spec == "random":
-        return RandomPolicy(num_actions, feature_seed=feature_seed, frame_stack=frame_stack, screen_size=screen_size)
+        return RandomPolicy(
+            num_actions, feature_seed=feature_seed, frame_stack=frame_stack, screen_size=screen_size, game=game
+        )
     if spec.startswith("py:"):
         return _from_factory(spec, num_actions=num_actions, game=game, epsilon=epsilon)
     from gamma_net_core.atari.networks import load_q_network

@@ -1,4 +1,4 @@
-"""`gamma-net atari record`: play a policy in ALE and record (φ, cumulant, terminal, ...) shards.
+"""`gamma-net atari record`: play a policy in ALE or MinAtar and record (φ, cumulant, terminal, ...) shards.
 
 The paper's data: transitions generated sequentially by a policy in evaluation mode
 (ε = 0.0001), the environment reset at the end of each episode or after 27,000 steps,
@@ -25,6 +25,7 @@ from typing import Any
 
 import numpy as np
 
+from gamma_net_core.atari.arguments import GAME_HELP, add_play_arguments
 from gamma_net_core.config import to_mapping
 from gamma_net_core.report import Report, Table
 
@@ -60,21 +61,21 @@ def make_player(config, policy: str, *, seed: int, epsilon: float, feature_seed:
     Recording and the ROS bridge's live play both start here, so the same seed plays the same game.
 
     Returns:
-      (AtariEnv, Policy, numpy Generator for the policy's draws).
+      (AtariEnv or MinAtarEnv, Policy, numpy Generator for the policy's draws).
     """
-    from gamma_net_core.atari.env import AtariEnv
+    from gamma_net_core.atari.domains import make_env
     from gamma_net_core.atari.policies import load_policy
 
     env_seed, policy_seed = (int(s) for s in np.random.SeedSequence(seed).generate_state(2))
-    env = AtariEnv(config, seed=env_seed)  # ValueError on an unknown game, naming close matches
+    env = make_env(config, seed=env_seed)  # ValueError on an unknown game, naming close matches
     agent = load_policy(
         policy,
         num_actions=env.num_actions,
         game=env.game,
         epsilon=epsilon,
         feature_seed=feature_seed,
-        frame_stack=config.frame_stack,
-        screen_size=config.screen_size,
+        frame_stack=getattr(config, "frame_stack", 4),
+        screen_size=getattr(config, "screen_size", 84),
     )
     return env, agent, np.random.default_rng(policy_seed)
 
@@ -97,7 +98,8 @@ def record(
     Args:
       out: the recording's directory.
       steps: total transitions wanted in ``out``.
-      config: an :class:`~gamma_net_core.atari.env.AtariConfig` (default: the paper's, Centipede).
+      config: an :class:`~gamma_net_core.atari.env.AtariConfig` (default: the paper's, Centipede)
+        or a :class:`~gamma_net_core.atari.minatar.MinAtarConfig`.
       policy: ``"random"``, a Q-network file or ``"py:module:factory"``
         (see :func:`~gamma_net_core.atari.policies.load_policy`).
       seed: seeds the sticky actions and the policy's draws (two streams of one SeedSequence).
@@ -196,7 +198,7 @@ def record(
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--game", default="centipede", help="ALE game id (default: centipede, the paper's)")
+    parser.add_argument("--game", default="centipede", help=GAME_HELP + " (default: centipede, the paper's)")
     parser.add_argument("--steps", type=int, required=True, help="total transitions wanted in --out")
     parser.add_argument("--out", required=True, help="recording directory (continued if it holds one)")
     parser.add_argument("--policy", default="random", help="'random' or a Q-network file (see README)")
@@ -204,23 +206,19 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--epsilon", type=float, default=None, help="ε of a Q-network policy (default 0.0001)")
     parser.add_argument("--feature-seed", type=int, default=0, help="seed of the random policy's feature network")
     parser.add_argument("--shard-size", type=int, default=DEFAULT_SHARD_SIZE, help="rows per shard file")
-    parser.add_argument("--max-episode-steps", type=int, default=27000, help="episode cut (paper: 27,000)")
-    parser.add_argument("--sticky", type=float, default=0.25, help="sticky-action probability (paper: 0.25)")
+    add_play_arguments(parser)
     parser.add_argument("--no-progress", action="store_true", help="no progress bar")
 
 
 def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.atari.arguments import check_play
-    from gamma_net_core.atari.env import AtariConfig
+    from gamma_net_core.atari.arguments import check_play, play_config
     from gamma_net_core.cli import check_range, output_dir
 
     check_range("--steps", args.steps, low=1)
     check_range("--shard-size", args.shard_size, low=1)
     check_play(args)
     output_dir("--out", args.out)
-    config = AtariConfig(
-        game=args.game, max_episode_steps=args.max_episode_steps, sticky_action_probability=args.sticky
-    )
+    config = play_config(args)
     summary = record(
         args.out,
         steps=args.steps,

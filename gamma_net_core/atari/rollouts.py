@@ -15,8 +15,9 @@ good agent's episodes can run 27,000 steps, about 30 times the emulation. ``hori
 runs to the end of the episode as the paper did.
 
 Seeding. Rollout k of point i draws its sticky actions and policy choices from
-``SeedSequence([seed, i, k])``, so its result does not depend on which worker, process or
-machine runs it: local processes and Ray give identical returns.
+``SeedSequence([seed, i, k])`` (in MinAtar, the game's own randomness too: one generator
+serves both), so its result does not depend on which worker, process or machine runs it:
+local processes and Ray give identical returns.
 
 File (``returns.npz``, :func:`gamma_net_core.checkpoint.save_npz`, kind ``atari_mc_returns``):
 
@@ -76,7 +77,7 @@ def rollout(env, policy, state, *, seed: int, point: int, index: int, horizon: i
     """One rollout from ``state``: its rewards (rewards[0] = C_{t+1}) and how it ended.
 
     Args:
-      env: an :class:`~gamma_net_core.atari.env.AtariEnv` of the point's game and settings.
+      env: an :class:`~gamma_net_core.atari.env.AtariEnv` (or MinAtarEnv) of the point's game and settings.
       policy: a :class:`~gamma_net_core.atari.policies.Policy`.
       state: the point's :class:`~gamma_net_core.atari.env.EnvState`.
       seed, point, index: select the rollout's random streams (:func:`rollout_seeds`).
@@ -109,7 +110,7 @@ CUMULANTS = ("raw", "clipped")
 class RolloutSpec:
     """What a worker needs to rebuild the environment and policy (plain, picklable values)."""
 
-    env: dict[str, Any]  # AtariConfig fields
+    env: dict[str, Any]  # AtariConfig or MinAtarConfig fields
     policy: str  # "random" or a network file path
     epsilon: float
     feature_seed: int
@@ -133,12 +134,12 @@ class RolloutWorker:
     """
 
     def __init__(self, spec: RolloutSpec, policy=None, own_process: bool = False):
-        from gamma_net_core.atari.env import AtariConfig, AtariEnv
+        from gamma_net_core.atari.domains import config_from_mapping, make_env
         from gamma_net_core.atari.policies import load_policy
 
         self.spec = spec
-        config = AtariConfig(**spec.env)
-        self.env = AtariEnv(config, seed=0)  # reseeded for every rollout
+        config = config_from_mapping(spec.env)
+        self.env = make_env(config, seed=0)  # reseeded for every rollout
         policy_spec = spec.policy
         if policy is None and spec.policy_bytes is not None:
             self._policy_file = tempfile.NamedTemporaryFile(suffix=".pt")  # removed with the worker
@@ -151,8 +152,8 @@ class RolloutWorker:
             game=self.env.game,
             epsilon=spec.epsilon,
             feature_seed=spec.feature_seed,
-            frame_stack=config.frame_stack,
-            screen_size=config.screen_size,
+            frame_stack=getattr(config, "frame_stack", 4),
+            screen_size=getattr(config, "screen_size", 84),
         )
         self.gammas = np.asarray(spec.gammas, dtype=np.float64)
         if own_process and "torch" in sys.modules:  # imported by a network policy

@@ -204,11 +204,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.atari.arguments import check_game
-    from gamma_net_core.cli import check_range
+    from gamma_net_core.atari.minatar import is_minatar
+    from gamma_net_core.cli import check, check_range
 
     check_range("--seconds", args.seconds, above=0.0)
     check_range("--repeats", args.repeats, low=1)
     check_range("--max-workers", args.max_workers, low=1)
+    check(
+        not is_minatar(args.game),
+        f"--game {args.game}: bench atari times ALE; MinAtar's rates are measured in docs/results.md (MinAtar)",
+    )
     check_game("--game", args.game)
 
     # torch only once the arguments are known to be good

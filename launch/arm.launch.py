@@ -25,23 +25,26 @@ def generate_launch_description():
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
     params = LaunchConfiguration("params_file")
     dynamixel_params = LaunchConfiguration("dynamixel_params_file")
+    arguments = [
+        DeclareLaunchArgument("port", default_value="/dev/ttyUSB0", description="the servos' serial port"),
+        DeclareLaunchArgument(
+            "params_file", default_value=os.path.join(config, "arm.yaml"), description="arm, teleop, predictor"
+        ),
+        DeclareLaunchArgument(
+            "dynamixel_params_file",
+            default_value=os.path.join(config, "dynamixel.yaml"),
+            description="the Dynamixel driver's parameters",
+        ),
+        DeclareLaunchArgument("joy", default_value="false", description="start the joy package's joy_node"),
+        DeclareLaunchArgument(
+            "scripted_operator", default_value="false", description="steer by the simulated operator"
+        ),
+    ]
     return LaunchDescription(
         [
-            DeclareLaunchArgument("port", default_value="/dev/ttyUSB0", description="the servos' serial port"),
-            DeclareLaunchArgument(
-                "params_file", default_value=os.path.join(config, "arm.yaml"), description="arm, teleop, predictor"
-            ),
-            DeclareLaunchArgument(
-                "dynamixel_params_file",
-                default_value=os.path.join(config, "dynamixel.yaml"),
-                description="the Dynamixel driver's parameters",
-            ),
-            DeclareLaunchArgument("joy", default_value="false", description="start the joy package's joy_node"),
-            DeclareLaunchArgument(
-                "scripted_operator", default_value="false", description="steer by the simulated operator"
-            ),
-            # Before any node starts: a missing parameter file or joy package stops the launch.
-            refuse_bad_arguments(files=["params_file", "dynamixel_params_file"], packages=[("joy", "joy")]),
+            *arguments,
+            # Before any node starts: an undeclared argument, a missing parameter file or joy package stops the launch.
+            refuse_bad_arguments(arguments, files=["params_file", "dynamixel_params_file"], packages=[("joy", "joy")]),
             # namespace="" names each node fully, so launch_ros files the overrides (port) under the
             # node's name, where they win over the YAML's section for the node.
             Node(

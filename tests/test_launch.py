@@ -211,7 +211,7 @@ def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, reco
     checkpoint = tmp_path / "centipede.pt"
     document = yaml.safe_load((CONFIG / "atari.yaml").read_text())
     section = document["neural_predictor"]["ros__parameters"]
-    section.update(checkpoint_path=str(checkpoint), publish_rate=20.0)
+    section.update(checkpoint_path="", publish_rate=20.0)  # the launch argument gives it
     # Tiny replay: learning starts within the recording, and the checkpoint stays small.
     section["learner"].update(replay_capacity=500, min_replay_history=64, batch_size=4, target_sync_period=50)
     document["ale_bridge"]["ros__parameters"]["shard_dir"] = "/nowhere"  # the launch argument must win
@@ -225,6 +225,7 @@ def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, reco
         "atari.launch.py",
         f"shard_dir:={recording}",
         f"params_file:={params}",
+        f"checkpoint_path:={checkpoint}",
         cwd=tmp_path,
         log_path=tmp_path / "launch.log",
     )
@@ -249,6 +250,18 @@ REFUSALS = [
     (["arm.launch.py", "joy:=true"], "package 'joy' is not installed"),
     (["atari.launch.py", "shard_dir:=runs/x", "params_file:=/nonexistent/a.yaml"], "params_file:=/nonexistent/a.yaml"),
     (["horde.launch.py", "questions_file:=/nonexistent"], "questions_file:=/nonexistent: no such file"),
+    # An argument the file does not declare: ros2 launch itself would take it without a word.
+    (
+        ["playback.launch.py", "bag:=runs/arm/joint_states"],
+        "bag:=runs/arm/joint_states: playback.launch.py has no such argument; it takes params_file, checkpoint_path",
+    ),
+    (["playback.launch.py", "chekpoint_path:=a.npz"], "has no such argument; did you mean checkpoint_path?"),
+    (
+        ["arm.launch.py", "prot:=/dev/ttyUSB1"],
+        "prot:=/dev/ttyUSB1: arm.launch.py has no such argument; did you mean port?",
+    ),
+    (["atari.launch.py", "shard_dir:=runs/x", "checkpoint:=c.pt"], "did you mean checkpoint_path?"),
+    (["horde.launch.py", "tick_topics:=/joint_states"], "horde.launch.py has no such argument; did you mean tick_topic?"),
 ]
 
 

@@ -44,7 +44,6 @@ from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import HordeSpec, load_questions
-from gamma_net_core.timescales import to_gammas
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
 from gamma_net_ros.learner_checkpoint import LearnerCheckpoint
@@ -57,18 +56,6 @@ from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, re
 def _doubles(values) -> array.array:
     # array.array is taken by rclpy as is; a list would be checked element by element.
     return array.array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
-
-
-class _Timescales(PublishedTimescales):
-    """``publish_timescales`` defaulting to the questions file's ``publish_taus``."""
-
-    def __init__(self, node: Node, taus) -> None:
-        self.node = node
-        scale = declare(node, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
-        timescales = declare(
-            node, "publish_timescales", [float(t) for t in taus], "timescales to publish (default: publish_taus)"
-        )
-        self.gammas = to_gammas(timescales, scale)
 
 
 class Row:
@@ -135,7 +122,8 @@ class Horde(Node):
         self.row = Row(self.spec)
         self.learner = HordeLearner.from_spec(self.spec)
         self.learning = declare(self, "learn", True, "learn from the stream (false: predict only)")
-        self.published = _Timescales(self, self.spec.publish_taus)
+        # publish_timescales defaults to the questions file's publish_taus; none beyond timescales.tau_max.
+        self.published = PublishedTimescales(self, self.spec.timescales.tau_max, default=self.spec.publish_taus)
         self.requests = TimescaleRequests(self, self.spec.timescales.tau_max)
         keeper = LearnerCheckpoint(self)
         keeper.resume(self._resume)

@@ -181,17 +181,30 @@ class Horde(Node):
         )
 
     def _check_signals(self) -> None:
-        """A type that is not installed or a field it lacks: ValueError naming the question and field."""
+        """What could never be read, refused before the first tick: ValueError naming the question and field.
+
+        A type that is not installed, a field it lacks, an index beyond a fixed-size array, or a
+        topic given a second type (one subscription carries one type: the signals naming the
+        other could never be read).
+        """
         labelled = [(f"state[{i}]", s) for i, s in enumerate(self.spec.state)]
         for q in self.spec.questions:
             labelled.append((f"question {q.name!r} cumulant", q.cumulant))
             if q.termination is not None:
                 labelled.append((f"question {q.name!r} termination", q.termination))
+        first: dict[str, tuple[str, str]] = {}  # topic -> (label, type) of the first signal on it
         for label, signal in labelled:
             try:
-                check_field(message_class(signal.type), signal.field)
+                cls = message_class(signal.type)
+                check_field(cls, signal.field)
             except ValueError as exc:
                 raise ValueError(f"{label} on {signal.topic}: {exc}") from None
+            label_then, type_then = first.setdefault(signal.topic, (label, signal.type))
+            if cls is not message_class(type_then):  # pkg/Type and pkg/msg/Type name one class
+                raise ValueError(
+                    f"{label} on {signal.topic}: type {signal.type}, but {label_then} on the same topic says "
+                    f"{type_then}; a topic carries one type"
+                )
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9

@@ -92,6 +92,20 @@ class Row:
         return inputs, cumulants, continuations
 
 
+def _freeze_start_up_objects() -> None:
+    """Move every object alive now (modules, numba's compiled kernels, the learner) out of the collector's reach.
+
+    A full collection walks every tracked object; after start-up that is some hundreds of
+    thousands (numpy, numba, rclpy), so each one held the node for milliseconds, and the ticks
+    that arrived meanwhile came out late together. Frozen, the collector walks only what was
+    made since. Nothing frozen is freed (it lives as long as the node anyway).
+    """
+    import gc
+
+    gc.collect()  # what start-up left as garbage is freed first, not frozen
+    gc.freeze()
+
+
 def _stamp(msg):
     """The header stamp of ``msg``, or None where it has no header or an unset (zero) stamp."""
     header = getattr(msg, "header", None)
@@ -171,6 +185,16 @@ class Horde(Node):
             read_only=True,
         )
         self.last_error_statuses = None
+        self.gc_frozen = declare(
+            self,
+            "gc_freeze",
+            True,
+            "after start-up, exempt its objects from garbage collection (each full collection would walk "
+            "them all: a pause of milliseconds that delays a burst of ticks; docs/benchmarks.md)",
+            read_only=True,
+        )
+        if self.gc_frozen:
+            _freeze_start_up_objects()
         self.keeper = keeper.start(lambda path: self.learner.save(path))  # from here on, shutdown saves
         ticks = f"on each message of {self.tick_topic} (expected at" if self.tick_topic else "on a clock at"
         self.get_logger().info(

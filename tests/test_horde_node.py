@@ -568,3 +568,19 @@ def test_tick_topic_works_through_a_burst_of_messages_instead_of_dropping_them(e
     assert spin(executor, lambda: horde.ticks == 6, timeout=10), horde.ticks
     assert spin(executor, lambda: len(rig.predictions) == 6, timeout=10), len(rig.predictions)
     assert horde.learner.update_count == 5
+
+
+def test_start_up_objects_are_frozen_out_of_garbage_collection(executor, spin, tmp_path):
+    import gc
+
+    gc.unfreeze()
+    try:
+        start(executor, spin, tmp_path, gc_freeze=False)
+        assert gc.get_freeze_count() == 0
+        # By default: what start-up made is out of the collector's reach (a full collection walked
+        # it all, 138-241 ms on a loaded machine, just after start: docs/benchmarks.md).
+        horde = Horde(parameter_overrides=[Parameter("questions_file", value=str(tmp_path / "questions.yaml"))])
+        assert horde.gc_frozen and gc.get_freeze_count() > 10_000
+        horde.destroy_node()
+    finally:
+        gc.unfreeze()  # this test process is no node's

@@ -261,7 +261,10 @@ REFUSALS = [
         "prot:=/dev/ttyUSB1: arm.launch.py has no such argument; did you mean port?",
     ),
     (["atari.launch.py", "shard_dir:=runs/x", "checkpoint:=c.pt"], "did you mean checkpoint_path?"),
-    (["horde.launch.py", "tick_topics:=/joint_states"], "horde.launch.py has no such argument; did you mean tick_topic?"),
+    (
+        ["horde.launch.py", "tick_topics:=/joint_states"],
+        "horde.launch.py has no such argument; did you mean tick_topic?",
+    ),
 ]
 
 

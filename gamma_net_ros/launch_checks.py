@@ -14,7 +14,7 @@ import os
 import sys
 
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix
-from launch.actions import OpaqueFunction
+from launch.actions import OpaqueFunction, Shutdown
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 
@@ -81,3 +81,25 @@ def _check(context, declared, files, packages):
             needed = f" (needed by {argument}:=true)" if argument else ""
             raise LaunchRefused(f"package '{package}' is not installed{needed}") from None
     return []
+
+
+def end_the_launch_with(name):
+    """An ``on_exit`` for a node the others cannot do without: when it ends, the launch ends.
+
+    A node that failed (say, a driver refused because another holds its port) stops
+    `ros2 launch` with one line and exit code 1; one that ended cleanly (Ctrl-C) just shuts
+    the rest down.
+
+    Args:
+        name: the node, as the line names it.
+
+    Returns:
+        A callable for launch_ros ``Node(on_exit=...)``.
+    """
+
+    def on_exit(event, context):
+        if event.returncode not in (0, None) and not context.is_shutdown:
+            raise LaunchRefused(f"{name} ended with exit code {event.returncode} (its line above says why)")
+        return [Shutdown(reason=f"{name} ended")]
+
+    return on_exit

@@ -18,7 +18,7 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import refuse_bad_arguments
+from gamma_net_ros.launch_checks import end_the_launch_with, refuse_bad_arguments
 
 
 def generate_launch_description():
@@ -54,6 +54,10 @@ def generate_launch_description():
                 namespace="",
                 parameters=[dynamixel_params, {"port": LaunchConfiguration("port")}],
                 output="screen",
+                # Without its driver the rest only does harm: a second launch on a port already
+                # driven (refused, one bus, one driver) would otherwise leave its operator
+                # commanding the first launch's arm.
+                on_exit=end_the_launch_with("dynamixel_driver"),
             ),
             Node(
                 package="gamma_net_ros",

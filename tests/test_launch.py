@@ -195,6 +195,38 @@ def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emul
     assert checkpoint.is_file(), run.output
 
 
+@pytest.mark.slow
+def test_a_second_arm_launch_on_the_same_port_is_refused_and_the_first_runs_on(tmp_path, start_emulator):
+    link, client = start_emulator(positions=(-0.7, 1.7))
+    first = launch(
+        "gamma_net_ros", "arm.launch.py", f"port:={link}", "scripted_operator:=true", cwd=tmp_path,
+        log_path=tmp_path / "first.log",
+    )  # fmt: skip
+    states = echo_once("/joint_states", "sensor_msgs/msg/JointState", tmp_path)
+    try:
+        assert "position:" in received(states), first.output  # the first drives the servos
+        # The second driver finds the port locked; the launch ends, in one line, before its
+        # operator could command the first launch's arm.
+        second = ros2("launch", "gamma_net_ros", "arm.launch.py", f"port:={link}", "scripted_operator:=true",
+                      cwd=tmp_path, timeout=180)  # fmt: skip
+        assert second.returncode == 1, second.stdout
+        (fatal,) = [line for line in second.stdout.splitlines() if "refusing to start" in line]
+        assert f"{link} is in use by another program" in fatal, second.stdout
+        launch_errors = [line for line in second.stdout.splitlines() if "[ERROR] [launch]" in line]
+        assert launch_errors == [
+            "[ERROR] [launch]: Caught exception in launch (see debug for traceback): "
+            "dynamixel_driver ended with exit code 1 (its line above says why)"
+        ], second.stdout
+        # The first launch's driver never lost its port (before the lock: 7 reconnects in 15 s).
+        states = echo_once("/joint_states", "sensor_msgs/msg/JointState", tmp_path)
+        assert "position:" in received(states), first.output
+        assert client.state()["servos"][1]["torque"]
+    finally:
+        code = first.interrupt()
+    assert code == 0, first.output
+    assert "servo bus lost" not in first.output and "not ready" not in first.output, first.output
+
+
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     """A real Atari recording, tiny: `gamma-net atari record`."""

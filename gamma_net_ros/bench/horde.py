@@ -29,7 +29,8 @@ tick_topic measurement N times, each with a fresh node, and reports each run's p
 tick_topic node runs with its garbage collections traced (gamma_net_ros.bench.gc_trace): each
 run counts its slow samples (over the goal) and how many of them waited on a collection in the
 node. ``--compare-gc`` makes each run twice back to back, the node's ``gc_freeze`` off then on,
-so the two are compared under the same load.
+so the two are compared under the same load. ``--node-prefix CMD`` runs those nodes under a
+command that execs them (``chrt -f 10``: real-time priority, ahead of the machine's other work).
 """
 
 from __future__ import annotations

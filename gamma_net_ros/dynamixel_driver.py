@@ -22,6 +22,11 @@ earlier request is refused and counted (``stale_replies``). At connect the sync-
 is measured and the reply timeout set to cover it within one cycle (a USB adapter's latency
 timer delays every reply); replies too slow for ``rate_hz`` are refused at start in one line.
 
+One bus, one driver: the port is locked exclusively while the driver holds it, and a second
+driver on the same port is refused at start in one line naming the process that holds it (two
+would read each other's replies). Servo limits read back impossible (a minimum above the
+maximum, beyond one revolution, a speed the register cannot hold) are never taken.
+
 Faults: a failed read is retried within the cycle (see gamma_net_ros.hardware.bus); a cycle
 without a good read publishes nothing and is counted as missed. If the port disappears the
 node keeps trying to reopen it every ``reconnect_interval_s`` and resumes publishing when it
@@ -41,7 +46,7 @@ from sensor_msgs.msg import JointState
 
 from gamma_net_ros.conversions import seconds_to_stamp
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
-from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortLost, ReadFailed
+from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortBusy, PortLost, ReadFailed
 from gamma_net_ros.hardware.control_table import TORQUE_CONSTANT_NM_PER_A, OperatingMode
 from gamma_net_ros.hardware.goals import JointGoals, JointLimits
 from gamma_net_ros.node_main import run_node
@@ -147,6 +152,8 @@ class DynamixelDriver(Node):
             self._connect()
         except LatencyTooHigh as exc:  # a setting to change, not a fault to wait out
             raise ValueError(f"{exc} (rate_hz {self.rate_hz:g})") from exc
+        except PortBusy as exc:  # another driver on this bus: two would read each other's replies
+            raise ValueError(str(exc)) from exc
         self.create_timer(1.0 / self.rate_hz, self._cycle)
         self.health = Diagnostics(
             self, "servo bus", self._report_health, period=p["diagnostics_period_s"], hardware_id=self.bus.port_name
@@ -157,13 +164,14 @@ class DynamixelDriver(Node):
         """Connect and configure the servos; False (cause kept in ``down_reason``) if they are not ready.
 
         Raises:
-          LatencyTooHigh: at start only (no servos configured yet); later it is a cause like any other.
+          LatencyTooHigh, PortBusy: at start only (no servos configured yet); later each is a cause
+            like any other (a program that took the port while it was gone may let it go).
         """
         self._next_reconnect = time.monotonic() + self.reconnect_interval
         try:
             info = self.bus.connect(self.mode, budget_ms=1000.0 / self.rate_hz)
         except BusError as exc:
-            if isinstance(exc, LatencyTooHigh) and self.counts["cycles"] == 0:
+            if isinstance(exc, (LatencyTooHigh, PortBusy)) and self.counts["cycles"] == 0:
                 raise  # at start: refused; later it is a cause like any other
             self.down_reason = str(exc)  # the cause now, not the one that took the bus down
             self.get_logger().warning(

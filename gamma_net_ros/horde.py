@@ -44,7 +44,6 @@ from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import HordeSpec, load_questions
-from gamma_net_core.timescales import to_gammas
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
 from gamma_net_ros.learner_checkpoint import LearnerCheckpoint
@@ -57,18 +56,6 @@ from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, re
 def _doubles(values) -> array.array:
     # array.array is taken by rclpy as is; a list would be checked element by element.
     return array.array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
-
-
-class _Timescales(PublishedTimescales):
-    """``publish_timescales`` defaulting to the questions file's ``publish_taus``."""
-
-    def __init__(self, node: Node, taus) -> None:
-        self.node = node
-        scale = declare(node, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
-        timescales = declare(
-            node, "publish_timescales", [float(t) for t in taus], "timescales to publish (default: publish_taus)"
-        )
-        self.gammas = to_gammas(timescales, scale)
 
 
 class Row:
@@ -105,6 +92,20 @@ class Row:
         return inputs, cumulants, continuations
 
 
+def _freeze_start_up_objects() -> None:
+    """Move every object alive now (modules, numba's compiled kernels, the learner) out of the collector's reach.
+
+    A full collection walks every tracked object; after start-up that is some hundreds of
+    thousands (numpy, numba, rclpy), so each one held the node for milliseconds, and the ticks
+    that arrived meanwhile came out late together. Frozen, the collector walks only what was
+    made since. Nothing frozen is freed (it lives as long as the node anyway).
+    """
+    import gc
+
+    gc.collect()  # what start-up left as garbage is freed first, not frozen
+    gc.freeze()
+
+
 def _stamp(msg):
     """The header stamp of ``msg``, or None where it has no header or an unset (zero) stamp."""
     header = getattr(msg, "header", None)
@@ -135,7 +136,8 @@ class Horde(Node):
         self.row = Row(self.spec)
         self.learner = HordeLearner.from_spec(self.spec)
         self.learning = declare(self, "learn", True, "learn from the stream (false: predict only)")
-        self.published = _Timescales(self, self.spec.publish_taus)
+        # publish_timescales defaults to the questions file's publish_taus; none beyond timescales.tau_max.
+        self.published = PublishedTimescales(self, self.spec.timescales.tau_max, default=self.spec.publish_taus)
         self.requests = TimescaleRequests(self, self.spec.timescales.tau_max)
         keeper = LearnerCheckpoint(self)
         keeper.resume(self._resume)
@@ -183,6 +185,16 @@ class Horde(Node):
             read_only=True,
         )
         self.last_error_statuses = None
+        self.gc_frozen = declare(
+            self,
+            "gc_freeze",
+            True,
+            "after start-up, exempt its objects from garbage collection (each full collection would walk "
+            "them all: a pause of milliseconds that delays a burst of ticks; docs/benchmarks.md)",
+            read_only=True,
+        )
+        if self.gc_frozen:
+            _freeze_start_up_objects()
         self.keeper = keeper.start(lambda path: self.learner.save(path))  # from here on, shutdown saves
         ticks = f"on each message of {self.tick_topic} (expected at" if self.tick_topic else "on a clock at"
         self.get_logger().info(
@@ -193,17 +205,30 @@ class Horde(Node):
         )
 
     def _check_signals(self) -> None:
-        """A type that is not installed or a field it lacks: ValueError naming the question and field."""
+        """What could never be read, refused before the first tick: ValueError naming the question and field.
+
+        A type that is not installed, a field it lacks, an index beyond a fixed-size array, or a
+        topic given a second type (one subscription carries one type: the signals naming the
+        other could never be read).
+        """
         labelled = [(f"state[{i}]", s) for i, s in enumerate(self.spec.state)]
         for q in self.spec.questions:
             labelled.append((f"question {q.name!r} cumulant", q.cumulant))
             if q.termination is not None:
                 labelled.append((f"question {q.name!r} termination", q.termination))
+        first: dict[str, tuple[str, str]] = {}  # topic -> (label, type) of the first signal on it
         for label, signal in labelled:
             try:
-                check_field(message_class(signal.type), signal.field)
+                cls = message_class(signal.type)
+                check_field(cls, signal.field)
             except ValueError as exc:
                 raise ValueError(f"{label} on {signal.topic}: {exc}") from None
+            label_then, type_then = first.setdefault(signal.topic, (label, signal.type))
+            if cls is not message_class(type_then):  # pkg/Type and pkg/msg/Type name one class
+                raise ValueError(
+                    f"{label} on {signal.topic}: type {signal.type}, but {label_then} on the same topic says "
+                    f"{type_then}; a topic carries one type"
+                )
 
     def _now(self) -> float:
         return self.get_clock().now().nanoseconds * 1e-9

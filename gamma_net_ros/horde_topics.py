@@ -39,7 +39,7 @@ _NUMERIC = {
     "uint64",
 }
 _SEGMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>[^\[\]]+)\])?$")
-_SEQUENCE = re.compile(r"^(?:sequence<(?P<seq>[^,>]+)(?:,\s*\d+)?>|(?P<arr>[^\[]+)\[\d+\])$")
+_SEQUENCE = re.compile(r"^(?:sequence<(?P<seq>[^,>]+)(?:,\s*(?P<bound>\d+))?>|(?P<arr>[^\[]+)\[(?P<size>\d+)\])$")
 
 
 def message_class(type_name: str) -> type:
@@ -97,7 +97,14 @@ def check_field(cls: type, path: str) -> None:
             if sequence is None:
                 raise ValueError(f"{where}: {name!r} is a {kind}, not a sequence to index")
             kind = sequence["seq"] or sequence["arr"]
-            if not index.strip().lstrip("-").isdigit() and fields.get("name") != "sequence<string>":
+            if index.strip().lstrip("-").isdigit():
+                # A fixed array (covariance[9]) or a bounded sequence can never hold this index:
+                # refused now, not found unreadable on every message.
+                length = sequence["size"] or sequence["bound"]
+                if length is not None and not -int(length) <= int(index) < int(length):
+                    holds = f"exactly {length}" if sequence["size"] else f"at most {length}"
+                    raise ValueError(f"{where}: index {int(index)} is out of range: {name!r} holds {holds} elements")
+            elif fields.get("name") != "sequence<string>":
                 raise ValueError(f"{where}: {name!r} is indexed by name but {_type_name(current)} has no name list")
         last = position == len(segments) - 1
         if kind in _NUMERIC:

@@ -1,16 +1,20 @@
 """Checks a launch file runs before it starts any node.
 
 `launch_ros` only warns about a parameter file that is not there (the node then runs on its
-built-in defaults), and a node from a package that is not installed fails after the nodes
-before it have started. The launch files put `refuse_bad_arguments(...)` first in their
-description: a missing file or package stops `ros2 launch` with one line ("Caught exception
-in launch ...: <reason>", exit code 1) before any process exists.
+built-in defaults), a node from a package that is not installed fails after the nodes before
+it have started, and `ros2 launch` takes any `name:=value` a file does not declare without a
+word (a misspelled `bag:=X` or `chekpoint_path:=X` is simply lost). The launch files put
+`refuse_bad_arguments(...)` right after their declarations: an argument the file does not
+declare, or a missing file or package, stops `ros2 launch` with one line ("Caught exception in
+launch ...: <reason>", exit code 1) before any process exists.
 """
 
+import difflib
 import os
+import sys
 
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix
-from launch.actions import OpaqueFunction
+from launch.actions import OpaqueFunction, Shutdown
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 
@@ -19,21 +23,51 @@ class LaunchRefused(RuntimeError):
     """A launch argument names a file or package that is not there."""
 
 
-def refuse_bad_arguments(files=(), packages=()):
-    """An action that refuses missing parameter files and packages, before any node starts.
+#: What `ros2 launch` itself adds to a file's arguments (its --launch-prefix options).
+_ROS2_LAUNCH_ARGUMENTS = ("launch-prefix", "launch-prefix-filter")
+
+
+def refuse_bad_arguments(declared, files=(), packages=()):
+    """An action that refuses undeclared arguments, missing parameter files and packages, before any node starts.
 
     Args:
+        declared: the file's DeclareLaunchArgument actions: on the `ros2 launch` command line,
+            any other `name:=value` is refused.
         files: names of launch arguments that hold file paths (parameter or questions files).
         packages: (package, argument) pairs: the package must be installed when the boolean
             launch argument is true; argument None: always.
 
     Returns:
-        An OpaqueFunction to put before the launch description's nodes.
+        An OpaqueFunction to put after the declarations and before the launch description's nodes.
     """
-    return OpaqueFunction(function=_check, args=[tuple(files), tuple(packages)])
+    names = tuple(argument.name for argument in declared)
+    return OpaqueFunction(function=_check, args=[names, tuple(files), tuple(packages)])
 
 
-def _check(context, files, packages):
+def _given_on_the_command_line(context):
+    """Names of the `name:=value` arguments `ros2 launch` was given for this very file, else ().
+
+    Only a file started by `ros2 launch` is checked: one included by another launch file sees
+    that file's arguments too, which are not its to refuse.
+    """
+    path = getattr(context.locals, "current_launch_file_path", None)
+    started = {os.path.basename(arg) for arg in sys.argv[1:] if arg.endswith(".py")}
+    if not path or os.path.basename(path) not in started:
+        return ()
+    return tuple(arg.split(":=", 1)[0] for arg in context.argv if ":=" in arg)
+
+
+def _check(context, declared, files, packages):
+    unknown = [name for name in _given_on_the_command_line(context) if name not in (*declared, *_ROS2_LAUNCH_ARGUMENTS)]
+    if unknown:
+        name = unknown[0]
+        value = context.launch_configurations.get(name, "")
+        close = difflib.get_close_matches(name, declared, n=1)
+        hint = f"did you mean {close[0]}? " if close else ""
+        launch_file = os.path.basename(context.locals.current_launch_file_path)
+        raise LaunchRefused(
+            f"{name}:={value}: {launch_file} has no such argument; {hint}it takes {', '.join(declared)}"
+        )
     for name in files:
         path = context.launch_configurations.get(name, "")
         if not os.path.isfile(path):
@@ -47,3 +81,25 @@ def _check(context, files, packages):
             needed = f" (needed by {argument}:=true)" if argument else ""
             raise LaunchRefused(f"package '{package}' is not installed{needed}") from None
     return []
+
+
+def end_the_launch_with(name):
+    """An ``on_exit`` for a node the others cannot do without: when it ends, the launch ends.
+
+    A node that failed (say, a driver refused because another holds its port) stops
+    `ros2 launch` with one line and exit code 1; one that ended cleanly (Ctrl-C) just shuts
+    the rest down.
+
+    Args:
+        name: the node, as the line names it.
+
+    Returns:
+        A callable for launch_ros ``Node(on_exit=...)``.
+    """
+
+    def on_exit(event, context):
+        if event.returncode not in (0, None) and not context.is_shutdown:
+            raise LaunchRefused(f"{name} ended with exit code {event.returncode} (its line above says why)")
+        return [Shutdown(reason=f"{name} ended")]
+
+    return on_exit

@@ -74,7 +74,7 @@ class NeuralPredictor(Node):
 
         torch.set_num_threads(threads)
         self.cumulant = declare(self, "cumulant_name", "reward", "name of the predicted signal", read_only=True)
-        self.published = PublishedTimescales(self)
+        self.published = PublishedTimescales(self, config.tau_max)
         rate = declare(
             self, "publish_rate", 10.0, "predictions per second at most (0: none)", low=0.0, high=1000.0, read_only=True
         )

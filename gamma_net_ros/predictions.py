@@ -27,14 +27,42 @@ class PublishedTimescales:
     """The ``publish_scale`` and ``publish_timescales`` parameters of ``node``, as validated gammas.
 
     The node calls :meth:`validate` from its set-parameters callback and :meth:`apply` from its
-    post-set callback; :attr:`gammas` always holds valid discounts.
+    post-set callback; :attr:`gammas` always holds valid discounts, none beyond ``largest_tau``
+    (where ``predict_at`` refuses to answer, published values would be as unbounded).
+
+    Args:
+      node: the predictor node (declares the two parameters, changeable at run time).
+      largest_tau: the largest timescale the learner trains on, as tau (its ``tau_max``).
+      default: the default ``publish_timescales``, as tau.
+
+    Raises:
+      ValueError: the timescales at start are not valid, or lie beyond ``largest_tau``, naming the value.
     """
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: Node, largest_tau: float, *, default=PROBE_TAUS) -> None:
         self.node = node
+        self.largest_tau = float(largest_tau)
         scale = declare(node, "publish_scale", "tau", "how publish_timescales is given: tau or gamma")
-        timescales = declare(node, "publish_timescales", list(PROBE_TAUS), "timescales to publish")
-        self.gammas = to_gammas(timescales, scale)
+        timescales = declare(node, "publish_timescales", [float(t) for t in default], "timescales to publish")
+        self.gammas = self.checked(timescales, scale)
+
+    def checked(self, timescales, scale: str) -> np.ndarray:
+        """``timescales`` on ``scale`` as gammas; ValueError naming a bad one or one beyond ``largest_tau``."""
+        try:
+            gammas = to_gammas(timescales, scale)
+        except ValueError as exc:
+            raise ValueError(f"publish_timescales refused: {exc}") from None
+        with np.errstate(divide="ignore"):  # gamma 1.0: tau inf, beyond any learner
+            taus = 1.0 / (1.0 - gammas)
+        beyond = np.flatnonzero(taus > self.largest_tau * (1.0 + 1e-9))
+        if beyond.size:
+            i = int(beyond[0])
+            largest = f"tau {self.largest_tau:g}" if scale == "tau" else f"gamma {1.0 - 1.0 / self.largest_tau!r}"
+            raise ValueError(
+                f"publish_timescales refused: {scale} {float(np.atleast_1d(timescales)[i])!r} at index {i} is "
+                f"beyond the largest timescale the learner trains on, {largest} (its tau_max)"
+            )
+        return gammas
 
     def validate(self, parameters) -> SetParametersResult:
         values = {p.name: p.value for p in parameters}
@@ -42,9 +70,9 @@ class PublishedTimescales:
             scale = values.get("publish_scale", self.node.get_parameter("publish_scale").value)
             timescales = values.get("publish_timescales", self.node.get_parameter("publish_timescales").value)
             try:
-                to_gammas(timescales, scale)
+                self.checked(timescales, scale)
             except ValueError as exc:
-                return SetParametersResult(successful=False, reason=f"publish_timescales refused: {exc}")
+                return SetParametersResult(successful=False, reason=str(exc))
         return SetParametersResult(successful=True)
 
     def apply(self, parameters) -> bool:
@@ -52,7 +80,7 @@ class PublishedTimescales:
         if not any(p.name in ("publish_timescales", "publish_scale") for p in parameters):
             return False
         scale = self.node.get_parameter("publish_scale").value
-        self.gammas = to_gammas(self.node.get_parameter("publish_timescales").value, scale)
+        self.gammas = self.checked(self.node.get_parameter("publish_timescales").value, scale)
         self.node.get_logger().info(f"publishing at gamma {np.round(self.gammas, 6).tolist()}")
         return True
 

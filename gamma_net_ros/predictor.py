@@ -60,7 +60,7 @@ class Predictor(Node):
             ),
             learn=declare(self, "learn", True, "learn from the stream (false: predict only)"),
         )
-        self.published = PublishedTimescales(self)
+        self.published = PublishedTimescales(self, self.online.timescales.tau_max)
         self.requests = TimescaleRequests(self, self.online.timescales.tau_max)
         self.stamp_source = declare(
             self, "stamp_source", "header", "state time: header (the reading's stamp) or arrival", read_only=True

@@ -18,30 +18,33 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import refuse_bad_arguments
+from gamma_net_ros.launch_checks import end_the_launch_with, refuse_bad_arguments
 
 
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
     params = LaunchConfiguration("params_file")
     dynamixel_params = LaunchConfiguration("dynamixel_params_file")
+    arguments = [
+        DeclareLaunchArgument("port", default_value="/dev/ttyUSB0", description="the servos' serial port"),
+        DeclareLaunchArgument(
+            "params_file", default_value=os.path.join(config, "arm.yaml"), description="arm, teleop, predictor"
+        ),
+        DeclareLaunchArgument(
+            "dynamixel_params_file",
+            default_value=os.path.join(config, "dynamixel.yaml"),
+            description="the Dynamixel driver's parameters",
+        ),
+        DeclareLaunchArgument("joy", default_value="false", description="start the joy package's joy_node"),
+        DeclareLaunchArgument(
+            "scripted_operator", default_value="false", description="steer by the simulated operator"
+        ),
+    ]
     return LaunchDescription(
         [
-            DeclareLaunchArgument("port", default_value="/dev/ttyUSB0", description="the servos' serial port"),
-            DeclareLaunchArgument(
-                "params_file", default_value=os.path.join(config, "arm.yaml"), description="arm, teleop, predictor"
-            ),
-            DeclareLaunchArgument(
-                "dynamixel_params_file",
-                default_value=os.path.join(config, "dynamixel.yaml"),
-                description="the Dynamixel driver's parameters",
-            ),
-            DeclareLaunchArgument("joy", default_value="false", description="start the joy package's joy_node"),
-            DeclareLaunchArgument(
-                "scripted_operator", default_value="false", description="steer by the simulated operator"
-            ),
-            # Before any node starts: a missing parameter file or joy package stops the launch.
-            refuse_bad_arguments(files=["params_file", "dynamixel_params_file"], packages=[("joy", "joy")]),
+            *arguments,
+            # Before any node starts: an undeclared argument, a missing parameter file or joy package stops the launch.
+            refuse_bad_arguments(arguments, files=["params_file", "dynamixel_params_file"], packages=[("joy", "joy")]),
             # namespace="" names each node fully, so launch_ros files the overrides (port) under the
             # node's name, where they win over the YAML's section for the node.
             Node(
@@ -51,6 +54,10 @@ def generate_launch_description():
                 namespace="",
                 parameters=[dynamixel_params, {"port": LaunchConfiguration("port")}],
                 output="screen",
+                # Without its driver the rest only does harm: a second launch on a port already
+                # driven (refused, one bus, one driver) would otherwise leave its operator
+                # commanding the first launch's arm.
+                on_exit=end_the_launch_with("dynamixel_driver"),
             ),
             Node(
                 package="gamma_net_ros",

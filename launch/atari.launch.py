@@ -2,17 +2,19 @@
 
 ros2 launch gamma_net_ros atari.launch.py shard_dir:=runs/centipede
 ros2 launch gamma_net_ros atari.launch.py shard_dir:=runs/centipede params_file:=my_atari.yaml
+ros2 launch gamma_net_ros atari.launch.py shard_dir:=runs/centipede checkpoint_path:=~/.ros/gamma_net/centipede.pt
 
-Both nodes read config/atari.yaml (or params_file); shard_dir overrides the bridge's. The
-bridge waits until the predictor reports on transitions/taken, then delivers every
-transition without loss at the predictor's pace (gamma_net_ros/flow_control.py).
+Both nodes read config/atari.yaml (or params_file); shard_dir overrides the bridge's, and
+checkpoint_path (when given) the predictor's. The bridge waits until the predictor reports on
+transitions/taken, then delivers every transition without loss at the predictor's pace
+(gamma_net_ros/flow_control.py).
 """
 
 import os
 
 from ament_index_python.packages import get_package_share_directory
 from launch import LaunchDescription
-from launch.actions import DeclareLaunchArgument
+from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
@@ -21,29 +23,42 @@ from gamma_net_ros.launch_checks import refuse_bad_arguments
 
 def generate_launch_description():
     default_params = os.path.join(get_package_share_directory("gamma_net_ros"), "config", "atari.yaml")
-    params = LaunchConfiguration("params_file")
-    shard_dir = LaunchConfiguration("shard_dir")
+    arguments = [
+        DeclareLaunchArgument("params_file", default_value=default_params, description="YAML parameter file"),
+        DeclareLaunchArgument("shard_dir", description="recording to replay (gamma-net atari record --out DIR)"),
+        DeclareLaunchArgument(
+            "checkpoint_path",
+            default_value="",
+            description="where to keep the learner ('' = as params_file says; config/atari.yaml: in memory)",
+        ),
+    ]
     return LaunchDescription(
-        [
-            DeclareLaunchArgument("params_file", default_value=default_params, description="YAML parameter file"),
-            DeclareLaunchArgument("shard_dir", description="recording to replay (gamma-net atari record --out DIR)"),
-            refuse_bad_arguments(files=["params_file"]),
-            # namespace="": the nodes' full names key the overrides, which then win over the YAML.
-            Node(
-                package="gamma_net_ros",
-                executable="neural_predictor",
-                name="neural_predictor",
-                namespace="",
-                parameters=[params],
-                output="screen",
-            ),
-            Node(
-                package="gamma_net_ros",
-                executable="ale_bridge",
-                name="ale_bridge",
-                namespace="",
-                parameters=[params, {"shard_dir": shard_dir}],
-                output="screen",
-            ),
-        ]
+        [*arguments, refuse_bad_arguments(arguments, files=["params_file"]), OpaqueFunction(function=_nodes)]
     )
+
+
+def _nodes(context):
+    params = LaunchConfiguration("params_file")
+    # Only a checkpoint_path given here overrides the params file's: a default of '' would silently
+    # turn off the checkpoints a user's params_file asks for, and the learning with them.
+    checkpoint = context.launch_configurations.get("checkpoint_path", "")
+    overrides = {"checkpoint_path": checkpoint} if checkpoint else {}
+    # namespace="": the nodes' full names key the overrides, which then win over the YAML.
+    return [
+        Node(
+            package="gamma_net_ros",
+            executable="neural_predictor",
+            name="neural_predictor",
+            namespace="",
+            parameters=[params, overrides] if overrides else [params],
+            output="screen",
+        ),
+        Node(
+            package="gamma_net_ros",
+            executable="ale_bridge",
+            name="ale_bridge",
+            namespace="",
+            parameters=[params, {"shard_dir": LaunchConfiguration("shard_dir")}],
+            output="screen",
+        ),
+    ]

@@ -25,21 +25,24 @@ from gamma_net_ros.launch_checks import refuse_bad_arguments
 
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
+    arguments = [
+        DeclareLaunchArgument(
+            "questions_file", default_value=os.path.join(config, "horde.yaml"), description="the questions YAML"
+        ),
+        DeclareLaunchArgument(
+            "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
+        ),
+        DeclareLaunchArgument("learn", default_value="true", description="learn (false: predict only)"),
+        DeclareLaunchArgument(
+            "tick_topic",
+            default_value="",
+            description="a questions' topic whose every message is a tick ('' = the clock at rate_hz)",
+        ),
+    ]
     return LaunchDescription(
         [
-            DeclareLaunchArgument(
-                "questions_file", default_value=os.path.join(config, "horde.yaml"), description="the questions YAML"
-            ),
-            DeclareLaunchArgument(
-                "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
-            ),
-            DeclareLaunchArgument("learn", default_value="true", description="learn (false: predict only)"),
-            DeclareLaunchArgument(
-                "tick_topic",
-                default_value="",
-                description="a questions' topic whose every message is a tick ('' = the clock at rate_hz)",
-            ),
-            refuse_bad_arguments(files=["questions_file"]),
+            *arguments,
+            refuse_bad_arguments(arguments, files=["questions_file"]),
             Node(
                 package="gamma_net_ros",
                 executable="horde",

@@ -22,15 +22,18 @@ from gamma_net_ros.launch_checks import refuse_bad_arguments
 
 def generate_launch_description():
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
+    arguments = [
+        DeclareLaunchArgument(
+            "params_file", default_value=os.path.join(config, "arm.yaml"), description="the predictor's parameters"
+        ),
+        DeclareLaunchArgument(
+            "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
+        ),
+    ]
     return LaunchDescription(
         [
-            DeclareLaunchArgument(
-                "params_file", default_value=os.path.join(config, "arm.yaml"), description="the predictor's parameters"
-            ),
-            DeclareLaunchArgument(
-                "checkpoint_path", default_value="", description="where to keep the learner ('' = in memory)"
-            ),
-            refuse_bad_arguments(files=["params_file"]),
+            *arguments,
+            refuse_bad_arguments(arguments, files=["params_file"]),
             # namespace="" names the node fully (/predictor): launch_ros then files the overrides
             # below under the node's name, so they win over the YAML's predictor section
             # (under the wildcard /** they would lose to it).

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from gamma_net_core.horde.questions import load_questions
-from gamma_net_ros.bench.horde import _latencies, questions_doc
+from gamma_net_ros.bench.horde import _latencies, questions_doc, waited_for_a_cpu, waited_on_collection
 
 pytestmark = [pytest.mark.ros]
 
@@ -31,12 +31,30 @@ def test_latencies_pair_each_tick_with_the_newest_message_before_it():
     np.testing.assert_allclose(message, [0.008, 0.009, 0.007], atol=1e-9)
 
 
+def test_slow_samples_are_matched_to_the_collections_they_waited_on():
+    sent_at = np.array([1.000, 1.010, 1.020, 1.030])
+    latency = np.array([0.002, 0.009, 0.008, 0.006])  # the last three are slow (over 5 ms)
+    pauses = [(1.012, 1.018, 2), (1.0305, 1.0306, 0), (2.0, 2.1, 2)]
+    # In flight: sample 2 from 1.010 to 1.019 (the first collection), sample 3 from 1.020 to 1.028
+    # (none: the first ended at 1.018), sample 4 from 1.030 to 1.036 (the second).
+    assert waited_on_collection(sent_at, latency, pauses, slow_s=0.005) == (3, 2)
+    assert waited_on_collection(sent_at, latency, [], slow_s=0.005) == (3, 0)
+
+
+def test_slow_samples_are_matched_to_the_nodes_waits_for_a_cpu():
+    sent_at = np.array([1.00, 1.01, 1.02, 1.03, 1.04])
+    latency = np.array([0.002, 0.025, 0.016, 0.006, 0.007])  # arrivals 1.002, 1.035, 1.036, 1.036, 1.047
+    cpu_wait = np.array([0.0, 0.030, 0.0, 0.0, 0.001])  # 30 ms off the cores between 1.002 and 1.035
+    # The burst (samples 2 to 4) was in flight during that wait; sample 5 (1.040..1.047) waited 1 ms only.
+    assert waited_for_a_cpu(sent_at, latency, cpu_wait, slow_s=0.005) == 3
+
+
 @pytest.mark.slow
 def test_bench_horde_node_reports_latency(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
         [sys.executable, "-m", "gamma_net_core.cli", "bench", "horde-node", "--questions", "3", "--rate", "20"]
-        + ["--seconds", "1", "--json", str(out)],
+        + ["--seconds", "1", "--runs", "2", "--json", str(out)],
         capture_output=True,
         text=True,
         timeout=180,
@@ -63,3 +81,9 @@ def test_bench_horde_node_reports_latency(tmp_path):
         == throughput["tick_topic: PredictionArrays received"]
     )
     assert throughput["PlainOnlineError / OnlineError, p50"] > 0
+    # --runs 2: each run's p99, with the node's garbage collections traced beside it.
+    runs = report["tables"][2]["rows"]
+    assert [row[:2] for row in runs] == [[1, "on"], [2, "on"]]
+    assert all(0 < row[2] <= row[3] <= row[4] and 10 <= row[5] <= 20 and row[7] <= row[6] for row in runs)
+    assert all(row[10] <= row[6] and 0 <= row[11] for row in runs)  # read from /proc/PID/schedstat
+    assert len(report["data"]["runs_p99_ms"]) == 2

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 import signal
 import time
 
@@ -10,7 +11,7 @@ import numpy as np
 import pytest
 
 from gamma_net_ros.hardware import control_table as ct
-from gamma_net_ros.hardware.bus import DynamixelBus, PortLost, ReadFailed, ServoError, TickCheck
+from gamma_net_ros.hardware.bus import DynamixelBus, PortBusy, PortLost, ReadFailed, ServoError, TickCheck
 from gamma_net_ros.hardware.control_table import OperatingMode
 from gamma_net_ros.hardware.emulator import ServoBank, ServoEmulator
 from gamma_net_ros.hardware.emulator.bank import ARM_DAMPING
@@ -251,3 +252,46 @@ def test_a_vanished_port_is_reported_and_reopened(emulator, bus):
     emulator.reconnect()
     bus.connect(OperatingMode.VELOCITY)
     np.testing.assert_array_equal(bus.read().position, held_position(emulator))
+
+
+def test_a_second_bus_on_the_same_port_is_refused_and_the_first_keeps_reading(emulator, bus):
+    bus.connect(OperatingMode.VELOCITY)
+    second = DynamixelBus(emulator.port, ids=[1, 2])
+    with pytest.raises(PortBusy, match=rf"in use by another program \(process {os.getpid()}\)"):
+        second.connect(OperatingMode.VELOCITY)
+    assert not second.is_open
+    reads = 0
+    deadline = time.monotonic() + 30
+    while reads < 10 and time.monotonic() < deadline:
+        try:
+            bus.read()
+            reads += 1
+        except ReadFailed:
+            pass  # a reply late on a loaded machine (the tick check's business), not the second bus
+    # The first bus kept its port: read on, never lost it, never reopened it.
+    assert reads == 10 and bus.stats.port_losses == 0 and bus.stats.opens == 1, bus.stats
+    bus.close()
+    second.connect(OperatingMode.VELOCITY)  # free again once the first let go
+    second.close()
+
+
+@pytest.mark.parametrize(
+    "registers, named",
+    [
+        # A minimum 6.6e6 rad above the maximum: what a driver sharing its port once read back.
+        ({ct.MIN_POSITION_LIMIT: 0xFFFFFFFF}, "limits refused: position 6.58839e+06..3.14006 rad"),
+        ({ct.MIN_POSITION_LIMIT: 3000, ct.MAX_POSITION_LIMIT: 1000}, "the minimum is not below the maximum"),
+        ({ct.VELOCITY_LIMIT: 8424}, "velocity limit 202.014 rad/s (8424 units) is outside 1..1023 units"),
+        ({ct.VELOCITY_LIMIT: 0}, "velocity limit 0 rad/s (0 units)"),
+    ],
+    ids=["min-beyond-a-revolution", "min-above-max", "velocity-202-rad-s", "velocity-0"],
+)
+def test_impossible_servo_limits_are_never_accepted(emulator, registers, named):
+    for register, value in registers.items():
+        emulator.bank.set(2, register, value)
+    bus = DynamixelBus(emulator.port, ids=[1, 2], retries=1)
+    with pytest.raises(ServoError, match=r"servo 2 on .* limits refused") as refused:
+        bus.connect(OperatingMode.VELOCITY)
+    assert named in str(refused.value), refused.value
+    assert not bus.is_open
+    assert not any(s["torque"] for s in emulator.state()["servos"].values())  # nothing was switched on

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 
 import numpy as np
@@ -335,3 +336,23 @@ def test_diagnostics_name_the_current_cause_while_the_bus_is_down(emulator, exec
     count = len(listener.states)
     assert spin(executor, lambda: len(listener.states) >= count + 5, timeout=10)
     assert spin(executor, lambda: listener.status().get("level") == DiagnosticStatus.OK, timeout=5)
+
+
+def test_a_second_driver_on_the_same_port_is_refused_and_the_first_is_undisturbed(emulator, executor, spin):
+    port, client = emulator
+    listener = Listener(executor)
+    first = start_driver(executor, port)
+    assert spin(executor, lambda: len(listener.states) >= 5, timeout=15)
+    command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
+                           params={"port": port}, node="dynamixel_driver")  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Traceback" not in output
+    (line,) = [line for line in output.splitlines() if "refusing to start" in line]
+    assert f"{port} is in use by another program (process {os.getpid()})" in line, line
+    count = len(listener.states)
+    assert spin(executor, lambda: len(listener.states) >= count + 10, timeout=15)
+    # The first driver never lost its bus (before the lock: 7 reconnects in 15 s), torque still on.
+    assert first.counts["reconnects"] == 0 and first.bus.stats.port_losses == 0, first.counts
+    assert first.bus.stats.opens == 1 and servo_state(client, "torque").all()

@@ -356,9 +356,36 @@ def _bad_nested(doc):
     return doc
 
 
+def _index_beyond_a_fixed_array(doc):
+    doc["state"][0] = {"topic": "/imu", "type": "sensor_msgs/msg/Imu", "field": "orientation_covariance[9]"}
+    doc["state"][0].update(low=-1.0, high=1.0)
+    return doc
+
+
+def _second_type_for_a_topic(doc):
+    doc["questions"][2]["cumulant"]["topic"] = "/joint_states"  # voltage of a BatteryState on a JointState topic
+    return doc
+
+
+def _tau_beyond_tau_max(doc):
+    doc["publish_taus"] = [1.0, 1000.0]  # timescales.tau_max is 20
+    return doc
+
+
 @pytest.mark.parametrize(
     "change, needle",
     [
+        (
+            _index_beyond_a_fixed_array,
+            "state[0] on /imu: field 'orientation_covariance[9]' of sensor_msgs/msg/Imu: index 9 is out of range: "
+            "'orientation_covariance' holds exactly 9 elements",
+        ),
+        (
+            _second_type_for_a_topic,
+            "question 'voltage' cumulant on /joint_states: type sensor_msgs/msg/BatteryState, but state[0] on the same "
+            "topic says sensor_msgs/msg/JointState; a topic carries one type",
+        ),
+        (_tau_beyond_tau_max, "publish_timescales refused: tau 1000.0 at index 1 is beyond the largest timescale"),
         (
             _bad_field,
             "field 'volts' of sensor_msgs/msg/BatteryState: sensor_msgs/msg/BatteryState has no field 'volts'",
@@ -416,6 +443,13 @@ def test_predict_at_refuses_timescales_beyond_the_trained_ones_and_published_one
     assert not answer.success and "tau 40 at index 1 is beyond" in answer.message
     result = horde.set_parameters([Parameter("publish_timescales", value=[2.0, 0.5])])[0]
     assert not result.successful and "got 0.5" in result.reason
+    # What predict_at refuses is not published either.
+    result = horde.set_parameters([Parameter("publish_timescales", value=[1000.0])])[0]
+    assert not result.successful and "tau 1000.0 at index 0 is beyond" in result.reason, result.reason
+    result = horde.set_parameters_atomically(
+        [Parameter("publish_scale", value="gamma"), Parameter("publish_timescales", value=[0.999])]
+    )
+    assert not result.successful and "gamma 0.999 at index 0 is beyond" in result.reason, result.reason
     assert horde.set_parameters([Parameter("publish_timescales", value=[2.0, 20.0])])[0].successful
     play(executor, spin, horde, rig, range(3, 5))
     np.testing.assert_allclose(1 / (1 - np.asarray(rig.predictions[-1].gammas)), [2.0, 20.0])
@@ -534,3 +568,19 @@ def test_tick_topic_works_through_a_burst_of_messages_instead_of_dropping_them(e
     assert spin(executor, lambda: horde.ticks == 6, timeout=10), horde.ticks
     assert spin(executor, lambda: len(rig.predictions) == 6, timeout=10), len(rig.predictions)
     assert horde.learner.update_count == 5
+
+
+def test_start_up_objects_are_frozen_out_of_garbage_collection(executor, spin, tmp_path):
+    import gc
+
+    gc.unfreeze()
+    try:
+        start(executor, spin, tmp_path, gc_freeze=False)
+        assert gc.get_freeze_count() == 0
+        # By default: what start-up made is out of the collector's reach (a full collection walked
+        # it all, 138-241 ms on a loaded machine, just after start: docs/benchmarks.md).
+        horde = Horde(parameter_overrides=[Parameter("questions_file", value=str(tmp_path / "questions.yaml"))])
+        assert horde.gc_frozen and gc.get_freeze_count() > 10_000
+        horde.destroy_node()
+    finally:
+        gc.unfreeze()  # this test process is no node's

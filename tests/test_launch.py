@@ -195,6 +195,38 @@ def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emul
     assert checkpoint.is_file(), run.output
 
 
+@pytest.mark.slow
+def test_a_second_arm_launch_on_the_same_port_is_refused_and_the_first_runs_on(tmp_path, start_emulator):
+    link, client = start_emulator(positions=(-0.7, 1.7))
+    first = launch(
+        "gamma_net_ros", "arm.launch.py", f"port:={link}", "scripted_operator:=true", cwd=tmp_path,
+        log_path=tmp_path / "first.log",
+    )  # fmt: skip
+    states = echo_once("/joint_states", "sensor_msgs/msg/JointState", tmp_path)
+    try:
+        assert "position:" in received(states), first.output  # the first drives the servos
+        # The second driver finds the port locked; the launch ends, in one line, before its
+        # operator could command the first launch's arm.
+        second = ros2("launch", "gamma_net_ros", "arm.launch.py", f"port:={link}", "scripted_operator:=true",
+                      cwd=tmp_path, timeout=180)  # fmt: skip
+        assert second.returncode == 1, second.stdout
+        (fatal,) = [line for line in second.stdout.splitlines() if "refusing to start" in line]
+        assert f"{link} is in use by another program" in fatal, second.stdout
+        launch_errors = [line for line in second.stdout.splitlines() if "[ERROR] [launch]" in line]
+        assert launch_errors == [
+            "[ERROR] [launch]: Caught exception in launch (see debug for traceback): "
+            "dynamixel_driver ended with exit code 1 (its line above says why)"
+        ], second.stdout
+        # The first launch's driver never lost its port (before the lock: 7 reconnects in 15 s).
+        states = echo_once("/joint_states", "sensor_msgs/msg/JointState", tmp_path)
+        assert "position:" in received(states), first.output
+        assert client.state()["servos"][1]["torque"]
+    finally:
+        code = first.interrupt()
+    assert code == 0, first.output
+    assert "servo bus lost" not in first.output and "not ready" not in first.output, first.output
+
+
 @pytest.fixture(scope="module")
 def recording(tmp_path_factory):
     """A real Atari recording, tiny: `gamma-net atari record`."""
@@ -211,7 +243,7 @@ def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, reco
     checkpoint = tmp_path / "centipede.pt"
     document = yaml.safe_load((CONFIG / "atari.yaml").read_text())
     section = document["neural_predictor"]["ros__parameters"]
-    section.update(checkpoint_path=str(checkpoint), publish_rate=20.0)
+    section.update(checkpoint_path="", publish_rate=20.0)  # the launch argument gives it
     # Tiny replay: learning starts within the recording, and the checkpoint stays small.
     section["learner"].update(replay_capacity=500, min_replay_history=64, batch_size=4, target_sync_period=50)
     document["ale_bridge"]["ros__parameters"]["shard_dir"] = "/nowhere"  # the launch argument must win
@@ -225,6 +257,7 @@ def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, reco
         "atari.launch.py",
         f"shard_dir:={recording}",
         f"params_file:={params}",
+        f"checkpoint_path:={checkpoint}",
         cwd=tmp_path,
         log_path=tmp_path / "launch.log",
     )
@@ -249,6 +282,21 @@ REFUSALS = [
     (["arm.launch.py", "joy:=true"], "package 'joy' is not installed"),
     (["atari.launch.py", "shard_dir:=runs/x", "params_file:=/nonexistent/a.yaml"], "params_file:=/nonexistent/a.yaml"),
     (["horde.launch.py", "questions_file:=/nonexistent"], "questions_file:=/nonexistent: no such file"),
+    # An argument the file does not declare: ros2 launch itself would take it without a word.
+    (
+        ["playback.launch.py", "bag:=runs/arm/joint_states"],
+        "bag:=runs/arm/joint_states: playback.launch.py has no such argument; it takes params_file, checkpoint_path",
+    ),
+    (["playback.launch.py", "chekpoint_path:=a.npz"], "has no such argument; did you mean checkpoint_path?"),
+    (
+        ["arm.launch.py", "prot:=/dev/ttyUSB1"],
+        "prot:=/dev/ttyUSB1: arm.launch.py has no such argument; did you mean port?",
+    ),
+    (["atari.launch.py", "shard_dir:=runs/x", "checkpoint:=c.pt"], "did you mean checkpoint_path?"),
+    (
+        ["horde.launch.py", "tick_topics:=/joint_states"],
+        "horde.launch.py has no such argument; did you mean tick_topic?",
+    ),
 ]
 
 

@@ -7,6 +7,8 @@ message names the timescale on the scale the request used (a huge τ as τ, not 
 
 from __future__ import annotations
 
+import subprocess
+
 import pytest
 from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
@@ -16,6 +18,7 @@ from sensor_msgs.msg import JointState
 
 from gamma_net_ros.neural_predictor import NeuralPredictor
 from gamma_net_ros.predictor import Predictor
+from gamma_net_ros.processes import node_command
 
 pytestmark = pytest.mark.ros
 TAU, GAMMA = PredictAt.Request.SCALE_TAU, PredictAt.Request.SCALE_GAMMA
@@ -91,3 +94,33 @@ def test_the_trained_bounds_themselves_are_answered(executor, spin):
         answer = call(timescales, scale)
         assert answer.success, answer.message
         assert len(answer.values) == 2
+
+
+@pytest.mark.parametrize("which", ["predictor", "neural_predictor"])
+def test_published_timescales_beyond_the_trained_ones_are_refused_at_run_time(executor, spin, which):
+    node, call = _nodes(executor, spin, which)
+    before = node.published.gammas.copy()
+    for changes, named in (
+        ({"publish_timescales": [10.0, 1000.0]}, "tau 1000.0 at index 1 is beyond"),
+        ({"publish_scale": "gamma", "publish_timescales": [0.5, 0.995]}, "gamma 0.995 at index 1 is beyond"),
+    ):
+        result = node.set_parameters_atomically([Parameter(k, value=v) for k, v in changes.items()])
+        assert not result.successful and named in result.reason, result.reason
+        assert "tau_max" in result.reason
+        assert (node.published.gammas == before).all()  # nothing changed
+        assert not call([1000.0], TAU).success  # predict_at refuses the same timescale
+    assert node.set_parameters([Parameter("publish_timescales", value=[1.0, 100.0])])[0].successful  # tau_max itself
+
+
+@pytest.mark.parametrize("which", ["predictor", "neural_predictor"])
+def test_published_timescales_beyond_the_trained_ones_are_refused_at_start(tmp_path, which):
+    params = {"publish_timescales": [1.0, 1000.0]}
+    if which == "neural_predictor":
+        params.update(TINY)
+    command = node_command(f"gamma_net_ros.{which}", params=params)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    fatal = [line for line in out.splitlines() if "FATAL" in line]
+    assert len(fatal) == 1 and "publish_timescales refused: tau 1000.0 at index 1 is beyond" in fatal[0], out
+    assert "Traceback" not in out

@@ -29,10 +29,20 @@ What goes wrong on a real bus, and what the bus does about it:
 - The device disappears (USB unplugged; the emulator's disconnect): the SDK raises
   ``termios.error``, ``serial.SerialException`` or ``OSError``; the bus closes the port and
   raises :class:`PortLost`. :meth:`DynamixelBus.open` then fails until the device is back.
+- Another program opens the same port (a second driver): both would send requests and each
+  would read the other's replies, taking them for its own (a servo's limits once read back as
+  6.6e6 rad). The bus holds an exclusive lock on the port (``flock``, as pyserial's
+  ``exclusive=True``), taken before the port is configured or flushed, so the holder is never
+  disturbed; a second bus is refused with :class:`PortBusy`, naming the process that holds it.
+- Limits read back that no servo can hold (a minimum above the maximum, outside one
+  revolution, a speed beyond the register's range) are re-read, then refused
+  (:class:`ServoError`): clamping goals to them would freeze or fling a joint.
 """
 
 from __future__ import annotations
 
+import errno
+import os
 import termios
 import time
 from collections.abc import Callable, Sequence
@@ -89,6 +99,48 @@ class ServoError(BusError):
 
 class LatencyTooHigh(BusError):
     """Replies take longer than a control cycle allows: a setting to change, not a fault to retry."""
+
+
+class PortBusy(BusError):
+    """Another process holds the port (its exclusive lock): sharing a bus would mix up the replies."""
+
+
+class ExclusivePortHandler(PortHandler):
+    """dynamixel_sdk's PortHandler, opening the port with pyserial's ``exclusive=True``.
+
+    The lock is taken right after the device is opened, before its settings are changed or its
+    input flushed: a refused second opener leaves the holder's line untouched. The SDK's own
+    ``setupPort`` opens the port without it.
+    """
+
+    def setupPort(self, cflag_baud):  # the SDK calls it by this name
+        if self.is_open:
+            self.closePort()
+        self.ser = serial.Serial(
+            port=self.port_name, baudrate=self.baudrate, bytesize=serial.EIGHTBITS, timeout=0, exclusive=True
+        )
+        self.is_open = True
+        self.ser.reset_input_buffer()
+        self.tx_time_per_byte = (1000.0 / self.baudrate) * 10.0
+        return True
+
+
+def lock_holders(path: str) -> list[int]:
+    """Ids of the processes holding a ``flock`` on the file at ``path`` (from /proc/locks; [] if unknown)."""
+    try:
+        info = os.stat(path)
+        lines = open("/proc/locks").read().splitlines()
+    except OSError:
+        return []
+    # /proc/locks names the file by the filesystem it lives on (st_dev, in hex) and its inode.
+    wanted = f"{os.major(info.st_dev):02x}:{os.minor(info.st_dev):02x}:{info.st_ino}"
+    holders = []
+    for line in lines:
+        fields = line.split()
+        # "1: FLOCK  ADVISORY  WRITE 1234 00:1a:5 0 EOF"
+        if len(fields) >= 6 and fields[1] == "FLOCK" and fields[5] == wanted:
+            holders.append(int(fields[4]))
+    return holders
 
 
 @dataclass(frozen=True)
@@ -245,10 +297,17 @@ class DynamixelBus:
           PortLost: the device does not exist or cannot be configured.
         """
         self.close(torque_off=False)
-        port = PortHandler(self.port_name)
+        port = ExclusivePortHandler(self.port_name)
         try:
             opened = port.setBaudRate(self.baud_rate)  # setBaudRate opens the port
         except PORT_ERRORS as exc:
+            if getattr(exc, "errno", None) in (errno.EAGAIN, errno.EWOULDBLOCK):
+                holders = lock_holders(self.port_name)
+                by = f" (process {', '.join(map(str, holders))})" if holders else ""
+                self.stats.last_error = (
+                    f"{self.port_name} is in use by another program{by}, e.g. a second driver: one bus, one driver"
+                )
+                raise PortBusy(self.stats.last_error) from exc
             self.stats.last_error = f"cannot open {self.port_name}: {exc}"
             raise PortLost(self.stats.last_error) from exc
         if not opened:
@@ -384,17 +443,34 @@ class DynamixelBus:
                 )
 
     def read_limits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """(position_min rad, position_max rad, velocity_max rad/s) from the servos' EEPROM."""
+        """(position_min rad, position_max rad, velocity_max rad/s) from the servos' EEPROM.
+
+        Raises:
+          ServoError: a servo does not answer, or its limits read back impossible ``retries + 1``
+            times (see :func:`impossible_limits`), naming the servo and the values.
+        """
         first = ct.VELOCITY_LIMIT.address
         length = ct.MIN_POSITION_LIMIT.address + 4 - first
         rows = []
         for dxl_id in self.ids:
-            data = bytes(self._txrx("read limits", dxl_id, self.packet_handler.readTxRx, first, length))
-            if len(data) != length:
-                raise ServoError(f"servo {dxl_id}: limits reply of {len(data)} bytes, expected {length}")
-            rows.append(
-                tuple(_field(data, r, first) for r in (ct.MIN_POSITION_LIMIT, ct.MAX_POSITION_LIMIT, ct.VELOCITY_LIMIT))
-            )
+            for _ in range(self.retries + 1):
+                data = bytes(self._txrx("read limits", dxl_id, self.packet_handler.readTxRx, first, length))
+                if len(data) != length:
+                    raise ServoError(f"servo {dxl_id}: limits reply of {len(data)} bytes, expected {length}")
+                row = tuple(
+                    _field(data, r, first) for r in (ct.MIN_POSITION_LIMIT, ct.MAX_POSITION_LIMIT, ct.VELOCITY_LIMIT)
+                )
+                problem = impossible_limits(*row)
+                if not problem:
+                    break
+                self._poisoned = True  # a reply of another request, maybe: drain before the next
+            else:
+                self.stats.last_error = f"servo {dxl_id} on {self.port_name}: limits refused: {problem}"
+                raise ServoError(
+                    f"{self.stats.last_error} (read {self.retries + 1} times; another program on the bus, or the "
+                    "servo's EEPROM needs resetting)"
+                )
+            rows.append(row)
         low, high, velocity = np.array(rows, dtype=np.int64).T
         return ct.ticks_to_rad(low), ct.ticks_to_rad(high), ct.velocity_units_to_rad_s(velocity)
 
@@ -586,6 +662,25 @@ class DynamixelBus:
         if result != COMM_SUCCESS:
             self.stats.failed_writes += 1
             self.stats.last_error = f"sync write {register.name}: {self.packet_handler.getTxRxResult(result)}"
+
+
+def impossible_limits(position_min: int, position_max: int, velocity_max: int) -> str:
+    """Why limit registers (position ticks, velocity units) cannot be a servo's own; "" if they can be."""
+    low, high = ct.POSITION_LIMIT_TICKS
+    slowest, fastest = ct.VELOCITY_LIMIT_UNITS
+    as_rad = f"position {float(ct.ticks_to_rad(position_min)):.6g}..{float(ct.ticks_to_rad(position_max)):.6g} rad"
+    if not (low <= position_min <= high and low <= position_max <= high):
+        return f"{as_rad} (ticks {position_min}..{position_max}) is beyond one revolution (ticks {low}..{high})"
+    if position_min >= position_max:
+        return f"{as_rad}: the minimum is not below the maximum (ticks {position_min}..{position_max})"
+    if not slowest <= velocity_max <= fastest:
+        speed = float(ct.velocity_units_to_rad_s(velocity_max))
+        top = float(ct.velocity_units_to_rad_s(fastest))
+        return (
+            f"velocity limit {speed:.6g} rad/s ({velocity_max} units) is outside {slowest}..{fastest} units "
+            f"(up to {top:.3g} rad/s)"
+        )
+    return ""
 
 
 def _field(block: bytes, register: ct.Register, start: int = ct.STATE_BLOCK_ADDRESS) -> int:

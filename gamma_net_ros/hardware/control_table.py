@@ -116,6 +116,12 @@ class OperatingMode(IntEnum):
     PWM = 16
 
 
+# What the limit registers can hold on an X-series servo (e-manual, "Range"): a value outside,
+# or a minimum above the maximum, was not read from a servo's EEPROM (a damaged reply, another
+# program on the bus) and would clamp every goal to nonsense.
+POSITION_LIMIT_TICKS = (0, 4095)  # Min/Max Position Limit, position ticks (one revolution)
+VELOCITY_LIMIT_UNITS = (1, 1023)  # Velocity Limit, 0.229 rpm units (0 would hold the joint still)
+
 # Baud Rate register value -> bits per second.
 BAUD_RATES = {0: 9600, 1: 57600, 2: 115200, 3: 1_000_000, 4: 2_000_000, 5: 3_000_000, 6: 4_000_000, 7: 4_500_000}
 

@@ -49,6 +49,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "ros"), "gamma_net_ros.bench.ros", "predictor node latency p50/p99, highest input rate sustained"),
     (("bench", "bridge"), "gamma_net_ros.bench.bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
     (("bench", "horde-node"), "gamma_net_ros.bench.horde", "horde node latency: 100 questions at 100 Hz, p50/p99"),
+    (("bench", "startup"), "gamma_net_ros.bench.startup", "learning nodes: start to first prediction, cold and warm"),
     (
         ("bench", "playback"),
         "gamma_net_ros.bench.playback",

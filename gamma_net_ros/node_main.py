@@ -229,8 +229,15 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
     try:
         while not stop.is_set():
             executor.spin_once(timeout_sec=POLL_S)
-            if warming is not None and warming.finished():
-                warming = None
+            try:
+                if warming is not None and warming.finished():
+                    warming = None
+            except REFUSED as exc:  # settings the node took but its learner cannot run
+                _fatal(name, f"the learner cannot run these settings: {exc}")
+                if hasattr(node, "refused"):
+                    node.refused()
+                code = 1
+                break
             if until is not None and (done := until(node)) is not None:
                 code = done
                 break

@@ -99,10 +99,25 @@ def warm_neural(config) -> None:
     learner.observe_many(rng.random((n, small.feature_size), dtype=np.float32), np.zeros(n))
 
 
-def warm_offline() -> None:
-    """Kernels the offline commands use beside the nodes': tile coding of many rows, exact returns."""
+def warm_offline(learner: GammaNetConfig, timescales: TimescaleSampling) -> None:
+    """Kernels the offline commands use beside the nodes': a recording learned at once (`arm train`),
+    online predictions recorded meanwhile, tile coding of many rows, exact returns.
+
+    Args:
+      learner, timescales: the arm study's settings.
+    """
     from gamma_net_core.returns import discounted_returns
     from gamma_net_core.tilecoding import TileCoder
+
+    rng = np.random.default_rng(0)
+    states = np.full((4, learner.n_state), 0.5)
+    LinearGammaNet(learner, rng=rng).learn_recording(
+        states_t=states,
+        cumulants=np.zeros(4),
+        states_tp1=states,
+        timescales=TimescaleSampler(timescales, rng),
+        probe_gammas=np.array([0.5, 0.9]),
+    )
 
     coder = TileCoder(low=[0.0, 0.0], high=[1.0, 1.0], tilings=[4], widths=[0.5], rng=np.random.default_rng(0))
     coder.active(np.full((3, 2), 0.5))
@@ -126,16 +141,18 @@ def warm_all(*, report: Callable[[str, float], None] | None = None) -> float:
     arm = config_file("arm")
     horde = load_questions(config_file("horde"))
     atari = config_file("atari")
+    arm_learner = load_config(GammaNetConfig, arm, "predictor", "learner")
+    arm_timescales = load_config(TimescaleSampling, arm, "predictor", "timescales")
     parts = {
         "predictor": lambda: warm_linear(
-            load_config(GammaNetConfig, arm, "predictor", "learner"),
-            load_config(TimescaleSampling, arm, "predictor", "timescales"),
+            arm_learner,
+            arm_timescales,
             publish_gammas=to_gammas(load_section(arm, "predictor").get("publish_timescales", [10.0]), "tau"),
         ),
         "horde": lambda: warm_horde(horde),
         "horde (autostep)": lambda: warm_horde(_with_adaptation(horde, "autostep")),
         "neural_predictor": lambda: warm_neural(load_config(NeuralConfig, atari, "neural_predictor", "learner")),
-        "offline": warm_offline,
+        "offline": lambda: warm_offline(arm_learner, arm_timescales),
     }
     began = time.monotonic()
     for name, part in parts.items():

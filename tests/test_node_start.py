@@ -187,3 +187,25 @@ def test_a_cold_predictor_says_it_compiles_then_takes_every_message_of_a_playbac
     last = (tmp_path / "player.log").read_text().strip().splitlines()[-1]
     assert f"published {n}, acknowledged {n}" in last, last
     assert rig.received == n  # one prediction per reading taken
+
+
+@pytest.mark.parametrize("when", ["importing", "compiling"])
+def test_ctrl_c_on_a_launch_whose_predictor_is_starting_ends_every_process_cleanly(tmp_path, monkeypatch, when):
+    from ros2_cli import assert_clean_shutdown, launch
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))  # empty: the predictor compiles for long
+    run = launch("gamma_net_ros", "playback.launch.py", cwd=tmp_path, log_path=tmp_path / "launch.log")
+    try:
+        if when == "importing":
+            assert run.wait_for("process started with pid", timeout=STOP_S), run.output
+            time.sleep(0.5)  # past the interpreter's own start-up (about 0.1 s), inside the imports
+        else:
+            assert run.wait_for("compiling learner kernels", timeout=COLD_START_S), run.output
+        code = run.interrupt(timeout=STOP_S)
+    finally:
+        run.close()
+    out = run.output
+    assert code == 0, out
+    assert_clean_shutdown(out, ["predictor"])
+    assert out.count(STOPPED) == 1, out
+    assert "ready: learner kernels" not in out, out

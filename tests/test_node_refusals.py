@@ -124,16 +124,24 @@ CASES = {
         "predictor", ["--params-file", str(ARM), "-p", "seed:=abc"], ["seed", "'abc'"]
     ),
     "dynamixel_driver-rate-word-over-params-file": Case(
-        "dynamixel_driver", ["--params-file", str(DYNAMIXEL), "-p", "rate_hz:=fast"], ["rate_hz", "'fast'"]
+        "dynamixel_driver",
+        ["--params-file", str(DYNAMIXEL), "-p", "dynamixel_driver:rate_hz:=fast"],
+        ["rate_hz", "'fast'"],
     ),
     "dynamixel_driver-baud-word-over-params-file": Case(
-        "dynamixel_driver", ["--params-file", str(DYNAMIXEL), "-p", "baud_rate:=fast"], ["baud_rate", "'fast'"]
+        "dynamixel_driver",
+        ["--params-file", str(DYNAMIXEL), "-p", "dynamixel_driver:baud_rate:=fast"],
+        ["baud_rate", "'fast'"],
     ),
     "dynamixel_driver-baud-float-over-params-file": Case(
-        "dynamixel_driver", ["--params-file", str(DYNAMIXEL), "-p", "baud_rate:=1000000.0"], ["baud_rate", "1000000.0"]
+        "dynamixel_driver",
+        ["--params-file", str(DYNAMIXEL), "-p", "dynamixel_driver:baud_rate:=1000000.0"],
+        ["baud_rate", "1000000.0"],
     ),
     "dynamixel_driver-ids-words-over-params-file": Case(
-        "dynamixel_driver", ["--params-file", str(DYNAMIXEL), "-p", "ids:=[a,b]"], ["ids", "['a', 'b']"]
+        "dynamixel_driver",
+        ["--params-file", str(DYNAMIXEL), "-p", "dynamixel_driver:ids:=[a,b]"],
+        ["ids", "['a', 'b']"],
     ),
     # a mistyped ROS flag: rcl raised UnknownROSArgsError, a 25-line traceback
     "dynamixel_driver-mistyped-ros-flag": Case(

@@ -266,6 +266,8 @@ def mistyped_overrides(node: Node, argv: Sequence[str]) -> list[str]:
         if (target and target not in names) or not node.has_parameter(key):
             continue
         value = _assignment_value(text)
+        if isinstance(value, list) and not value:
+            continue  # an empty list has no element type to compare
         try:
             given = Parameter.Type.from_parameter_value(value)
         except TypeError:

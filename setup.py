@@ -6,33 +6,58 @@ One distribution, two Python packages:
 - gamma_net_ros: rclpy nodes, thin adapters from messages to gamma_net_core calls.
 """
 
+import runpy
 import sys
 from glob import glob
 from pathlib import Path
 
 from setuptools import find_packages, setup
+from setuptools.command.develop import develop
+from setuptools.command.install_scripts import install_scripts
 
 PACKAGE = "gamma_net_ros"
 
-NODES = {
-    "bag_player": "gamma_net_ros.bag_player:main",
-    "dynamixel_driver": "gamma_net_ros.dynamixel_driver:main",
-    "prediction_monitor": "gamma_net_ros.prediction_monitor:main",
-    "servo_emulator": "gamma_net_ros.hardware.emulator:main",
-    "teleop": "gamma_net_ros.teleop:main",
-    "operator": "gamma_net_ros.operator:main",
-    "predictor": "gamma_net_ros.predictor:main",
-    "ale_bridge": "gamma_net_ros.ale_bridge:main",
-    "neural_predictor": "gamma_net_ros.neural_predictor:main",
-    "transition_counter": "gamma_net_ros.transition_counter:main",
-    "horde": "gamma_net_ros.horde:main",
-}
+# Each node's executable starts in gamma_net_ros/entry.py, which installs the stop handlers before the
+# node's module imports rclpy, numba or torch; read by path, so building needs nothing installed.
+NODES = runpy.run_path(str(Path(__file__).resolve().parent / "gamma_net_ros" / "entry.py"))["NODES"]
 
 # The nodes' executables belong to ROS: colcon (ament_python) runs `setup.py develop` or
 # `setup.py ... install` and puts them in lib/gamma_net_ros/ (setup.cfg) for `ros2 run`.
 # pip and wheels build through PEP 517 and never run those commands: they install `gamma-net`
 # alone, so generic names like `operator` or `teleop` never land on a user's PATH.
 ROS_INSTALL = bool({"develop", "install"} & set(sys.argv[1:]))
+
+#: A node's executable: the stop handlers come before any import that takes time. setuptools' own
+#: console-script wrapper imports importlib.metadata first (0.1 to 1 s on a busy machine), a window
+#: in which Ctrl-C gave a KeyboardInterrupt traceback; so each one is written over with this.
+NODE_SCRIPT = """#!{python}
+import sys
+
+from gamma_net_ros.entry import run
+
+sys.exit(run({name!r}))
+"""
+
+
+def _light_scripts(folder: str) -> None:
+    for name in NODES:
+        script = Path(folder) / name
+        if script.is_file():
+            python = script.read_text().splitlines()[0][2:].strip() or sys.executable
+            script.write_text(NODE_SCRIPT.format(python=python, name=name))
+
+
+class Develop(develop):
+    def run(self):
+        super().run()
+        _light_scripts(self.script_dir)
+
+
+class InstallScripts(install_scripts):
+    def run(self):
+        super().run()
+        _light_scripts(self.install_dir)
+
 
 setup(
     name=PACKAGE,
@@ -67,8 +92,9 @@ setup(
         "hardware": ["dynamixel-sdk>=3.7", "pyserial>=3.5"],
     },
     zip_safe=True,
+    cmdclass={"develop": Develop, "install_scripts": InstallScripts},
     entry_points={
         "console_scripts": ["gamma-net = gamma_net_core.cli:main"]
-        + ([f"{name} = {target}" for name, target in NODES.items()] if ROS_INSTALL else []),
+        + ([f"{name} = gamma_net_ros.entry:{name}" for name in NODES] if ROS_INSTALL else []),
     },
 )

@@ -29,6 +29,7 @@ from gamma_net_core.report import Report, write_json
 #: (words, module, one-line help). Modules under gamma_net_ros need ROS 2 at run time.
 COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("demo",), "gamma_net_ros.demo.arm", "the main job: the arm pipeline on real ROS 2 nodes, no hardware"),
+    (("warmup",), "gamma_net_core.warmup_command", "compile the numba kernels ahead, so nodes start ready"),
     (("timescales",), "gamma_net_core.experiments.timescale_table", "gamma <-> tau table (the paper's Table 1)"),
     (("square-wave",), "gamma_net_core.experiments.square_wave", "the paper's square-wave study (linear Γ-net)"),
     (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
@@ -48,6 +49,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "ros"), "gamma_net_ros.bench.ros", "predictor node latency p50/p99, highest input rate sustained"),
     (("bench", "bridge"), "gamma_net_ros.bench.bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
     (("bench", "horde-node"), "gamma_net_ros.bench.horde", "horde node latency: 100 questions at 100 Hz, p50/p99"),
+    (("bench", "startup"), "gamma_net_ros.bench.startup", "learning nodes: start to first prediction, cold and warm"),
     (
         ("bench", "playback"),
         "gamma_net_ros.bench.playback",

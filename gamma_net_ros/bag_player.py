@@ -89,7 +89,6 @@ class BagPlayer(Node):
         self.publisher = self.create_publisher(JointState, "joint_states", qos)
         self.published = 0
         self.tracker = ConsumerWindow(self, "joint_states", published=lambda: self.published, timeout=consumer_timeout)
-        self.gone_confirmed: list[int] = []  # messages each consumer that went silent had confirmed taking
         self.loop = 0
         self.draining_since: float | None = None
         self.done = False
@@ -148,25 +147,21 @@ class BagPlayer(Node):
                 self._drain()
 
     def _forget_silent(self) -> None:
-        before = dict(self.tracker.consumers)
         gone = self.tracker.forget_silent()
-        if not gone:
-            return
-        for gid, consumer in before.items():
-            if gid not in self.tracker.consumers:
-                self.gone_confirmed.append(consumer.baseline_published + consumer.taken - consumer.baseline_taken)
-        self.get_logger().warning(
-            f"consumer(s) {gone} stopped reporting after taking {min(self.gone_confirmed)} of "
-            f"{self.published} messages: no longer waited for"
-        )
+        if gone:
+            self.get_logger().warning(
+                f"consumer(s) {gone} stopped reporting after taking {self.tracker.confirmed()} of "
+                f"{self.published} messages: no longer waited for"
+            )
 
     def acknowledged(self) -> int | None:
         """Messages every reporting consumer has taken, or every reliable reader acknowledged; None: unknown.
 
-        A consumer that went silent counts with what it had confirmed: its untaken messages are not acknowledged.
+        A consumer that went silent counts with what it confirmed taking, also after it went silent
+        (a consumer stalled, not stopped, reports again): never more than it took, never less.
         """
-        if self.gone_confirmed:
-            return min(self.gone_confirmed)
+        if self.tracker.lapsed:
+            return self.tracker.confirmed()
         if self.tracker.consumers:
             taken = self.published - self.tracker.in_flight()
             if self.reliable and taken == self.published:
@@ -195,8 +190,9 @@ class BagPlayer(Node):
             self.undelivered = True
             shown = "unknown" if acknowledged is None else acknowledged
             why = (
-                "a consumer stopped reporting"
-                if self.gone_confirmed
+                f"a consumer stopped reporting ({sorted(self.tracker.lapsed)} silent for more than "
+                f"consumer_timeout {self.tracker.timeout:g} s, not waited for meanwhile)"
+                if self.tracker.lapsed
                 else f"not all within drain_timeout {self.drain_timeout:g} s"
             )
             self.get_logger().error(f"published {self.published}, acknowledged {shown}: {why}")

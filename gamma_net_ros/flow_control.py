@@ -123,6 +123,11 @@ class ConsumerWindow:
         self.on_report = on_report
         self.timeout = float(timeout)
         self.consumers: dict[bytes, _Consumer] = {}
+        #: Consumers not heard for ``timeout`` s: no longer waited for, but their counts are kept, and one
+        #: that reports again (a long stall, not a stop) is waited for again from where it was.
+        self.gone: dict[bytes, _Consumer] = {}
+        #: Short ids of the consumers that ever went silent: messages may have been lost meanwhile.
+        self.lapsed: set[str] = set()
         self.topic = taken_topic(node, topic)
         node.create_subscription(UInt64, self.topic, self._on_taken, TAKEN_QOS)
 
@@ -130,6 +135,9 @@ class ConsumerWindow:
         gid = bytes(info["publisher_gid"]["data"])
         consumer = self.consumers.get(gid)
         now = time.monotonic()
+        if consumer is None and gid in self.gone:
+            consumer = self.consumers[gid] = self.gone.pop(gid)
+            self.node.get_logger().warning(f"consumer {gid.hex()[:8]} reports again on {self.topic}")
         if consumer is None:
             # Counts are relative to the first report heard: a consumer may have taken other streams before.
             self.consumers[gid] = _Consumer(int(msg.data), self.published(), now)
@@ -145,8 +153,14 @@ class ConsumerWindow:
         now = time.monotonic()
         gone = [gid for gid, c in self.consumers.items() if now - c.heard > self.timeout]
         for gid in gone:
-            del self.consumers[gid]
+            self.gone[gid] = self.consumers.pop(gid)
+            self.lapsed.add(gid.hex()[:8])
         return [gid.hex()[:8] for gid in gone]
+
+    def confirmed(self) -> int | None:
+        """Messages every consumer, present or gone, has confirmed taking; None with no consumer ever heard."""
+        every = [*self.consumers.values(), *self.gone.values()]
+        return min((c.baseline_published + c.taken - c.baseline_taken for c in every), default=None)
 
     def in_flight(self) -> int:
         """Messages published and not yet taken by the slowest consumer (0 with no consumer)."""

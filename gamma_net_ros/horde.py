@@ -44,10 +44,11 @@ from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import HordeSpec, load_questions
+from gamma_net_core.warmup import warm_horde
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
 from gamma_net_ros.learner_checkpoint import LearnerCheckpoint
-from gamma_net_ros.node_main import run_node
+from gamma_net_ros.node_main import run_node, takes_input_later
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, refuse
@@ -166,10 +167,6 @@ class Horde(Node):
         self.ticks = 0
         self.started = self._now()
         self.tick_rate = (self.started, 0)  # (since, ticks then): the measured tick rate on /diagnostics
-        if self.tick_topic:
-            self.sampler.listen(self.tick_topic, self.tick)
-        else:
-            self.create_timer(1.0 / self.spec.rate_hz, self.tick)
         # The node's own timer publishes it, with the running errors on horde/errors at the same time.
         self.health = Diagnostics(self, "horde", self._health, period=0)
         self.create_timer(1.0, self.publish_diagnostics)
@@ -203,6 +200,21 @@ class Horde(Node):
             f"publishing tau {self.published.taus} and readouts {list(self.learner.readout_names)}; "
             f"checkpoint {self.keeper}"
         )
+        if not takes_input_later():
+            self.take_input()
+
+    # -- start (run_node calls these: warm_up in a worker thread, then take_input)
+
+    def warm_up(self) -> None:
+        """Compile the learner's and the online error's kernels on throwaway ones of the same questions."""
+        warm_horde(self.spec, publish_gammas=self.published.gammas)
+
+    def take_input(self) -> None:
+        """Start ticking: the topics are sampled from now on (their subscriptions keep the latest message)."""
+        if self.tick_topic:
+            self.sampler.listen(self.tick_topic, self.tick)
+        else:
+            self.create_timer(1.0 / self.spec.rate_hz, self.tick)
 
     def _check_signals(self) -> None:
         """What could never be read, refused before the first tick: ValueError naming the question and field.

@@ -18,6 +18,16 @@ down. rclpy's own signal handler would shut the context down under a running exe
 (an exception from ``take_message`` or the wait set, and exit code 1); here nothing of ROS is
 torn down while anything still uses it, and the exit code after a signal is always 0. The
 process then ends at once (see :func:`run_node`), and further signals are ignored meanwhile.
+
+Start. A node process starts in :mod:`gamma_net_ros.entry`, whose handlers end it at once
+(code 0, one line "[name] stopped while starting") while the node's module imports and rclpy
+starts. Once rclpy is up, the node's own handlers take over: a signal while the node is being
+built stops it as soon as its constructor returns. A learning node may have two more methods:
+``warm_up()``, run in a worker thread while the node already spins (its publishers, services
+and parameters live), which compiles its learner's numba kernels on a throwaway learner and
+must not touch the node's state; and ``take_input()``, called in the executor's thread once
+warm, which subscribes to its input. Meanwhile it logs one line that it is compiling and then
+one that it is ready; a signal before it is ready stops it with "stopped while starting".
 """
 
 from __future__ import annotations
@@ -31,6 +41,7 @@ import signal
 import sys
 import tempfile
 import threading
+import time
 from collections.abc import Callable, Sequence
 
 import rclpy
@@ -42,13 +53,16 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from gamma_net_core.checkpoint import CheckpointError
-from gamma_net_ros.params import read_params_file, ros_arguments, unknown_parameters
+from gamma_net_ros import entry
+from gamma_net_ros.params import mistyped_overrides, read_params_file, ros_arguments, unknown_parameters
 
 #: Errors that mean "these settings cannot run", reported as such: bad values, files that are
 #: missing, unreadable or corrupt, an optional package the settings need but that is missing.
 REFUSED = (ValueError, OSError, ImportError, CheckpointError, ParameterException)
 #: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.
-STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+STOP_SIGNALS = entry.STOP_SIGNALS
+#: The line of a node stopped before it took any input.
+STOPPED_WHILE_STARTING = "stopped while starting"
 #: Seconds the spin loop waits for work before it looks at the stop flag again.
 POLL_S = 0.1
 
@@ -69,6 +83,44 @@ def _check_params_files(argv: Sequence[str]) -> None:
     files, _ = ros_arguments(argv)
     for path in files:
         read_params_file(path)
+
+
+#: The flags rcl takes after ``--ros-args`` that have a value, and those that have none.
+ROS_FLAGS_WITH_VALUE = (
+    "--params-file",
+    "-p",
+    "--param",
+    "-r",
+    "--remap",
+    "-e",
+    "--enclave",
+    "--log-level",
+    "--log-config-file",
+    "--log-file-name",
+)
+ROS_FLAGS = ROS_FLAGS_WITH_VALUE + tuple(
+    f"--{state}-{what}-logs" for state in ("enable", "disable") for what in ("rosout", "stdout", "external-lib")
+)
+
+
+def _unknown_ros_arguments(argv: Sequence[str]) -> str:
+    """rcl's unknown ROS arguments in one line, with the flag probably meant."""
+    unknown, inside, i = [], False, 0
+    while i < len(argv):
+        token = argv[i]
+        if token == "--ros-args":
+            inside = True
+        elif token == "--":
+            inside = False
+        elif inside and token in ROS_FLAGS_WITH_VALUE:
+            i += 1
+        elif inside and token not in ROS_FLAGS:
+            unknown.append(token)
+        i += 1
+    flag = next((a for a in unknown if a.startswith("-")), None)
+    close = difflib.get_close_matches(flag, ROS_FLAGS, n=1, cutoff=0.6) if flag else []
+    hint = f"; did you mean {close[0]!r}?" if close else ""
+    return f"unknown ROS argument(s) {unknown} after --ros-args{hint}"
 
 
 def _rcl_message(exc: Exception) -> str:
@@ -103,7 +155,12 @@ def run_node(
     argv = list(sys.argv if args is None else args)
     name = _node_name(make)
     stop = threading.Event()
-    previous = {sig: signal.signal(sig, lambda *_: stop.set()) for sig in STOP_SIGNALS}
+    previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
+    if not exit_process:  # in a process that goes on: a signal only ever sets the flag
+        for sig in STOP_SIGNALS:
+            signal.signal(sig, lambda *_: stop.set())
+    elif not entry.starting():
+        entry.stop_while_starting(name)  # main() called without entry: rclpy's start is guarded too
     try:
         code = _run(make, argv, name, stop, until)
     finally:
@@ -125,18 +182,36 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
     except ValueError as exc:
         _fatal(name, str(exc))
         return 1
+    except rclpy_implementation.UnknownROSArgsError:  # a mistyped flag (--params_file)
+        _fatal(name, _unknown_ros_arguments(argv))
+        return 1
     except rclpy_implementation.RCLError as exc:  # what rcl itself refuses in the arguments
         _fatal(name, _rcl_message(exc))
         return 1
+    # From here on ROS holds what a clean stop releases (a driver's torque, a checkpoint): a signal sets a flag.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, lambda *_: stop.set())
+    entry.started()
+    global _building
     try:
-        node = make()
+        _building = True
+        try:
+            node = make()
+        finally:
+            _building = False
         unknown = unknown_parameters(node, argv)
-        if unknown:
-            key, where = unknown[0]
-            more = f" (and {len(unknown) - 1} more unknown: {[k for k, _ in unknown[1:]]})" if len(unknown) > 1 else ""
-            close = difflib.get_close_matches(key, node.list_parameters([], 0).names, n=1)
-            hint = f"; did you mean {close[0]!r}?" if close else ""
-            message = f"unknown parameter {key!r} for node {node.get_name()} ({where}){hint}{more}"
+        mistyped = mistyped_overrides(node, argv)
+        if unknown or mistyped:
+            if unknown:
+                key, where = unknown[0]
+                more = (
+                    f" (and {len(unknown) - 1} more unknown: {[k for k, _ in unknown[1:]]})" if len(unknown) > 1 else ""
+                )
+                close = difflib.get_close_matches(key, node.list_parameters([], 0).names, n=1)
+                hint = f"; did you mean {close[0]!r}?" if close else ""
+                message = f"unknown parameter {key!r} for node {node.get_name()} ({where}){hint}{more}"
+            else:
+                message = mistyped[0] + (f" (and {len(mistyped) - 1} more mistyped)" if len(mistyped) > 1 else "")
             if hasattr(node, "refused"):
                 node.refused()  # built, but refused: its shutdown must leave its files as they were
             node.destroy_node()
@@ -145,21 +220,77 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
         _fatal(name, str(exc))
         rclpy.try_shutdown()  # also destroys a half-built node: its destroy_node must cope
         return 1
+
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     code = 0
+    ready = not stop.is_set()  # a signal while the node was built: it stops before taking anything
+    warming = _WarmUp(node) if hasattr(node, "warm_up") and ready else None
     try:
         while not stop.is_set():
             executor.spin_once(timeout_sec=POLL_S)
+            try:
+                if warming is not None and warming.finished():
+                    warming = None
+            except REFUSED as exc:  # settings the node took but its learner cannot run
+                _fatal(name, f"the learner cannot run these settings: {exc}")
+                if hasattr(node, "refused"):
+                    node.refused()
+                code = 1
+                break
             if until is not None and (done := until(node)) is not None:
                 code = done
                 break
+        if stop.is_set() and (warming is not None or not ready):
+            node.get_logger().info(STOPPED_WHILE_STARTING)
     finally:
         executor.remove_node(node)
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
     return code
+
+
+_building = False
+
+
+def takes_input_later() -> bool:
+    """True while run_node builds a node: it subscribes in ``take_input()`` after its warm-up.
+
+    A node built elsewhere (a test's, in-process) calls its own ``take_input()`` at the end of
+    ``__init__`` and compiles on its first message instead.
+    """
+    return _building
+
+
+class _WarmUp:
+    """A node's ``warm_up()`` in a worker thread; its ``take_input()`` once that is done."""
+
+    def __init__(self, node: Node) -> None:
+        self.node = node
+        self.began = time.monotonic()
+        self.error: BaseException | None = None
+        node.get_logger().info(
+            "compiling learner kernels (first start on this machine, or after an update; cached afterwards)"
+        )
+        self.thread = threading.Thread(target=self._work, name=f"{node.get_name()}.warm_up", daemon=True)
+        self.thread.start()
+
+    def _work(self) -> None:
+        try:
+            self.node.warm_up()
+        except BaseException as exc:  # raised again in the executor's thread: a bug keeps its traceback
+            self.error = exc
+
+    def finished(self) -> bool:
+        """True once warm and taking input; the warm-up's exception is raised here."""
+        if self.thread.is_alive():
+            return False
+        if self.error is not None:
+            raise self.error
+        self.node.take_input()
+        self.node.get_logger().info(f"ready: learner kernels warm after {time.monotonic() - self.began:.1f} s")
+        return True
 
 
 def _init(argv: list[str]) -> None:

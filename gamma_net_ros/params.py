@@ -13,7 +13,9 @@ values set at run time, so the float range still applies.
 :func:`unknown_parameters` finds the keys a node's own YAML section or ``-p`` gives that
 the node does not declare (a typo such as ``learner.step_sze``), which
 :func:`gamma_net_ros.node_main.run_node` refuses, as ``gamma-net`` refuses unknown keys
-of the same file.
+of the same file. :func:`mistyped_overrides` finds the ``-p`` values of another type than the
+parameter they set: rcl keeps the params file's value in that case (``-p max_gap:=fast`` next
+to a file giving ``max_gap: 1.0`` ran with 1.0), so they are refused by name instead.
 """
 
 from __future__ import annotations
@@ -239,3 +241,42 @@ def unknown_parameters(node: Node, argv: Sequence[str]) -> list[tuple[str, str]]
         if (not target or target in names) and not node.has_parameter(key):
             unknown.append((key, f"-p {assignment}"))
     return unknown
+
+
+def _assignment_value(text: str) -> Any:
+    """A ``-p`` value as rcl types it: YAML scalars and flow sequences (``1``, ``1.0``, ``true``, ``[a, b]``)."""
+    try:
+        return yaml.safe_load(text)
+    except yaml.YAMLError:
+        return text
+
+
+def mistyped_overrides(node: Node, argv: Sequence[str]) -> list[str]:
+    """One line for each ``-p`` meant for ``node`` whose value's type is not its declared parameter's.
+
+    An integer for a float (or an integer list for a float list) is accepted, as :func:`declare` takes it.
+    Keys the node does not declare are :func:`unknown_parameters`' to report.
+    """
+    _, assignments = ros_arguments(argv)
+    names = {node.get_name(), node.get_fully_qualified_name().lstrip("/")}
+    problems = []
+    for assignment in assignments:
+        rule, _, text = assignment.partition(":=")
+        target, _, key = rule.rpartition(":")
+        if (target and target not in names) or not node.has_parameter(key):
+            continue
+        value = _assignment_value(text)
+        if isinstance(value, list) and not value:
+            continue  # an empty list has no element type to compare
+        try:
+            given = Parameter.Type.from_parameter_value(value)
+        except TypeError:
+            continue  # not a parameter value at all (e.g. a mapping): rcl refuses it itself
+        declared = node.describe_parameter(key).type
+        if declared in (given.value, ParameterType.PARAMETER_NOT_SET) or _FLOAT_FROM_INT.get(declared) == given:
+            continue
+        expected = _TYPE_WORDS.get(Parameter.Type(declared), str(declared))
+        problems.append(
+            f"parameter {key} must be {expected}; got {_shown(value)} ({_TYPE_WORDS[given]}) in -p {assignment}"
+        )
+    return problems

@@ -29,11 +29,12 @@ from gamma_net_core.data.joints import DEFAULT_MAX_GAP, JointsConfig, Skip, stam
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
+from gamma_net_core.warmup import warm_linear
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
 from gamma_net_ros.learner_checkpoint import LearnerCheckpoint
-from gamma_net_ros.node_main import run_node
+from gamma_net_ros.node_main import run_node, takes_input_later
 from gamma_net_ros.params import declare, declare_config
 from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
 
@@ -91,11 +92,10 @@ class Predictor(Node):
             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
             durability=qos_profile_sensor_data.durability,
         )
-        self.create_subscription(JointState, "joint_states", self.on_joint_state, qos)
-        # Reports how many readings it has taken, so a bag_player can keep its window (lossless playback);
-        # checked at 50 Hz, not the Atari stream's 200 Hz: a robot's predictor is mostly idle between readings.
+        self.input_qos = qos
         self.taken = 0
-        self.reporter = TakenReporter(self, "joint_states", taken=lambda: self.taken, flush=0.02)
+        self.reporter = None
+        # Before the warm-up (see take_input): `ros2 topic echo /predictions` finds the topic's type at once.
         self.predictions = self.create_publisher(Prediction, "predictions", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
         self.health = Diagnostics(self, self.online.cumulant_name, self.report_health)
@@ -104,6 +104,23 @@ class Predictor(Node):
             f"predicting {self.online.cumulant_name} at tau {self.published.taus}; "
             f"Gamma_t of {self.online.timescales.size}; checkpoint {self.keeper}"
         )
+        if not takes_input_later():
+            self.take_input()
+
+    # -- start (run_node calls these: warm_up in a worker thread, then take_input)
+
+    def warm_up(self) -> None:
+        """Compile the learner's kernels on a throwaway learner of the same settings."""
+        warm_linear(self.online.learner_config, self.online.timescales, publish_gammas=self.published.gammas)
+
+    def take_input(self) -> None:
+        """Subscribe, and report what is taken so a bag_player keeps its window (lossless playback).
+
+        Only now: a player waiting for a consumer waits through the warm-up instead of publishing into it.
+        Checked at 50 Hz, not the Atari stream's 200 Hz: a robot's predictor is mostly idle between readings.
+        """
+        self.create_subscription(JointState, "joint_states", self.on_joint_state, self.input_qos)
+        self.reporter = TakenReporter(self, "joint_states", taken=lambda: self.taken, flush=0.02)
 
     # -- stream
 

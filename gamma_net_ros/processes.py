@@ -15,6 +15,10 @@ import sys
 from dataclasses import dataclass, field
 from typing import IO, Any
 
+from gamma_net_ros.entry import NODES
+
+_EXECUTABLES = {module: name for name, module in NODES.items()}
+
 
 def _param_literal(value: Any) -> str:
     if isinstance(value, bool):
@@ -37,12 +41,16 @@ def node_command(
 ) -> list[str]:
     """The command line that runs node module ``module`` with ROS arguments.
 
+    A node's module (``gamma_net_ros.predictor``) runs through :mod:`gamma_net_ros.entry`
+    (``python -m gamma_net_ros.entry predictor``), as its installed executable does.
+
     Args:
       params: parameter overrides. They apply to every node of the process unless ``node``
         is given; a params file's node-specific section outranks them, so to override a
         value a YAML section sets for node ``predictor``, pass ``node="predictor"``.
     """
-    cmd = [sys.executable, "-u", "-m", module, "--ros-args"]
+    start = ["gamma_net_ros.entry", _EXECUTABLES[module]] if module in _EXECUTABLES else [module]
+    cmd = [sys.executable, "-u", "-m", *start, "--ros-args"]
     if name:
         cmd += ["-r", f"__node:={name}"]
     if params_file:

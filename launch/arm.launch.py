@@ -2,7 +2,7 @@
 
     ros2 launch gamma_net_ros arm.launch.py port:=/dev/serial/by-id/usb-FTDI_...
     ros2 launch gamma_net_ros arm.launch.py scripted_operator:=true   # no person at the joystick
-    ros2 topic echo /predictions
+    ros2 topic echo /predictions gamma_net_msgs/msg/Prediction
 
 All behaviour lives in the nodes and in config/arm.yaml and config/dynamixel.yaml, so what
 this file starts is what the tests and `make demo` start. A joystick needs the `joy`

@@ -3,8 +3,8 @@
     ros2 launch gamma_net_ros horde.launch.py                               # config/horde.yaml
     ros2 launch gamma_net_ros horde.launch.py questions_file:=my_robot.yaml checkpoint_path:=~/.ros/horde.npz
     ros2 launch gamma_net_ros horde.launch.py tick_topic:=/joint_states    # a tick per message
-    ros2 topic echo /horde/predictions
-    ros2 topic echo /horde/errors
+    ros2 topic echo /horde/predictions gamma_net_msgs/msg/PredictionArray
+    ros2 topic echo /horde/errors gamma_net_msgs/msg/PredictionErrors
 
 The questions (cumulants, terminations, inputs, learner, readouts, rate, published taus) live in
 the questions file (gamma_net_core/horde/questions.py documents its keys); the node's own

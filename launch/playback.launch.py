@@ -2,7 +2,7 @@
 
     ros2 launch gamma_net_ros playback.launch.py &
     ros2 bag play runs/arm/joint_states
-    ros2 topic echo /predictions
+    ros2 topic echo /predictions gamma_net_msgs/msg/Prediction
 
 The predictor takes the time of each reading from its header stamp (`stamp_source:
 header`), so a bag replays its own time; playing the bag again (time jumps back) starts a

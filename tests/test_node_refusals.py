@@ -139,6 +139,37 @@ CASES = {
         "teleop", ["--params-file", str(ARM), "-p", "teleop:joystik.deadzone:=0.1"], ["joystik"]
     ),
     "operator-wrong-type": Case("operator", ["-p", "seed:=1.5"], ["seed", "1.5"]),
+    # a -p of the wrong type next to a params file that sets the same key: rcl kept the file's value
+    "predictor-word-over-params-file": Case(
+        "predictor", ["--params-file", str(ARM), "-p", "predictor:max_gap:=fast"], ["max_gap", "'fast'"]
+    ),
+    "predictor-seed-word-over-params-file": Case(
+        "predictor", ["--params-file", str(ARM), "-p", "seed:=abc"], ["seed", "'abc'"]
+    ),
+    "dynamixel_driver-rate-word-over-params-file": Case(
+        "dynamixel_driver",
+        ["--params-file", str(DYNAMIXEL), "-p", "dynamixel_driver:rate_hz:=fast"],
+        ["rate_hz", "'fast'"],
+    ),
+    "dynamixel_driver-baud-word-over-params-file": Case(
+        "dynamixel_driver",
+        ["--params-file", str(DYNAMIXEL), "-p", "dynamixel_driver:baud_rate:=fast"],
+        ["baud_rate", "'fast'"],
+    ),
+    "dynamixel_driver-baud-float-over-params-file": Case(
+        "dynamixel_driver",
+        ["--params-file", str(DYNAMIXEL), "-p", "dynamixel_driver:baud_rate:=1000000.0"],
+        ["baud_rate", "1000000.0"],
+    ),
+    "dynamixel_driver-ids-words-over-params-file": Case(
+        "dynamixel_driver",
+        ["--params-file", str(DYNAMIXEL), "-p", "dynamixel_driver:ids:=[a,b]"],
+        ["ids", "['a', 'b']"],
+    ),
+    # a mistyped ROS flag: rcl raised UnknownROSArgsError, a 25-line traceback
+    "dynamixel_driver-mistyped-ros-flag": Case(
+        "dynamixel_driver", ["--params_file", str(DYNAMIXEL)], ["--params_file", "did you mean '--params-file'"]
+    ),
 }
 
 

@@ -93,8 +93,12 @@ def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
     run = Background(shlex.split(launch_line), cwd=tmp_path, log_path=tmp_path / "launch.log")
     echo = None
     try:
+        # In the README's order, without waiting: the echo starts before the predictor exists (it
+        # failed with "Could not determine the type" when the predictor was slower to start than it).
+        echo = Background(
+            readme_command("ros2 topic echo /predictions"), cwd=tmp_path, log_path=tmp_path / "echo.txt", shell=True
+        )
         assert "/predictor" in wait_for_nodes({"/predictor"}), run.output
-        echo = start_echo(readme_command("ros2 topic echo /predictions"), tmp_path)
 
         player = ros2(shell_line=readme_command("ros2 run gamma_net_ros bag_player"), cwd=tmp_path, timeout=180)
         assert player.returncode == 0, player.stdout

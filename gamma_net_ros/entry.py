@@ -1,0 +1,121 @@
+"""Where every node process starts: stop handlers first, then the heavy imports, then the node.
+
+    ros2 run gamma_net_ros predictor ...          # lib/gamma_net_ros/predictor -> entry.predictor()
+    python -m gamma_net_ros.entry predictor ...    # what processes.py runs (demo, benchmarks, tests)
+    python -m gamma_net_ros.predictor ...          # covered too: see :func:`guard_module_run`
+
+A node's module imports rclpy, numpy and numba, and some import torch: 2 to 20 s on a busy
+machine. A Ctrl-C or SIGTERM (what `ros2 launch` sends) in that window used to end the process
+in a ``KeyboardInterrupt`` traceback and exit code -2. This module imports only the standard
+library, so the handlers are in place within milliseconds of the interpreter starting; until
+the node is built (see :func:`gamma_net_ros.node_main.run_node`, which takes the signals over
+then), a signal ends the process at once, code 0, with one line on stderr::
+
+    [predictor] stopped while starting
+
+Nothing is lost by ending there: nothing has been learned or written yet (numba writes its
+cache files atomically, a half-compiled kernel is compiled again next time).
+
+Before this module runs, the interpreter's own start-up is Python's (a signal there gives
+its default behaviour); ``docs/robustness.md`` measures that window.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import signal
+import sys
+
+#: Node executable name -> the module whose ``main(args)`` runs it. setup.py's entry points come from here.
+NODES = {
+    "bag_player": "gamma_net_ros.bag_player",
+    "dynamixel_driver": "gamma_net_ros.dynamixel_driver",
+    "prediction_monitor": "gamma_net_ros.prediction_monitor",
+    "servo_emulator": "gamma_net_ros.hardware.emulator",
+    "teleop": "gamma_net_ros.teleop",
+    "operator": "gamma_net_ros.operator",
+    "predictor": "gamma_net_ros.predictor",
+    "ale_bridge": "gamma_net_ros.ale_bridge",
+    "neural_predictor": "gamma_net_ros.neural_predictor",
+    "transition_counter": "gamma_net_ros.transition_counter",
+    "horde": "gamma_net_ros.horde",
+}
+#: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.
+STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+_starting = ""  # the node whose start the handlers guard; "" once run_node has taken over
+
+
+def stop_while_starting(name: str) -> None:
+    """Until :func:`started`, SIGINT and SIGTERM end the process at once: code 0, one line."""
+    global _starting
+    _starting = name
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _stop_now)
+
+
+def started() -> None:
+    """The node's own handlers are in place (run_node): the start-up guard is off."""
+    global _starting
+    _starting = ""
+
+
+def starting() -> str:
+    """The node being started under the guard, or "" if none."""
+    return _starting
+
+
+def _stop_now(signum, frame) -> None:
+    # os.write, not print: sys.stderr may be half-way through another write when the signal lands.
+    os.write(2, f"[{_starting or 'node'}] stopped while starting\n".encode())
+    os._exit(0)
+
+
+def run(name: str, args: list[str] | None = None) -> int:
+    """Start node ``name`` (a key of :data:`NODES`) with ``args`` (``sys.argv`` when None).
+
+    Returns:
+      The node's exit code (its ``main`` normally ends the process itself).
+    """
+    stop_while_starting(name)
+    module = importlib.import_module(NODES[name])
+    return module.main(args)
+
+
+def guard_module_run() -> None:
+    """For ``python -m gamma_net_ros.<node>``: install the start-up guard before the node's module imports.
+
+    Python imports the package (this ``__init__``'s caller) before it runs the module as
+    ``__main__``, and sets ``sys.argv[0]`` to ``"-m"`` meanwhile; ``sys.orig_argv`` names the module.
+    """
+    argv = getattr(sys, "orig_argv", [])
+    if "-m" not in argv[:-1]:
+        return
+    module = argv[argv.index("-m") + 1]
+    names = {target: name for name, target in NODES.items()}
+    if module in names:
+        stop_while_starting(names[module])
+
+
+def _entry_point(name: str):
+    def main() -> int:
+        return run(name)
+
+    main.__name__ = main.__qualname__ = name
+    main.__doc__ = f"The ``{name}`` executable (``ros2 run gamma_net_ros {name}``)."
+    return main
+
+
+# One function per node for the console scripts: ``predictor = gamma_net_ros.entry:predictor``.
+globals().update({name: _entry_point(name) for name in NODES})
+
+
+if __name__ == "__main__":
+    if len(sys.argv) < 2 or sys.argv[1] not in NODES:
+        print(f"usage: python -m gamma_net_ros.entry NODE [--ros-args ...]; NODE is one of {sorted(NODES)}")
+        sys.exit(2)
+    # Through the imported module, not this __main__ copy: run_node turns off the guard there.
+    from gamma_net_ros import entry
+
+    sys.exit(entry.run(sys.argv.pop(1)))

@@ -1,0 +1,37 @@
+"""`gamma-net bench startup` runs end to end: a cold and a warm start of the predictor, each to a prediction."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+
+def test_bench_startup_times_a_cold_and_a_warm_start_to_the_first_prediction(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        [sys.executable, "-m", "gamma_net_core.cli", "bench", "startup", "--nodes", "predictor", "--json", str(out)],
+        capture_output=True,
+        text=True,
+        timeout=1800,  # a cold start compiles for minutes on a busy 2-core machine
+    )
+    assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
+    (run,) = json.loads(out.read_text())["data"]["runs"]
+    assert run["node"] == "predictor"
+    assert run["cold_s"] > 0 and run["warm_s"] > 0
+    assert run["cold_over_warm"] == pytest.approx(run["cold_s"] / run["warm_s"])
+
+
+def test_bench_startup_refuses_a_bad_timeout_in_one_line():
+    result = subprocess.run(
+        [sys.executable, "-m", "gamma_net_core.cli", "bench", "startup", "--timeout", "0"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode != 0 and "--timeout must be positive; got 0.0" in result.stderr
+    assert "Traceback" not in result.stderr

@@ -1,0 +1,211 @@
+"""A node's first seconds: Ctrl-C at any moment ends it cleanly, and a cold numba cache costs no message.
+
+Every way a node starts is a real process: the installed executable (what `ros2 run` and
+`ros2 launch` execute), ``python -m gamma_net_ros.entry NAME`` (what the demo, the benchmarks
+and the tests start) and ``python -m gamma_net_ros.NAME``. A SIGINT while the node's module
+imports torch (seen in the process's memory map), or while its learner's kernels compile on an
+empty cache (``NUMBA_CACHE_DIR`` an empty folder), ends it with code 0 and one line, no traceback.
+On an empty cache the predictor says it is compiling, then that it is ready, and a bag_player
+waiting for it delivers every message of a recording.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import time
+
+import pytest
+from gamma_net_msgs.msg import Prediction
+from rclpy.node import Node
+
+from gamma_net_core.data.bags import JointStateBagWriter
+from gamma_net_core.data.joints import NANOSECONDS
+from gamma_net_core.signals.arm_recording import RECORDING_EPOCH_NS
+from gamma_net_ros.entry import NODES
+from gamma_net_ros.paths import config_file
+from gamma_net_ros.processes import NodeProcess, node_command
+
+pytestmark = pytest.mark.ros
+ARM, ATARI = config_file("arm"), config_file("atari")
+#: Compiling the predictor's kernels took 170 s on a 2-core machine with 6 builds beside it: bounds, not waits.
+COLD_START_S = 900.0
+STOP_S = 60.0
+STOPPED = "stopped while starting"
+
+
+def _installed(name: str) -> str:
+    from ament_index_python.packages import get_package_prefix
+
+    return str(pathlib.Path(get_package_prefix("gamma_net_ros")) / "lib" / "gamma_net_ros" / name)
+
+
+def _popen(command: list[str], env: dict | None = None) -> subprocess.Popen:
+    return subprocess.Popen(
+        command,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,
+        env=dict(os.environ, PYTHONUNBUFFERED="1", **(env or {})),
+    )
+
+
+def _wait_until(predicate, timeout: float, what: str, process: subprocess.Popen) -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if process.poll() is not None or time.monotonic() > deadline:
+            out = process.communicate()[0] if process.poll() is not None else ""
+            raise AssertionError(f"{what} never happened (rc {process.poll()}):\n{out}")
+        time.sleep(0.005)
+
+
+def _mapped(pid: int, library: str) -> bool:
+    try:
+        return library in pathlib.Path(f"/proc/{pid}/maps").read_text()
+    except OSError:
+        return False
+
+
+def _interrupt(process: subprocess.Popen, sig=signal.SIGINT) -> tuple[int, str]:
+    os.killpg(process.pid, sig)
+    try:
+        out, _ = process.communicate(timeout=STOP_S)
+    except subprocess.TimeoutExpired:
+        os.killpg(process.pid, signal.SIGKILL)
+        raise
+    return process.returncode, out
+
+
+WAYS = {
+    "installed executable": lambda: [_installed("neural_predictor")],
+    "python -m gamma_net_ros.entry": lambda: [sys.executable, "-m", "gamma_net_ros.entry", "neural_predictor"],
+    "python -m gamma_net_ros.neural_predictor": lambda: [sys.executable, "-m", "gamma_net_ros.neural_predictor"],
+}
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM], ids=["SIGINT", "SIGTERM"])
+@pytest.mark.parametrize("way", WAYS)
+def test_a_signal_while_torch_imports_ends_the_node_in_one_line(way, sig):
+    process = _popen([*WAYS[way](), "--ros-args", "--params-file", str(ATARI)])
+    # torch's shared library is mapped at the start of its import, which then runs for seconds.
+    _wait_until(lambda: _mapped(process.pid, "libtorch"), STOP_S, "importing torch", process)
+    code, out = _interrupt(process, sig)
+    assert code == 0, out
+    assert "Traceback" not in out and "KeyboardInterrupt" not in out, out
+    stopped = [line for line in out.splitlines() if STOPPED in line]
+    assert len(stopped) == 1 and "neural_predictor" in stopped[0], out
+
+
+@pytest.mark.parametrize("name", sorted(set(NODES) - {"neural_predictor"}))
+def test_nodes_that_need_no_torch_do_not_import_it(name):
+    probe = f"import sys, importlib; importlib.import_module({NODES[name]!r}); print('torch' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, timeout=STOP_S)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.split()[-1] == "False", f"{NODES[name]} imports torch"
+
+
+def test_a_signal_while_the_learner_compiles_ends_the_node_in_one_line(tmp_path):
+    command = node_command("gamma_net_ros.predictor", params_file=ARM, params={"checkpoint_path": ""})
+    process = _popen(command, env={"NUMBA_CACHE_DIR": str(tmp_path / "numba")})
+    lines: list[str] = []
+    deadline = time.monotonic() + COLD_START_S
+    while not any("compiling learner kernels" in line for line in lines) and time.monotonic() < deadline:
+        line = process.stdout.readline()
+        if not line:
+            break
+        lines.append(line)
+    assert any("compiling learner kernels" in line for line in lines), "".join(lines)
+    time.sleep(1.0)  # inside the compilation: an empty cache takes minutes here
+    code, rest = _interrupt(process)
+    out = "".join(lines) + rest
+    assert code == 0, out
+    assert "Traceback" not in out, out
+    assert "ready: learner kernels" not in out, out  # it was stopped while compiling, not after
+    assert len([line for line in out.splitlines() if STOPPED in line]) == 1, out
+
+
+def _bag(path: pathlib.Path, n: int) -> None:
+    with JointStateBagWriter(path) as writer:
+        for i in range(n):
+            writer.write(
+                stamp_ns=RECORDING_EPOCH_NS + i * NANOSECONDS // 30,
+                names=["shoulder", "elbow"],
+                position=[-0.75 + 0.001 * i, 1.7],
+                velocity=[0.1 * (i % 7), 0.0],
+            )
+
+
+class Predictions(Node):
+    def __init__(self) -> None:
+        super().__init__("cold_start_rig")
+        self.received = 0
+        self.create_subscription(
+            Prediction, "predictions", lambda _: setattr(self, "received", self.received + 1), 1000
+        )
+
+
+def test_a_cold_predictor_says_it_compiles_then_takes_every_message_of_a_playback(tmp_path, executor, spin):
+    n = 150
+    _bag(tmp_path / "bag", n)
+    rig = Predictions()
+    executor.add_node(rig)
+    env = {"NUMBA_CACHE_DIR": str(tmp_path / "numba")}
+    predictor = NodeProcess(
+        node_command(
+            "gamma_net_ros.predictor",
+            params_file=ARM,
+            params={"reliable_input": True, "checkpoint_path": ""},
+            node="predictor",
+        ),
+        log_path=tmp_path / "predictor.log",
+        env=env,
+    ).start()
+    # Started together, as a launch file does: the player waits for the consumer through its warm-up.
+    player = NodeProcess(
+        node_command(
+            "gamma_net_ros.bag_player",
+            params={"bag": str(tmp_path / "bag"), "reliable": True, "consumers": 1, "rate": 0.0},
+        ),
+        log_path=tmp_path / "player.log",
+        env=env,
+    ).start()
+    try:
+        assert spin(executor, lambda: not player.running, timeout=COLD_START_S), "the player never finished"
+        assert player.wait() == 0, (tmp_path / "player.log").read_text()
+        assert spin(executor, lambda: rig.received >= n, timeout=120), rig.received
+    finally:
+        player.stop()
+        assert predictor.stop() == 0
+    log = (tmp_path / "predictor.log").read_text()
+    compiling, ready = log.find("compiling learner kernels"), log.find("ready: learner kernels warm")
+    assert 0 <= compiling < ready, log
+    assert "Traceback" not in log
+    last = (tmp_path / "player.log").read_text().strip().splitlines()[-1]
+    assert f"published {n}, acknowledged {n}" in last, last
+    assert rig.received == n  # one prediction per reading taken
+
+
+@pytest.mark.parametrize("when", ["importing", "compiling"])
+def test_ctrl_c_on_a_launch_whose_predictor_is_starting_ends_every_process_cleanly(tmp_path, monkeypatch, when):
+    from ros2_cli import assert_clean_shutdown, launch
+
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(tmp_path / "numba"))  # empty: the predictor compiles for long
+    run = launch("gamma_net_ros", "playback.launch.py", cwd=tmp_path, log_path=tmp_path / "launch.log")
+    try:
+        if when == "importing":
+            assert run.wait_for("process started with pid", timeout=STOP_S), run.output
+            time.sleep(0.5)  # past the interpreter's own start-up (about 0.1 s), inside the imports
+        else:
+            assert run.wait_for("compiling learner kernels", timeout=COLD_START_S), run.output
+        code = run.interrupt(timeout=STOP_S)
+    finally:
+        run.close()
+    out = run.output
+    assert code == 0, out
+    assert_clean_shutdown(out, ["predictor"])
+    assert out.count(STOPPED) == 1, out
+    assert "ready: learner kernels" not in out, out

@@ -1,0 +1,53 @@
+"""`gamma-net warmup` (what `make setup` runs) leaves a compiled kernel in numba's cache for every kernel nodes use.
+
+Run on an empty cache (``NUMBA_CACHE_DIR`` a new folder), as on a fresh install; numba names each
+cached kernel ``<module>.<function>-<line>.py311.nbi``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+pytestmark = pytest.mark.slow
+#: (cache folder prefix, module.function) of the kernels the predictor, horde and neural_predictor nodes
+#: and `arm train` call; inline="always" helpers are compiled into these.
+KERNELS = [
+    ("linear", "kernels._learn_one"),
+    ("linear", "kernels._predict_many"),
+    ("linear", "kernels._learn_many"),
+    ("horde", "kernels.constant_step"),
+    ("horde", "kernels.autostep_step"),
+    ("horde", "kernels.predict"),
+    ("horde", "online_error._observe"),
+    ("neural", "sum_tree._set"),
+    ("neural", "sum_tree._stratified"),
+    ("neural", "replay._assemble"),
+    ("gamma_net_core", "tilecoding._active_many"),
+    ("gamma_net_core", "returns._backward"),
+]
+
+
+def test_warmup_fills_an_empty_cache_with_every_kernel_the_nodes_use(tmp_path):
+    cache = tmp_path / "numba"
+    done = subprocess.run(
+        [sys.executable, "-m", "gamma_net_core.cli", "warmup", "--json", str(tmp_path / "warmup.json")],
+        env=dict(os.environ, NUMBA_CACHE_DIR=str(cache)),
+        capture_output=True,
+        text=True,
+        timeout=1800,  # minutes of compiling on a busy 2-core machine
+    )
+    assert done.returncode == 0, done.stdout + done.stderr
+    cached = {
+        f"{folder.name.rsplit('_', 1)[0]}:{index.name.split('-')[0]}"
+        for folder in cache.iterdir()
+        for index in folder.glob("*.nbi")
+    }
+    missing = [f"{prefix}:{kernel}" for prefix, kernel in KERNELS if f"{prefix}:{kernel}" not in cached]
+    assert not missing, (missing, sorted(cached))
+    data = json.loads((tmp_path / "warmup.json").read_text())["data"]
+    assert str(cache) in data["cache_dir"]

@@ -26,6 +26,7 @@ NODES = {
     "neural_predictor": "gamma_net_ros.neural_predictor:main",
     "transition_counter": "gamma_net_ros.transition_counter:main",
     "horde": "gamma_net_ros.horde:main",
+    "reflex": "gamma_net_ros.reflex:main",
 }
 
 # The nodes' executables belong to ROS: colcon (ament_python) runs `setup.py develop` or

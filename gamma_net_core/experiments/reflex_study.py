@@ -61,6 +61,7 @@ TORQUE_CONSTANT = 4.1 / 2.3
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seeds", type=int, default=5, help="operator seeds, the same for every condition")
+    parser.add_argument("--first-seed", type=int, default=0, help="seeds are first-seed, first-seed + 1, ...")
     parser.add_argument("--seconds", type=float, default=120.0, help="simulated seconds per run")
     parser.add_argument(
         "--warmup-circuits", type=int, default=20, help="circuits of the recording the Horde learns first"
@@ -74,6 +75,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> Report:
     check_range("--seeds", args.seeds, low=1)
+    check_range("--first-seed", args.first_seed, low=0)
     check_range("--seconds", args.seconds, above=0.0)
     check_range("--warmup-circuits", args.warmup_circuits, low=0)
     check(args.obstacle_low < args.obstacle_high, "--obstacle-low must be below --obstacle-high")
@@ -96,17 +98,17 @@ def run(args: argparse.Namespace) -> Report:
     }
     results = {c: [] for c in CONDITIONS}
     traces = {}
-    for seed in range(args.seeds):
+    for seed in range(args.first_seed, args.first_seed + args.seeds):
         for condition in CONDITIONS:
             learner = warm.copy() if condition == "predictive" else None
             result, trace = run_condition(
                 settings, obstacle, rules[condition], learner, spec, seed=seed, seconds=args.seconds
             )
             results[condition].append(result)
-            if seed == 0:
+            if seed == args.first_seed:
                 traces[condition] = trace
     figure = out / FIGURE_NAME
-    plot_contact(figure, traces, predictive)
+    plot_contact(figure, traces, predictive, seed=args.first_seed)
     return _report(results, args, figure)
 
 
@@ -240,7 +242,8 @@ def run_condition(
 
 def _report(results: dict, args: argparse.Namespace, figure: pathlib.Path) -> Report:
     table = Table(
-        f"reflex study: {args.seeds} seeds x {args.seconds:g} s, shoulder obstacle from {args.obstacle_low:g} rad",
+        f"reflex study: seeds {args.first_seed}..{args.first_seed + args.seeds - 1} x {args.seconds:g} s, "
+        f"shoulder obstacle from {args.obstacle_low:g} rad",
         ["condition", "contact time (s)", "contacts", "peak current (A)", "circuits", "contact vs reactive"],
     )
     reactive_contact = np.mean([r["contact_s"] for r in results["reactive"]])
@@ -260,7 +263,9 @@ def _report(results: dict, args: argparse.Namespace, figure: pathlib.Path) -> Re
     return Report(tables=[table], data=data, files=[str(figure), str(figure.parent / WARM_NAME)])
 
 
-def plot_contact(path: pathlib.Path, traces: dict, rule: Rule, *, before_s: float = 3.0, after_s: float = 2.0) -> None:
+def plot_contact(
+    path: pathlib.Path, traces: dict, rule: Rule, *, seed: int, before_s: float = 3.0, after_s: float = 2.0
+) -> None:
     """The first contact of the ``none`` run, the same moments under each condition."""
     import matplotlib
 
@@ -286,7 +291,7 @@ def plot_contact(path: pathlib.Path, traces: dict, rule: Rule, *, before_s: floa
     axes[2].axhline(rule.threshold, color="0.5", ls="--", lw=0.8, label="threshold")
     axes[2].set_ylabel("prediction (N m)")
     axes[3].set_ylabel("shoulder command (rad/s)")
-    axes[3].set_xlabel("s from the first contact without a reflex (seed 0)")
+    axes[3].set_xlabel(f"s from the first contact without a reflex (seed {seed})")
     for ax in axes:
         ax.legend(loc="upper left", fontsize=8)
     fig.suptitle("A contact approached: no reflex, reactive rule on the present effort, predictive rule")

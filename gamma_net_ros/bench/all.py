@@ -22,6 +22,7 @@ BENCHMARKS = {
     "bridge": "gamma_net_ros.bench.bridge",
     "horde-node": "gamma_net_ros.bench.horde",
     "playback": "gamma_net_ros.bench.playback",
+    "reflex": "gamma_net_ros.bench.reflex",
 }
 #: Optional packages each benchmark needs: checked before the first one runs, not after an hour.
 NEEDS = {
@@ -31,6 +32,7 @@ NEEDS = {
     "bridge": ("rclpy", "ale_py"),
     "horde-node": ("rclpy",),
     "playback": ("rclpy",),
+    "reflex": ("rclpy",),
 }
 
 

@@ -10,6 +10,9 @@ its publishing time.
 - an echo node, the least a node can do on the same topics: each command republished as it came,
   and each prediction answered by one command carrying its stamp.
 
+The rules' own work per prediction (read the value, observe, decide, apply) is timed too, in this
+process without ROS: what the node adds beyond the echo's messaging.
+
 Measured: command path (command published -> ``joint_commands`` received, header stamp carried
 through) for both; reaction (a prediction that switches the rule published -> the first command
 received that shows the switch: the reflex re-sends the last command at once) against the echo's
@@ -155,6 +158,29 @@ def _echo_reaction(stamps: list[float], received: list[tuple[float, float, float
     return np.array([a - s for a, s, _ in received if round(s, 6) in stamp_set])
 
 
+def _compute_reference(n: int = 5000) -> np.ndarray:
+    """Seconds per prediction of the rules' own work without ROS: read the value, observe, decide, apply."""
+    from gamma_net_core.horde.questions import load_questions
+    from gamma_net_core.paths import config_file
+    from gamma_net_core.reflex.evaluation import ReflexState, prediction_value
+    from gamma_net_core.reflex.rules import load_rules
+
+    rule_set = load_rules({"rules": [RULE]}, questions=load_questions(config_file("horde")), joint_names=["shoulder"])
+    state = ReflexState(rule_set)
+    gammas = [1.0 - 1.0 / t for t in TAUS]
+    times = np.empty(n)
+    for i in range(n):
+        effort = 2.0 if (i // 10) % 2 else 0.2
+        values = [effort * t for t in TAUS]
+        started = time.perf_counter()
+        value = prediction_value(rule_set.rules[0], questions=["shoulder_effort"], gammas=gammas, values=values)
+        state.observe(0, value, i * 0.01)
+        state.decide(i * 0.01)
+        state.apply(["shoulder", "elbow"], [COMMAND, 0.1])
+        times[i] = time.perf_counter() - started
+    return times[n // 10 :]
+
+
 def _measure(which: str, args, folder: pathlib.Path) -> dict:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
@@ -206,6 +232,7 @@ def run(args: argparse.Namespace) -> Report:
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= low):
             raise ValueError(f"{name} must be >= {low}; got {value}")
     folder = pathlib.Path(tempfile.mkdtemp(prefix="bench-reflex-"))
+    compute = _compute_reference()
     echo = _measure("echo", args, folder)
     reflex = _measure("reflex", args, folder)
     table = Table(
@@ -218,6 +245,7 @@ def run(args: argparse.Namespace) -> Report:
         ("echo: command in -> joint_commands received", echo["path"]),
         ("reflex: switching prediction published -> command showing it received", reflex["reaction"]),
         ("echo: prediction published -> its command received", echo["reaction"]),
+        ("rules' work per prediction, no ROS (compute reference)", compute),
     )
     p99 = {}
     for label, values in rows:
@@ -240,6 +268,7 @@ def run(args: argparse.Namespace) -> Report:
         "echo_path_s": echo["path"],
         "reflex_reaction_s": reflex["reaction"],
         "echo_reaction_s": echo["reaction"],
+        "compute_s": compute,
         "goal_reaction_p99_ms": GOAL_REACTION_P99_MS,
         "goal_added_p99_ms": GOAL_ADDED_P99_MS,
     }

@@ -1,15 +1,16 @@
 """Node: fixed responses driven by predictions, in the command path (``joint_commands_in`` -> ``joint_commands``).
 
-    ros2 run gamma_net_ros reflex --ros-args --params-file config/reflex.yaml \\
-        -r joint_commands_in:=/teleop/joint_commands
+    ros2 run gamma_net_ros teleop --ros-args --params-file config/arm.yaml -r joint_commands:=joint_commands_in
+    ros2 run gamma_net_ros reflex --ros-args --params-file config/reflex.yaml
     ros2 topic echo /reflex/events
 
 It sits between teleop and the driver, as a safety limiter does: every ``sensor_msgs/JointState``
 command on ``joint_commands_in`` goes out on ``joint_commands`` with the velocities of the joints
 named by the rules that are on scaled (or zeroed). The rules (``rules_file``;
 :mod:`gamma_net_core.reflex.rules`) read the Horde's predictions (``horde/predictions``, a
-PredictionArray; a ``predictions`` Prediction whose cumulant is named as a question) or, with
-``source: signal``, the question's cumulant in the present message of its topic. Every rule
+PredictionArray) or, with ``source: signal``, the question's cumulant in the present message of
+its topic; a rule ``from: predictor`` reads the predictor node's ``predictions`` (Prediction)
+instead. Every rule
 switching on or off is a ``gamma_net_msgs/ReflexEvent`` on ``reflex/events``, and a switch
 re-sends the last command at once, so the response does not wait for teleop's next one.
 
@@ -69,9 +70,11 @@ class Reflex(Node):
         self.events = self.create_publisher(ReflexEvent, "reflex/events", 10)
         self.create_subscription(JointState, "joint_commands_in", self.on_command, 10)
         rules = self.rule_set.rules
-        self.predicted = [i for i, r in enumerate(rules) if r.source == "prediction"]
+        self.predicted = [i for i, r in enumerate(rules) if r.source == "prediction" and r.origin == "horde"]
+        self.predictor = [i for i, r in enumerate(rules) if r.origin == "predictor"]
         if self.predicted:
             self.create_subscription(PredictionArray, "horde/predictions", self.on_predictions, 10)
+        if self.predictor:
             self.create_subscription(Prediction, "predictions", self.on_prediction, 10)
         questions = {q.name: q for q in spec.questions}
         self.signals: dict[str, list] = {}  # topic -> [(rule index, cumulant, its field path)]
@@ -115,7 +118,7 @@ class Reflex(Node):
 
     def on_prediction(self, msg: Prediction) -> None:
         now = self._now()
-        for i in self.predicted:
+        for i in self.predictor:
             value = prediction_value(
                 self.rule_set.rules[i], questions=[msg.cumulant], gammas=msg.gammas, values=msg.values
             )

@@ -153,6 +153,28 @@ def test_the_same_rule_on_the_present_signal_reads_the_questions_cumulant(tmp_pa
     assert rig.command(0.4, 0.3) == [0.4, 0.3]
 
 
+def test_a_rule_from_the_predictor_reads_its_prediction_message(tmp_path, executor, spin):
+    from gamma_net_msgs.msg import Prediction
+
+    rule = STALL | {"from": "predictor", "question": "shoulder/velocity/abs", "hold_s": 0.0}
+    reflex = make_reflex(rules_file(tmp_path, rule))
+    executor.add_node(reflex)
+    rig = Rig(executor, spin)
+    predictor = rig.node.create_publisher(Prediction, "predictions", 10)
+
+    def predict(speed: float) -> None:
+        msg = Prediction(cumulant="shoulder/velocity/abs", gammas=GAMMAS.tolist())
+        msg.values = (speed / (1.0 - GAMMAS)).tolist()
+        predictor.publish(msg)
+
+    assert rig.until(lambda: rig.events, feed=lambda: predict(2.0))
+    assert rig.events[0].rule == "stall_ahead" and rig.events[0].value == pytest.approx(2.0)
+    assert rig.command(0.4, 0.3) == [0.0, 0.3]
+    rig.predict(5.0)  # the Horde's predictions are not this rule's input
+    assert rig.until(lambda: len(rig.events) == 2, feed=lambda: predict(0.1))
+    assert rig.command(0.4, 0.3) == [0.4, 0.3]
+
+
 def test_stale_predictions_stop_every_joint_and_say_so_on_diagnostics(tmp_path, executor, spin):
     reflex = make_reflex(rules_file(tmp_path, STALL, stale_after_s=1.0, fail_safe="stop"))
     executor.add_node(reflex)

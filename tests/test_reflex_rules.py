@@ -71,6 +71,18 @@ def test_a_bad_rule_is_refused_in_one_line_naming_the_rule(questions, entry, mes
     assert text.startswith(f"rules: {message}") and "\n" not in text, text
 
 
+def test_a_rule_may_read_the_predictors_signal_instead_of_a_horde_question(questions):
+    entry = rule(**{"from": "predictor", "question": "shoulder/velocity/abs", "tau": 30})
+    (read,) = rules(questions, entry).rules
+    assert (read.origin, read.question, read.tau) == ("predictor", "shoulder/velocity/abs", 30.0)
+    one = {"questions": ["shoulder/velocity/abs"], "gammas": [1 - 1 / 10, 1 - 1 / 100], "values": [10.0, 100.0]}
+    assert prediction_value(read, **one) == pytest.approx(1.0)
+    with pytest.raises(ValueError, match="rule 'stall_ahead': a predictor rule reads the predictor's Prediction"):
+        rules(questions, entry | {"source": "signal"})
+    with pytest.raises(ValueError, match=r"rule 'stall_ahead': tau must be within \[1, inf\]; got 0.5"):
+        rules(questions, entry | {"tau": 0.5})
+
+
 def test_a_bad_file_is_refused_naming_it(questions, tmp_path):
     path = tmp_path / "rules.yaml"
     path.write_text("rules:\n  - {name: a, question: shoulder_effort, tau: 1000, above: 1, response: {event: true}}\n")

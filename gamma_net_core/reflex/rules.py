@@ -9,6 +9,8 @@ A rules file::
         source: prediction      # prediction (default) or signal: the same rule on the present signal
         question: shoulder_effort
         tau: 10                 # a timescale in steps (or `readout: NAME`, prediction only)
+        # from: predictor       # instead of the Horde: the predictor node's Prediction, question
+        #                       #   naming its cumulant (e.g. shoulder/velocity/abs)
         above: 0.5              # or `below:`; the condition's threshold
         release: 0.3            # hysteresis: the rule lets go past this (default: the threshold)
         hold_s: 0.5             # once on, it stays on at least this long (default 0)
@@ -43,7 +45,9 @@ from gamma_net_core.horde.questions import HordeSpec
 SOURCES = ("prediction", "signal")
 FAIL_SAFES = ("hold", "pass", "stop")
 DIRECTIONS = ("both", "positive", "negative")
+ORIGINS = ("horde", "predictor")
 _RULE_KEYS = {
+    "from",
     "name",
     "source",
     "question",
@@ -83,6 +87,8 @@ class Rule:
 
     Attributes:
       name: the rule's name, unique in its file (events carry it).
+      origin: ``horde`` (a question of the Horde's PredictionArray) or ``predictor`` (the
+        predictor node's Prediction, whose ``cumulant`` is ``question``).
       source: ``prediction`` or ``signal``.
       question: the Horde question whose prediction (or cumulant) is watched.
       tau: the timescale in steps, for a prediction (None with a readout or a signal).
@@ -97,6 +103,7 @@ class Rule:
     """
 
     name: str
+    origin: str
     source: str
     question: str
     tau: float | None
@@ -212,10 +219,20 @@ def _rule(m: Any, questions: HordeSpec, joint_names: tuple[str, ...], default_fa
         raise ValueError(f"name must be a non-empty string; got {name!r}")
     source = _choice(m.get("source", "prediction"), SOURCES, "source")
     question = m["question"]
-    if question not in questions.names:
+    origin = _choice(m.get("from", "horde"), ORIGINS, "from")
+    if origin == "predictor":
+        if source != "prediction" or "readout" in m:
+            raise ValueError("a predictor rule reads the predictor's Prediction at a tau: no signal source, no readout")
+        if not isinstance(question, str) or not question:
+            raise ValueError(
+                f"question must name the predictor's cumulant (e.g. shoulder/velocity/abs); got {question!r}"
+            )
+    elif question not in questions.names:
         raise ValueError(f"unknown question {question!r}; the Horde's questions: {list(questions.names)}")
     tau = readout = None
-    if source == "prediction":
+    if origin == "predictor":
+        tau = _number(m.get("tau"), "tau", low=1.0)  # its range is the predictor's, unknown here: tau >= 1
+    elif source == "prediction":
         if ("tau" in m) == ("readout" in m):
             raise ValueError("a prediction rule needs exactly one of 'tau' or 'readout'")
         if "tau" in m:
@@ -241,6 +258,7 @@ def _rule(m: Any, questions: HordeSpec, joint_names: tuple[str, ...], default_fa
     fail_safe = _choice(m.get("fail_safe", default_fail_safe), FAIL_SAFES, "fail_safe")
     return Rule(
         name=name,
+        origin=origin,
         source=source,
         question=question,
         tau=tau,

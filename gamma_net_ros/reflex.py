@@ -48,7 +48,9 @@ class Reflex(Node):
         questions_path = declare(
             self, "questions_file", "", "the Horde's questions YAML ('' = config/horde.yaml)", read_only=True
         )
-        self.joint_names = list(declare(self, "joint_names", ["shoulder", "elbow"], "the commanded joints"))
+        self.joint_names = list(
+            declare(self, "joint_names", ["shoulder", "elbow"], "the commanded joints", read_only=True)
+        )
         rate = declare(
             self,
             "decide_rate_hz",
@@ -59,9 +61,17 @@ class Reflex(Node):
             read_only=True,
         )
         self.command_stale_s = declare(
-            self, "command_stale_s", 0.5, "a switch re-sends the last command if this recent, s", low=0.0, high=60.0
+            self,
+            "command_stale_s",
+            0.5,
+            "a switch re-sends the last command if this recent, s",
+            low=0.0,
+            high=60.0,
+            read_only=True,
         )
-        period = declare(self, "diagnostics_period_s", 1.0, "period of /diagnostics, s", low=0.1, high=60.0)
+        period = declare(
+            self, "diagnostics_period_s", 1.0, "period of /diagnostics, s", low=0.1, high=60.0, read_only=True
+        )
         spec = load_questions(pathlib.Path(questions_path).expanduser() if questions_path else config_file("horde"))
         rules_file = pathlib.Path(rules_path).expanduser() if rules_path else config_file("reflex_rules")
         self.rule_set = load_rules(rules_file, questions=spec, joint_names=self.joint_names)

@@ -77,8 +77,8 @@ class Rig:
         self.predictions.publish(msg)
 
     def state(self, effort: float) -> None:
-        self.states.publish(JointState(name=["shoulder", "elbow"], position=[0.0, 1.0], velocity=[0.0, 0.0],
-                                       effort=[effort, 0.0]))  # fmt: skip
+        msg = JointState(name=["shoulder", "elbow"], position=[0.0, 1.0], velocity=[0.0, 0.0], effort=[effort, 0.0])
+        self.states.publish(msg)
 
     def command(self, shoulder: float, elbow: float) -> list[float]:
         """Send one teleop command; return the velocities the driver got for it."""

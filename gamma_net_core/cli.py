@@ -35,6 +35,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
     (("arm", "train"), "gamma_net_core.experiments.arm_train", "the robot-arm study (Table 2) on a JointState bag"),
     (("horde", "train"), "gamma_net_core.experiments.horde_train", "learn a questions file from a bag, score each"),
+    (("reflex", "study"), "gamma_net_core.experiments.reflex_study", "predictive vs reactive reflex at an obstacle"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE or MinAtar, record φ/cumulant shards"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN; MinAtar's network) for φ"),
@@ -48,6 +49,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("bench", "atari"), "gamma_net_core.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
     (("bench", "ros"), "gamma_net_ros.bench.ros", "predictor node latency p50/p99, highest input rate sustained"),
     (("bench", "bridge"), "gamma_net_ros.bench.bridge", "ALE bridge -> neural predictor node: transitions/s, no loss"),
+    (("bench", "reflex"), "gamma_net_ros.bench.reflex", "reflex node: prediction -> command p99, added path, vs echo"),
     (("bench", "horde-node"), "gamma_net_ros.bench.horde", "horde node latency: 100 questions at 100 Hz, p50/p99"),
     (("bench", "startup"), "gamma_net_ros.bench.startup", "learning nodes: start to first prediction, cold and warm"),
     (

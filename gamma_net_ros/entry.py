@@ -40,6 +40,7 @@ NODES = {
     "neural_predictor": "gamma_net_ros.neural_predictor",
     "transition_counter": "gamma_net_ros.transition_counter",
     "horde": "gamma_net_ros.horde",
+    "reflex": "gamma_net_ros.reflex",
 }
 #: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -18,6 +18,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gamma_net_core.config import setting, validate
+from gamma_net_core.signals.obstacle import Obstacle, ObstacleContact
 from gamma_net_core.signals.servo import ServoLimits, ServoModel
 
 #: Dynamixel X-series Present Position unit: 4096 ticks per revolution.
@@ -201,11 +202,18 @@ class SimulatedArm:
     Attributes:
       kinematics: the arm's geometry.
       servo: the joints' state (``servo.position`` rad, ``servo.velocity`` rad/s).
-      effort: [2] N m, the torque of the last step (inertia x acceleration + viscous friction).
+      effort: [2] N m, the torque of the last step (inertia x acceleration + viscous friction;
+        against an obstacle, the stalled servo's torque).
+      contacts: joint index -> :class:`ObstacleContact`, for each joint given an obstacle.
     """
 
-    def __init__(self, config: ArmConfig, *, position=None, substeps: int = 4) -> None:
-        """Start at rest at ``position`` [2] (rad; clipped to the limits; default: mid-range)."""
+    def __init__(
+        self, config: ArmConfig, *, position=None, substeps: int = 4, obstacles: dict[int, Obstacle] | None = None
+    ) -> None:
+        """Start at rest at ``position`` [2] (rad; clipped to the limits; default: mid-range).
+
+        ``obstacles`` maps a joint index (0 shoulder, 1 elbow) to a region it cannot enter.
+        """
         if substeps < 1:
             raise ValueError(f"substeps must be >= 1; got {substeps!r}")
         self.config = config
@@ -217,6 +225,9 @@ class SimulatedArm:
         self.effort = np.zeros(2)
         self._inertia = np.asarray(config.inertia)
         self._damping = np.asarray(config.damping)
+        self.contacts = {int(j): ObstacleContact(o) for j, o in (obstacles or {}).items()}
+        if not set(self.contacts) <= {0, 1}:
+            raise ValueError(f"obstacles are keyed by joint index 0 or 1; got {sorted(self.contacts)}")
 
     @property
     def position(self) -> np.ndarray:
@@ -239,9 +250,21 @@ class SimulatedArm:
         """Advance ``dt`` seconds (in ``substeps`` servo steps)."""
         before = self.servo.velocity.copy()
         for _ in range(self.substeps):
+            position = self.servo.position.copy()
             self.servo.step(dt / self.substeps)
+            for j, contact in self.contacts.items():
+                self.servo.position[j], self.servo.velocity[j] = contact.step(
+                    float(position[j]),
+                    float(self.servo.position[j]),
+                    float(self.servo.velocity[j]),
+                    push=float(self.servo.goal_velocity[j]),
+                    dt=dt / self.substeps,
+                )
         acceleration = (self.servo.velocity - before) / dt
         self.effort = self._inertia * acceleration + self._damping * self.servo.velocity
+        for j, contact in self.contacts.items():
+            if contact.in_contact:
+                self.effort[j] = contact.torque
 
     def measure(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position rad, velocity rad/s, effort N m) as the servos report them: quantized to their units."""

@@ -26,6 +26,7 @@ from gamma_net_core.signals.arm import (
     joystick_to_joint_velocity,
 )
 from gamma_net_core.signals.maze import MazeConfig, MazePath, ProgressTracker
+from gamma_net_core.signals.obstacle import Obstacle
 from gamma_net_core.signals.operator import Operator, OperatorConfig
 
 #: Stamp of a simulated recording's first sample: 2020-01-01T00:00:00Z, in ns since the Unix epoch.
@@ -92,6 +93,7 @@ def simulate_arm(
     start_time_ns: int = RECORDING_EPOCH_NS,
     max_seconds_per_circuit: float = 120.0,
     on_circuit: Callable[[int], None] | None = None,
+    obstacles: dict[int, Obstacle] | None = None,
 ) -> ArmRecording:
     """Simulate the operator driving ``circuits`` circuits of the maze; sample at ``rate_hz``.
 
@@ -103,6 +105,8 @@ def simulate_arm(
       start_time_ns: stamp of the first sample, ns since the Unix epoch (default 2020-01-01 UTC).
       max_seconds_per_circuit: give up (RuntimeError) if the operator needs longer on average.
       on_circuit: called with the number of circuits completed so far (e.g. a progress bar).
+      obstacles: joint index -> a region of its range it cannot enter (see
+        :class:`~gamma_net_core.signals.arm.SimulatedArm`); none by default.
     """
     if not isinstance(circuits, int) or circuits < 1:
         raise ValueError(f"circuits must be a positive integer; got {circuits!r}")
@@ -112,7 +116,7 @@ def simulate_arm(
     joystick = joystick or JoystickConfig()
     path = MazePath.from_config(maze or MazeConfig())
     start = ArmKinematics.from_config(arm).inverse(path.point_at(0.0))
-    simulated = SimulatedArm(arm, position=start)
+    simulated = SimulatedArm(arm, position=start, obstacles=obstacles)
     if np.any(np.abs(simulated.position - start) > 1e-9):
         raise ValueError(f"the maze's start needs joint positions {start.tolist()} outside the arm's limits")
     driver = Operator(

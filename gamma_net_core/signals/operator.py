@@ -8,7 +8,11 @@ rod on a wire loop, counter-clockwise. This operator does what such a person doe
 - turns that aim into joint speeds (a practised operator knows which stick moves the tool
   where: the arm's Jacobian) and pushes the sticks, with the hand's own lag and motor noise;
 - slows down for the bends ahead, drives each circuit at its own pace, and now and then lets
-  go of the stick for a moment.
+  go of the stick for a moment;
+- now and then overshoots a turn (``overshoot_probability``, off by default): where one joint's
+  intended motion reverses, the hand keeps pushing the old way for a moment, as a person's hand
+  runs on past a bend. With an obstacle just beyond the route's reach in that joint (the servo
+  emulator's ``--obstacle``), that is when the arm runs into it.
 
 It is called step by step with measured joint positions (:meth:`Operator.observe`), so the
 offline simulator and a ROS node publishing ``sensor_msgs/Joy`` drive it the same way. All
@@ -47,11 +51,24 @@ class OperatorConfig:
     pause_rate: float = setting(1.0, "moments the stick is let go, per minute on average", low=0.0, high=60.0)
     pause_min: float = setting(0.5, "shortest pause, s", low=0.0, high=60.0)
     pause_max: float = setting(2.5, "longest pause, s", low=0.0, high=60.0)
+    overshoot_probability: float = setting(
+        0.0, "chance of overshooting each reversal of overshoot_joint's motion (0: never)", low=0.0, high=1.0
+    )
+    overshoot_joint: int = setting(0, "joint whose reversals are overshot: 0 shoulder, 1 elbow", low=0, high=1)
+    overshoot_direction: int = setting(
+        1, "overshoot reversals of motion this way: 1 increasing position, -1 decreasing, 0 both", low=-1, high=1
+    )
+    overshoot_min: float = setting(0.3, "shortest overshoot, s", low=0.0, high=10.0)
+    overshoot_max: float = setting(0.8, "longest overshoot, s", low=0.0, high=10.0)
 
     def __post_init__(self) -> None:
         validate(self)
         if self.pause_min > self.pause_max:
             raise ValueError(f"OperatorConfig: pause_min {self.pause_min} exceeds pause_max {self.pause_max}")
+        if self.overshoot_min > self.overshoot_max:
+            raise ValueError(
+                f"OperatorConfig: overshoot_min {self.overshoot_min} exceeds overshoot_max {self.overshoot_max}"
+            )
 
 
 class Operator:
@@ -66,6 +83,7 @@ class Operator:
       circuits: circuits completed as the operator sees them.
       paused: whether the stick is let go right now.
       pace: this circuit's speed factor (median 1).
+      overshoots: turns overshot so far.
     """
 
     def __init__(
@@ -89,6 +107,11 @@ class Operator:
         self._noise = np.zeros(2)
         self._pause_until = -math.inf
         self.circuits = 0
+        self.overshoots = 0
+        self._heading = 0  # the sign the overshoot joint was last intended to move
+        self._overshoot_until = -math.inf
+        self._overshoot_axis = 0.0
+        self._approach = 0.0  # the last clear deflection of the overshoot joint
         self.paused = False
         self.pace = self._draw_pace()
 
@@ -137,11 +160,39 @@ class Operator:
             # A released stick springs back to the centre at once.
             self._stick = np.zeros(2)
             return self._stick.copy()
-        target = self._intended_axes(seen, tool)
+        target = self._overshoot(stamp, self._intended_axes(seen, tool))
         c = self.config
         follow = 1.0 if c.hand_time_constant == 0.0 else 1.0 - math.exp(-dt / c.hand_time_constant)
         self._stick = self._stick + (target - self._stick) * follow
         return np.clip(self._stick + self._noise, -1.0, 1.0)
+
+    def _overshoot(self, stamp: float, target: np.ndarray) -> np.ndarray:
+        """The intended axes, or with the overshoot joint still pushed the old way for a moment past a reversal."""
+        c = self.config
+        if c.overshoot_probability == 0.0:
+            return target  # no draws: the operator's randomness is as it was without overshoots
+        j = c.overshoot_joint
+        if stamp < self._overshoot_until:
+            target = target.copy()
+            target[j] = self._overshoot_axis
+            return target
+        # The hand heads one way once it pushes clearly (a third of full deflection); small
+        # corrections around zero are not turns. A turn is the intent crossing to the other side.
+        axis = float(target[j])
+        turned = self._heading != 0 and np.sign(axis) == -self._heading and abs(axis) > 0.05
+        if turned:
+            heading, self._heading = self._heading, 0
+            if c.overshoot_direction in (0, heading) and self.rng.random() < c.overshoot_probability:
+                # Runs on at the speed it came with, as a hand late to the bend.
+                self.overshoots += 1
+                self._overshoot_until = stamp + self.rng.uniform(c.overshoot_min, c.overshoot_max)
+                self._overshoot_axis = self._approach
+                target = target.copy()
+                target[j] = self._overshoot_axis
+                return target
+        if abs(axis) > 1.0 / 3.0:
+            self._heading, self._approach = int(np.sign(axis)), axis
+        return target
 
     def _update_pause(self, stamp: float, dt: float) -> None:
         c = self.config

@@ -23,6 +23,7 @@ BENCHMARKS = {
     "horde-node": "gamma_net_ros.bench.horde",
     "playback": "gamma_net_ros.bench.playback",
     "startup": "gamma_net_ros.bench.startup",
+    "reflex": "gamma_net_ros.bench.reflex",
 }
 #: Optional packages each benchmark needs: checked before the first one runs, not after an hour.
 NEEDS = {
@@ -33,6 +34,7 @@ NEEDS = {
     "horde-node": ("rclpy",),
     "playback": ("rclpy",),
     "startup": ("rclpy", "torch"),
+    "reflex": ("rclpy",),
 }
 
 

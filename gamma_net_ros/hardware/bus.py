@@ -345,6 +345,8 @@ class DynamixelBus:
             except BusError:
                 pass  # the servos may be gone already; closing must still happen
         port, self._port, self._reader = self._port, None, None
+        if port is None:
+            return  # turning torque off found the port gone (its loss already closed it)
         try:
             port.closePort()
         except PORT_ERRORS:

@@ -26,13 +26,16 @@ Control a running one through its control folder (``--control``, default ``LINK.
     {"cmd": "disconnect", "seconds": 1.5}      # seconds null: until {"cmd": "reconnect"}
     {"cmd": "reconnect"}
     {"cmd": "reboot"}                          # every servo restarts: torque off (as after a power loss)
+    {"cmd": "obstacle", "id": 1, "low": 0.3, "high": 0.6}   # servo 1 stalls there; low, high null: removed
     {"cmd": "state"}                           # positions, velocities, torque, goals, counters
     {"cmd": "history"}                         # [wall time, {id: position}] at each request served
 
 :class:`EmulatorClient` wraps that protocol; in-process, :class:`ServoEmulator` has the
 same methods. Emulated: PING, READ, WRITE, SYNC_READ, SYNC_WRITE, REBOOT; velocity (1) and
 position (3) operating modes; torque enable; EEPROM locked while torque is on; goals outside
-the limits refused with a Data Limit error. Not emulated: other instructions (answered with
+the limits refused with a Data Limit error; obstacles (``--obstacle ID LOW HIGH`` or the socket):
+regions a servo cannot enter, where it stalls, its current rising toward the stall current, its
+contact time counted in ``state``. Not emulated: other instructions (answered with
 an Instruction error), other modes, ID and baud changes, Return Delay Time.
 """
 

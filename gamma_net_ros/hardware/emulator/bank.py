@@ -5,6 +5,11 @@ for byte against the e-manual. The motion is ``gamma_net_core``'s
 :class:`~gamma_net_core.signals.servo.ServoModel`; the load is the simulated arm's effort model
 (inertia x acceleration + viscous friction, :class:`~gamma_net_core.signals.arm.SimulatedArm`),
 answered as Present Current through the servo's torque constant.
+
+A servo may meet an obstacle (:meth:`ServoBank.set_obstacle`): a region of its range it cannot
+enter, where it stops dead and, while its goal pushes into it, its Present Current rises toward
+the stall current (:mod:`gamma_net_core.signals.obstacle`); contact time and contacts are counted
+in :meth:`ServoBank.state`.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ import time
 from collections.abc import Callable, Sequence
 
 from gamma_net_core.signals.arm import ArmConfig
+from gamma_net_core.signals.obstacle import Obstacle, ObstacleContact
 from gamma_net_core.signals.servo import ServoLimits, ServoModel
 from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.hardware.protocol import (
@@ -95,6 +101,7 @@ class ServoBank:
             raise ValueError(f"torque_constant must be positive; got {torque_constant!r}")
         self.torque_constant = float(torque_constant)
         self.current = dict.fromkeys(self.ids, 0.0)  # A, of the last advance
+        self.obstacles: dict[int, ObstacleContact] = {}
         self.clock = clock
         self._start = self._last = clock()
         self.history: collections.deque[tuple[float, dict[int, float]]] = collections.deque(maxlen=HISTORY_LENGTH)
@@ -129,6 +136,50 @@ class ServoBank:
         self.current[dxl_id] = 0.0
         self._refresh(dxl_id)
 
+    def set_obstacle(
+        self,
+        dxl_id: int,
+        low: float | None = None,
+        high: float | None = None,
+        *,
+        stall_current: float = 2.3,
+        rise_s: float = 0.1,
+    ) -> dict | None:
+        """Put an obstacle in a servo's range (``low``..``high`` rad), or remove it (both None).
+
+        Args:
+          stall_current: A the Present Current rises toward while the servo pushes into it
+            (XM430-W350: 2.3 A at 12 V, ROBOTIS e-manual); clipped to the Current Limit.
+          rise_s: s, time constant of that rise.
+
+        Returns:
+          The obstacle's counters (see :meth:`ObstacleContact.counters`), None when removed.
+
+        Raises:
+          ValueError: an unknown id or a bad region, naming it; nothing changed.
+        """
+        if dxl_id not in self.tables:
+            raise ValueError(f"no servo with id {dxl_id!r}; ids are {self.ids}")
+        if low is None and high is None:
+            self.obstacles.pop(dxl_id, None)
+            return None
+        if low is None or high is None:
+            raise ValueError(f"an obstacle needs both low and high, rad; got low {low!r}, high {high!r}")
+        if not (isinstance(stall_current, (int, float)) and stall_current > 0):
+            raise ValueError(f"stall_current must be a positive number of A; got {stall_current!r}")
+        obstacle = Obstacle(float(low), float(high), float(stall_current) * self.torque_constant, float(rise_s))
+        self.advance()  # the time so far was spent without it
+        self.obstacles[dxl_id] = ObstacleContact(obstacle)
+        return self._obstacle_state(dxl_id)
+
+    def _obstacle_state(self, dxl_id: int) -> dict | None:
+        contact = self.obstacles.get(dxl_id)
+        if contact is None:
+            return None
+        counters = contact.counters()
+        peak = counters.pop("peak_torque")
+        return {**counters, "peak_current": peak / self.torque_constant}
+
     def _limits(self, dxl_id: int) -> ServoLimits:
         return ServoLimits(
             position_min=float(ct.ticks_to_rad(self.get(dxl_id, ct.MIN_POSITION_LIMIT))),
@@ -148,20 +199,41 @@ class ServoBank:
         self._last = now
         steps = max(1, math.ceil(dt / _MAX_STEP - 1e-9))
         for dxl_id, model in self.models.items():
+            contact = self.obstacles.get(dxl_id)
             for _ in range(steps):
                 before = float(model.velocity[0])
+                position = float(model.position[0])
                 model.step(dt / steps)
+                if contact is not None:
+                    model.position[0], model.velocity[0] = contact.step(
+                        position,
+                        float(model.position[0]),
+                        float(model.velocity[0]),
+                        push=self._push(model),
+                        dt=dt / steps,
+                    )
             # the acceleration of the last step (<= 5 ms): the load now, however long since the last request
             self._load(dxl_id, (float(model.velocity[0]) - before) / (dt / steps))
             self._refresh(dxl_id)
         self.history.append((time.time(), {i: float(m.position[0]) for i, m in self.models.items()}))
+
+    @staticmethod
+    def _push(model: ServoModel) -> float:
+        """The servo's goal velocity, rad/s (position mode: its gain times the position error): which way it pushes."""
+        if model.goal_position is None:
+            return float(model.goal_velocity[0])
+        return float(model.position_gain[0] * (model.goal_position[0] - model.position[0]))
 
     def _load(self, dxl_id: int, acceleration: float) -> None:
         """Present Current of the torque that moved the load this advance (none with torque off)."""
         if not self.get(dxl_id, ct.TORQUE_ENABLE):
             self.current[dxl_id] = 0.0
             return
-        torque = self.inertia[dxl_id] * acceleration + self.damping[dxl_id] * float(self.models[dxl_id].velocity[0])
+        contact = self.obstacles.get(dxl_id)
+        if contact is not None and contact.in_contact:
+            torque = contact.torque  # stalled against the stop: the load model's acceleration means nothing here
+        else:
+            torque = self.inertia[dxl_id] * acceleration + self.damping[dxl_id] * float(self.models[dxl_id].velocity[0])
         limit = float(ct.current_units_to_a(self.get(dxl_id, ct.CURRENT_LIMIT)))
         self.current[dxl_id] = min(max(torque / self.torque_constant, -limit), limit)
 
@@ -333,5 +405,6 @@ class ServoBank:
                 "operating_mode": self.get(dxl_id, ct.OPERATING_MODE),
                 "goal_velocity": float(ct.velocity_units_to_rad_s(self.get(dxl_id, ct.GOAL_VELOCITY))),
                 "goal_position": float(ct.ticks_to_rad(self.get(dxl_id, ct.GOAL_POSITION))),
+                "obstacle": self._obstacle_state(dxl_id),
             }
         return out

@@ -34,8 +34,26 @@ def parser() -> argparse.ArgumentParser:
     parser.add_argument("--delay-s", type=float, default=0.1, help="how late, s")
     latency = "every reply held this long, s, like a USB adapter's latency timer (FTDI default: 0.016)"
     parser.add_argument("--latency-s", type=float, default=0.0, help=latency)
+    parser.add_argument(
+        "--obstacle",
+        nargs=3,
+        action="append",
+        metavar=("ID", "LOW", "HIGH"),
+        default=[],
+        help="a region LOW..HIGH (rad) of servo ID's range that it cannot enter: it stalls there (repeatable)",
+    )
+    parser.add_argument(
+        "--stall-current", type=float, default=2.3, help="A, Present Current pushing into an obstacle (XM430-W350)"
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
     return parser
+
+
+def _number(text: str, kind, what: str):
+    try:
+        return kind(text)
+    except ValueError:
+        raise ValueError(f"{what} must be {'an integer' if kind is int else 'a number'}; got {text!r}") from None
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -48,6 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
         check_link_free(link)
         check_control_free(control)
         bank = ServoBank(args.ids, positions=args.positions, model_number=args.model_number)
+        for dxl_id, low, high in args.obstacle:
+            bank.set_obstacle(
+                _number(dxl_id, int, "--obstacle ID"),
+                _number(low, float, "--obstacle LOW"),
+                _number(high, float, "--obstacle HIGH"),
+                stall_current=args.stall_current,
+            )
         faults = Faults(
             drop=args.drop, corrupt=args.corrupt, delay=args.delay, delay_s=args.delay_s, latency_s=args.latency_s
         )

@@ -49,6 +49,10 @@ class EmulatorClient:
     def reboot(self) -> None:
         self.request("reboot")
 
+    def set_obstacle(self, dxl_id: int, low: float | None = None, high: float | None = None, **settings) -> dict | None:
+        """Put an obstacle in servo ``dxl_id``'s range (``low``..``high`` rad), or remove it (both None)."""
+        return self.request("obstacle", id=dxl_id, low=low, high=high, **settings)["obstacle"]
+
     def state(self) -> dict:
         state = self.request("state")["state"]
         state["servos"] = {int(k): v for k, v in state["servos"].items()}

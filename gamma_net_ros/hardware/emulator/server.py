@@ -117,6 +117,11 @@ class ServoEmulator:
                 self.bank.reboot(dxl_id)
             self.counters["reboots"] += 1
 
+    def set_obstacle(self, dxl_id: int, low: float | None = None, high: float | None = None, **settings) -> dict | None:
+        """Put an obstacle in a servo's range, or remove it (see :meth:`ServoBank.set_obstacle`)."""
+        with self._lock:
+            return self.bank.set_obstacle(dxl_id, low, high, **settings)
+
     def state(self) -> dict:
         """Servos, connection, faults and counters, as plain JSON-able data (servo ids as ints)."""
         with self._lock:
@@ -149,11 +154,21 @@ class ServoEmulator:
         if cmd == "reboot":
             self.reboot()
             return {}
+        if cmd == "obstacle":
+            dxl_id = request.pop("id", None)
+            if not isinstance(dxl_id, int):
+                raise ValueError(f"obstacle needs a servo id, an integer; got {dxl_id!r}")
+            unknown = set(request) - {"low", "high", "stall_current", "rise_s"}
+            if unknown:
+                raise ValueError(f"obstacle: unknown keys {sorted(unknown)}; expected low, high, stall_current, rise_s")
+            return {"obstacle": self.set_obstacle(dxl_id, **request)}
         if cmd == "state":
             return {"state": self.state()}
         if cmd == "history":
             return {"history": self.history()}
-        raise ValueError(f"unknown command {cmd!r}; expected faults, disconnect, reconnect, reboot, state or history")
+        raise ValueError(
+            f"unknown command {cmd!r}; expected faults, disconnect, reconnect, reboot, obstacle, state or history"
+        )
 
     def _in_loop(self, fn, *args):
         """Run ``fn`` on the serving thread (it owns the file descriptors), or here if none runs."""

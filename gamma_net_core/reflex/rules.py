@@ -1,0 +1,316 @@
+"""Reflex rules as data: a YAML file parsed into :class:`Rule` objects, refused in one line if wrong.
+
+A rules file::
+
+    stale_after_s: 0.5          # an input older than this is stale (s)
+    fail_safe: stop             # what a rule whose input is stale does: hold, pass or stop
+    rules:
+      - name: shoulder_stall_ahead
+        source: prediction      # prediction (default) or signal: the same rule on the present signal
+        question: shoulder_effort
+        tau: 10                 # a timescale in steps (or `readout: NAME`, prediction only)
+        # from: predictor       # instead of the Horde: the predictor node's Prediction, question
+        #                       #   naming its cumulant (e.g. shoulder/velocity/abs)
+        above: 0.5              # or `below:`; the condition's threshold
+        release: 0.3            # hysteresis: the rule lets go past this (default: the threshold)
+        hold_s: 0.5             # once on, it stays on at least this long (default 0)
+        response: {scale: 0.0, joints: [shoulder], direction: positive}   # or {event: true}
+
+What a rule compares with its threshold, so that the same threshold means the same on both sources:
+
+- ``source: signal``: the question's cumulant now (its field of the latest message, transformed).
+- ``source: prediction`` with ``tau``: ``(1 - gamma) V_gamma``, the prediction scaled to the
+  cumulant's units (a weighted average of the cumulant over about the next tau steps), as the
+  paper's figures put timescales on one axis.
+- ``source: prediction`` with ``readout``: the readout's value as published.
+
+Responses: ``scale`` multiplies the velocity commands of ``joints`` (0 zeroes them), only those
+moving in ``direction`` (``positive``, ``negative`` or ``both``, the default), so a reflex can stop
+motion toward a hazard and still let the arm move away from it. ``event: true`` only publishes
+an event. Every rule's switching on and off is published as an event either way.
+"""
+
+from __future__ import annotations
+
+import math
+import pathlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import yaml
+
+from gamma_net_core.horde.questions import HordeSpec
+
+SOURCES = ("prediction", "signal")
+FAIL_SAFES = ("hold", "pass", "stop")
+DIRECTIONS = ("both", "positive", "negative")
+ORIGINS = ("horde", "predictor")
+_RULE_KEYS = {
+    "from",
+    "name",
+    "source",
+    "question",
+    "tau",
+    "readout",
+    "above",
+    "below",
+    "release",
+    "hold_s",
+    "response",
+    "fail_safe",
+}
+_RESPONSE_KEYS = {"scale", "joints", "direction", "event"}
+_TOP_KEYS = {"stale_after_s", "fail_safe", "rules"}
+
+
+@dataclass(frozen=True)
+class Response:
+    """What a rule does while it is on.
+
+    Attributes:
+      joints: joint names whose velocity commands are scaled (empty for an event-only rule).
+      scale: factor applied to those commands, in [0, 1] (0 zeroes them).
+      direction: scale only commands moving this way: ``positive``, ``negative`` or ``both``.
+      event: an event-only rule (commands untouched).
+    """
+
+    joints: tuple[str, ...] = ()
+    scale: float = 1.0
+    direction: str = "both"
+    event: bool = False
+
+
+@dataclass(frozen=True)
+class Rule:
+    """One fixed response to a prediction or a signal crossing a threshold.
+
+    Attributes:
+      name: the rule's name, unique in its file (events carry it).
+      origin: ``horde`` (a question of the Horde's PredictionArray) or ``predictor`` (the
+        predictor node's Prediction, whose ``cumulant`` is ``question``).
+      source: ``prediction`` or ``signal``.
+      question: the Horde question whose prediction (or cumulant) is watched.
+      tau: the timescale in steps, for a prediction (None with a readout or a signal).
+      readout: a readout's name instead of ``tau`` (prediction only).
+      above: True: on when the value rises above ``threshold``; False: when it falls below.
+      threshold: where the rule switches on.
+      release: where it switches off again (at or below the threshold for ``above``; at or above for ``below``).
+      hold_s: once on, the rule stays on at least this long, s.
+      fail_safe: what it does while its input is stale: ``hold`` (stay as it is), ``pass``
+        (off), ``stop`` (zero every joint's command).
+      response: what it does while on.
+    """
+
+    name: str
+    origin: str
+    source: str
+    question: str
+    tau: float | None
+    readout: str | None
+    above: bool
+    threshold: float
+    release: float
+    hold_s: float
+    fail_safe: str
+    response: Response
+
+    def is_met(self, value: float) -> bool:
+        """Whether ``value`` is past the threshold (switches the rule on)."""
+        return value > self.threshold if self.above else value < self.threshold
+
+    def is_released(self, value: float) -> bool:
+        """Whether ``value`` is back past the release level (lets the rule switch off)."""
+        return value < self.release if self.above else value > self.release
+
+
+@dataclass(frozen=True)
+class RuleSet:
+    """A parsed rules file.
+
+    Attributes:
+      rules: the rules, in file order.
+      stale_after_s: s; an input older than this is stale.
+    """
+
+    rules: tuple[Rule, ...]
+    stale_after_s: float
+
+    @property
+    def joints(self) -> tuple[str, ...]:
+        """Every joint some rule scales, in first-named order."""
+        out: list[str] = []
+        for rule in self.rules:
+            out += [j for j in rule.response.joints if j not in out]
+        return tuple(out)
+
+
+def load_rules(
+    source: str | pathlib.Path | Mapping[str, Any], *, questions: HordeSpec, joint_names: Sequence[str]
+) -> RuleSet:
+    """Parse a rules file (or mapping) against the Horde it reads and the joints it may command.
+
+    Args:
+      source: a YAML file or an already-parsed mapping.
+      questions: the Horde's questions, readouts and learned timescale range.
+      joint_names: the joints whose commands pass through the reflex.
+
+    Returns:
+      The :class:`RuleSet`.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: one line naming the file, the rule and the key at fault (unknown question,
+        readout or joint, a timescale outside the learner's range, a missing or unknown key).
+    """
+    if isinstance(source, Mapping):
+        doc, where = dict(source), "rules"
+    else:
+        path = pathlib.Path(source)
+        if not path.is_file():
+            raise FileNotFoundError(f"no rules file {path}")
+        try:
+            doc = yaml.safe_load(path.read_text())
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        where = str(path)
+    try:
+        return _rule_set(doc, questions, tuple(joint_names))
+    except ValueError as exc:
+        raise ValueError(f"{where}: {exc}") from None
+
+
+def _rule_set(doc: Any, questions: HordeSpec, joint_names: tuple[str, ...]) -> RuleSet:
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"expected a mapping with 'rules'; got {type(doc).__name__}")
+    _known(doc, _TOP_KEYS, "the file")
+    stale = _number(doc.get("stale_after_s", 0.5), "stale_after_s", low=0.0)
+    if stale <= 0:
+        raise ValueError(f"stale_after_s must be positive; got {stale!r}")
+    default_fail_safe = _choice(doc.get("fail_safe", "stop"), FAIL_SAFES, "fail_safe")
+    entries = doc.get("rules")
+    if not isinstance(entries, list) or not entries:
+        raise ValueError("'rules' must be a non-empty list")
+    rules = []
+    for i, entry in enumerate(entries):
+        label = f"rule {i}"
+        if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
+            label = f"rule {entry['name']!r}"
+        try:
+            rules.append(_rule(entry, questions, joint_names, default_fail_safe))
+        except ValueError as exc:
+            raise ValueError(f"{label}: {exc}") from None
+    names = [r.name for r in rules]
+    for name in names:
+        if names.count(name) > 1:
+            raise ValueError(f"rule {name!r}: the name is used more than once")
+    return RuleSet(rules=tuple(rules), stale_after_s=stale)
+
+
+def _rule(m: Any, questions: HordeSpec, joint_names: tuple[str, ...], default_fail_safe: str) -> Rule:
+    if not isinstance(m, Mapping):
+        raise ValueError(f"expected a mapping; got {type(m).__name__}")
+    _known(m, _RULE_KEYS, "the rule")
+    for key in ("name", "question", "response"):
+        if key not in m:
+            raise ValueError(f"missing key {key!r}")
+    name = m["name"]
+    if not isinstance(name, str) or not name:
+        raise ValueError(f"name must be a non-empty string; got {name!r}")
+    source = _choice(m.get("source", "prediction"), SOURCES, "source")
+    question = m["question"]
+    origin = _choice(m.get("from", "horde"), ORIGINS, "from")
+    if origin == "predictor":
+        if source != "prediction" or "readout" in m:
+            raise ValueError("a predictor rule reads the predictor's Prediction at a tau: no signal source, no readout")
+        if not isinstance(question, str) or not question:
+            raise ValueError(
+                f"question must name the predictor's cumulant (e.g. shoulder/velocity/abs); got {question!r}"
+            )
+    elif question not in questions.names:
+        raise ValueError(f"unknown question {question!r}; the Horde's questions: {list(questions.names)}")
+    tau = readout = None
+    if origin == "predictor":
+        tau = _number(m.get("tau"), "tau", low=1.0)  # its range is the predictor's, unknown here: tau >= 1
+    elif source == "prediction":
+        if ("tau" in m) == ("readout" in m):
+            raise ValueError("a prediction rule needs exactly one of 'tau' or 'readout'")
+        if "tau" in m:
+            tau = _number(m["tau"], "tau")
+            low, high = questions.timescales.tau_min, questions.timescales.tau_max
+            if not low <= tau <= high:
+                raise ValueError(f"tau {tau:g} is outside the learner's range [{low:g}, {high:g}]")
+        else:
+            readout = m["readout"]
+            if readout not in [r.name for r in questions.readouts]:
+                raise ValueError(f"unknown readout {readout!r}; readouts: {[r.name for r in questions.readouts]}")
+    elif "tau" in m or "readout" in m:
+        raise ValueError("a signal rule reads the present signal: it takes no 'tau' or 'readout'")
+    if ("above" in m) == ("below" in m):
+        raise ValueError("needs exactly one of 'above' or 'below'")
+    above = "above" in m
+    threshold = _number(m["above" if above else "below"], "above" if above else "below")
+    release = _number(m.get("release", threshold), "release")
+    if (above and release > threshold) or (not above and release < threshold):
+        side = "at or below" if above else "at or above"
+        raise ValueError(f"release {release:g} must be {side} the threshold {threshold:g}")
+    hold_s = _number(m.get("hold_s", 0.0), "hold_s", low=0.0)
+    fail_safe = _choice(m.get("fail_safe", default_fail_safe), FAIL_SAFES, "fail_safe")
+    return Rule(
+        name=name,
+        origin=origin,
+        source=source,
+        question=question,
+        tau=tau,
+        readout=readout,
+        above=above,
+        threshold=threshold,
+        release=release,
+        hold_s=hold_s,
+        fail_safe=fail_safe,
+        response=_response(m["response"], joint_names),
+    )
+
+
+def _response(m: Any, joint_names: tuple[str, ...]) -> Response:
+    if not isinstance(m, Mapping):
+        raise ValueError(f"response must be a mapping; got {m!r}")
+    _known(m, _RESPONSE_KEYS, "response")
+    if m.get("event", False) is True:
+        if set(m) - {"event"}:
+            raise ValueError("an event response takes no other keys")
+        return Response(event=True)
+    if "event" in m and m["event"] is not False:
+        raise ValueError(f"response event must be true or false; got {m['event']!r}")
+    for key in ("scale", "joints"):
+        if key not in m:
+            raise ValueError(f"response: missing key {key!r} (or give event: true)")
+    scale = _number(m["scale"], "response scale", low=0.0, high=1.0)
+    joints = m["joints"]
+    if not isinstance(joints, list) or not joints or not all(isinstance(j, str) for j in joints):
+        raise ValueError(f"response joints must be a non-empty list of names; got {joints!r}")
+    for joint in joints:
+        if joint not in joint_names:
+            raise ValueError(f"unknown joint {joint!r}; the commanded joints: {list(joint_names)}")
+    direction = _choice(m.get("direction", "both"), DIRECTIONS, "response direction")
+    return Response(joints=tuple(joints), scale=scale, direction=direction)
+
+
+def _known(m: Mapping[str, Any], known: set[str], label: str) -> None:
+    unknown = sorted(set(m) - known)
+    if unknown:
+        raise ValueError(f"unknown key {unknown[0]!r} in {label}; expected {sorted(known)}")
+
+
+def _choice(value: Any, choices: Sequence[str], label: str) -> str:
+    if value not in choices:
+        raise ValueError(f"{label} must be one of {list(choices)}; got {value!r}")
+    return value
+
+
+def _number(value: Any, label: str, *, low: float = -math.inf, high: float = math.inf) -> float:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+        raise ValueError(f"{label} must be a finite number; got {value!r}")
+    if not low <= value <= high:
+        raise ValueError(f"{label} must be within [{low:g}, {high:g}]; got {value!r}")
+    return float(value)

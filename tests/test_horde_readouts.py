@@ -10,6 +10,7 @@ import pathlib
 import numpy as np
 import pytest
 
+from gamma_net_core.experiments.forecasts import RING, chain_values, learn_chain, ring_chain
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError, PlainOnlineError
 from gamma_net_core.horde.questions import Readout
@@ -244,26 +245,8 @@ def test_forecast_kernels_are_the_tabulated_ones_and_forecast_a_constant_exactly
         assert high - low + 1 <= 1.1 * k + 1  # a band about k steps wide: the resolution is ~k
 
 
-#: A ring of 40 states walked forwards (0.6), staying (0.3) or backwards (0.1); the cumulant on
-#: reaching state s is cos(2 pi s / 40): E[C_{t+k}] turns once in about 80 steps.
-RING = 40
-
-
-def ring_chain() -> tuple[np.ndarray, np.ndarray]:
-    P = np.zeros((RING, RING))
-    for s in range(RING):
-        P[s, (s + 1) % RING] += 0.6
-        P[s, s] += 0.3
-        P[s, (s - 1) % RING] += 0.1
-    return P, np.cos(2 * np.pi * np.arange(RING) / RING)
-
-
-def chain_values(P, c, gammas) -> np.ndarray:
-    """[S, G] exact V(s, gamma) = sum_a gamma^a P^(a+1) c = (I - gamma P)^-1 P c."""
-    return np.stack([np.linalg.solve(np.eye(len(c)) - g * P, P @ c) for g in gammas], axis=1)
-
-
-#: Largest |forecast - P^k c| over the ring from exact values (tau_max 100, 10 Hz); README.md states them.
+#: Largest |forecast - P^k c| over the ring (gamma_net_core.experiments.forecasts) from exact values
+#: (tau_max 100, 10 Hz); README.md states them.
 EXACT_VALUES_ERROR = {0.1: 0.007, 0.5: 0.13, 1.0: 0.18, 2.0: 0.25}
 
 
@@ -292,33 +275,7 @@ def test_a_learner_on_the_chain_forecasts_its_expected_cumulants():
     """A tabular Horde learns the ring from one sampled walk; its forecasts against P^k c."""
     P, c = ring_chain()
     readouts = [Readout(name=f"in_{s}s", kind="forecast", seconds=s) for s in (0.5, 1.0, 2.0)]
-    config = GammaNetConfig(
-        tilings=(1,),
-        tile_widths=(0.01,),  # one tile per (state, gamma, tau)
-        memory_size=0,
-        bias=False,
-        step_size=0.05,
-        state_low=(0.0,),
-        state_high=(float(RING),),
-        timescale_input="both",
-        tau_scale=50.0,
-    )
-    horde = HordeLearner(
-        config,
-        names=["ring"],
-        readouts=readouts,
-        rate_hz=10.0,
-        timescales=TimescaleSampling(n_gamma=0, n_tau=1, tau_max=30),
-        rng=np.random.default_rng(0),
-    )
-    train = np.unique(np.concatenate([horde.readout_weights(r.name)[0] for r in readouts]))
-    rng = np.random.default_rng(1)
-    cumulative = np.cumsum(P, axis=1)
-    s = 0
-    for _ in range(30_000):
-        s_next = int(np.searchsorted(cumulative[s], rng.random()))
-        horde.learn([s + 0.5], [c[s_next]], [s_next + 0.5], gammas=train)
-        s = s_next
+    horde = learn_chain(P, c, readouts, rate_hz=10.0, tau_max=30.0, steps=30_000)
     for r in readouts:
         exact = np.linalg.matrix_power(P, forecast_steps(r, rate_hz=10.0)) @ c
         learned = np.array([horde.readout([s + 0.5], r.name)[0] for s in range(RING)])

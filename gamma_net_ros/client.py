@@ -28,6 +28,7 @@ only on the node you hand it.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
@@ -141,11 +142,11 @@ class PredictionView:
         if (tau is None) == (gamma is None):
             raise ValueError("give the timescale as exactly one of tau or gamma")
         if tau is not None:
-            if not (isinstance(tau, (int, float)) and math.isfinite(tau) and tau >= 1.0):
+            if not (_is_number(tau) and math.isfinite(tau) and tau >= 1.0):
                 raise ValueError(f"tau must be a finite number >= 1; got {tau!r}")
             tau = float(tau)
             gamma = 1.0 - 1.0 / tau
-        elif not (isinstance(gamma, (int, float)) and 0.0 <= gamma < 1.0):
+        elif not (_is_number(gamma) and 0.0 <= gamma < 1.0):
             raise ValueError(f"gamma must be in [0, 1); got {gamma!r}")
         else:
             tau = 1.0 / (1.0 - gamma)
@@ -172,6 +173,10 @@ class PredictionView:
         if name not in self.readouts:
             raise ValueError(f"no readout {name!r} in the predictions; readouts: {self.readouts}")
         return float(self.readout_values[q, self.readouts.index(name)])
+
+
+def _is_number(x) -> bool:
+    return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
 
 @dataclass(frozen=True)

@@ -216,7 +216,9 @@ def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(execu
     assert spin(executor, lambda: alerts == [False, True], timeout=180), (alerts, example.output)
     arm.effort = 0.0
     assert spin(executor, lambda: alerts == [False, True, False], timeout=180), (alerts, example.output)
-    code = example.interrupt()  # Ctrl-C; its output is complete once it has ended
+    # the example publishes, then logs: Ctrl-C only once the third line is out
+    assert spin(executor, lambda: example.output.count("effort at tau 6") >= 3, timeout=60), example.output
+    code = example.interrupt()  # Ctrl-C
     output = example.output
     assert code == 0, output
     assert "Traceback" not in output, output

@@ -207,7 +207,7 @@ def test_the_hyperbolic_readout_weights_are_the_documented_ones():
     np.testing.assert_allclose(d, [1.0, 0.452, 0.0333], atol=5e-4)
     np.testing.assert_allclose(d, 0.99 ** np.array([0, 10, 100]) / (1 + 0.1 * np.array([0, 10, 100])), atol=3e-4)
     assert g.max() <= 0.99 and np.all(a > 0) and a.sum() == pytest.approx(1.0)  # a weighted mean of values
-    for k in (0.01, 1.0, 10.0):  # the cut hyperbola for any k, over the readout's whole horizon
+    for k in (0.001, 0.01, 1.0, 10.0, 100.0):  # the cut hyperbola for any k, over the readout's whole horizon
         r = Readout(name="h", kind="hyperbolic", k=k)
         g, a = readout_weights(r, rate_hz=30.0, tau_max=100.0)
         t = np.arange(horizon(0.99))

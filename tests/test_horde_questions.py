@@ -10,6 +10,7 @@ from sensor_msgs.msg import BatteryState, Imu, JointState
 
 from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.questions import load_questions
+from gamma_net_core.horde.readouts import forecast_steps
 
 ROOT = pathlib.Path(__file__).resolve().parents[1]
 TYPESTORE = get_typestore(Stores.ROS2_HUMBLE)
@@ -113,6 +114,13 @@ def test_spec_from_mapping_topics_and_transforms():
     assert speed.termination is None
 
 
+def test_a_forecast_readout_is_parsed_with_its_horizon():
+    spec = load_questions(spec_doc(readouts=[{"name": "in_half_s", "kind": "forecast", "seconds": 0.5}]))
+    readout = spec.readout("in_half_s")
+    assert (readout.kind, readout.seconds) == ("forecast", 0.5)
+    assert forecast_steps(readout, rate_hz=spec.rate_hz) == 10
+
+
 def test_the_shipped_arm_questions_load():
     spec = load_questions(ROOT / "config" / "horde.yaml")
     assert {"shoulder_speed", "elbow_speed", "shoulder_effort"} <= set(spec.names)
@@ -175,6 +183,16 @@ JS = {"topic": "/joint_states", "type": "sensor_msgs/msg/JointState"}
             "readout 'w'.seconds: 10.0 s is 200 steps",
         ),
         (bad({"readouts": [{"name": "w", "kind": "box"}]}), "readout 'w'.kind: must be one of"),
+        (
+            bad({"readouts": [{"name": "f", "kind": "forecast", "seconds": 2.6}]}),
+            "readout 'f'.seconds: 2.6 s is 52 steps at 20.0 Hz, beyond timescales.tau_max 50: train longer "
+            "timescales or shorten the horizon",
+        ),
+        (
+            bad({"readouts": [{"name": "f", "kind": "forecast", "seconds": 0.02}]}),
+            "readout 'f'.seconds: 0.02 s is 0.4 steps at 20.0 Hz; a forecast looks at least one step ahead",
+        ),
+        (bad({"readouts": [{"name": "f", "kind": "forecast"}]}), "readout 'f'.seconds: required by a forecast"),
         (bad({"adaptation": {"method": "idbd"}}), "adaptation: AdaptationConfig.method must be one of"),
         (bad({"questions": []}), "questions: a non-empty list is required"),
     ],

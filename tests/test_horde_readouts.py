@@ -1,16 +1,24 @@
-"""Readouts (hyperbolic, windowed) against exact returns of known signals; online error against hand-made returns."""
+"""Readouts (hyperbolic, windowed, forecasts) against exact returns of known signals and chains.
+
+Online error against hand-made returns.
+"""
 
 from __future__ import annotations
+
+import pathlib
 
 import numpy as np
 import pytest
 
+from gamma_net_core.experiments.forecasts import RING, chain_values, learn_chain, ring_chain
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError, PlainOnlineError
 from gamma_net_core.horde.questions import Readout
 from gamma_net_core.horde.readouts import (
     discount_function,
     exact_readout_returns,
+    forecast_resolution,
+    forecast_steps,
     horizon,
     ideal_discount,
     readout_weights,
@@ -26,9 +34,12 @@ WINDOW = Readout(name="next_1s", kind="window", seconds=1.0)
 def test_readouts_approximate_their_discount_functions():
     t = np.arange(60)
     g, c = readout_weights(HYPERBOLIC, rate_hz=10.0, tau_max=100.0)
-    d = discount_function(g, c, t)
-    # The midpoint rule leaves out the weight above gamma_max = 0.99: 1 - 0.99^2 = 0.02 at most.
-    assert np.max(np.abs(d - ideal_discount(HYPERBOLIC, t, rate_hz=10.0))) < 0.021
+    d = discount_function(g, c, np.arange(700))
+    # The hyperbola cut at gamma_max = 0.99, to within the quadrature's error, over the whole horizon
+    ideal = ideal_discount(HYPERBOLIC, np.arange(700), rate_hz=10.0, tau_max=100.0)
+    assert np.max(np.abs(d - ideal)) < 3e-4
+    # and within 0.021 of the uncut 1 / (1 + k t) for a few seconds: (1 - 0.99^t) / (1 + 0.5 t) <= 0.0166
+    assert np.max(np.abs(d[:60] - 1.0 / (1.0 + 0.5 * t))) < 0.021
     g, c = readout_weights(WINDOW, rate_hz=10.0, tau_max=100.0)
     d = discount_function(g, c, np.arange(700))
     assert abs(d.sum() - 10.0) < 0.5  # the sum over the next 10 steps, about
@@ -186,3 +197,88 @@ def test_online_error_of_a_learner_tracks_its_taus_then_its_readouts():
         errors.observe([1.0, 0.0], [1.0, 0.0], np.hstack(row))
     # question b terminates every step: each of its returns is complete after one cumulant
     assert np.all(errors.counts[1] == 49) and errors.counts[0, 0] == 49 and errors.counts[0, 1] < 49
+
+
+def test_the_hyperbolic_readout_weights_are_the_documented_ones():
+    """README.md and the readouts module give d(0), d(10), d(100) at k = 0.1, tau_max = 100: 1, 0.452, 0.0333."""
+    readout = Readout(name="hyperbolic", kind="hyperbolic", k=0.1)
+    g, a = readout_weights(readout, rate_hz=30.0, tau_max=100.0)
+    d = discount_function(g, a, [0, 10, 100])
+    np.testing.assert_allclose(d, [1.0, 0.452, 0.0333], atol=5e-4)
+    np.testing.assert_allclose(d, 0.99 ** np.array([0, 10, 100]) / (1 + 0.1 * np.array([0, 10, 100])), atol=3e-4)
+    assert g.max() <= 0.99 and np.all(a > 0) and a.sum() == pytest.approx(1.0)  # a weighted mean of values
+    for k in (0.001, 0.01, 1.0, 10.0, 100.0):  # the cut hyperbola for any k, over the readout's whole horizon
+        r = Readout(name="h", kind="hyperbolic", k=k)
+        g, a = readout_weights(r, rate_hz=30.0, tau_max=100.0)
+        t = np.arange(horizon(0.99))
+        ideal = ideal_discount(r, t, rate_hz=30.0, tau_max=100.0)
+        assert np.max(np.abs(discount_function(g, a, t) - ideal)) < 3e-4, k
+
+
+def readme_resolution_rows() -> list[tuple[float, ...]]:
+    """The README's forecast resolution table: seconds, k, peak, half-height band low and high, lobes, gain."""
+    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+    table = text.split("<!-- forecast resolution -->")[1]
+    rows = []
+    for line in table.splitlines()[3:]:
+        if not line.startswith("|"):
+            break
+        cells = [c.strip() for c in line.strip("|").split("|")]
+        low, high = cells[3].split("–")
+        seconds, k, peak, negative, gain = float(cells[0]), int(cells[1]), int(cells[2]), cells[4], cells[5]
+        rows.append((seconds, k, peak, int(low), int(high), float(negative), float(gain)))
+    return rows
+
+
+def test_forecast_kernels_are_the_tabulated_ones_and_forecast_a_constant_exactly():
+    rows = readme_resolution_rows()
+    assert len(rows) >= 5
+    for seconds, k, peak, low, high, negative, gain in rows:
+        readout = Readout(name="f", kind="forecast", seconds=seconds)
+        res = forecast_resolution(readout, rate_hz=30.0, tau_max=100.0)  # the shipped config/horde.yaml's
+        assert (res.steps, res.peak, res.half_low, res.half_high) == (k, peak, low, high), seconds
+        assert res.negative == pytest.approx(negative, abs=0.006) and res.gain == pytest.approx(gain, abs=0.06)
+        g, a = readout_weights(readout, rate_hz=30.0, tau_max=100.0)
+        d = discount_function(g, a, np.arange(horizon(0.99)))
+        assert d.sum() == pytest.approx(1.0, abs=1e-9)  # a constant cumulant is forecast as itself
+        assert low <= k <= high  # the asked horizon lies in the kernel's half-height band
+        assert high - low + 1 <= 1.1 * k + 1  # a band about k steps wide: the resolution is ~k
+
+
+#: Largest |forecast - P^k c| over the ring (gamma_net_core.experiments.forecasts) from exact values
+#: (tau_max 100, 10 Hz); README.md states them.
+EXACT_VALUES_ERROR = {0.1: 0.007, 0.5: 0.13, 1.0: 0.18, 2.0: 0.25}
+
+
+def test_forecast_from_exact_values_against_exact_expected_cumulants_of_a_markov_chain():
+    P, c = ring_chain()
+    for seconds, bound in EXACT_VALUES_ERROR.items():
+        readout = Readout(name="f", kind="forecast", seconds=seconds)
+        g, a = readout_weights(readout, rate_hz=10.0, tau_max=100.0)
+        forecast = chain_values(P, c, g) @ a  # [S]
+        k = forecast_steps(readout, rate_hz=10.0)
+        exact = np.linalg.matrix_power(P, k) @ c  # E[C_{t+k} | S_t = s]
+        # what the readout is: the kernel d over the expected future cumulants P^(a+1) c
+        d = discount_function(g, a, np.arange(horizon(0.99)))
+        future, smoothed = P @ c, np.zeros(RING)
+        for weight in d:
+            smoothed += weight * future
+            future = P @ future
+        np.testing.assert_allclose(forecast, smoothed, atol=2e-3)  # the rest past the horizon: 1e-3 of it
+        error = np.max(np.abs(forecast - exact))
+        assert error < bound, (seconds, error)
+        # and far better than taking the present cumulant for the future one
+        assert error < 0.5 * np.max(np.abs(c - exact)), seconds
+
+
+def test_a_learner_on_the_chain_forecasts_its_expected_cumulants():
+    """A tabular Horde learns the ring from one sampled walk; its forecasts against P^k c."""
+    P, c = ring_chain()
+    readouts = [Readout(name=f"in_{s}s", kind="forecast", seconds=s) for s in (0.5, 1.0, 2.0)]
+    horde = learn_chain(P, c, readouts, rate_hz=10.0, tau_max=30.0, steps=30_000)
+    for r in readouts:
+        exact = np.linalg.matrix_power(P, forecast_steps(r, rate_hz=10.0)) @ c
+        learned = np.array([horde.readout([s + 0.5], r.name)[0] for s in range(RING)])
+        # measured 0.14, 0.14, 0.15 (of a cumulant in [-1, 1]): the kernel's width plus learning noise
+        assert np.max(np.abs(learned - exact)) < 0.2, r.name
+        assert np.max(np.abs(learned - exact)) < 0.5 * np.max(np.abs(c - exact)), r.name

@@ -17,6 +17,7 @@ inputs and one tile coder. The file::
     readouts:                     # weightings over timescales, published like a timescale
       - {name: hyperbolic, kind: hyperbolic, k: 0.1}
       - {name: next_2s, kind: window, seconds: 2.0}
+      - {name: in_1s, kind: forecast, seconds: 1.0}   # E[C] about 1 s ahead
     questions:
       - name: shoulder_speed
         cumulant: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "velocity[shoulder]", transform: abs}
@@ -49,7 +50,7 @@ from gamma_net_core.timescales import TimescaleSampling
 
 TRANSFORMS = ("identity", "abs", "square", "indicator")
 DIRECTIONS = ("above", "below")
-READOUT_KINDS = ("hyperbolic", "window")
+READOUT_KINDS = ("hyperbolic", "window", "forecast")
 ADAPTATION_METHODS = ("constant", "autostep")
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*/(msg/)?[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -123,8 +124,10 @@ class Question:
 class Readout:
     """A weighting over timescales read from each question's Γ-net (see :mod:`gamma_net_core.horde.readouts`).
 
-    ``hyperbolic``: sum_t C_{t+1} / (1 + k t) (Fedus et al. 2019), k per step; ``window``: about the
-    sum of the cumulants over the next ``seconds`` (``seconds * rate_hz`` steps).
+    ``hyperbolic``: sum_t C_{t+1} gamma_max^t / (1 + k t) (Fedus et al. 2019, cut at the longest
+    trained gamma), k per step; ``window``: about the sum of the cumulants over the next ``seconds``
+    (``seconds * rate_hz`` steps); ``forecast``: the expected cumulant about ``seconds`` ahead,
+    E[C_{t+k}] with k = round(seconds * rate_hz), averaged over a kernel about k steps wide.
     """
 
     name: str
@@ -354,6 +357,8 @@ def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> R
     kind = m.get("kind")
     if kind not in READOUT_KINDS:
         raise ValueError(f"{label}.kind: must be one of {list(READOUT_KINDS)}; got {kind!r}")
+    if kind == "forecast" and "seconds" not in m:
+        raise ValueError(f"{label}.seconds: required by a forecast (its horizon, in seconds)")
     values: dict[str, Any] = {"name": name, "kind": kind}
     if "k" in m:
         values["k"] = _number(m["k"], f"{label}.k", low=1e-6, high=1e6)
@@ -365,10 +370,16 @@ def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> R
             raise ValueError(f"{label}.n_gammas: must be an integer in [2, 1024]; got {n!r}")
         values["n_gammas"] = n
     readout = Readout(**values)
-    if kind == "window" and readout.seconds * rate_hz > timescales.tau_max:
+    what = {"window": "the window", "forecast": "the horizon"}.get(kind)
+    if what and readout.seconds * rate_hz > timescales.tau_max:
         raise ValueError(
             f"{label}.seconds: {readout.seconds} s is {readout.seconds * rate_hz:g} steps at {rate_hz} Hz, beyond "
-            f"timescales.tau_max {timescales.tau_max:g}: train longer timescales or shorten the window"
+            f"timescales.tau_max {timescales.tau_max:g}: train longer timescales or shorten {what}"
+        )
+    if kind == "forecast" and round(readout.seconds * rate_hz) < 1:
+        raise ValueError(
+            f"{label}.seconds: {readout.seconds} s is {readout.seconds * rate_hz:g} steps at {rate_hz} Hz; "
+            "a forecast looks at least one step ahead"
         )
     return readout
 

@@ -1,0 +1,62 @@
+"""Act on a learned prediction: say so when a Horde question's prediction crosses a threshold.
+
+    ros2 launch gamma_net_ros horde.launch.py        # a horde node publishing horde/predictions
+    python examples/prediction_alert.py --ros-args -p question:=shoulder_effort -p tau:=30.0 -p threshold:=2.0
+
+Publishes ``std_msgs/Bool`` on ``prediction_alert`` (true: above) and logs a line at each crossing.
+"""
+
+import rclpy
+from rcl_interfaces.msg import ParameterDescriptor
+from rclpy.executors import ExternalShutdownException
+from rclpy.node import Node
+from std_msgs.msg import Bool
+
+from gamma_net_ros.client import LatestPredictions, PredictionView
+
+
+class PredictionAlert(Node):
+    def __init__(self) -> None:
+        super().__init__("prediction_alert")
+        self.question = self.declare_parameter(
+            "question", "shoulder_effort", ParameterDescriptor(description="a question of the horde")
+        ).value
+        self.tau = self.declare_parameter("tau", 30.0, ParameterDescriptor(description="timescale, steps")).value
+        self.threshold = self.declare_parameter(
+            "threshold", 2.0, ParameterDescriptor(description="alert above this predicted return")
+        ).value
+        self.alert = self.create_publisher(Bool, "prediction_alert", 10)
+        self.above = None  # unknown until the first prediction
+        self.predictions = LatestPredictions(self, "horde/predictions", on_update=self.on_prediction)
+
+    def on_prediction(self, view: PredictionView) -> None:
+        try:
+            reading = view.value(self.question, tau=self.tau)
+        except ValueError as exc:  # e.g. a question the horde does not have: say it, keep listening
+            self.get_logger().error(str(exc), throttle_duration_sec=10.0)
+            return
+        above = reading.value > self.threshold
+        if above != self.above:
+            self.above = above
+            self.alert.publish(Bool(data=above))
+            how = "interpolated" if reading.interpolated else "published"
+            self.get_logger().info(
+                f"{self.question} at tau {reading.tau:g} ({how}): {reading.value:.3f} is "
+                f"{'above' if above else 'below'} {self.threshold:g}"
+            )
+
+
+def main(args=None) -> None:
+    rclpy.init(args=args)
+    node = PredictionAlert()
+    try:
+        rclpy.spin(node)
+    except (KeyboardInterrupt, ExternalShutdownException):
+        pass  # Ctrl-C
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+
+
+if __name__ == "__main__":
+    main()

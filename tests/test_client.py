@@ -1,0 +1,243 @@
+"""The consumer API (gamma_net_ros/client.py) and the README's example node, against a running horde.
+
+The horde runs as users start it (`ros2 run gamma_net_ros horde`), on its own 10 Hz clock, and
+learns from a JointState the test publishes: the shoulder's effort is the cumulant (a level the
+test sets), its position a constant state. Predictions read through the client are checked
+against the messages they come from; the blocking and awaited ``predict_at`` helpers against the
+last published message once the horde has stopped ticking (its input gone stale, so its state
+is that message's).
+"""
+
+from __future__ import annotations
+
+import itertools
+import pathlib
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+import yaml
+from gamma_net_msgs.msg import Prediction, PredictionArray
+from rclpy.node import Node
+from rclpy.qos import qos_profile_sensor_data
+from ros2_cli import Background, close_all
+from sensor_msgs.msg import JointState
+from std_msgs.msg import Bool
+
+from gamma_net_ros.client import LatestPredictions, PredictAtClient, PredictionError, PredictionView
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+ROOT = pathlib.Path(__file__).resolve().parent.parent
+EXAMPLE = ROOT / "examples" / "prediction_alert.py"
+JS = {"topic": "/joint_states", "type": "sensor_msgs/msg/JointState"}
+TAUS = [1.0, 4.0, 10.0]
+QUESTIONS = {
+    "rate_hz": 10.0,
+    "stale_after_s": 0.5,
+    "publish_taus": TAUS,
+    "state": [{**JS, "field": "position[shoulder]", "low": -1.0, "high": 1.0}],
+    "learner": {"tilings": [8], "memory_size": 256, "step_size": 0.05},
+    "timescales": {"n_gamma": 1, "n_tau": 3, "tau_max": 20},
+    "readouts": [
+        {"name": "in_half_s", "kind": "forecast", "seconds": 0.5},
+        {"name": "next_1s", "kind": "window", "seconds": 1.0},
+    ],
+    "questions": [
+        {"name": "effort", "cumulant": {**JS, "field": "effort[shoulder]"}},
+        {"name": "speed", "cumulant": {**JS, "field": "velocity[shoulder]", "transform": "abs"}},
+    ],
+}
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _nothing_left_running():
+    yield
+    close_all()
+
+
+class Arm(Node):
+    """Publishes the shoulder's JointState at 20 Hz while ``playing``, with the effort it is told."""
+
+    def __init__(self) -> None:
+        super().__init__("client_test_arm")
+        self.effort = 1.0
+        self.playing = True
+        self.joints = self.create_publisher(JointState, "/joint_states", qos_profile_sensor_data)
+        self.create_timer(0.05, self.publish)
+
+    def publish(self) -> None:
+        if self.playing:
+            msg = JointState(name=["shoulder"], position=[0.0], velocity=[0.5], effort=[self.effort])
+            msg.header.stamp = self.get_clock().now().to_msg()
+            self.joints.publish(msg)
+
+
+@pytest.fixture
+def horde(tmp_path):
+    """`ros2 run gamma_net_ros horde` on the test's questions; stopped with Ctrl-C, which must exit 0."""
+    path = tmp_path / "questions.yaml"
+    path.write_text(yaml.safe_dump(QUESTIONS))
+    command = ["ros2", "run", "gamma_net_ros", "horde", "--ros-args", "-p", f"questions_file:={path}"]
+    run = Background(command, cwd=tmp_path, log_path=tmp_path / "horde.txt")
+    assert run.wait_for("2 questions ['effort', 'speed']", timeout=120), run.output
+    yield run
+    assert run.interrupt() == 0, run.output
+    assert "Traceback" not in run.output, run.output
+
+
+def test_prediction_view_reads_a_running_horde_by_name_and_interpolates_between_taus(executor, spin, horde):
+    arm, reader = Arm(), Node("client_test_reader")
+    views = []
+    latest = LatestPredictions(reader, on_update=views.append)
+    executor.add_node(arm)
+    executor.add_node(reader)
+    assert latest.view is None and latest.age_s() == float("inf")
+    # learned a while: the predictions of the effort level 1 grow with tau
+    assert spin(executor, lambda: latest.view is not None and latest.view.update_count >= 30, timeout=120)
+    view, msg = latest.view, latest.view.msg
+    assert views[-1] is view and latest.received == len(views) and latest.age_s() < 60
+    assert view.questions == ["effort", "speed"] and view.readouts == ["in_half_s", "next_1s"]
+    np.testing.assert_allclose(view.taus, TAUS)
+    table = np.reshape(msg.values, (2, 3))
+    for q, question in enumerate(view.questions):
+        for k, tau in enumerate(TAUS):
+            reading = view.value(question, tau=tau)
+            assert (reading.question, reading.tau, reading.value) == (question, tau, table[q, k])
+            assert not reading.interpolated and reading.update_count == msg.update_count
+        assert view.value(question, gamma=0.75).value == table[q, 1]  # tau 4 given as gamma
+        assert view.value(question, tau=10.0 + 1e-12).value == table[q, 2]  # published up to rounding
+    # between published taus: linear in tau, and said so
+    reading = view.value("effort", tau=6.0)
+    assert reading.interpolated and reading.tau == 6.0
+    assert reading.value == pytest.approx(table[0, 1] + (6.0 - 4.0) / (10.0 - 4.0) * (table[0, 2] - table[0, 1]))
+    assert table[0, 0] < table[0, 1] < table[0, 2]  # learned: a level's return grows with tau
+    # the readouts by name, the forecast among them, as published
+    readouts = np.reshape(msg.readout_values, (2, 2))
+    assert view.readout("speed", "in_half_s") == readouts[1, 0] and view.readout("effort", "next_1s") == readouts[0, 1]
+    assert np.all(np.isfinite(readouts))
+    # errors name what is missing and what there is
+    with pytest.raises(ValueError, match=r"no question 'gripper' in the predictions; questions: \['effort', 'speed'\]"):
+        view.value("gripper", tau=4.0)
+    with pytest.raises(ValueError, match=r"tau 50 of 'effort' is outside the published timescales \(tau 1, 4, 10\)"):
+        view.value("effort", tau=50.0)
+    with pytest.raises(
+        ValueError, match=r"no readout 'in_2s' in the predictions; readouts: \['in_half_s', 'next_1s'\]"
+    ):
+        view.readout("effort", "in_2s")
+    with pytest.raises(ValueError, match=r"tau must be a finite number >= 1; got 0\.5"):
+        view.value("effort", tau=0.5)
+
+
+def test_predict_at_helpers_answer_at_exact_timescales_blocking_and_awaited(executor, spin, horde):
+    arm, reader = Arm(), Node("client_test_reader")
+    latest = LatestPredictions(reader)
+    client = PredictAtClient(reader)
+    executor.add_node(arm)
+    executor.add_node(reader)
+    assert spin(executor, lambda: latest.view is not None and latest.view.update_count >= 5, timeout=120)
+    arm.playing = False  # the input goes stale: the horde stops ticking, its state is the last message's
+    assert spin(executor, lambda: latest.age_s() > 2.0, timeout=60)  # nothing published for 2 s
+    last = np.reshape(latest.view.msg.values, (2, 3))
+
+    answer = client.call("effort", taus=TAUS)  # blocking: spins the reader's executor until it comes
+    np.testing.assert_allclose(answer.taus, TAUS)
+    np.testing.assert_array_equal(answer.values, last[0])
+    assert answer.question == "effort" and answer.update_count == latest.view.update_count
+    assert answer.stamp == latest.view.stamp
+
+    async def ask():
+        return await client.call_async("speed", gammas=[0.0, 0.9])
+
+    task = executor.create_task(ask)
+    assert spin(executor, task.done, timeout=30)
+    awaited = task.result()
+    np.testing.assert_allclose(awaited.gammas, [0.0, 0.9])
+    assert awaited.values[0] == last[1, 0] and awaited.update_count == answer.update_count
+
+    with pytest.raises(PredictionError, match="predict_at refused 'gripper': no question 'gripper'; questions:"):
+        client.call("gripper", taus=[4.0])
+    with pytest.raises(PredictionError, match="beyond the largest timescale the learner was trained on, tau 20"):
+        client.call("effort", taus=[50.0])
+
+
+def test_prediction_view_of_a_predictor_message_and_of_malformed_ones():
+    msg = Prediction(cumulant="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
+    view = PredictionView(msg)
+    assert view.questions == ["shoulder/velocity/abs"] and view.readouts == []
+    assert view.value("shoulder/velocity/abs", gamma=0.9).value == 4.0
+    reading = view.value("shoulder/velocity/abs", tau=5.5)  # halfway between tau 1 and 10
+    assert reading.interpolated and reading.value == pytest.approx(2.25) and reading.update_count == 7
+    with pytest.raises(ValueError, match="exactly one of tau or gamma"):
+        view.value("shoulder/velocity/abs")
+    bad = PredictionArray(questions=["a", "b"], gammas=[0.5], values=[1.0], readouts=[])
+    with pytest.raises(ValueError, match="malformed prediction message: 1 values for 2 questions x 1 gammas"):
+        PredictionView(bad)
+
+
+def test_importing_the_client_starts_nothing_and_installs_no_signal_handler():
+    code = (
+        "import signal, threading\n"
+        "before = {s: signal.getsignal(s) for s in (signal.SIGINT, signal.SIGTERM)}\n"
+        "import gamma_net_ros.client, rclpy\n"
+        "assert {s: signal.getsignal(s) for s in before} == before, 'signal handlers changed'\n"
+        "assert threading.active_count() == 1, threading.enumerate()\n"
+        "assert not rclpy.ok(), 'rclpy was initialised'\n"
+        "print('nothing started')\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0 and result.stdout == "nothing started\n", result.stdout + result.stderr
+
+
+def readme_example() -> str:
+    """The example node as README.md shows it (between its markers)."""
+    text = (ROOT / "README.md").read_text()
+    block = text.split("<!-- example: examples/prediction_alert.py -->")[1]
+    return block.split("```python\n", 1)[1].split("```", 1)[0]
+
+
+def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(executor, spin, horde, tmp_path):
+    assert readme_example() == EXAMPLE.read_text()  # the README shows the file as it is
+    text = (ROOT / "README.md").read_text()
+    line = next(x for x in text.splitlines() if x.startswith("python examples/prediction_alert.py"))
+    line = line.split("  #")[0].replace("shoulder_effort", "effort").replace("tau:=30.0", "tau:=6.0")
+    line = line.replace("threshold:=2.0", "threshold:=3.0")  # the test's horde: effort at tau 6 learns to 6
+    arm, watcher = Arm(), Node("client_test_watcher")
+    arm.effort = 0.0  # predicted 0 however long it learns: below, whenever the example starts hearing
+    alerts = []
+    watcher.create_subscription(Bool, "prediction_alert", lambda m: alerts.append(m.data), 10)
+    executor.add_node(arm)
+    executor.add_node(watcher)
+    example = Background(line, cwd=ROOT, log_path=tmp_path / "example.txt", shell=True)
+
+    def crossings() -> list[str]:
+        return [x for x in example.output.splitlines() if "effort at tau 6 (interpolated)" in x]
+
+    def cross(effort: float) -> None:
+        """Set the effort level and wait for the example's next crossing line."""
+        seen = len(crossings())
+        arm.effort = effort
+        assert spin(executor, lambda: len(crossings()) > seen, timeout=180), example.output
+
+    # 0 is below; learning effort 1: above; effort 0 from then on: below again
+    assert spin(executor, lambda: len(crossings()) == 1 or "Traceback" in example.output, timeout=120), example.output
+    cross(1.0)
+    cross(0.0)
+    # The example's topic reaches us once discovery has matched it with our subscription, which on
+    # a loaded machine can take longer than those crossings: cross on until we have heard some.
+    for effort in [1.0, 0.0] * 5:
+        if alerts:
+            break
+        cross(effort)
+    last_above = crossings()[-1].endswith("above 3")
+    assert spin(executor, lambda: alerts and alerts[-1] == last_above, timeout=30), (alerts, example.output)
+    code = example.interrupt()  # Ctrl-C
+    output = example.output
+    assert code == 0, output
+    assert "Traceback" not in output, output
+    sides = [x.rsplit(" ", 2)[-2] for x in output.splitlines() if "effort at tau 6 (interpolated)" in x]
+    assert sides[:3] == ["below", "above", "below"], output
+    assert all(a != b for a, b in itertools.pairwise(sides)), output  # a line at each crossing only
+    # what it published: the last crossings, as logged (the first ones may precede the matching)
+    assert alerts == [side == "above" for side in sides[-len(alerts) :]], (alerts, output)

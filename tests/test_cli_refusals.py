@@ -154,6 +154,7 @@ CASES = [
     ("bench-bridge-nice", "bench bridge --worker-nice 30", 2, "--worker-nice must be >= 0 and <= 19; got 30", None),
     ("demo-seconds-negative", "demo --seconds -1 --out {dir}", 2, "--seconds must be >= 20; got -1.0", None),
     ("demo-pretrain-negative", "demo --pretrain-circuits -1 --out {dir}", 2, "--pretrain-circuits must be >= 0", None),
+    ("demo-reflex-seconds-negative", "demo --reflex-seconds -1 --out {dir}", 2, "--reflex-seconds must be >= 0", None),
     ("demo-foreign-checkpoint", "demo --out {dir}", 2, "{dir}/predictor.npz exists and was not written by", None),
     ("demo-without-rclpy", "demo --seconds -1 --out {dir}", 2, "'rclpy', which is not installed", "rclpy"),
 ]

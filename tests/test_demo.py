@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import sys
 
@@ -16,6 +17,7 @@ def test_demo_runs_the_whole_arm_pipeline(tmp_path):
     out = tmp_path / "demo"
     result = subprocess.run(
         [sys.executable, "-m", "gamma_net_core.cli", "demo", "--seconds", "25", "--pretrain-circuits", "3"]
+        + ["--reflex-seconds", "120"]
         + ["--out", str(out), "--json", str(out / "demo.json")],
         capture_output=True,
         text=True,
@@ -33,6 +35,11 @@ def test_demo_runs_the_whole_arm_pipeline(tmp_path):
     assert [round(r[0]) for r in errors] == [1, 10, 30, 60, 100]
     assert all(0 < r[5] < 1.0 for r in errors)  # relative error: better than predicting zero
     assert (out / "demo_predictions.png").stat().st_size > 10_000
+    # The run ends with one labelled line of the reflex comparison, its numbers those of the JSON's summary.
+    last = result.stdout.strip().splitlines()[-1]
+    assert last.startswith("[demo] reflex at an obstacle") and last == report["summary"]
+    assert re.search(r"contact time none [\d.]+ s, reactive [\d.]+ s, predictive [\d.]+ s; circuits", last)
+    assert (out / "reflex" / "reflex_study.png").stat().st_size > 10_000
     assert "resumed from" in (out / "logs" / "predictor.log").read_text()
     # The Horde beside it: the arm's questions learned live, each scored online against its realized return.
     horde = [r for r in report["tables"][2]["rows"] if r[1] in ("tau 1", "tau 2", "tau 5", "tau 10")]
@@ -63,6 +70,7 @@ def test_a_predictor_slow_to_start_still_gets_its_full_live_run(tmp_path):
     env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(delay), os.environ.get("PYTHONPATH", "")]))
     result = subprocess.run(
         [sys.executable, "-m", "gamma_net_core.cli", "demo", "--seconds", "20", "--pretrain-circuits", "0"]
+        + ["--reflex-seconds", "0"]
         + ["--out", str(out), "--json", str(out / "demo.json")],
         capture_output=True,
         text=True,

@@ -61,6 +61,7 @@ LOG_NAMES = ("servo_emulator", "dynamixel_driver", "teleop", "operator", "predic
 CHECKPOINT_NAME = "predictor.npz"
 BAG_NAME = "pretrain_bag"
 FIGURE_NAME = "demo_predictions.png"
+REFLEX_DIR = "reflex"  # the reflex comparison's figure and warmed Horde
 #: In --out: the files the demo wrote, each with its size and mtime, so that a later run
 #: replaces its own earlier outputs and refuses to touch anything else.
 MANIFEST_NAME = ".gamma-net-demo.json"
@@ -75,6 +76,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--pretrain-circuits", type=int, default=50, help="simulated circuits learned offline first (0: none)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seeds the simulated recording and the operator")
+    parser.add_argument(
+        "--reflex-seconds",
+        type=float,
+        default=120.0,
+        help="simulated seconds of each reflex condition at the obstacle, run last (0: none)",
+    )
 
 
 def _pretrain(out: pathlib.Path, arm_yaml: pathlib.Path, circuits: int, seed: int) -> dict:
@@ -123,7 +130,7 @@ def _start_position(arm_yaml: pathlib.Path) -> np.ndarray:
 
 def _outputs(out: pathlib.Path, pretrain: bool) -> list[pathlib.Path]:
     """The paths a run writes in ``out`` (the checkpoint and the bag only when it pretrains)."""
-    paths = [out / "logs" / f"{name}.log" for name in LOG_NAMES] + [out / FIGURE_NAME]
+    paths = [out / "logs" / f"{name}.log" for name in LOG_NAMES] + [out / FIGURE_NAME, out / REFLEX_DIR]
     return paths + ([out / CHECKPOINT_NAME, out / BAG_NAME] if pretrain else [])
 
 
@@ -188,6 +195,7 @@ def run(args: argparse.Namespace) -> Report:
     )
     check_range("--pretrain-circuits", args.pretrain_circuits, low=0)
     check_range("--seed", args.seed, low=0)
+    check_range("--reflex-seconds", args.reflex_seconds, low=0.0)
     out = output_dir("--out", args.out)
     outputs = _outputs(out, pretrain=args.pretrain_circuits > 0)
     _check_outputs(out, outputs)  # nothing is written or removed before this
@@ -270,7 +278,35 @@ def _run(args: argparse.Namespace, out: pathlib.Path) -> Report:
         shutil.rmtree(link_dir, ignore_errors=True)
     report = _evaluate(recorder, out, pretrain, args)
     report.tables.append(horde.table())
+    if args.reflex_seconds > 0:
+        report.summary = _reflex_line(out / REFLEX_DIR, seed=args.seed, seconds=args.reflex_seconds)
     return report
+
+
+def _reflex_line(folder: pathlib.Path, *, seed: int, seconds: float) -> str:
+    """The reflex study's three conditions on the demo's seed, in one line (`gamma-net reflex study` in small).
+
+    The arm, operator and Horde run in simulated time in this process, not through the nodes above:
+    the same learner and rules the reflex node runs, at a length a demo can afford.
+    """
+    from gamma_net_core.experiments import reflex_study
+
+    print(f"[demo] reflex at the obstacle: 3 conditions x {seconds:g} s simulated, seed {seed} ...", flush=True)
+    parser = argparse.ArgumentParser()
+    reflex_study.add_arguments(parser)
+    study = parser.parse_args(
+        ["--seeds", "1", "--first-seed", str(seed), "--seconds", str(seconds), "--warmup-circuits", "10"]
+        + ["--out", str(folder)]
+    )
+    result = reflex_study.run(study).data
+    contact = {c: result[c]["contact_s"][0] for c in reflex_study.CONDITIONS}
+    circuits = {c: result[c]["circuits"][0] for c in reflex_study.CONDITIONS}
+    return (
+        f"[demo] reflex at an obstacle (simulated arm, seed {seed}, {seconds:g} s each; one seed, not the study): "
+        f"contact time none {contact['none']:.2f} s, reactive {contact['reactive']:.2f} s, "
+        f"predictive {contact['predictive']:.2f} s; circuits {circuits['none']:.2f} / "
+        f"{circuits['reactive']:.2f} / {circuits['predictive']:.2f}"
+    )
 
 
 class _Recorder:

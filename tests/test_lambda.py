@@ -320,3 +320,33 @@ def test_a_checkpoint_from_before_lambda_resumes_as_td0(tmp_path):
     again = LinearGammaNet.load(tmp_path / "old.npz", config=ARM)
     np.testing.assert_array_equal(again.weights, net.weights)
     assert again.lam == 0.0
+
+
+def test_the_online_learner_takes_lambda_cuts_traces_at_a_gap_and_refuses_another_on_resume(tmp_path):
+    """What the predictor node runs: lam from its learner settings, the fixed ladder, traces cut at episode starts."""
+    from gamma_net_core.data.joints import JointsConfig
+    from gamma_net_core.online import OnlineGammaNet
+
+    joints = JointsConfig(input_joints=("shoulder", "elbow"), input_fields=("position", "position"),
+                          input_low=(-1.0, -1.0), input_high=(1.0, 1.0), cumulant_joint="shoulder",
+                          cumulant_field="velocity")  # fmt: skip
+    learner = dataclasses.replace(ARM, lam=0.9, step_size_decay_steps=0)
+
+    def online():
+        return OnlineGammaNet(joints=joints, learner=learner, timescales=ARM_SAMPLING, rng=np.random.default_rng(0))
+
+    a = online()
+    for t in range(20):
+        a.observe(stamp=0.1 * t, names=["shoulder", "elbow"], position=[0.01 * t, 0.0], velocity=[0.3, 0.0])
+    np.testing.assert_array_equal(a.net.trace_gammas, ladder(ARM_SAMPLING))
+    assert a.net.traces.max() > 2.0
+    a.save(tmp_path / "p.npz")
+    b = online()
+    b.resume(tmp_path / "p.npz")
+    assert b.net.update_count == 19 and not np.any(b.net.traces)  # a resume starts an episode: traces cut
+    step = a.observe(stamp=100.0, names=["shoulder", "elbow"], position=[0.0, 0.0], velocity=[0.3, 0.0])
+    assert step.new_episode and not np.any(a.net.traces)
+    other = OnlineGammaNet(joints=joints, learner=dataclasses.replace(learner, lam=0.5), timescales=ARM_SAMPLING,
+                           rng=np.random.default_rng(0))  # fmt: skip
+    with pytest.raises(CheckpointError, match=r"learner.lam: file has 0\.9, expected 0\.5"):
+        other.resume(tmp_path / "p.npz")

@@ -63,7 +63,8 @@ kind, version, configuration or array shape is refused with :class:`~gamma_net_c
 Modules: :mod:`~gamma_net_core.linear.settings` (the configurations),
 :mod:`~gamma_net_core.linear.kernels` (numba tile keys and TD(0) updates, shared with the
 multi-question kernels of :mod:`gamma_net_core.horde`), :mod:`~gamma_net_core.linear.learners`
-(the two learners), :mod:`~gamma_net_core.linear.traces` (TD(lambda)'s traces) and
+(the two learners), :mod:`~gamma_net_core.linear.traces` (TD(lambda)'s traces),
+:mod:`~gamma_net_core.linear.td_delta` (TD(Delta), a baseline learning a ladder of value differences) and
 :mod:`~gamma_net_core.linear.checkpoints` (save and load).
 """
 

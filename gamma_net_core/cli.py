@@ -34,6 +34,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
     (("arm", "train"), "gamma_net_core.experiments.arm_train", "the robot-arm study (Table 2) on a JointState bag"),
     (("horde", "train"), "gamma_net_core.experiments.horde_train", "learn a questions file from a bag, score each"),
+    (("lambda-study",), "gamma_net_core.experiments.lambda_study", "TD(lambda) and TD(Delta) learning curves"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE, record φ/cumulant shards (resumable)"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN) whose φ feeds Γ-nets"),

@@ -20,7 +20,8 @@ def test_lambda_study_writes_curves_for_every_learner_and_the_figures(tmp_path):
     for name in ("lambda_square_wave.png", "lambda_arm.png", "lambda_horde_event.png", "lambda_study.json"):
         assert (out / name).stat().st_size > 0, name
     data = json.loads((out / "lambda_study.json").read_text())
-    linear = ["Γ-net TD(0)", "Γ-net TD(λ=0.5)", "Γ-net TD(λ=0.5), α(1−λ)", "fixed-timescale TD(0)", "TD(Δ)"]
+    linear = ["Γ-net TD(0)", "Γ-net TD(0), fixed ladder", "Γ-net TD(λ=0.5)", "Γ-net TD(λ=0.5), α(1−λ)",
+              "fixed-timescale TD(0)", "TD(Δ)"]  # fmt: skip
     for domain in ("square_wave", "arm"):
         assert [k for k in data[domain]] == linear
         for run in data[domain].values():
@@ -28,7 +29,9 @@ def test_lambda_study_writes_curves_for_every_learner_and_the_figures(tmp_path):
             assert all(e >= 0 for e in run["errors"][-1])
     horde = data["horde"]
     assert "elbow_speed_until_past_2rad" in horde["questions"]
-    assert [k for k in horde if k != "questions"] == ["Horde TD(0)", "Horde TD(λ=0.5)", "Horde TD(λ=0.5), α(1−λ)"]
+    assert [k for k in horde if k != "questions"] == [
+        "Horde TD(0)", "Horde TD(0), fixed ladder", "Horde TD(λ=0.5)", "Horde TD(λ=0.5), α(1−λ)"
+    ]  # fmt: skip
     assert len(horde["Horde TD(λ=0.5)"]["errors"][-1]) == 4  # questions, each [9 taus]
     assert "Horde, event question" in result.stdout and "TD(Δ)" in result.stdout
 

@@ -37,6 +37,8 @@ import numpy as np
 from gamma_net_core.report import Report, Table
 
 PROBE_TAUS = (1.0, 2.0, 5.0, 10.0, 20.0, 40.0, 60.0, 80.0, 100.0)
+#: A mean error above this (errors ten times the returns' size) is reported as unstable, not as a number.
+UNSTABLE = 10.0
 #: Taus drawn in each figure's panels.
 FIGURE_TAUS = (5.0, 20.0, 100.0)
 REPO = pathlib.Path(__file__).resolve().parents[2]
@@ -68,19 +70,21 @@ def _chunks(steps: int, evaluations: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.pairwise(edges) if b > a]
 
 
-def _variants(budget: Budget) -> list[tuple[float, bool]]:
-    """(lambda, step size scaled by 1 - lambda): TD(0), then each lambda at the paper's alpha and at alpha (1 - lambda).
+def _variants(budget: Budget) -> list[tuple[float, bool, bool]]:
+    """(lambda, alpha scaled by 1 - lambda, fixed ladder) of each Γ-net run.
 
-    An accumulating trace sums about 1 / (1 - gamma lambda) feature vectors, so at the same alpha
-    a TD(lambda) step reaches that much further than a TD(0) step; alpha (1 - lambda) is the usual
-    correction, and both are measured.
+    TD(0) on drawn Gamma_t (the paper's), TD(0) on the fixed ladder (the control that separates
+    the ladder's effect from the traces'), then each lambda at the domain's alpha and at alpha
+    (1 - lambda): an accumulating trace sums about 1 / (1 - gamma lambda) feature vectors, so at
+    the same alpha a TD(lambda) step reaches that much further than a TD(0) step.
     """
-    return [(0.0, False)] + [(lam, scaled) for lam in budget.lams for scaled in (False, True)]
+    runs = [(0.0, False, False), (0.0, False, True)]
+    return runs + [(lam, scaled, True) for lam in budget.lams for scaled in (False, True)]
 
 
-def _name(learner: str, lam: float, scaled: bool) -> str:
+def _name(learner: str, lam: float, scaled: bool, fixed: bool) -> str:
     if lam == 0.0:
-        return f"{learner} TD(0)"
+        return f"{learner} TD(0)" + (", fixed ladder" if fixed else "")
     return f"{learner} TD(λ={lam})" + (", α(1−λ)" if scaled else "")
 
 
@@ -103,11 +107,11 @@ def linear_curves(stream: dict, config, sampling, budget: Budget) -> dict:
     chunks = _chunks(T, budget.evaluations)
     rng = np.random.default_rng(budget.seed)
     learners = {}
-    for lam, scaled in _variants(budget):
-        name = _name("Γ-net", lam, scaled)
+    for lam, scaled, fixed_ladder in _variants(budget):
+        name = _name("Γ-net", lam, scaled, fixed_ladder)
         cfg = dataclasses.replace(config, lam=lam, step_size=config.step_size * ((1.0 - lam) if scaled else 1.0))
         net = LinearGammaNet(cfg, rng=np.random.default_rng(rng.integers(2**32)))
-        sampler = TimescaleSampler(sampling, np.random.default_rng(rng.integers(2**32)), fixed=lam > 0.0)
+        sampler = TimescaleSampler(sampling, np.random.default_rng(rng.integers(2**32)), fixed=fixed_ladder)
 
         def learn(a, b, net=net, sampler=sampler):
             net.learn_recording(states_t=s_t[a:b], cumulants=c[a:b], states_tp1=s_tp1[a:b], timescales=sampler)
@@ -193,6 +197,7 @@ def horde_curves(recording, budget: Budget) -> dict:
     from gamma_net_core.horde.learner import HordeLearner
     from gamma_net_core.horde.questions import load_questions
     from gamma_net_core.returns import discounted_returns
+    from gamma_net_core.timescales import ladder
 
     spec = load_questions(REPO / "config" / "horde.yaml")
     joints = {"shoulder": 0, "elbow": 1}
@@ -215,17 +220,19 @@ def horde_curves(recording, budget: Budget) -> dict:
     )  # fmt: skip  # [keep, Q, G]
     chunks = _chunks(T, budget.evaluations)
     out = {"questions": list(spec.names)}
-    for lam, scaled in _variants(budget):
+    ladder_gammas = ladder(spec.timescales)
+    for lam, scaled, fixed_ladder in _variants(budget):
         alpha = spec.learner.step_size * ((1.0 - lam) if scaled else 1.0)
         learner = dataclasses.replace(spec.learner, lam=lam, step_size=alpha)
         horde = HordeLearner.from_spec(dataclasses.replace(spec, learner=learner))
-        name = _name("Horde", lam, scaled)
+        name = _name("Horde", lam, scaled, fixed_ladder)
         curve, seconds, failed = [], 0.0, None
         for a, b in chunks:
             started = time.perf_counter()
             try:
                 for t in range(a, b):
-                    horde.learn(inputs[t], cumulants[t + 1], inputs[t + 1], continuations[t + 1])
+                    g = ladder_gammas if fixed_ladder else None  # None: drawn by the Horde's sampler
+                    horde.learn(inputs[t], cumulants[t + 1], inputs[t + 1], continuations[t + 1], gammas=g)
             except FloatingPointError as exc:
                 failed = f"diverged at step {t}: {exc}"
                 break
@@ -250,6 +257,8 @@ def plot_curves(path: pathlib.Path, title: str, curves: dict, *, question: int |
         errors = np.array(run["errors"])
         if question is not None:
             errors = errors[:, question]
+        if errors[-1].mean() > UNSTABLE:
+            name += " (unstable: off the chart)"
         for ax, tau in zip(axes, FIGURE_TAUS):
             ax.plot(run["steps"], errors[:, taus.index(tau)], label=name)
         axes[-1].plot(run["steps"], errors.mean(axis=1), label=name)
@@ -259,6 +268,7 @@ def plot_curves(path: pathlib.Path, title: str, curves: dict, *, question: int |
     for ax in axes:
         ax.set_xlabel("steps")
         ax.set_yscale("log")
+        ax.set_ylim(1e-3, 3.0)  # above 1 a learner is worse than predicting 0
     axes[0].set_ylabel("|V − G| / |G| (mean)")
     axes[-1].legend(fontsize=7)
     fig.suptitle(title)
@@ -303,6 +313,9 @@ def final_table(title: str, curves: dict, *, question: int | None = None) -> Tab
             continue
         last = np.array(run["errors"][-1] if question is None else run["errors"][-1][question])
         rate = run["steps"][-1] / run["seconds"] if run["seconds"] > 0 else float("nan")
+        if last.mean() > UNSTABLE:
+            table.add(name, *["unstable"] * (len(PROBE_TAUS) + 1), rate)
+            continue
         table.add(name, *last.tolist(), float(last.mean()), rate)
     return table
 

@@ -33,7 +33,7 @@ def _node(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
     "value, named", [("-0.1", "-0.1"), ("1.0", "1.0"), ("0.9995", "0.9995"), ("high", "'high'")]
 )  # fmt: skip
 def test_the_predictor_refuses_a_bad_lambda_in_one_fatal_line(tmp_path, value, named):
-    result = _node(["--params-file", str(ARM), "-p", f"predictor:learner.lam:={value}"], tmp_path)
+    result = _node(["-p", f"learner.lam:={value}"], tmp_path)
     output = result.stdout + result.stderr
     fatal = [line for line in output.splitlines() if "[FATAL]" in line]
     assert result.returncode == 1, output
@@ -42,17 +42,17 @@ def test_the_predictor_refuses_a_bad_lambda_in_one_fatal_line(tmp_path, value, n
     assert list(tmp_path.iterdir()) == []
 
 
-def _yaml_with(source: pathlib.Path, anchor: str, line: str, out: pathlib.Path) -> pathlib.Path:
+def _yaml_with(source: pathlib.Path, old: str, new: str, out: pathlib.Path) -> pathlib.Path:
+    """``source`` with its one line starting ``old`` (after the indent) changed to start ``new`` instead."""
     text = source.read_text()
-    assert anchor in text
-    out.write_text(text.replace(anchor, anchor + "\n" + line, 1))
+    assert text.count(old) == 1, old
+    out.write_text(text.replace(old, new))
     return out
 
 
 @pytest.mark.parametrize("value", ["-0.5", "1.0", "high"])
 def test_arm_train_refuses_a_bad_lambda_from_its_yaml(tmp_path, value):
-    anchor = '      loss_scaling: true                   # paper: "Loss prescaling was used"'
-    params = _yaml_with(ARM, anchor, f"      lam: {value}", tmp_path / "arm.yaml")
+    params = _yaml_with(ARM, "      lam: 0.0 ", f"      lam: {value} ", tmp_path / "arm.yaml")
     result = subprocess.run(
         ["gamma-net", "arm", "train", "--params", str(params), "--out", str(tmp_path / "run")],
         capture_output=True, text=True, timeout=TIMEOUT,
@@ -64,7 +64,7 @@ def test_arm_train_refuses_a_bad_lambda_from_its_yaml(tmp_path, value):
 
 
 def test_horde_train_refuses_a_bad_lambda_from_its_questions(tmp_path):
-    questions = _yaml_with(HORDE, "  step_size: 0.03", "  lam: high", tmp_path / "horde.yaml")
+    questions = _yaml_with(HORDE, "  lam: 0.0 ", "  lam: high ", tmp_path / "horde.yaml")
     result = subprocess.run(
         ["gamma-net", "horde", "train", "--bag", str(tmp_path), "--questions", str(questions), "--out",
          str(tmp_path / "run")],

@@ -18,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
+from gamma_net_core.linear.traces import DROP
 from gamma_net_core.tilecoding import draw_tilings
 from gamma_net_core.timescales import TimescaleSampler
 
@@ -172,6 +173,7 @@ class ReferenceLinearTD:
         Delta = np.zeros_like(self.w)
         for k, gamma in enumerate(gammas):
             self.z[k] = gamma * self.lam * self.z[k]
+            self.z[k][np.abs(self.z[k]) < DROP] = 0.0  # entries decayed to nothing leave the trace
             np.add.at(self.z[k], self.features(state_t, gamma), 1.0)  # a repeated hashed tile counts twice
             Delta += deltas_f[k] * self.z[k]
         self.w += self.step_size() * Delta

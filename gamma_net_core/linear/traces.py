@@ -24,9 +24,10 @@ continuation share their traces: the cost is paid once per continuation, not per
 
 A trace is stored dense ([K, n_features]) with the list of features it has touched (its support):
 with tile coding a trace touches only the tiles the recent states visited, so decay and update
-cost O(support), not O(n_features). Entries are never dropped from the support, so the arithmetic
-is that of the dense NumPy reference (:class:`gamma_net_core.reference.ReferenceLinearTD`), bit
-for bit. Traces are learner state: checkpoints save ``traces`` [K, n_features] and
+cost O(support), not O(n_features). An entry that decays below :data:`DROP` (1e-12: some 240
+steps after its last visit at gamma lambda = 0.89) is set to 0 and leaves the support; the dense
+NumPy reference (:class:`gamma_net_core.reference.ReferenceLinearTD`) zeroes the same entries, so
+the arithmetic is the same, bit for bit. Traces are learner state: checkpoints save ``traces`` [K, n_features] and
 ``trace_gammas`` [K]; the support is rebuilt from the nonzero entries on load (a zero entry adds
 nothing, so the rebuilt support gives the same updates).
 """
@@ -35,6 +36,11 @@ from __future__ import annotations
 
 import numba
 import numpy as np
+
+#: A trace entry that decays below this is set to 0 and leaves the support (the reference does the same).
+#: Without it an entry of a state not revisited decays for ever, through subnormal numbers whose arithmetic
+#: is some 100x slower on x86: a long stream's TD(lambda) step slowed 27x (docs/benchmarks.md).
+DROP = 1e-12
 
 
 class Traces:
@@ -113,8 +119,17 @@ def decay_and_add(traces, g, k, decay, idx_k, bias_index):  # pragma: no cover -
             in_support[g, k, i] = False
         n = 0
     else:
-        for j in range(n):
-            z[g, k, support[g, k, j]] *= decay
+        j = 0
+        while j < n:
+            i = support[g, k, j]
+            z[g, k, i] *= decay
+            if abs(z[g, k, i]) < DROP:  # gone: dropped before it decays into slow subnormal arithmetic
+                z[g, k, i] = 0.0
+                in_support[g, k, i] = False
+                n -= 1
+                support[g, k, j] = support[g, k, n]
+            else:
+                j += 1
     for t in range(idx_k.shape[0] + 1):
         if t < idx_k.shape[0]:
             i = idx_k[t]

@@ -36,6 +36,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("arm", "train"), "gamma_net_core.experiments.arm_train", "the robot-arm study (Table 2) on a JointState bag"),
     (("horde", "train"), "gamma_net_core.experiments.horde_train", "learn a questions file from a bag, score each"),
     (("reflex", "study"), "gamma_net_core.experiments.reflex_study", "predictive vs reactive reflex at an obstacle"),
+    (("lambda-study",), "gamma_net_core.experiments.lambda_study", "TD(lambda) and TD(Delta) learning curves"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE or MinAtar, record φ/cumulant shards"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN; MinAtar's network) for φ"),

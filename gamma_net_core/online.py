@@ -2,7 +2,8 @@
 
 :class:`OnlineGammaNet` joins the pieces a robot's stream needs and that a recording read
 offline does not: joint selection and validation per message, pairing each reading with
-the previous one into a transition (S_{t-1}, C_t, S_t), a fresh Gamma_t per step, episode
+the previous one into a transition (S_{t-1}, C_t, S_t), a fresh Gamma_t per step (with TD(lambda),
+``learner.lam`` > 0, the sampling's fixed ladder, its traces cut at every episode start), episode
 boundaries when time jumps back by more than ``max_gap`` (a bag played again) or stalls
 longer than ``max_gap`` (a robot paused), a smaller step back skipped as a bad message (the
 rule is :class:`~gamma_net_core.data.joints.JointSelector`'s, which the offline reader of
@@ -30,7 +31,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
+from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
 from gamma_net_core.config import from_mapping, to_mapping
 from gamma_net_core.data.joints import DEFAULT_MAX_GAP, JointSample, JointsConfig, JointSelector, Skip
 from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
@@ -89,7 +90,8 @@ class OnlineGammaNet:
         self.learning = learn
         self.selector = JointSelector(joints, max_gap=self.max_gap)
         self.net = _net if _net is not None else LinearGammaNet(learner, rng=rng)
-        self.sampler = TimescaleSampler(timescales, rng)
+        # TD(lambda) traces belong to fixed timescales: the sampling's ladder every step (linear/traces.py).
+        self.sampler = TimescaleSampler(timescales, rng, fixed=learner.lam > 0.0)
         self.latest: JointSample | None = None
         self.episodes = 0
         self.td_errors: np.ndarray | None = None
@@ -114,6 +116,7 @@ class OnlineGammaNet:
         """Forget the previous reading: the next one starts an episode (nothing learned across)."""
         self.latest = None
         self.selector.reset()
+        self.net.reset_traces()
 
     def observe(self, *, stamp: float, names, position=(), velocity=(), effort=()) -> Step | Skip:
         """Take one reading: validate it, learn from the transition it completes, keep it as the state.
@@ -135,6 +138,7 @@ class OnlineGammaNet:
             learned = True
         if new_episode:
             self.episodes += 1
+            self.net.reset_traces()  # no TD error reaches back across a gap
         self.latest = result
         return Step(sample=result, learned=learned, new_episode=new_episode)
 
@@ -162,6 +166,7 @@ class OnlineGammaNet:
         before = self.net.update_count
         for episode in np.split(np.arange(stamps.shape[0]), breaks):
             if episode.size and self.learning and episode.size > 1:
+                self.net.reset_traces()
                 self.net.learn_recording(
                     states_t=inputs[episode[:-1]],
                     cumulants=cumulants[episode[1:]],
@@ -207,7 +212,13 @@ class OnlineGammaNet:
           FileNotFoundError: no file at ``path``.
           CheckpointError: not such a checkpoint, or made with other settings (every difference is listed).
         """
-        _, arrays, meta = load_npz(path, kind=KIND, version=VERSION, config=self._config_mapping())
+        saved, arrays, meta = load_npz(path, kind=KIND, version=VERSION)
+        try:
+            # Defaults filled in: a file from before a setting existed (e.g. lam) has its default.
+            learner = to_mapping(from_mapping(GammaNetConfig, saved.get("learner", {}), where=str(path)))
+        except (TypeError, ValueError) as exc:
+            raise CheckpointError(f"{path}: unusable learner configuration: {exc}") from None
+        check_same_config(path, {**saved, "learner": learner}, self._config_mapping())
         net = LinearGammaNet.from_arrays(
             from_mapping(GammaNetConfig, to_mapping(self.learner_config)),
             arrays,

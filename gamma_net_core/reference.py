@@ -4,7 +4,9 @@ Nothing here is compiled or tuned. :class:`ReferenceTileCoder` computes the indi
 :class:`~gamma_net_core.tilecoding.TileCoder` from the same state (offsets, hashing
 constants); :class:`ReferenceLinearTD` is Algorithm 1 of the paper line by line, a
 Python loop over the gammas in Gamma_t, with loss scaling as the paper derives it (the
-weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)). Tests check that the fast learners in
+weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)), and with ``lam`` > 0
+TD(lambda) with one dense trace per gamma of a fixed Gamma (why fixed:
+:mod:`gamma_net_core.linear.traces`). Tests check that the fast learners in
 :mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
 """
 
@@ -16,6 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
+from gamma_net_core.linear.traces import DROP
 from gamma_net_core.tilecoding import draw_tilings
 from gamma_net_core.timescales import TimescaleSampler
 
@@ -101,6 +104,9 @@ class ReferenceLinearTD:
         self.n_active = sum(config.tilings) + (1 if config.bias else 0)
         self.w = np.zeros(self.coder.n_features)
         self.update_count = 0
+        self.lam = config.lam
+        self.trace_gammas: np.ndarray | None = None  # TD(lambda): the fixed Gamma, set by the first update
+        self.z: np.ndarray | None = None  # [K, n_features]: one accumulating trace per gamma in trace_gammas
 
     def features(self, state, gamma: float) -> np.ndarray:
         """x(S, gamma) as its active indices: the state's inputs, then the timescale's."""
@@ -134,6 +140,8 @@ class ReferenceLinearTD:
         Returns:
           The TD errors of V, delta_f / s(gamma) [K], in the cumulant's units.
         """
+        if self.lam > 0.0:
+            return self._learn_lambda(state_t, cumulant, state_tp1, terminal, np.asarray(gammas, dtype=np.float64))
         Delta = np.zeros_like(self.w)
         deltas_v = []
         for gamma in gammas:
@@ -149,6 +157,30 @@ class ReferenceLinearTD:
         self.w += self.step_size() * Delta
         self.update_count += 1
         return np.array(deltas_v)
+
+    def _learn_lambda(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas: np.ndarray) -> np.ndarray:
+        """TD(lambda): z_k = gamma_k lambda z_k + x(S_t, gamma_k); w += alpha sum_k delta_k z_k; a terminal cuts z."""
+        if self.z is None:
+            self.trace_gammas = gammas.copy()
+            self.z = np.zeros((gammas.shape[0], self.coder.n_features))
+        elif not np.array_equal(gammas, self.trace_gammas):
+            raise ValueError(f"TD(lambda) needs the same Gamma_t every step; got {gammas} after {self.trace_gammas}")
+        deltas_f = []
+        for gamma in gammas:  # every TD error with the weights before the step
+            f_t = self.output(state_t, gamma)
+            f_tp1 = 0.0 if terminal else self.output(state_tp1, gamma)
+            deltas_f.append(self.scale(gamma) * cumulant + gamma * f_tp1 - f_t)
+        Delta = np.zeros_like(self.w)
+        for k, gamma in enumerate(gammas):
+            self.z[k] = gamma * self.lam * self.z[k]
+            self.z[k][np.abs(self.z[k]) < DROP] = 0.0  # entries decayed to nothing leave the trace
+            np.add.at(self.z[k], self.features(state_t, gamma), 1.0)  # a repeated hashed tile counts twice
+            Delta += deltas_f[k] * self.z[k]
+        self.w += self.step_size() * Delta
+        if terminal:
+            self.z[:] = 0.0
+        self.update_count += 1
+        return np.array(deltas_f) / np.array([self.scale(g) for g in gammas])
 
     def learn_recording(
         self, *, states_t, cumulants, states_tp1, timescales, terminals=None, probe_gammas=None, record_from=0

@@ -124,18 +124,51 @@ class TimescaleSampling:
         raise ValueError(f"scale must be 'gamma', 'tau' or 'both'; got {scale!r}")
 
 
-class TimescaleSampler:
-    """Draws Gamma_t as gammas: the bounds first, then the gamma-scale draws, then the tau-scale draws."""
+def ladder(sampling: TimescaleSampling) -> np.ndarray:
+    """The fixed Gamma_t that stands for ``sampling``'s draws: one timescale per equal-probability stratum.
 
-    def __init__(self, sampling: TimescaleSampling, rng: np.random.Generator) -> None:
+    The bounds (when ``include_bounds``), then ``n_gamma`` gammas at the midpoints of equal
+    slices of [gamma(tau_min), gamma(tau_max)], then ``n_tau`` at the midpoints of equal slices
+    of [tau_min, tau_max] (rounded down to integers with ``integer_tau``): the same size and
+    order as a draw, spread over the same distribution. TD(lambda) trains on it every step,
+    because an eligibility trace belongs to one timescale and a timescale drawn afresh has no
+    past to trace (:mod:`gamma_net_core.linear.traces`).
+
+    Returns:
+      float64 [sampling.size] gammas.
+    """
+    gamma_min, gamma_max = 1.0 - 1.0 / sampling.tau_min, 1.0 - 1.0 / sampling.tau_max
+    bounds = [gamma_min, gamma_max] if sampling.include_bounds else []
+    mid_g = (np.arange(sampling.n_gamma) + 0.5) / max(sampling.n_gamma, 1)
+    mid_t = (np.arange(sampling.n_tau) + 0.5) / max(sampling.n_tau, 1)
+    taus = sampling.tau_min + (sampling.tau_max - sampling.tau_min) * mid_t
+    if sampling.integer_tau:
+        taus = np.maximum(np.floor(taus), math.ceil(sampling.tau_min))
+    return np.concatenate([bounds, gamma_min + (gamma_max - gamma_min) * mid_g, 1.0 - 1.0 / taus])
+
+
+class TimescaleSampler:
+    """Draws Gamma_t as gammas: the bounds first, then the gamma-scale draws, then the tau-scale draws.
+
+    Args:
+      sampling: how Gamma_t is drawn.
+      rng: the draws' generator.
+      fixed: give :func:`ladder` every step instead, drawing nothing (TD(lambda) needs it).
+    """
+
+    def __init__(self, sampling: TimescaleSampling, rng: np.random.Generator, *, fixed: bool = False) -> None:
         self.sampling = sampling
         self.rng = rng
+        self.fixed = bool(fixed)
         self.gamma_min = 1.0 - 1.0 / sampling.tau_min
         self.gamma_max = 1.0 - 1.0 / sampling.tau_max
         self._bounds = np.array([self.gamma_min, self.gamma_max]) if sampling.include_bounds else np.empty(0)
+        self._ladder = ladder(sampling)
 
     def sample(self) -> np.ndarray:
         """One Gamma_t: float64 [size], each gamma in [gamma(tau_min), gamma(tau_max)]."""
+        if self.fixed:
+            return self._ladder.copy()
         s = self.sampling
         on_gamma = self.rng.uniform(self.gamma_min, self.gamma_max, size=s.n_gamma)
         if s.integer_tau:
@@ -155,6 +188,8 @@ class TimescaleSampler:
         """
         if n < 0:
             raise ValueError(f"n must be >= 0; got {n!r}")
+        if self.fixed:
+            return np.repeat(self._ladder[None, :], n, axis=0)
         s = self.sampling
         if s.integer_tau and s.n_tau:
             rows = [self.sample() for _ in range(n)]

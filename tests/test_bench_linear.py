@@ -26,3 +26,7 @@ def test_bench_script_reports_both_settings(tmp_path):
     assert [(r["tilings"], r["features"], r["gamma_t"]) for r in rows] == [(70, 40630, 6), (100, 2049, 32)]
     for r in rows:
         assert r["ratio"] == r["recording_steps_per_s"] / r["reference_steps_per_s"] > 0
+        # TD(lambda) timed beside TD(0) in the same run: the cost of a step is their ratio.
+        assert r["lam"] == 0.9 and r["lambda_cost"] == r["recording_steps_per_s"] / r["recording_lambda_steps_per_s"]
+        assert r["learn_lambda_cost"] == r["learn_steps_per_s"] / r["learn_lambda_steps_per_s"] > 0
+    assert "TD(lambda) step <= 3x a TD(0) step (robot arm, recording)" in result.stdout

@@ -7,16 +7,20 @@ Both doors a node takes, one transition per call with Gamma_t drawn per step:
 - horde: :meth:`HordeLearner.learn` updating all Q questions (features computed once, shared);
 - loop: Q :class:`~gamma_net_core.linear.LinearGammaNet` objects, ``learn`` called on each (the
   same work, each recomputing its features), one "step" being all Q updated;
-- horde (Autostep): the same Horde with a step size per question and feature.
+- horde (Autostep): the same Horde with a step size per question and feature;
+- horde (TD(lambda)) with ``--lam`` > 0: the same Horde learning by TD(lambda) on the fixed
+  ladder of 32 timescales, every question's traces shared (one continuation group), timed in
+  the same run as TD(0) so their ratio is the cost of the traces.
 
 The process is pinned to one core and numba to one thread; each timing is the best of
 ``--repeats``. Goals (reported, never asserted): the Horde at least 10x the loop and at least
-100 steps/s (a 100 Hz clock).
+100 steps/s (a 100 Hz clock), with TD(lambda) too (issue 18).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 
@@ -63,8 +67,8 @@ def _memory_bytes() -> int | None:
         return None
 
 
-def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int) -> dict:
-    """Steps per second of the Horde (constant and Autostep) and of the loop of single learners."""
+def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, lam: float = 0.0) -> dict:
+    """Steps per second of the Horde (constant, Autostep, TD(lambda) when ``lam`` > 0) and of the loop."""
     from gamma_net_core.horde.learner import HordeLearner
     from gamma_net_core.horde.questions import AdaptationConfig
     from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
@@ -75,11 +79,12 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int) 
     s_t, c, s_tp1 = _data(max(horde_steps, loop_steps), questions)
     names = [f"q{i}" for i in range(questions)]
 
-    def horde(method: str):
+    def horde(method: str, lam: float = 0.0):
         def once() -> None:
             adaptation = AdaptationConfig(method=method)
             rng = np.random.default_rng(1)
-            learner = HordeLearner(config, names=names, timescales=sampling, adaptation=adaptation, rng=rng)
+            cfg = dataclasses.replace(config, lam=lam)
+            learner = HordeLearner(cfg, names=names, timescales=sampling, adaptation=adaptation, rng=rng)
             for t in range(horde_steps):
                 learner.learn(s_t[t], c[t], s_tp1[t])
 
@@ -99,6 +104,11 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int) 
                             rng=np.random.default_rng(1))  # fmt: skip
         warm.learn(s_t[0], c[0, :2], s_tp1[0])
     LinearGammaNet(config, rng=np.random.default_rng(1)).learn(s_t[0], c[0, 0], s_tp1[0], False, [0.5])
+    if lam > 0.0:
+        warm = HordeLearner(dataclasses.replace(config, lam=lam), names=names[:2], timescales=sampling,
+                            rng=np.random.default_rng(1))  # fmt: skip
+        warm.learn(s_t[0], c[0, :2], s_tp1[0])
+    lambda_rate = horde_steps / _best_seconds(repeats, horde("constant", lam)) if lam > 0.0 else None
     horde_rate = horde_steps / _best_seconds(repeats, horde("constant"))
     autostep_rate = horde_steps / _best_seconds(repeats, horde("autostep"))
     loop_rate = loop_steps / _best_seconds(repeats, loop)
@@ -112,6 +122,9 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int) 
         "loop_steps_per_s": loop_rate,
         "ratio": horde_rate / loop_rate,
         "autostep_ratio": autostep_rate / loop_rate,
+        "lam": lam,
+        "horde_lambda_steps_per_s": lambda_rate,
+        "lambda_ratio": None if lambda_rate is None else lambda_rate / loop_rate,
     }
 
 
@@ -121,6 +134,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--loop-steps", type=int, default=30, help="steps timed for the loop of single learners")
     parser.add_argument("--repeats", type=int, default=3, help="timings per learner; the best is kept")
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the first allowed)")
+    parser.add_argument("--lam", type=float, default=0.0, help="also time TD(lambda) at this lambda in (0, 0.999]")
 
 
 def run(args: argparse.Namespace) -> Report:
@@ -143,12 +157,18 @@ def run(args: argparse.Namespace) -> Report:
             f"--questions {args.questions} needs about {needed / 2**30:,.1f} GiB (cumulants and Autostep's "
             f"per-feature arrays); this machine has {memory / 2**30:,.1f} GiB"
         )
+    if not 0.0 <= args.lam <= 0.999:  # also refuses nan
+        raise ValueError(f"--lam must be in [0, 0.999]; got {args.lam}")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     core = pin_to_one_core(args.core)
     try:
         r = measure(
-            questions=args.questions, horde_steps=args.horde_steps, loop_steps=args.loop_steps, repeats=args.repeats
+            questions=args.questions,
+            horde_steps=args.horde_steps,
+            loop_steps=args.loop_steps,
+            repeats=args.repeats,
+            lam=args.lam,
         )
     finally:
         if allowed is not None:
@@ -162,6 +182,8 @@ def run(args: argparse.Namespace) -> Report:
     table.add(f"loop of {r['questions']} LinearGammaNet.learn", r["loop_steps_per_s"], 1.0)
     table.add("HordeLearner.learn (constant alpha)", r["horde_steps_per_s"], r["ratio"])
     table.add("HordeLearner.learn (Autostep)", r["horde_autostep_steps_per_s"], r["autostep_ratio"])
+    if r["horde_lambda_steps_per_s"] is not None:
+        table.add(f"HordeLearner.learn (TD(lambda), lam {r['lam']})", r["horde_lambda_steps_per_s"], r["lambda_ratio"])
     goals = Table("goals (issue 11)", ["goal", "measured", "met"])
     goals.add(f"Horde >= {GOAL_RATIO:.0f}x the loop", f"{r['ratio']:.1f}x", r["ratio"] >= GOAL_RATIO)
     goals.add(
@@ -169,4 +191,9 @@ def run(args: argparse.Namespace) -> Report:
         f"{r['horde_steps_per_s']:,.1f}",
         r["horde_steps_per_s"] >= GOAL_STEPS_PER_SECOND,
     )
+    if r["horde_lambda_steps_per_s"] is not None:
+        rate = r["horde_lambda_steps_per_s"]
+        goals.add(
+            f"TD(lambda) Horde >= {GOAL_STEPS_PER_SECOND:.0f} steps/s", f"{rate:,.1f}", rate >= GOAL_STEPS_PER_SECOND
+        )
     return Report(tables=[table, goals], data={"core": core, **r, "machine": _machine()})

@@ -9,14 +9,17 @@ configuration, transitions and Gamma_t sequence, sampling included):
 
 Settings: square wave (70 tilings, one feature per tile, |Gamma_t| = 6) and robot arm
 (100 tilings hashed into 2048 features + bias, |Gamma_t| = 32, alpha decayed over the
-data), the arm's joint positions a bounded random walk. The process is pinned to one core
-and numba to one thread; each timing is the best of ``--repeats`` (other work on a shared
+data), the arm's joint positions a bounded random walk. In each setting TD(lambda) (``--lam``,
+traces on the sampling's fixed ladder, alpha scaled by (1 - lambda) / |Gamma_t| to stay finite) is timed through
+both fast doors beside TD(0), in the same run: their ratio is what the traces cost a step. The
+process is pinned to one core and numba to one thread; each timing is the best of ``--repeats`` (other work on a shared
 machine only ever slows a run down).
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import time
 from collections.abc import Callable
@@ -28,6 +31,8 @@ from gamma_net_core.report import Report, Table
 
 #: The issue's goals, reported next to the numbers (never asserted in tests).
 GOAL_RATIO = 50.0
+#: Issue 18: a TD(lambda) step of the arm's Γ-net costs at most this many TD(0) steps.
+GOAL_LAMBDA_COST = 3.0
 GOAL_SQUARE_STEPS_PER_SECOND = 100_000.0
 
 
@@ -75,8 +80,8 @@ def _best_rate(steps: int, repeats: int, once: Callable[[], None]) -> float:
     return steps / best
 
 
-def measure(setting: Setting, *, reference_steps: int, fast_steps: int, repeats: int) -> dict:
-    """Steps per second of the three learners in one setting."""
+def measure(setting: Setting, *, reference_steps: int, fast_steps: int, repeats: int, lam: float = 0.9) -> dict:
+    """Steps per second of the three learners in one setting, and of both fast doors with TD(``lam``)."""
     from gamma_net_core.linear import LinearGammaNet
     from gamma_net_core.reference import ReferenceLinearTD
     from gamma_net_core.timescales import TimescaleSampler
@@ -101,12 +106,34 @@ def measure(setting: Setting, *, reference_steps: int, fast_steps: int, repeats:
         for t in range(per_step_steps):
             learner.learn(s_t[t], c[t], s_tp1[t], False, sampler.sample())
 
+    # A cost benchmark needs a run that stays finite, and the work per step does not depend on alpha: an
+    # accumulating trace sums ~1 / (1 - gamma lambda) feature vectors and the |Gamma_t| timescales' updates
+    # add up on shared tiles, so the square wave's alpha of 1.0 diverges with lambda 0.9 unless scaled down.
+    traced = dataclasses.replace(config, lam=lam, step_size=config.step_size * (1.0 - lam) / sampling.size)
+
+    def recording_lambda() -> None:
+        learner = LinearGammaNet(traced, rng=np.random.default_rng(1))
+        sampler = TimescaleSampler(sampling, np.random.default_rng(2), fixed=True)
+        n = fast_steps
+        learner.learn_recording(states_t=s_t[:n], cumulants=c[:n], states_tp1=s_tp1[:n], timescales=sampler)
+
+    def per_step_lambda() -> None:
+        learner = LinearGammaNet(traced, rng=np.random.default_rng(1))
+        sampler = TimescaleSampler(sampling, np.random.default_rng(2), fixed=True)
+        for t in range(per_step_steps):
+            learner.learn(s_t[t], c[t], s_tp1[t], False, sampler.sample())
+
     per_step_steps = min(fast_steps, 20_000)
     # Compile (or load the cached kernels) outside the timings.
     warm = LinearGammaNet(config, rng=np.random.default_rng(1))
     warm.learn_recording(states_t=s_t[:10], cumulants=c[:10], states_tp1=s_tp1[:10], timescales=np.full((10, 1), 0.5))
     warm.learn(s_t[0], c[0], s_tp1[0], False, [0.5])
+    warm = LinearGammaNet(traced, rng=np.random.default_rng(1))
+    warm.learn_recording(states_t=s_t[:10], cumulants=c[:10], states_tp1=s_tp1[:10], timescales=np.full((10, 1), 0.5))
+    warm.learn(s_t[0], c[0], s_tp1[0], False, [0.5])
     ref_rate = _best_rate(reference_steps, repeats, reference)
+    fast_lambda_rate = _best_rate(fast_steps, repeats, recording_lambda)
+    step_lambda_rate = _best_rate(per_step_steps, repeats, per_step_lambda)
     fast_rate = _best_rate(fast_steps, repeats, recording)
     step_rate = _best_rate(per_step_steps, repeats, per_step)
     return {
@@ -119,6 +146,11 @@ def measure(setting: Setting, *, reference_steps: int, fast_steps: int, repeats:
         "learn_steps_per_s": step_rate,
         "ratio": fast_rate / ref_rate,
         "learn_ratio": step_rate / ref_rate,
+        "lam": lam,
+        "recording_lambda_steps_per_s": fast_lambda_rate,
+        "learn_lambda_steps_per_s": step_lambda_rate,
+        "lambda_cost": fast_rate / fast_lambda_rate,
+        "learn_lambda_cost": step_rate / step_lambda_rate,
     }
 
 
@@ -139,6 +171,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--fast-steps", type=int, default=200_000, help="steps timed for the numba learner")
     parser.add_argument("--repeats", type=int, default=3, help="timings per learner; the best is kept")
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the first allowed)")
+    parser.add_argument("--lam", type=float, default=0.9, help="lambda of the TD(lambda) timings, in (0, 0.999]")
 
 
 def run(args: argparse.Namespace) -> Report:
@@ -146,6 +179,7 @@ def run(args: argparse.Namespace) -> Report:
 
     for name in ("reference_steps", "fast_steps", "repeats"):
         check_range("--" + name.replace("_", "-"), getattr(args, name), low=1)
+    check(0.0 < args.lam <= 0.999, f"--lam must be in (0, 0.999]; got {args.lam}")
     if args.core is not None and hasattr(os, "sched_getaffinity"):
         allowed = sorted(os.sched_getaffinity(0))
         check(args.core in allowed, f"--core {args.core} is not one of this process's cores {allowed}")
@@ -155,7 +189,9 @@ def run(args: argparse.Namespace) -> Report:
     core = pin_to_one_core(args.core)
     try:
         rows = [
-            measure(s, reference_steps=args.reference_steps, fast_steps=args.fast_steps, repeats=args.repeats)
+            measure(
+                s, reference_steps=args.reference_steps, fast_steps=args.fast_steps, repeats=args.repeats, lam=args.lam
+            )
             for s in SETTINGS
         ]
     finally:
@@ -179,8 +215,19 @@ def run(args: argparse.Namespace) -> Report:
             r["learn_steps_per_s"],
             r["learn_ratio"],
         )
+    rates = ["recording TD(0)", "recording TD(lambda)", "learn() TD(0)", "learn() TD(lambda)"]
+    traces = Table(
+        f"TD(lambda), lam {args.lam}, beside TD(0): steps per second; cost = TD(0) rate / TD(lambda) rate",
+        ["setting", *rates[:2], "cost", *rates[2:], "learn() cost"],
+        formats={**{k: "{:,.0f}" for k in rates}, "cost": "{:.2f}x", "learn() cost": "{:.2f}x"},
+    )
+    for r in rows:
+        traces.add(
+            r["setting"], r["recording_steps_per_s"], r["recording_lambda_steps_per_s"], r["lambda_cost"],
+            r["learn_steps_per_s"], r["learn_lambda_steps_per_s"], r["learn_lambda_cost"],
+        )  # fmt: skip
     square = rows[0]
-    goals = Table("goals (issue 3)", ["goal", "measured", "met"])
+    goals = Table("goals (issues 3 and 18)", ["goal", "measured", "met"])
     goals.add(
         f"recording >= {GOAL_RATIO:.0f}x reference (square wave)",
         f"{square['ratio']:.1f}x",
@@ -196,7 +243,18 @@ def run(args: argparse.Namespace) -> Report:
         f"{square['recording_steps_per_s']:,.0f}",
         square["recording_steps_per_s"] >= GOAL_SQUARE_STEPS_PER_SECOND,
     )
-    return Report(tables=[table, goals], data={"core": core, "rows": rows, "machine": _machine()})
+    arm = rows[1]
+    goals.add(
+        f"TD(lambda) step <= {GOAL_LAMBDA_COST:.0f}x a TD(0) step (robot arm, recording)",
+        f"{arm['lambda_cost']:.2f}x",
+        arm["lambda_cost"] <= GOAL_LAMBDA_COST,
+    )
+    goals.add(
+        f"TD(lambda) step <= {GOAL_LAMBDA_COST:.0f}x a TD(0) step (robot arm, learn())",
+        f"{arm['learn_lambda_cost']:.2f}x",
+        arm["learn_lambda_cost"] <= GOAL_LAMBDA_COST,
+    )
+    return Report(tables=[table, traces, goals], data={"core": core, "rows": rows, "machine": _machine()})
 
 
 def _machine() -> str:

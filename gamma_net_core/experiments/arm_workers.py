@@ -148,7 +148,8 @@ def train_seed(task: tuple) -> dict:
     gammas = np.array(settings.gammas)
     streams = _seeds(settings.seed, run, len(gammas))
     net = LinearGammaNet(settings.learner, rng=np.random.default_rng(streams[0]))
-    sampler = TimescaleSampler(settings.sampling, np.random.default_rng(streams[1]))
+    # TD(lambda) trains on the sampling's fixed ladder (gamma_net_core.linear.traces).
+    sampler = TimescaleSampler(settings.sampling, np.random.default_rng(streams[1]), fixed=settings.learner.lam > 0)
     started = time.perf_counter()
     net.learn_recording(
         states_t=data.states_t, cumulants=data.cumulants, states_tp1=data.states_tp1, timescales=sampler

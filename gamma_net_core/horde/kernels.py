@@ -16,6 +16,12 @@ c_q of S_{t+1} (0 where its termination holds, which stops the return)::
 
 Autostep (Mahmood et al. 2012) keeps a step size per question and feature instead
 (:func:`autostep_update`; :mod:`gamma_net_core.horde.adaptive` is its plain reference).
+
+TD(lambda) (:func:`lambda_step`; the trace form is :mod:`gamma_net_core.linear.traces`'s) keeps one
+trace per fixed gamma_k and continuation group (questions whose continuations are always equal share
+it), decayed by gamma_k lambda c_t, c_t the group's continuation of S_t; per question the update is
+the single-question TD(lambda) kernel's, W[:, q] += alpha sum_k delta[q, k] z_k, summed in the same
+order, so again N questions equal N single learners bit for bit.
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import numba
 import numpy as np
 
 from gamma_net_core.linear.kernels import _n_timescale_dims, _output_scale, _state_keys, _timescale_keys
+from gamma_net_core.linear.traces import decay_and_add, restore_support, save_support
 from gamma_net_core.tilecoding import finalize
 
 CONSTANT = 0
@@ -273,6 +280,110 @@ def autostep_step(
             if not ok_q[q]:
                 return q
     return -1
+
+
+@numba.njit(cache=True)
+def lambda_step(
+    W, state_t, state_tp1, gammas, cumulants, continuations, alpha, loss_scaling, ts, tiles, w_max, w_limit, scratch,
+    lam, traces, groups, members, n_members, continuation_t, work,
+):  # pragma: no cover - compiled  # fmt: skip
+    """One TD(lambda) transition for every question on the traces' fixed Gamma ``gammas`` [K].
+
+    ``groups[q]`` is question q's continuation group (its traces), ``members[g, :n_members[g]]`` the
+    group's questions in order, ``continuation_t[g]`` the group's
+    continuation of S_t (set to that of S_{t+1} on return). ``work`` is :func:`make_lambda_work`'s.
+    Returns like :func:`constant_step`; a refused step leaves W, the traces and ``continuation_t`` as
+    they were.
+    """
+    keys_t, keys_tp1, keys_ts, u, u_ts, idx_t, idx_tp1, f_t, f_tp1, deltas, steps, ok_q = scratch
+    dw, mark, touched, n_touched, old_z, old_support, old_n, old_max = work
+    K = gammas.shape[0]
+    Q = W.shape[1]
+    G = continuation_t.shape[0]
+    bias_index = tiles[8]
+    z, _, support, n_support, z_max = traces
+    _state_keys(state_t, tiles, u, keys_t)
+    _state_keys(state_tp1, tiles, u, keys_tp1)
+    active_indices(keys_t, keys_tp1, gammas, ts, tiles, u_ts, keys_ts, idx_t[:K], idx_tp1[:K])
+    td_errors(
+        W, idx_t[:K], idx_tp1[:K], gammas, cumulants, continuations, loss_scaling, bias_index, f_t, f_tp1, deltas[:, :K]
+    )
+    for g in range(G):
+        for k in range(K):
+            save_support(traces, g, k, old_z[g], old_support[g])
+            old_n[g, k] = n_support[g, k]
+            old_max[g, k] = z_max[g, k]
+            decay_and_add(traces, g, k, gammas[k] * lam * continuation_t[g], idx_t[k], bias_index)
+    # dw[i, q] = sum_k delta[q, k] z_k[i] over the group's supports, k in order (as the single learner).
+    for k in range(K):
+        for g in range(G):
+            n = n_touched[g]
+            for j in range(n_support[g, k]):
+                i = support[g, k, j]
+                if not mark[g, i]:
+                    mark[g, i] = True
+                    touched[g, n] = i
+                    n += 1
+                zz = z[g, k, i]
+                for m in range(n_members[g]):
+                    q = members[g, m]
+                    dw[i, q] += deltas[q, k] * zz
+            n_touched[g] = n
+    ok = True
+    for q in range(Q):
+        g = groups[q]
+        reach = 0.0
+        for j in range(n_touched[g]):
+            reach = max(reach, abs(alpha * dw[touched[g, j], q]))
+        ok_q[q] = np.isfinite(reach) and w_max[q] + reach <= w_limit
+        if not ok_q[q] and np.isfinite(reach):
+            m = 0.0
+            for i in range(W.shape[0]):
+                m = max(m, abs(W[i, q]))
+            w_max[q] = m
+            ok_q[q] = m + reach <= w_limit
+        steps[q, 0] = reach
+        ok &= ok_q[q]
+    for q in range(Q):
+        g = groups[q]
+        if ok:
+            w_max[q] += steps[q, 0]
+        for j in range(n_touched[g]):
+            i = touched[g, j]
+            if ok:
+                W[i, q] += alpha * dw[i, q]
+            dw[i, q] = 0.0
+    for g in range(G):
+        for j in range(n_touched[g]):
+            mark[g, touched[g, j]] = False
+        n_touched[g] = 0
+        for k in range(K):
+            if not ok:
+                restore_support(traces, g, k, old_z[g], old_support[g], old_n[g, k], old_max[g, k])
+    for q in range(Q):
+        for k in range(K):
+            deltas[q, k] /= _output_scale(gammas[k], loss_scaling)
+    if not ok:
+        for q in range(Q):
+            if not ok_q[q]:
+                return q
+    for q in range(Q):
+        continuation_t[groups[q]] = continuations[q]
+    return -1
+
+
+def make_lambda_work(n_features: int, n_questions: int, n_groups: int, n_gammas: int) -> tuple:
+    """Clean scratch of :func:`lambda_step`."""
+    return (
+        np.zeros((n_features, n_questions)),
+        np.zeros((n_groups, n_features), dtype=np.bool_),
+        np.zeros((n_groups, n_features), dtype=np.int64),
+        np.zeros(n_groups, dtype=np.int64),
+        np.zeros((n_groups, n_gammas, n_features)),
+        np.zeros((n_groups, n_gammas, n_features), dtype=np.int64),
+        np.zeros((n_groups, n_gammas), dtype=np.int64),
+        np.zeros((n_groups, n_gammas)),
+    )
 
 
 @numba.njit(cache=True)

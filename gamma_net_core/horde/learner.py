@@ -6,6 +6,9 @@ question has its own weight vector (``weights`` [Q, n_features]) and its own con
 single-question learner's (:class:`gamma_net_core.linear.LinearGammaNet`, its oracle: N questions
 here equal N single learners fed the same stream), see :mod:`gamma_net_core.horde.kernels`.
 With ``adaptation.method == "autostep"`` each question and feature has its own step size.
+With ``config.lam`` > 0 it learns by TD(lambda) on the sampling's fixed ladder of timescales
+(:mod:`gamma_net_core.linear.traces`), one set of traces per continuation group: questions with
+the same termination (or none) share them, so a Horde pays for its traces once per group.
 
 A node's loop (a fixed clock sampling the latest message of each topic)::
 
@@ -25,8 +28,10 @@ Checkpoint (``save``/``load`` via :func:`gamma_net_core.checkpoint.save_npz`, at
 kind ``"horde_linear_gamma_net"``, version :data:`VERSION`; config ``{"learner", "timescales",
 "adaptation", "names", "readouts", "rate_hz"}``; meta ``{"update_count", "has_previous",
 "sampler_state"}``; arrays ``weights`` float64 [Q, n_features], the tile coder's ``offsets``,
-``mult``, ``base``, ``previous`` [n_inputs] (the last inputs seen), and with Autostep ``alphas``,
-``h``, ``v`` [Q, n_features].
+``mult``, ``base``, ``previous`` [n_inputs] (the last inputs seen), with Autostep ``alphas``,
+``h``, ``v`` [Q, n_features], and with lam > 0 ``traces`` [G, K, n_features], ``trace_gammas`` [K],
+``trace_groups`` int64 [Q] and ``continuation_t`` [G] (each group's continuation of the last inputs).
+A file written before lam existed reads as lam 0.
 """
 
 from __future__ import annotations
@@ -39,13 +44,14 @@ from collections.abc import Sequence
 import numpy as np
 
 from gamma_net_core import config as config_lib
-from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
+from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
 from gamma_net_core.horde import kernels
 from gamma_net_core.horde.questions import AdaptationConfig, HordeSpec, Readout
 from gamma_net_core.horde.readouts import readout_weights
 from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
 from gamma_net_core.linear.kernels import _alpha
 from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
+from gamma_net_core.linear.traces import Traces
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas, validate_taus
 
 VERSION = 1
@@ -63,6 +69,9 @@ class HordeLearner:
       readouts: weightings over timescales answered by :meth:`readout`.
       rate_hz: steps per second (a window readout's length is in seconds).
       rng: draws the tile offsets, then Gamma_t (seed it per run).
+      trace_groups: with lam > 0, each question's continuation group [Q]: questions in one group
+        share traces, so their continuations must be equal at every step (checked); default: one
+        group (:meth:`from_spec` groups the questions by termination).
     """
 
     kind = KIND
@@ -77,6 +86,7 @@ class HordeLearner:
         readouts: Sequence[Readout] = (),
         rate_hz: float = 10.0,
         rng: np.random.Generator | None = None,
+        trace_groups: Sequence[int] | None = None,
         _state=None,
     ) -> None:
         names = tuple(names)
@@ -97,7 +107,10 @@ class HordeLearner:
         self.timescales = timescales
         self.adaptation = adaptation
         self.rate_hz = float(rate_hz)
-        self.sampler = TimescaleSampler(timescales, rng)
+        if config.lam > 0.0 and adaptation.method != "constant":
+            raise ValueError(f"lam {config.lam!r} > 0 (TD(lambda)) needs adaptation method 'constant'; got "
+                             f"{adaptation.method!r}")  # fmt: skip
+        self.sampler = TimescaleSampler(timescales, rng, fixed=config.lam > 0.0)
         self._rng = rng
         self._readouts = {r.name: r for r in readouts}
         self._readout_weights = {
@@ -113,15 +126,55 @@ class HordeLearner:
         self._scratch = kernels.make_scratch(
             config.n_state, N_TIMESCALE_DIMS[config.timescale_input], self._net.coder.n_tilings, k_max, Q
         )
+        if config.lam > 0.0:
+            self._init_traces(np.zeros(Q, dtype=np.int64) if trace_groups is None else trace_groups)
         if self._autostep:
             self._alphas = np.full((F, Q), config.step_size / self._net.n_active)
             self._h = np.zeros((F, Q))
             self._v = np.zeros((F, Q))
             self._dense = kernels.make_dense(F, Q)
 
+    def _init_traces(self, trace_groups) -> None:
+        groups = np.asarray(trace_groups)
+        Q = self.n_questions
+        if groups.shape != (Q,) or groups.dtype.kind not in "iu" or groups.min() < 0:
+            raise ValueError(f"trace_groups must be {Q} group numbers >= 0, one per question; got {trace_groups!r}")
+        # Renumber in order of first appearance, so groups are 0..G-1.
+        _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
+        order = np.argsort(np.argsort(first))
+        self._groups = np.ascontiguousarray(order[inverse], dtype=np.int64)
+        G = int(self._groups.max()) + 1
+        self._members = np.zeros((G, Q), dtype=np.int64)
+        self._n_members = np.zeros(G, dtype=np.int64)
+        for q, g in enumerate(self._groups):
+            self._members[g, self._n_members[g]] = q
+            self._n_members[g] += 1
+        ladder = self.sampler.sample()
+        self._traces = Traces(G, ladder, self.n_features)
+        self._continuation_t = np.ones(G)
+        self._lambda_work = kernels.make_lambda_work(self.n_features, Q, G, ladder.shape[0])
+
+    @property
+    def trace_groups(self) -> np.ndarray | None:
+        """[Q]: each question's continuation group (lam > 0), else None."""
+        return None if self.config.lam == 0.0 else self._groups.copy()
+
+    @property
+    def traces(self) -> np.ndarray | None:
+        """Read-only [G, K, n_features]: the traces of each group and fixed gamma (lam > 0), else None."""
+        if self.config.lam == 0.0:
+            return None
+        view = self._traces.z.view()
+        view.flags.writeable = False
+        return view
+
     @classmethod
     def from_spec(cls, spec: HordeSpec, *, rng: np.random.Generator | None = None) -> HordeLearner:
-        """The learner a questions file describes (``rng`` defaults to one seeded with ``spec.seed``)."""
+        """The learner a questions file describes (``rng`` defaults to one seeded with ``spec.seed``).
+
+        Questions with equal terminations (or none) share their TD(lambda) traces.
+        """
+        terminations = [q.termination for q in spec.questions]
         return cls(
             spec.learner,
             names=spec.names,
@@ -130,6 +183,7 @@ class HordeLearner:
             readouts=spec.readouts,
             rate_hz=spec.rate_hz,
             rng=np.random.default_rng(spec.seed) if rng is None else rng,
+            trace_groups=[terminations.index(t) for t in terminations],
         )
 
     # -- shape
@@ -193,8 +247,18 @@ class HordeLearner:
         return deltas
 
     def restart(self) -> None:
-        """Forget the previous inputs (after a gap, e.g. stale topics): the next step only records."""
+        """Forget the previous inputs (after a gap, e.g. stale topics): the next step only records.
+
+        With lam > 0 the traces are cut too: nothing is learned across the gap.
+        """
         self._previous = None
+        self.reset_traces()
+
+    def reset_traces(self) -> None:
+        """Cut every TD(lambda) trace (the next transition does not continue from the last)."""
+        if self.config.lam > 0.0:
+            self._traces.reset()
+            self._continuation_t[:] = 1.0
 
     def learn(self, state_t, cumulants, state_tp1, continuations=None, *, gammas=None) -> np.ndarray:
         """One TD(0) update of every question on (S_t, C_{t+1}, S_{t+1}), summed over Gamma_t.
@@ -225,6 +289,8 @@ class HordeLearner:
             )
         ls = self.config.loss_scaling
         net = self._net
+        if self.config.lam > 0.0:
+            return self._learn_lambda(s_t, c, s_tp1, cont, g)
         if self._autostep:
             a = self.adaptation
             bad = kernels.autostep_step(
@@ -242,6 +308,36 @@ class HordeLearner:
                 f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
                 f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "
                 "learner unchanged: lower step_size, use Autostep, or check the cumulant's scale"
+            )
+        self.update_count += 1
+        return deltas
+
+    def _learn_lambda(self, s_t, c, s_tp1, cont, g) -> np.ndarray:
+        if not np.array_equal(g, self._traces.gammas):
+            raise ValueError(
+                f"TD(lambda) keeps one trace per timescale, so Gamma_t must be the sampling's fixed ladder "
+                f"{self._traces.gammas.tolist()}; got {g.tolist()}"
+            )
+        first = self._members[self._groups, 0]
+        if np.any(cont != cont[first]):
+            q = int(np.flatnonzero(cont != cont[first])[0])
+            raise ValueError(
+                f"questions {self.names[first[q]]!r} and {self.names[q]!r} share TD(lambda) traces but their "
+                f"continuations differ ({float(cont[first[q]])!r} and {float(cont[q])!r}): give them different "
+                "trace_groups"
+            )
+        net = self._net
+        bad = kernels.lambda_step(
+            self._W, s_t, s_tp1, g, c, cont, self.step_size(), self.config.loss_scaling, net._ts, net._tiles,
+            self._w_max, net._w_limit, self._scratch, self.config.lam, self._traces.kernel_args, self._groups,
+            self._members, self._n_members, self._continuation_t, self._lambda_work,
+        )  # fmt: skip
+        deltas = self._scratch[9][:, : g.shape[0]].copy()
+        if bad >= 0:
+            raise FloatingPointError(
+                f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
+                f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "
+                "learner unchanged: lower step_size or lam, or check the cumulant's scale"
             )
         self.update_count += 1
         return deltas
@@ -309,6 +405,13 @@ class HordeLearner:
         arrays["previous"] = np.zeros(self.n_inputs) if self._previous is None else self._previous.copy()
         if self._autostep:
             arrays.update(alphas=self._alphas.T.copy(), h=self._h.T.copy(), v=self._v.T.copy())
+        if self.config.lam > 0.0:
+            arrays.update(
+                traces=self._traces.z.copy(),
+                trace_gammas=self._traces.gammas.copy(),
+                trace_groups=self._groups.copy(),
+                continuation_t=self._continuation_t.copy(),
+            )
         meta = {
             "update_count": int(self.update_count),
             "has_previous": self._previous is not None,
@@ -324,19 +427,26 @@ class HordeLearner:
           FileNotFoundError: no such file.
           CheckpointError: not a Horde checkpoint, another version or configuration, bad arrays.
         """
-        expected = None
-        if spec is not None:
-            expected = cls.from_spec(spec, rng=np.random.default_rng(0))._config_mapping()
-        saved, arrays, meta = load_npz(path, kind=KIND, version=VERSION, config=expected)
+        saved, arrays, meta = load_npz(path, kind=KIND, version=VERSION)
         where = str(path)
         try:
+            config = config_lib.from_mapping(GammaNetConfig, saved["learner"], where=where)
+        except (KeyError, TypeError, ValueError) as exc:
+            raise CheckpointError(f"{where}: unusable configuration or tile coder state: {exc}") from None
+        if spec is not None:
+            # Compared with defaults filled in: a file from before a setting existed (e.g. lam) has its default.
+            expected = cls.from_spec(spec, rng=np.random.default_rng(0))._config_mapping()
+            check_same_config(path, {**saved, "learner": config_lib.to_mapping(config)}, expected)
+        groups = arrays.get("trace_groups") if config.lam > 0.0 else None
+        try:
             learner = cls(
-                config_lib.from_mapping(GammaNetConfig, saved["learner"], where=where),
+                config,
                 names=saved["names"],
                 timescales=config_lib.from_mapping(TimescaleSampling, saved["timescales"], where=where),
                 adaptation=config_lib.from_mapping(AdaptationConfig, saved["adaptation"], where=where),
                 readouts=[Readout(**r) for r in saved["readouts"]],
                 rate_hz=saved["rate_hz"],
+                trace_groups=groups,
                 _state={k: arrays[k] for k in ("offsets", "mult", "base")},
             )
         except (KeyError, TypeError, ValueError) as exc:
@@ -366,4 +476,19 @@ class HordeLearner:
             learner._v = np.ascontiguousarray(arrays["v"].T)
         learner.update_count = count
         learner._previous = arrays["previous"].copy() if meta.get("has_previous") else None
+        if config.lam > 0.0:
+            learner._load_traces(arrays, where)
         return learner
+
+    def _load_traces(self, arrays, where: str) -> None:
+        t = self._traces
+        want = {"traces": t.z.shape, "trace_gammas": t.gammas.shape, "continuation_t": self._continuation_t.shape}
+        for name, shape in want.items():
+            a = arrays.get(name)
+            if a is None or a.dtype != np.float64 or a.shape != shape or not np.all(np.isfinite(a)):
+                got = None if a is None else f"{a.dtype}{list(a.shape)}"
+                raise CheckpointError(f"{where}: {name} are {got}; expected finite float64{list(shape)} (lam > 0)")
+        if not np.array_equal(arrays["trace_gammas"], t.gammas):
+            raise CheckpointError(f"{where}: trace_gammas differ from the sampling's ladder {t.gammas.tolist()}")
+        self._traces = Traces.from_arrays(t.gammas, arrays["traces"])
+        self._continuation_t = arrays["continuation_t"].copy()

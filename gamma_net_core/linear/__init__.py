@@ -1,4 +1,4 @@
-"""Linear Γ-nets: tile-coded linear value estimators over state and timescale, trained by TD(0).
+"""Linear Γ-nets: tile-coded linear value estimators over state and timescale, trained by TD(0) or TD(lambda).
 
 The learner of the paper's square-wave and robot-arm experiments (Algorithm 1). The
 timescale inputs (gamma, tau / tau_scale, or both) are extra input dimensions tile-coded
@@ -35,6 +35,11 @@ value before any weight changes; an update that would make a weight non-finite, 
 large that a prediction (a sum of ``n_active`` weights) could overflow, raises
 ``FloatingPointError`` and leaves the learner as it was.
 
+TD(lambda) (``lam`` > 0): the same TD errors, applied through one eligibility trace per gamma of
+a fixed Gamma_t (the sampling's ladder, :func:`gamma_net_core.timescales.ladder`); why a fixed
+set, and the trace form, in :mod:`gamma_net_core.linear.traces`. ``lam`` 0 (the default) is the
+TD(0) learner above, its kernels and draws unchanged.
+
 Checkpoint format (``save`` / ``load``, via :func:`gamma_net_core.checkpoint.save_npz`): an
 ``.npz`` whose JSON header holds kind ``"linear_gamma_net"`` (or ``"linear_fixed_timescale"``),
 version :data:`~gamma_net_core.linear.checkpoints.VERSION`, the configuration
@@ -46,7 +51,11 @@ meta ``{"update_count", "n_features", "n_dims"}``; its arrays are
   weights meant V itself, are refused;
 - ``offsets``  float64 [n_tilings, n_dims]: tiling offsets in tile widths, in [0, 1);
 - ``mult``     uint64  [n_tilings, n_dims]: hashing multipliers (strides when unhashed);
-- ``base``     uint64  [n_tilings]: hashing offsets (first index of each tiling when unhashed).
+- ``base``     uint64  [n_tilings]: hashing offsets (first index of each tiling when unhashed);
+- with ``lam`` > 0 only: ``traces`` float64 [K, n_features] and ``trace_gammas`` float64 [K], the
+  eligibility traces and the fixed Gamma they belong to (K = 0 before the first update).
+
+A file written before ``lam`` existed has no ``lam`` in its configuration and loads as lam 0.
 
 Input dimensions are the state's, then gamma and/or tau / tau_scale. A file of another
 kind, version, configuration or array shape is refused with :class:`~gamma_net_core.checkpoint.CheckpointError`.
@@ -54,7 +63,9 @@ kind, version, configuration or array shape is refused with :class:`~gamma_net_c
 Modules: :mod:`~gamma_net_core.linear.settings` (the configurations),
 :mod:`~gamma_net_core.linear.kernels` (numba tile keys and TD(0) updates, shared with the
 multi-question kernels of :mod:`gamma_net_core.horde`), :mod:`~gamma_net_core.linear.learners`
-(the two learners) and :mod:`~gamma_net_core.linear.checkpoints` (save and load).
+(the two learners), :mod:`~gamma_net_core.linear.traces` (TD(lambda)'s traces),
+:mod:`~gamma_net_core.linear.td_delta` (TD(Delta), a baseline learning a ladder of value differences) and
+:mod:`~gamma_net_core.linear.checkpoints` (save and load).
 """
 
 from gamma_net_core.linear.checkpoints import VERSION

@@ -8,7 +8,7 @@ import pathlib
 import numpy as np
 
 from gamma_net_core import config as config_lib
-from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
+from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
 
 #: 2: with loss scaling the weights hold f = (1 - gamma) V (version 1: V, its updates scaled).
 VERSION = 2
@@ -41,12 +41,14 @@ def load_learner(cls, path: str | os.PathLike, *, config=None):
     Raises:
       CheckpointError: another kind, version, configuration, or arrays of the wrong shape.
     """
-    expected = None if config is None else config_lib.to_mapping(config)
-    saved, arrays, meta = load_npz(path, kind=cls.kind, version=VERSION, config=expected)
+    saved, arrays, meta = load_npz(path, kind=cls.kind, version=VERSION)
     try:
         cfg = config_lib.from_mapping(cls._config_class, saved, where=str(path))
     except ValueError as exc:
         raise CheckpointError(f"{path}: unusable configuration: {exc}") from None
+    if config is not None:
+        # Compared with its defaults filled in: a file from before a setting existed (e.g. lam) has its default.
+        check_same_config(path, config_lib.to_mapping(cfg), config_lib.to_mapping(config))
     return learner_from_arrays(cls, cfg, arrays, update_count=meta.get("update_count"), source=str(path))
 
 
@@ -71,4 +73,26 @@ def learner_from_arrays(cls, config, arrays, *, update_count, source: str = "sta
         raise CheckpointError(f"{source}: bad update_count {update_count!r}")
     learner._weights = np.array(weights)
     learner.update_count = update_count
+    if config.lam > 0.0:
+        learner._traces, learner._work = _traces_from_arrays(arrays, learner.n_features, source)
     return learner
+
+
+def _traces_from_arrays(arrays, n_features: int, source: str):
+    """The TD(lambda) traces a ``lam`` > 0 learner saved (None before its first update), validated."""
+    from gamma_net_core.linear.kernels import traced_work
+    from gamma_net_core.linear.traces import Traces
+
+    z, gammas = arrays.get("traces"), arrays.get("trace_gammas")
+    if z is None or gammas is None:
+        raise CheckpointError(f"{source}: lam > 0 but no traces saved (a TD(lambda) learner's state includes them)")
+    if gammas.dtype != np.float64 or gammas.ndim != 1:
+        raise CheckpointError(f"{source}: trace_gammas are {gammas.dtype}{list(gammas.shape)}; expected float64[K]")
+    K = gammas.shape[0]
+    if z.dtype != np.float64 or z.shape != (K, n_features):
+        raise CheckpointError(f"{source}: traces are {z.dtype}{list(z.shape)}; expected float64[{K}, {n_features}]")
+    if not (np.all(np.isfinite(z)) and np.all((gammas >= 0.0) & (gammas < 1.0))):
+        raise CheckpointError(f"{source}: traces or trace_gammas hold non-finite or out-of-range values")
+    if K == 0:
+        return None, None
+    return Traces.from_arrays(gammas, z[None]), traced_work(n_features, K)

@@ -1,4 +1,4 @@
-"""numba kernels of the linear Γ-nets: tile keys of state and timescale, values, TD(0) updates.
+"""numba kernels of the linear Γ-nets: tile keys of state and timescale, values, TD(0) and TD(lambda) updates.
 
 Arguments follow one convention: ``tiles`` is :attr:`gamma_net_core.tilecoding.TileCoder.kernel_args`,
 ``ts`` = (timescale input code, tau_scale, n_state) with the code from
@@ -12,6 +12,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
+from gamma_net_core.linear.traces import decay_and_add, restore_support, save_support
 from gamma_net_core.tilecoding import add_keys, finalize, normalize
 
 
@@ -222,6 +223,172 @@ def _learn_many(
         if not ok:
             return n
     return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _accumulate(traces, g, deltas, dw, mark, touched, n):  # pragma: no cover - compiled
+    """dw += sum_k deltas[k] z[g, k] over the traces' supports, k in order; returns the touched count."""
+    z, _, support, n_support, _ = traces
+    for k in range(deltas.shape[0]):
+        d = deltas[k]
+        for j in range(n_support[g, k]):
+            i = support[g, k, j]
+            if not mark[i]:
+                mark[i] = True
+                touched[n] = i
+                n += 1
+            dw[i] += d * z[g, k, i]
+    return n
+
+
+@numba.njit(cache=True, inline="always")
+def _apply_traced(w, alpha, dw, mark, touched, n, w_limit):  # pragma: no cover - compiled
+    """w[i] += alpha dw[i] on the touched features if none would leave [-w_limit, w_limit]; clears dw."""
+    ok = True
+    for j in range(n):
+        i = touched[j]
+        ok &= abs(w[i] + alpha * dw[i]) <= w_limit  # False for NaN too
+    for j in range(n):
+        i = touched[j]
+        if ok:
+            w[i] += alpha * dw[i]
+        dw[i] = 0.0
+        mark[i] = False
+    return ok
+
+
+@numba.njit(cache=True)
+def _learn_one_lambda(
+    w,
+    state_t,
+    state_tp1,
+    gammas,
+    cumulant,
+    terminal,
+    alpha,
+    loss_scaling,
+    ts,
+    tiles,
+    w_limit,
+    deltas,
+    lam,
+    traces,
+    work,
+):  # pragma: no cover
+    """One TD(lambda) transition on the fixed ``gammas`` with their traces (group 0 of ``traces``).
+
+    Returns like :func:`_learn_one`; when the step is refused the weights and traces are as before.
+    ``work`` is :func:`traced_work` scratch, left clean.
+    """
+    dw, mark, touched, old_z, old_support, old_n, old_max = work
+    n_tilings = tiles[5].shape[0]
+    bias_index = tiles[8]
+    K = gammas.shape[0]
+    u = np.empty(state_t.shape[0])
+    u_ts = np.empty(_n_timescale_dims(ts[0]))
+    keys_t = np.empty(n_tilings, dtype=np.uint64)
+    keys_tp1 = np.empty(n_tilings, dtype=np.uint64)
+    keys_ts = np.empty(n_tilings, dtype=np.uint64)
+    idx = np.empty((K, n_tilings), dtype=np.int64)
+    steps = np.empty(K)
+    _state_keys(state_t, tiles, u, keys_t)
+    _state_keys(state_tp1, tiles, u, keys_tp1)
+    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas)
+    ok = _step_sizes(deltas, alpha, steps)
+    if ok:
+        n_support = traces[3]
+        for k in range(K):
+            save_support(traces, 0, k, old_z, old_support)
+            old_n[k] = n_support[0, k]
+            old_max[k] = traces[4][0, k]
+            decay_and_add(traces, 0, k, gammas[k] * lam, idx[k], bias_index)
+        n = _accumulate(traces, 0, deltas, dw, mark, touched, 0)
+        ok = _apply_traced(w, alpha, dw, mark, touched, n, w_limit)
+        if not ok:
+            for k in range(K):
+                restore_support(traces, 0, k, old_z, old_support, old_n[k], old_max[k])
+    for k in range(K):
+        deltas[k] /= _output_scale(gammas[k], loss_scaling)
+    return ok
+
+
+@numba.njit(cache=True)
+def _learn_many_lambda(
+    w,
+    states_t,
+    states_tp1,
+    cumulants,
+    terminals,
+    gammas,
+    step_size,
+    decay_steps,
+    count,
+    n_active,
+    loss_scaling,
+    ts,
+    tiles,
+    w_limit,
+    probe_keys,
+    probe_scales,
+    record_from,
+    predictions,
+    lam,
+    traces,
+    work,
+):  # pragma: no cover - compiled
+    """:func:`_learn_many` with TD(lambda) traces on the fixed Gamma ``gammas`` [K] (the same every step).
+
+    A terminal transition cuts the traces after its update. Returns -1, or the first step whose
+    update was refused (weights and traces then hold that step's partial state: the caller restores).
+    """
+    dw, mark, touched = work[0], work[1], work[2]
+    n_tilings = tiles[5].shape[0]
+    bias_index = tiles[8]
+    K = gammas.shape[0]
+    u = np.empty(states_t.shape[1])
+    u_ts = np.empty(_n_timescale_dims(ts[0]))
+    keys_t = np.empty(n_tilings, dtype=np.uint64)
+    keys_tp1 = np.empty(n_tilings, dtype=np.uint64)
+    keys_ts = np.empty(n_tilings, dtype=np.uint64)
+    idx = np.empty((K, n_tilings), dtype=np.int64)
+    deltas = np.empty(K)
+    steps = np.empty(K)
+    decays = np.empty(K)
+    for k in range(K):
+        decays[k] = gammas[k] * lam
+    for n in range(states_t.shape[0]):
+        _state_keys(states_t[n], tiles, u, keys_t)
+        if n >= record_from:
+            for j in range(probe_keys.shape[0]):
+                predictions[n - record_from, j] = _value(w, keys_t, probe_keys[j], tiles) / probe_scales[j]
+        _state_keys(states_tp1[n], tiles, u, keys_tp1)
+        end = terminals[n]
+        _td_errors(w, keys_t, keys_tp1, gammas, cumulants[n], end, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas)
+        alpha = _alpha(step_size, decay_steps, count + n, n_active)
+        if not _step_sizes(deltas, alpha, steps):
+            return n
+        for k in range(K):
+            decay_and_add(traces, 0, k, decays[k], idx[k], bias_index)
+        m = _accumulate(traces, 0, deltas, dw, mark, touched, 0)
+        if not _apply_traced(w, alpha, dw, mark, touched, m, w_limit):
+            return n
+        if end:
+            for k in range(K):
+                decay_and_add(traces, 0, k, 0.0, idx[k, :0], -1)
+    return -1
+
+
+def traced_work(n_features: int, n_gammas: int) -> tuple:
+    """Scratch of the TD(lambda) kernels: (dw, mark, touched, old_z, old_support, old_n, old_max), clean."""
+    return (
+        np.zeros(n_features),
+        np.zeros(n_features, dtype=np.bool_),
+        np.zeros(n_features, dtype=np.int64),
+        np.zeros((n_gammas, n_features)),
+        np.zeros((n_gammas, n_features), dtype=np.int64),
+        np.zeros(n_gammas, dtype=np.int64),
+        np.zeros(n_gammas),
+    )
 
 
 @numba.njit(cache=True)

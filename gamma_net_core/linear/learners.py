@@ -1,6 +1,7 @@
 """The linear Γ-net and its fixed-timescale baseline: validation, the two doors to the kernels, checkpoints.
 
-See :mod:`gamma_net_core.linear` for the update (Algorithm 1 with loss scaling) and the checkpoint format.
+See :mod:`gamma_net_core.linear` for the update (Algorithm 1 with loss scaling) and the checkpoint format,
+and :mod:`gamma_net_core.linear.traces` for TD(lambda) (``lam`` > 0).
 """
 
 from __future__ import annotations
@@ -14,9 +15,12 @@ from gamma_net_core.linear import checkpoints
 from gamma_net_core.linear.kernels import (
     _alpha,
     _learn_many,
+    _learn_many_lambda,
     _learn_one,
+    _learn_one_lambda,
     _predict_many,
     _timescale_keys_py,
+    traced_work,
 )
 from gamma_net_core.linear.settings import (
     N_TIMESCALE_DIMS,
@@ -25,6 +29,7 @@ from gamma_net_core.linear.settings import (
     GammaNetConfig,
     LinearTDConfig,
 )
+from gamma_net_core.linear.traces import Traces
 from gamma_net_core.tilecoding import TileCoder
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
 
@@ -66,6 +71,46 @@ class _LinearTD:
         # smallest for a float gamma < 1): bounding each weight keeps every prediction finite.
         headroom = 2.0**-53 if config.loss_scaling else 1.0
         self._w_limit = float(np.finfo(np.float64).max) * headroom / self.coder.n_active
+        # TD(lambda): the traces of the fixed Gamma, made on the first update (see linear/traces.py).
+        self._traces: Traces | None = None
+        self._work: tuple | None = None
+
+    # -- TD(lambda) traces
+
+    @property
+    def lam(self) -> float:
+        return self.config.lam
+
+    @property
+    def trace_gammas(self) -> np.ndarray | None:
+        """The fixed Gamma the traces belong to (lam > 0, after the first update), else None."""
+        return None if self._traces is None else self._traces.gammas.copy()
+
+    @property
+    def traces(self) -> np.ndarray | None:
+        """Read-only [K, n_features]: the trace of each gamma in :attr:`trace_gammas`, or None."""
+        if self._traces is None:
+            return None
+        view = self._traces.z[0].view()
+        view.flags.writeable = False
+        return view
+
+    def reset_traces(self) -> None:
+        """Cut the traces: the next transition does not continue from the last (an episode boundary)."""
+        if self._traces is not None:
+            self._traces.reset()
+
+    def _traces_for(self, gammas: np.ndarray) -> Traces:
+        if self._traces is None:
+            self._traces = Traces(1, gammas, self.n_features)
+            self._work = traced_work(self.n_features, gammas.shape[0])
+        elif not np.array_equal(gammas, self._traces.gammas):
+            raise ValueError(
+                f"TD(lambda) keeps one trace per timescale, so Gamma_t must be the same every step: got "
+                f"{gammas.tolist()} after {self._traces.gammas.tolist()} (TimescaleSampler(..., fixed=True) gives "
+                "the sampling's fixed ladder)"
+            )
+        return self._traces
 
     # -- shape, step size
 
@@ -134,20 +179,16 @@ class _LinearTD:
         s_tp1 = s_t if (terminal and state_tp1 is None) else self._state(state_tp1, "state_tp1")
         c = self._cumulant(cumulant)
         deltas = np.empty(gammas.shape[0])
-        ok = _learn_one(
-            self._weights,
-            s_t,
-            s_tp1,
-            gammas,
-            c,
-            terminal,
-            self.step_size(),
-            self.config.loss_scaling,
-            self._ts,
-            self._tiles,
-            self._w_limit,
-            deltas,
-        )
+        args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self.config.loss_scaling)
+        if self.config.lam > 0.0:
+            traces = self._traces_for(gammas)
+            ok = _learn_one_lambda(
+                *args, self._ts, self._tiles, self._w_limit, deltas, self.config.lam, traces.kernel_args, self._work
+            )
+            if ok and terminal:
+                traces.reset()
+        else:
+            ok = _learn_one(*args, self._ts, self._tiles, self._w_limit, deltas)
         if not ok:
             raise FloatingPointError(
                 f"update {self.update_count} would make weights non-finite or predictions overflow (TD errors "
@@ -180,35 +221,37 @@ class _LinearTD:
         predictions = np.empty((T - record_from, probes.shape[0]))
         # A failure part way restores these, so the learner is as it was before the call.
         before, count = self._weights.copy(), self.update_count
+        traces_before = None if self._traces is None else self._traces.copy()
         cfg = self.config
         for start in range(0, T, _CHUNK):
             stop = min(T, start + _CHUNK)
             gammas = gammas_of(start, stop)
             rf = min(max(record_from - start, 0), stop - start)
             out = predictions[max(start - record_from, 0) : max(stop - record_from, 0)]
-            bad = _learn_many(
-                self._weights,
-                s_t[start:stop],
-                s_tp1[start:stop],
-                c[start:stop],
-                ends[start:stop],
-                gammas,
-                cfg.step_size,
-                cfg.step_size_decay_steps,
-                self.update_count,
-                self.n_active,
-                cfg.loss_scaling,
-                self._ts,
-                self._tiles,
-                self._w_limit,
-                probe_keys,
-                probe_scales,
-                rf,
-                out,
-            )
+            args = (
+                self._weights, s_t[start:stop], s_tp1[start:stop], c[start:stop], ends[start:stop], gammas,
+                cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active, cfg.loss_scaling,
+                self._ts, self._tiles, self._w_limit, probe_keys, probe_scales, rf, out,
+            )  # fmt: skip
+            if cfg.lam > 0.0 and stop > start:
+                try:
+                    traces = self._traces_for(np.ascontiguousarray(gammas[0]))
+                    if not np.all(gammas == gammas[:1]):
+                        row = int(np.flatnonzero(np.any(gammas != gammas[:1], axis=1))[0])
+                        self._traces_for(gammas[row])  # raises, naming both
+                except ValueError:
+                    self._weights[:] = before
+                    self.update_count = count
+                    self._traces = traces_before
+                    raise
+                args = args[:5] + (traces.gammas,) + args[6:]
+                bad = _learn_many_lambda(*args, cfg.lam, traces.kernel_args, self._work)
+            else:
+                bad = _learn_many(*args)
             if bad >= 0:
                 self._weights[:] = before
                 self.update_count = count
+                self._traces = traces_before
                 raise FloatingPointError(
                     f"update at step {start + bad} (cumulant {float(c[start + bad])!r}) would make weights non-finite "
                     "or predictions overflow; learner unchanged: lower step_size or check the cumulant's scale"
@@ -236,8 +279,16 @@ class _LinearTD:
     # -- checkpoints (format: :mod:`gamma_net_core.linear.checkpoints`)
 
     def to_state_dict(self) -> dict[str, np.ndarray]:
-        """Weights and tile coder state (copies), as saved in a checkpoint."""
-        return {"weights": self._weights.copy(), **self.coder.to_state_dict()}
+        """Weights and tile coder state (copies), as saved in a checkpoint; with lam > 0 the traces too.
+
+        ``traces`` [K, n_features] and ``trace_gammas`` [K] (K = 0 before the first update).
+        """
+        state = {"weights": self._weights.copy(), **self.coder.to_state_dict()}
+        if self.config.lam > 0.0:
+            t = self._traces
+            state["traces"] = np.zeros((0, self.n_features)) if t is None else t.z[0].copy()
+            state["trace_gammas"] = np.zeros(0) if t is None else t.gammas.copy()
+        return state
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
         """Atomically write the full state (see :mod:`gamma_net_core.linear` for the format)."""

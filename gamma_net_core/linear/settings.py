@@ -25,7 +25,7 @@ class LinearTDConfig:
 
     Defaults are the paper's robot arm ("Predictions on a Robot Arm"): two normalized joint
     positions, 100 tilings of width 1.0 hashed into 2048 features plus a bias unit,
-    alpha = 0.1 / active features, loss scaling on.
+    alpha = 0.1 / active features, loss scaling on, TD(0) (lam 0).
     """
 
     state_low: tuple[float, ...] = setting(
@@ -64,6 +64,13 @@ class LinearTDConfig:
         True,
         "learn f = (1 - gamma) V, the value of the cumulant scaled by (1 - gamma), and predict V = f / (1 - gamma) "
         "(section 'Generalizing over Timescale', Eq. scaled_v); predictions stay in the cumulant's units; paper: on",
+    )
+    lam: float = setting(
+        0.0,
+        "lambda of TD(lambda): how far back a TD error reaches, through traces decaying by gamma * lambda per step; "
+        "0: TD(0), the paper's Algorithm 1; above 0 Gamma_t is the sampling's fixed ladder (linear/traces.py)",
+        low=0.0,
+        high=0.999,
     )
 
     def __post_init__(self) -> None:

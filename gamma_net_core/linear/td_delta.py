@@ -1,0 +1,144 @@
+"""TD(Delta) (Romoff, Henderson, Touati, Brunskill, Pineau and Ollivier 2019): a ladder of differences of values.
+
+The paper's discussion names it as the other route to long timescales: rather than learning
+V_gamma at a long timescale directly (a high-variance return), learn an ordered ladder
+gamma_0 < gamma_1 < ... < gamma_L of components
+
+    D_0 = V_{gamma_0},    D_l = V_{gamma_l} - V_{gamma_{l-1}},    so  V_{gamma_l} = sum_{j <= l} D_j,
+
+each by its own TD(0) on the same tile-coded state (no timescale input), with the Bellman
+equation of a difference (Romoff et al., Eq. 6)::
+
+    delta_0 = C_{t+1} + gamma_0 D_0(S_{t+1}) - D_0(S_t)
+    delta_l = (gamma_l - gamma_{l-1}) V_{gamma_{l-1}}(S_{t+1}) + gamma_l D_l(S_{t+1}) - D_l(S_t)
+    w_l    += alpha_n / n_active * delta_l x(S_t)
+
+(the S_{t+1} terms dropped when S_{t+1} is terminal; every delta with the weights before the
+step). A component's target discounts by its own gamma_l and borrows the shorter timescales'
+value for the rest, so each learns at the variance of a shorter horizon than V_{gamma_L}. It is
+one more baseline beside :class:`~gamma_net_core.linear.FixedTimescaleTD` (which learns each
+V_gamma alone), sharing its settings: tile coding, step size and its decay. ``loss_scaling``
+does not apply: for a fixed gamma, TD on (1 - gamma) C then divided by 1 - gamma is TD on C (TD
+is linear in the cumulant), so each component is learned unscaled. ``lam`` must be 0 (TD(0)).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+from gamma_net_core.linear.kernels import _alpha
+from gamma_net_core.linear.settings import LinearTDConfig
+from gamma_net_core.tilecoding import TileCoder
+from gamma_net_core.timescales import validate_gammas
+
+
+class TDDelta:
+    """TD(Delta) over an ordered ladder of fixed timescales, linear on the shared tile coding.
+
+    Args:
+      config: the shared linear settings (state ranges, tiling, step size and decay); ``lam`` 0.
+      gammas: the ladder, strictly increasing, each in [0, 1).
+      rng: draws the tile offsets (seed it per run).
+    """
+
+    def __init__(self, config: LinearTDConfig, gammas, *, rng: np.random.Generator) -> None:
+        g = validate_gammas(gammas, name="gammas")
+        if np.any(np.diff(g) <= 0.0):
+            raise ValueError(f"TD(Delta)'s gammas must be strictly increasing; got {g.tolist()}")
+        if config.lam != 0.0:
+            raise ValueError(f"TD(Delta) here is TD(0): lam must be 0; got {config.lam!r}")
+        self.config = config
+        self.gammas = np.ascontiguousarray(g)
+        self.coder = TileCoder(
+            low=config.state_low,
+            high=config.state_high,
+            tilings=config.tilings,
+            widths=config.tile_widths,
+            memory_size=config.memory_size,
+            bias=config.bias,
+            rng=rng,
+        )
+        self._W = np.zeros((g.shape[0], self.coder.n_features))  # row l: the weights of D_l
+        self.update_count = 0
+
+    @property
+    def weights(self) -> np.ndarray:
+        """Read-only [L + 1, n_features]: the weights of each component D_l."""
+        view = self._W.view()
+        view.flags.writeable = False
+        return view
+
+    def learn_recording(self, *, states_t, cumulants, states_tp1, terminals=None) -> None:
+        """Learn from a recording's transitions in order (``cumulants[t]`` is C_{t+1}).
+
+        Args:
+          states_t, states_tp1: [T, n_state] in the units of ``state_low``/``state_high``.
+          cumulants: [T]; terminals: optional bool [T], S_{t+1} ends the episode.
+
+        Raises:
+          ValueError: shapes that disagree or non-finite values (nothing learned).
+          FloatingPointError: a weight would become non-finite (the learner is restored).
+        """
+        c = np.ascontiguousarray(np.asarray(cumulants, dtype=np.float64))
+        T = c.shape[0]
+        if c.ndim != 1 or not np.all(np.isfinite(c)):
+            raise ValueError(f"cumulants must be finite [T]; got shape {c.shape}")
+        x_t = self.coder.active(np.asarray(states_t, dtype=np.float64).reshape(T, -1))
+        x_tp1 = self.coder.active(np.asarray(states_tp1, dtype=np.float64).reshape(T, -1))
+        ends = np.zeros(T, dtype=np.bool_) if terminals is None else np.asarray(terminals, dtype=np.bool_)
+        if ends.shape != (T,):
+            raise ValueError(f"terminals must be [{T}] like cumulants; got shape {ends.shape}")
+        before = self._W.copy()
+        cfg = self.config
+        n_active = self.coder.n_active
+        bad = _learn_many(
+            self._W, x_t, x_tp1, c, ends, self.gammas, cfg.step_size, cfg.step_size_decay_steps, self.update_count,
+            n_active,
+        )  # fmt: skip
+        if bad >= 0:
+            self._W[:] = before
+            raise FloatingPointError(f"TD(Delta) update at step {bad} made a weight non-finite; learner unchanged")
+        self.update_count += T
+
+    def predict(self, states) -> np.ndarray:
+        """V_{gamma_l}(S) = sum_{j <= l} D_j(S) for each state and rung: [N, L + 1], in the cumulant's units."""
+        x = self.coder.active(np.atleast_2d(np.asarray(states, dtype=np.float64)))
+        components = self._W[:, x].sum(axis=2).T  # [N, L + 1]
+        return np.cumsum(components, axis=1)
+
+
+@numba.njit(cache=True)
+def _learn_many(
+    W, x_t, x_tp1, cumulants, terminals, gammas, step_size, decay_steps, count, n_active
+):  # pragma: no cover
+    """TD(Delta) on each transition in order; returns -1, or the first step that made a weight non-finite."""
+    L = gammas.shape[0]
+    d_t = np.empty(L)
+    d_tp1 = np.empty(L)
+    deltas = np.empty(L)
+    for n in range(x_t.shape[0]):
+        for l in range(L):  # noqa: E741 - l is the rung, as in the paper
+            d_t[l] = 0.0
+            d_tp1[l] = 0.0
+            for j in range(x_t.shape[1]):
+                d_t[l] += W[l, x_t[n, j]]
+                d_tp1[l] += W[l, x_tp1[n, j]]
+        v_below = 0.0  # V_{gamma_{l-1}}(S_{t+1}) = sum of the components below l
+        for l in range(L):  # noqa: E741
+            if terminals[n]:
+                target = cumulants[n] if l == 0 else 0.0
+            elif l == 0:
+                target = cumulants[n] + gammas[0] * d_tp1[0]
+            else:
+                target = (gammas[l] - gammas[l - 1]) * v_below + gammas[l] * d_tp1[l]
+            deltas[l] = target - d_t[l]
+            v_below += d_tp1[l]
+        alpha = _alpha(step_size, decay_steps, count + n, n_active)
+        for l in range(L):  # noqa: E741
+            step = alpha * deltas[l]
+            for j in range(x_t.shape[1]):
+                W[l, x_t[n, j]] += step
+            if not np.isfinite(step):
+                return n
+    return -1

@@ -1,0 +1,176 @@
+"""Eligibility traces of TD(lambda) for the linear Γ-nets: one trace per fixed training timescale.
+
+Why a fixed set. The backward view of TD(lambda) at one discount gamma keeps
+z_t = gamma lambda z_{t-1} + x(S_t, gamma) and moves the weights by alpha delta_t z_t; z_t is the
+sum of that gamma's past feature vectors, so it only exists for a gamma trained on at every past
+step. Algorithm 1 draws Gamma_t afresh each step: a drawn gamma has no past, and a trace per slot
+of Gamma_t would mix feature vectors of unrelated timescales. So with lambda > 0 the learner
+trains every step on one fixed Gamma = {gamma_1 .. gamma_K}, the sampling's ladder
+(:func:`gamma_net_core.timescales.ladder`: the bounds and the midpoints of equal-probability
+strata, the same size and spread as a draw), and keeps one trace per gamma_k::
+
+    z_k   = gamma_k lambda c_t z_k + x(S_t, gamma_k)      (c_t: continuation of S_t; 0 cuts the trace)
+    delta_k = s_k C_{t+1} + gamma_k c_{t+1} f(S_{t+1}, gamma_k) - f(S_t, gamma_k)
+    w    += alpha * sum_k delta_k z_k
+
+(accumulating traces; s_k, f and the TD errors are those of :mod:`gamma_net_core.linear`, with the
+weights before the step). Between the ladder's gammas the timescale inputs' tile coding
+generalizes, as it does between draws. For one gamma this is linear TD(lambda) on f, whose fixed
+point on-policy with a representable value is the exact value for every lambda; lambda = 0 is
+TD(0) on the ladder (the learners keep Algorithm 1's draws and kernels when lambda is 0).
+A termination (``terminal``, or a question's continuation 0) cuts the traces, so no TD error
+reaches back past it. In a Horde the features are shared, so questions with the same
+continuation share their traces: the cost is paid once per continuation, not per question.
+
+A trace is stored dense ([K, n_features]) with the list of features it has touched (its support):
+with tile coding a trace touches only the tiles the recent states visited, so decay and update
+cost O(support), not O(n_features). An entry that decays below :data:`DROP` (1e-12: some 240
+steps after its last visit at gamma lambda = 0.89) is set to 0 and leaves the support; the dense
+NumPy reference (:class:`gamma_net_core.reference.ReferenceLinearTD`) zeroes the same entries, so
+the arithmetic is the same, bit for bit. Traces are learner state: checkpoints save ``traces`` [K, n_features] and
+``trace_gammas`` [K]; the support is rebuilt from the nonzero entries on load (a zero entry adds
+nothing, so the rebuilt support gives the same updates).
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+#: A trace entry that decays below this is set to 0 and leaves the support (the reference does the same).
+#: Without it an entry of a state not revisited decays for ever, through subnormal numbers whose arithmetic
+#: is some 100x slower on x86: a long stream's TD(lambda) step slowed 27x (docs/benchmarks.md).
+DROP = 1e-12
+
+
+class Traces:
+    """The traces of one learner (or, in a Horde, of G continuation groups), sparse over their support.
+
+    Args:
+      n_groups: traces kept per timescale (1 for a single learner; a Horde's continuation groups).
+      gammas: the fixed Gamma [K] they belong to.
+      n_features: the learner's feature count.
+    """
+
+    def __init__(self, n_groups: int, gammas: np.ndarray, n_features: int) -> None:
+        K = gammas.shape[0]
+        self.gammas = np.ascontiguousarray(gammas, dtype=np.float64)
+        self.z = np.zeros((n_groups, K, n_features))
+        self.in_support = np.zeros((n_groups, K, n_features), dtype=np.bool_)
+        self.support = np.zeros((n_groups, K, n_features), dtype=np.int64)
+        self.n_support = np.zeros((n_groups, K), dtype=np.int64)
+        # Largest entry of each trace (a bound kept for the Horde's overflow check).
+        self.z_max = np.zeros((n_groups, K))
+
+    def reset(self) -> None:
+        """Cut every trace (an episode ends: no TD error reaches back past it)."""
+        clear(self.z, self.in_support, self.support, self.n_support)
+        self.z_max[:] = 0.0
+
+    def copy(self) -> Traces:
+        out = Traces.__new__(Traces)
+        out.gammas = self.gammas
+        out.z, out.in_support = self.z.copy(), self.in_support.copy()
+        out.support, out.n_support, out.z_max = self.support.copy(), self.n_support.copy(), self.z_max.copy()
+        return out
+
+    @classmethod
+    def from_arrays(cls, gammas: np.ndarray, z: np.ndarray) -> Traces:
+        """Traces with the values ``z`` [G, K, n_features] (e.g. from a checkpoint), support rebuilt."""
+        out = cls(z.shape[0], gammas, z.shape[2])
+        out.z[:] = z
+        for g in range(z.shape[0]):
+            for k in range(z.shape[1]):
+                nz = np.flatnonzero(z[g, k])
+                out.support[g, k, : nz.size] = nz
+                out.n_support[g, k] = nz.size
+                out.in_support[g, k, nz] = True
+                out.z_max[g, k] = float(np.max(np.abs(z[g, k]), initial=0.0))
+        return out
+
+    @property
+    def kernel_args(self) -> tuple:
+        return self.z, self.in_support, self.support, self.n_support, self.z_max
+
+
+@numba.njit(cache=True)
+def clear(z, in_support, support, n_support):  # pragma: no cover - compiled
+    for g in range(z.shape[0]):
+        for k in range(z.shape[1]):
+            for j in range(n_support[g, k]):
+                i = support[g, k, j]
+                z[g, k, i] = 0.0
+                in_support[g, k, i] = False
+            n_support[g, k] = 0
+
+
+@numba.njit(cache=True, inline="always")
+def decay_and_add(traces, g, k, decay, idx_k, bias_index):  # pragma: no cover - compiled
+    """z[g, k] = decay * z[g, k] + x, x the active features ``idx_k`` (then the bias); 0 cuts the trace first.
+
+    A hashed tile active twice adds 1 twice, in tiling order, as ``np.add.at`` does in the reference.
+    """
+    z, in_support, support, n_support, z_max = traces
+    n = n_support[g, k]
+    if decay == 0.0:
+        for j in range(n):
+            i = support[g, k, j]
+            z[g, k, i] = 0.0
+            in_support[g, k, i] = False
+        n = 0
+    else:
+        j = 0
+        while j < n:
+            i = support[g, k, j]
+            z[g, k, i] *= decay
+            if abs(z[g, k, i]) < DROP:  # gone: dropped before it decays into slow subnormal arithmetic
+                z[g, k, i] = 0.0
+                in_support[g, k, i] = False
+                n -= 1
+                support[g, k, j] = support[g, k, n]
+            else:
+                j += 1
+    for t in range(idx_k.shape[0] + 1):
+        if t < idx_k.shape[0]:
+            i = idx_k[t]
+        elif bias_index >= 0:
+            i = bias_index
+        else:
+            break
+        if not in_support[g, k, i]:
+            in_support[g, k, i] = True
+            support[g, k, n] = i
+            n += 1
+        z[g, k, i] += 1.0
+    n_support[g, k] = n
+    m = 0.0
+    for j in range(n):
+        m = max(m, abs(z[g, k, support[g, k, j]]))
+    z_max[g, k] = m
+
+
+@numba.njit(cache=True, inline="always")
+def save_support(traces, g, k, old_z, old_support):  # pragma: no cover - compiled
+    """Copy trace (g, k)'s support and values before a step (so a refused step can be undone)."""
+    z, _, support, n_support, _ = traces
+    for j in range(n_support[g, k]):
+        i = support[g, k, j]
+        old_support[k, j] = i
+        old_z[k, j] = z[g, k, i]
+
+
+@numba.njit(cache=True, inline="always")
+def restore_support(traces, g, k, old_z, old_support, old_n, old_max):  # pragma: no cover - compiled
+    """Undo :func:`decay_and_add` on trace (g, k) from what :func:`save_support` kept."""
+    z, in_support, support, n_support, z_max = traces
+    for j in range(n_support[g, k]):
+        i = support[g, k, j]
+        z[g, k, i] = 0.0
+        in_support[g, k, i] = False
+    for j in range(old_n):
+        i = old_support[k, j]
+        support[g, k, j] = i
+        z[g, k, i] = old_z[k, j]
+        in_support[g, k, i] = True
+    n_support[g, k] = old_n
+    z_max[g, k] = old_max

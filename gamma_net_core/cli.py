@@ -288,6 +288,8 @@ def main(argv: list[str] | None = None) -> int:
         arguments = {k: v for k, v in vars(args).items() if k != "json"}
         write_json(args.json, report.to_json(" ".join(words), arguments))
         print(f"\njson: {args.json}")
+    if report.summary:
+        print(f"\n{report.summary}")
     return int(report.data.get("exit_code", 0))
 
 

@@ -57,15 +57,13 @@ class Report:
     tables: list[Table] = field(default_factory=list)
     data: dict[str, Any] = field(default_factory=dict)
     files: list[str] = field(default_factory=list)
-    #: One line printed last: the result a reader should take away (e.g. the demo's reflex comparison).
+    #: One line the CLI prints last, after the tables and the JSON path: the result a reader should take away.
     summary: str = ""
 
     def render(self) -> str:
         parts = [t.render() for t in self.tables]
         if self.files:
             parts.append("wrote:\n" + "\n".join(f"  {f}" for f in self.files))
-        if self.summary:
-            parts.append(self.summary)
         return "\n\n".join(parts)
 
     def to_json(self, command: str, arguments: dict[str, Any]) -> dict[str, Any]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
 
@@ -34,6 +35,28 @@ def pytest_configure(config):
     # bound like any other: scaled, unless given on the command line or in PYTEST_TIMEOUT.
     if config.getoption("timeout", None) is None and "PYTEST_TIMEOUT" not in os.environ:
         config.option.timeout = bound(float(config.getini("timeout")))
+
+
+@pytest.fixture(autouse=True)
+def _serial_tests_run_alone(request, tmp_path_factory):
+    """Under pytest-xdist, a test marked ``serial`` runs while no other test of the run does.
+
+    Such tests time things or load every core; beside another test they would measure it, or slow
+    it. Every test holds a shared lock on a file of this run (in the run's temporary folder, which
+    the workers share) and a ``serial`` one an exclusive lock. A gate file taken before either lets
+    a waiting serial test in ahead of tests that start after it, so it never waits to the end.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    folder = tmp_path_factory.getbasetemp().parent  # .../pytest-N, shared by this run's workers
+    serial = request.node.get_closest_marker("serial") is not None
+    with open(folder / "serial-gate.lock", "a") as gate, open(folder / "serial-main.lock", "a") as main:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(main, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        if not serial:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
 
 
 @pytest.fixture(scope="session")

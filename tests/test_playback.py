@@ -100,7 +100,16 @@ def _play(tmp_path, bag, executor, spin, *, messages: int, player: dict, predict
     play = NodeProcess(
         node_command(
             "gamma_net_ros.bag_player",
-            params={"bag": str(bag), "reliable": True, "wait_for_subscribers": 1, "consumers": 1, **player},
+            # How long the player waits for a starting or busy predictor is a bound like the test's own.
+            params={
+                "bag": str(bag),
+                "reliable": True,
+                "wait_for_subscribers": 1,
+                "consumers": 1,
+                "consumer_timeout": bound(10.0),
+                "drain_timeout": bound(10.0),
+                **player,
+            },
         ),
         log_path=tmp_path / "player.log",
     ).start()
@@ -204,7 +213,12 @@ def test_a_consumer_killed_mid_playback_is_reported_not_waited_for_forever(tmp_p
     ).start()
     params = {"bag": str(bag), "reliable": True, "wait_for_subscribers": 1, "consumers": 1}
     play = NodeProcess(
-        node_command("gamma_net_ros.bag_player", params={**params, "consumer_timeout": 1.0, "drain_timeout": 1.0}),
+        # A consumer silent this long is gone: longer than a loaded predictor's pause between reports
+        # (1 s gave "acknowledged 0" at load average 17), far short of waiting forever.
+        node_command(
+            "gamma_net_ros.bag_player",
+            params={**params, "consumer_timeout": bound(5.0), "drain_timeout": bound(1.0)},
+        ),
         log_path=tmp_path / "player.log",
     ).start()
     try:

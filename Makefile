@@ -28,6 +28,10 @@ ENV := source tools/env.sh
 MSG_SOURCES := $(shell find msg -type f -not -path '*/.*' 2>/dev/null)
 PKG_SOURCES := package.xml setup.py setup.cfg $(wildcard launch/*.launch.py config/*.yaml resource/*)
 PYTEST_ARGS ?=
+# Test files run side by side on this many pytest-xdist workers (each claims its own ROS_DOMAIN_ID;
+# a file's tests stay on one worker, so its module fixtures run once); tests marked `serial` still
+# run alone. TEST_WORKERS=0 runs every test in one process.
+TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 
 .PHONY: demo test setup lint lock bench clean
@@ -37,7 +41,7 @@ demo: setup
 
 test: setup
 	$(ENV) && ruff check . && ruff format --check .
-	$(ENV) && python -m pytest $(PYTEST_ARGS)
+	$(ENV) && python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
 
 setup: $(BUILD_STAMP) $(ROS2_TOOLS_STAMP) $(WARM_STAMP)
 

@@ -2,22 +2,61 @@
 
 from __future__ import annotations
 
+import fcntl
 import os
 import sys
-import time
-from collections.abc import Callable
 
 import pytest
 
 sys.path.insert(0, os.path.dirname(__file__))
 from ros_isolation import claim_domain
 
+try:
+    from waiting import SLOWDOWN, bound, spin_until
+except ValueError as exc:  # a bad GAMMA_NET_TEST_SLOWDOWN: a usage error (exit 4) naming the value
+    raise pytest.UsageError(str(exc)) from None
+
+# Each pytest process claims its own domain: the session, and every pytest-xdist worker (a process
+# of its own that imports this file), so tests running side by side never hear each other.
 ROS_DOMAIN_ID = claim_domain()
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def pytest_report_header(config):
-    return f"ROS_DOMAIN_ID={ROS_DOMAIN_ID} ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST"
+    return (
+        f"ROS_DOMAIN_ID={ROS_DOMAIN_ID} (each xdist worker claims its own) ROS_AUTOMATIC_DISCOVERY_RANGE=LOCALHOST; "
+        f"GAMMA_NET_TEST_SLOWDOWN={SLOWDOWN:g} (every wait's bound x{SLOWDOWN:g})"
+    )
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_configure(config):
+    # pytest-timeout's limit on one test (pyproject's `timeout`, for the development machine) is a
+    # bound like any other: scaled, unless given on the command line or in PYTEST_TIMEOUT.
+    if config.getoption("timeout", None) is None and "PYTEST_TIMEOUT" not in os.environ:
+        config.option.timeout = bound(float(config.getini("timeout")))
+
+
+@pytest.fixture(autouse=True)
+def _serial_tests_run_alone(request, tmp_path_factory):
+    """Under pytest-xdist, a test marked ``serial`` runs while no other test of the run does.
+
+    Such tests time things or load every core; beside another test they would measure it, or slow
+    it. Every test holds a shared lock on a file of this run (in the run's temporary folder, which
+    the workers share) and a ``serial`` one an exclusive lock. A gate file taken before either lets
+    a waiting serial test in ahead of tests that start after it, so it never waits to the end.
+    """
+    if "PYTEST_XDIST_WORKER" not in os.environ:
+        yield
+        return
+    folder = tmp_path_factory.getbasetemp().parent  # .../pytest-N, shared by this run's workers
+    serial = request.node.get_closest_marker("serial") is not None
+    with open(folder / "serial-gate.lock", "a") as gate, open(folder / "serial-main.lock", "a") as main:
+        fcntl.flock(gate, fcntl.LOCK_EX)
+        fcntl.flock(main, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
+        if not serial:
+            fcntl.flock(gate, fcntl.LOCK_UN)
+        yield
 
 
 @pytest.fixture(scope="session")
@@ -46,18 +85,9 @@ def executor(rclpy_session):
     ex.shutdown()
 
 
-def spin_until(executor, predicate: Callable[[], bool], timeout: float = 10.0, step: float = 0.05) -> bool:
-    """Spin ``executor`` until ``predicate()`` holds or ``timeout`` seconds pass; return the predicate."""
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if predicate():
-            return True
-        executor.spin_once(timeout_sec=step)
-    return predicate()
-
-
 @pytest.fixture
 def spin():
+    """``spin(executor, predicate, timeout)``: spin until the predicate holds, within ``bound(timeout)``."""
     return spin_until
 
 
@@ -87,7 +117,7 @@ def start_emulator():
         started.append((process, folder))
         client = EmulatorClient(f"{link}.ctl")
         try:
-            client.wait_ready()
+            client.wait_ready(timeout=bound(10.0))
         except TimeoutError as exc:
             pytest.fail(f"{exc}; its output: {log.read_text()[-2000:]}")
         return link, client
@@ -95,7 +125,7 @@ def start_emulator():
     yield start
     codes = []
     for process, folder in started:
-        codes.append(process.stop())
+        codes.append(process.stop(timeout=bound(10.0)))
         shutil.rmtree(folder, ignore_errors=True)
     assert all(code == 0 for code in codes), f"a servo emulator did not stop cleanly on SIGINT: exit codes {codes}"
 

@@ -16,6 +16,8 @@ import subprocess
 import tempfile
 import time
 
+from waiting import bound
+
 # launch_ros escalates to SIGTERM when a process outlives SIGINT by this long (its default).
 SIGTERM_AFTER_S = 5.0
 
@@ -40,7 +42,10 @@ def environment(log_dir: str | None = None) -> dict[str, str]:
 
 
 def ros2(*args: str, cwd=None, timeout: float = 60.0, shell_line: str | None = None) -> subprocess.CompletedProcess:
-    """Runs `ros2 ARGS` (or a whole shell line, as a README writes it) to its end; output in .stdout."""
+    """Runs `ros2 ARGS` (or a whole shell line, as a README writes it) to its end; output in .stdout.
+
+    The run may take `bound(timeout)` seconds.
+    """
     require_ros2()
     command = shell_line if shell_line is not None else ["ros2", *args]
     return subprocess.run(
@@ -52,7 +57,7 @@ def ros2(*args: str, cwd=None, timeout: float = 60.0, shell_line: str | None = N
         stdout=subprocess.PIPE,
         stderr=subprocess.STDOUT,
         text=True,
-        timeout=timeout,
+        timeout=bound(timeout),
     )
 
 
@@ -87,8 +92,8 @@ class Background:
             return handle.read()
 
     def wait_for(self, text: str, timeout: float = 60.0) -> bool:
-        """Waits until `text` appears in the output (or the process ends)."""
-        deadline = time.monotonic() + timeout
+        """Waits until `text` appears in the output (or the process ends), within `bound(timeout)`."""
+        deadline = time.monotonic() + bound(timeout)
         while time.monotonic() < deadline:
             if text in self.output:
                 return True
@@ -98,11 +103,11 @@ class Background:
         return text in self.output
 
     def interrupt(self, timeout: float = 30.0) -> int:
-        """SIGINT to the whole group, as Ctrl-C; returns the exit code."""
+        """SIGINT to the whole group, as Ctrl-C; returns the exit code (waited for within `bound(timeout)`)."""
         if self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGINT)
         try:
-            return self.process.wait(timeout=timeout)
+            return self.process.wait(timeout=bound(timeout))
         finally:
             self.close()
 
@@ -134,8 +139,8 @@ def node_names() -> set[str]:
 
 
 def wait_for_nodes(expected: set[str], timeout: float = 60.0) -> set[str]:
-    """Polls `ros2 node list` until every expected node is up; returns the last list."""
-    deadline = time.monotonic() + timeout
+    """Polls `ros2 node list` until every expected node is up (within `bound(timeout)`); returns the last list."""
+    deadline = time.monotonic() + bound(timeout)
     names = node_names()
     while not expected <= names and time.monotonic() < deadline:
         time.sleep(0.5)
@@ -149,7 +154,7 @@ def param_get(node: str, name: str) -> str:
     Without the daemon the verb's own node discovers the graph anew each time and may not see
     a node that `ros2 node list` just listed: it is asked again for a while.
     """
-    deadline = time.monotonic() + 60.0
+    deadline = time.monotonic() + bound(60.0)
     while True:
         result = ros2("param", "get", "--no-daemon", "--hide-type", node, name)
         if result.returncode == 0 or "Node not found" not in result.stdout or time.monotonic() > deadline:
@@ -173,14 +178,14 @@ def assert_clean_shutdown(output: str, processes: list[str]) -> None:
 def stop_daemon() -> None:
     """Ends the ros2 daemon of this session's domain (README verbs without --no-daemon start it)."""
     if shutil.which("ros2"):
-        subprocess.run(["ros2", "daemon", "stop"], env=environment(), capture_output=True, timeout=60)
+        subprocess.run(["ros2", "daemon", "stop"], env=environment(), capture_output=True, timeout=bound(60))
 
 
 def simulated_bag(folder) -> str:
     """A short real recording (`gamma-net arm simulate`, one circuit) at FOLDER/runs/arm/joint_states."""
     out = os.path.join(folder, "runs", "arm")
     command = ["gamma-net", "arm", "simulate", "--circuits", "1", "--out", out, "--no-progress"]
-    result = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, cwd=folder, capture_output=True, text=True, timeout=bound(300))
     assert result.returncode == 0, result.stdout + result.stderr
     bag = os.path.join(out, "joint_states")
     assert os.path.isdir(bag), os.listdir(out)

@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 from gamma_net_msgs.msg import Transition
 from rclpy.parameter import Parameter
+from waiting import bound
 
 from gamma_net_core.atari.env import AtariConfig
 from gamma_net_core.atari.record import record
@@ -73,7 +74,7 @@ def test_every_transition_reaches_a_slow_subscriber_in_order_and_the_bridge_exit
     try:
         assert spin(executor, lambda: not process.running, timeout=45), "the bridge did not stop at the end"
     finally:
-        code = process.stop()
+        code = process.stop(timeout=bound(10.0))
     log = (tmp_path / "bridge.log").read_text()
     assert code == 0, log
     assert f"done: {STEPS} transitions" in log and "published" in log  # progress lines, then the summary
@@ -148,7 +149,7 @@ def test_bad_recordings_are_refused_at_start(rclpy_session, tmp_path, copy_of):
 def test_the_command_says_why_it_refuses_to_start(copy_of):
     _corrupt(copy_of / "index.json")
     command = node_command("gamma_net_ros.ale_bridge", params_file=ATARI, params={"shard_dir": str(copy_of)})
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(60))
     assert result.returncode == 1
     assert f"refusing to start: {copy_of / 'index.json'} is not a readable index" in result.stdout + result.stderr
 

@@ -7,6 +7,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState, Joy
+from waiting import bound, spin_for
 
 from gamma_net_core.data.bags import write_recording
 from gamma_net_core.signals.arm_recording import simulate_arm
@@ -43,7 +44,7 @@ def test_teleop_moves_the_emulated_arm(emulator, executor, spin):
     push.axes = [1.0, -0.5]  # shoulder forward at full speed, elbow back at about half
     for _ in range(20):  # a joystick repeats its state at ~20 Hz
         joy.publish(push)
-        spin(executor, lambda: False, timeout=0.05)
+        spin_for(executor, 0.05)
     end = client.state()["servos"]
     shoulder, elbow = end[1]["position"] - start[1]["position"], end[2]["position"] - start[2]["position"]
     assert shoulder > 0.2 and elbow < -0.05, (shoulder, elbow)  # ~1 s at 0.6 and -0.28 rad/s
@@ -81,9 +82,9 @@ def test_predictor_learns_from_a_played_bag_and_a_replay_starts_a_new_episode(ex
         assert spin(executor, lambda: predictor.online.accepted >= 2 * n, timeout=60), predictor.online.accepted
         # The player ends once the predictor reports every message taken (keep spinning: it reports from here).
         assert spin(executor, lambda: not player.running, timeout=20)
-        assert player.wait(timeout=1) == 0
+        assert player.wait(timeout=bound(1)) == 0
     finally:
-        player.stop()
+        player.stop(timeout=bound(10.0))
     assert f"published {2 * n}, acknowledged {2 * n}" in (tmp_path / "player.log").read_text()
     assert predictor.online.episodes == 2  # the replay's stamps jumped back: a new episode, not corruption
     assert predictor.online.update_count == 2 * (n - 1)

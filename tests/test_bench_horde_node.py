@@ -8,11 +8,12 @@ import sys
 
 import numpy as np
 import pytest
+from waiting import bound
 
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_ros.bench.horde import _latencies, questions_doc, waited_for_a_cpu, waited_on_collection
 
-pytestmark = [pytest.mark.ros]
+pytestmark = [pytest.mark.ros, pytest.mark.serial]
 
 
 def test_the_benchmark_questions_are_a_valid_horde_of_the_asked_size():
@@ -57,7 +58,7 @@ def test_bench_horde_node_reports_latency(tmp_path):
         + ["--seconds", "1", "--runs", "2", "--json", str(out)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=bound(180),
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     report = json.loads(out.read_text())

@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from waiting import bound
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.serial]
 
 
 def test_bench_playback_counts_every_message_sent_received_and_skipped(tmp_path):
@@ -18,7 +19,7 @@ def test_bench_playback_counts_every_message_sent_received_and_skipped(tmp_path)
         + ["--fault-every", "50", "--no-reference", "--json", str(out)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=bound(180),
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     (run,) = json.loads(out.read_text())["data"]["runs"]
@@ -31,7 +32,7 @@ def test_bench_playback_refuses_a_bad_rate_in_one_line():
         [sys.executable, "-m", "gamma_net_core.cli", "bench", "playback", "--rates", "0"],
         capture_output=True,
         text=True,
-        timeout=60,
+        timeout=bound(60),
     )
     assert result.returncode != 0 and "--rates must be positive; got [0.0]" in result.stderr
     assert "Traceback" not in result.stderr

@@ -7,8 +7,9 @@ import subprocess
 import sys
 
 import pytest
+from waiting import bound
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow]
+pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.serial]
 
 
 def test_bench_ros_reports_latency_and_rates(tmp_path):
@@ -18,7 +19,7 @@ def test_bench_ros_reports_latency_and_rates(tmp_path):
         + ["--rates", "30", "100", "--json", str(out)],
         capture_output=True,
         text=True,
-        timeout=180,
+        timeout=bound(180),
     )
     assert result.returncode == 0, result.stdout[-2000:] + result.stderr[-2000:]
     report = json.loads(out.read_text())

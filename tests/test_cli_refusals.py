@@ -19,6 +19,7 @@ import subprocess
 import sys
 
 import pytest
+from waiting import bound
 
 PRECIOUS = b"a checkpoint the user cares about\n"
 
@@ -219,7 +220,7 @@ def test_bad_input_is_refused_in_one_line_and_changes_nothing(workspace, argv, c
         env["PYTHONPATH"] = os.pathsep.join([names["blocker"], env.get("PYTHONPATH", "")])
     before = _snapshot(workspace["root"])
     result = subprocess.run(
-        [_gamma_net(), *argv], capture_output=True, text=True, timeout=120, cwd=workspace["root"], env=env
+        [_gamma_net(), *argv], capture_output=True, text=True, timeout=bound(120), cwd=workspace["root"], env=env
     )
     shown = f"exit {result.returncode}\nstdout:\n{result.stdout[-2000:]}\nstderr:\n{result.stderr[-3000:]}"
     assert result.returncode == code, shown

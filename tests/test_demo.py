@@ -9,6 +9,7 @@ import subprocess
 import sys
 
 import pytest
+from waiting import bound
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -21,7 +22,7 @@ def test_demo_runs_the_whole_arm_pipeline(tmp_path):
         + ["--out", str(out), "--json", str(out / "demo.json")],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=bound(300),
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]
     live = [line for line in result.stdout.splitlines() if "(1-γ)·prediction" in line]

@@ -9,6 +9,7 @@ import time
 
 import numpy as np
 import pytest
+from waiting import bound, wait_until
 
 from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.hardware.bus import DynamixelBus, PortBusy, PortLost, ReadFailed, ServoError, TickCheck
@@ -42,7 +43,7 @@ def bus(emulator):
 
 def eventually(predicate, timeout=2.0) -> bool:
     """A sync write gets no reply: poll until the emulator has carried it out."""
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + bound(timeout)
     while not predicate() and time.monotonic() < deadline:
         time.sleep(0.002)
     return predicate()
@@ -93,7 +94,8 @@ def test_position_goals_are_followed_and_connect_holds_still(emulator, bus):
     np.testing.assert_allclose(goals(emulator, "goal_position"), HELD, atol=ct.RAD_PER_TICK)
     bus.write_position([0.2, 0.4])
     assert eventually(lambda: np.allclose(goals(emulator, "goal_position"), [0.2, 0.4], atol=ct.RAD_PER_TICK))
-    time.sleep(0.8)
+    # Travel takes a while; under load the emulator's thread takes longer.
+    wait_until(lambda: np.allclose(bus.read().position, [0.2, 0.4], atol=0.01), timeout=2.0, step=0.1)
     np.testing.assert_allclose(bus.read().position, [0.2, 0.4], atol=0.01)
 
 

@@ -10,6 +10,7 @@ import pytest
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
+from waiting import bound, spin_for
 
 from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.paths import config_file
@@ -182,7 +183,7 @@ def test_it_recovers_after_the_port_disappears(emulator, executor, spin):
     assert spin(executor, lambda: listener.status().get("port_state") == "lost", timeout=10)
     assert listener.status()["level"] == DiagnosticStatus.ERROR
     during = len(listener.states)
-    spin(executor, lambda: False, timeout=0.5)  # retrying to reopen a port that is not there
+    spin_for(executor, 0.5)  # retrying to reopen a port that is not there
     assert len(listener.states) == during
     client.reconnect()
     assert spin(executor, lambda: len(listener.states) >= during + 5, timeout=10)
@@ -219,7 +220,7 @@ def test_ros_run_style_process_turns_torque_off_on_sigint(emulator, executor, sp
         assert spin(executor, lambda: len(listener.states) >= 3, timeout=30)
         assert servo_state(client, "torque").all()
     finally:
-        assert driver.stop() == 0  # SIGINT: the clean path
+        assert driver.stop(timeout=bound(10.0)) == 0  # SIGINT: the clean path
     assert not servo_state(client, "torque").any()
 
 
@@ -275,7 +276,7 @@ def test_no_sample_is_older_than_its_stamp_under_lost_damaged_and_late_replies(s
     # Replies 45 ms late (after the SDK's ~34 ms wait) reach later attempts, some only 10-20 ms later.
     client.set_faults(drop=0.05, corrupt=0.05, delay=0.35, delay_s=0.045)
     first = len(listener.states)
-    spin(executor, lambda: False, timeout=4.5)
+    spin_for(executor, 4.5)
     assert driver.bus.stats.stale_replies > 0 and len(listener.states) >= first + 20
     client.set_faults(drop=0.0, corrupt=0.0, delay=0.0)
     moving = [m for m in listener.states[first:] if m.position[0] < 2.5]  # before any soft stop slows it
@@ -309,7 +310,7 @@ def test_replies_too_slow_for_the_rate_are_refused_in_one_line(start_emulator):
     client.set_faults(latency_s=0.05)  # 50 ms: more than a 30 Hz cycle
     command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
                            params={"port": port}, node="dynamixel_driver")  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=30)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(30))
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "Traceback" not in output

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 from rclpy.node import Node
+from waiting import bound, spin_for
 
 from gamma_net_ros.processes import NodeProcess, node_command
 
@@ -34,8 +35,8 @@ def test_prediction_monitor_prints_predictions_from_another_process(executor, sp
             )
             publisher.publish(msg)
             sent += 1
-            spin(executor, lambda: False, timeout=0.05)
-        assert monitor.wait(timeout=10) == 0
+            spin_for(executor, 0.05)
+        assert monitor.wait(timeout=bound(10)) == 0
     lines = [line for line in log.read_text().splitlines() if "|shoulder.velocity|" in line and "updates" in line]
     assert len(lines) == 3
     # scaled: values times (1 - gamma), the paper's display scale

@@ -22,6 +22,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import BatteryState, JointState
+from waiting import bound, spin_for
 
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.horde.learner import HordeLearner
@@ -143,7 +144,7 @@ class Rig(Node):
         self.now = T0
 
     def call(self, executor, spin, question: str, timescales) -> PredictAt.Response:
-        assert self.client.wait_for_service(timeout_sec=10)
+        assert self.client.wait_for_service(timeout_sec=bound(10))
         request = PredictAt.Request(timescales=list(timescales), scale=PredictAt.Request.SCALE_TAU, question=question)
         future = self.client.call_async(request)
         assert spin(executor, future.done, timeout=10)
@@ -330,7 +331,7 @@ def test_checkpoint_is_resumed_and_one_of_other_questions_refused(executor, spin
     other.write_text(yaml.safe_dump(doc))
     before = checkpoint.read_bytes()
     cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(other), "checkpoint_path": str(checkpoint)})
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     assert "refusing to start" in out and "Traceback" not in out
@@ -401,7 +402,7 @@ def test_a_missing_field_or_type_is_refused_at_start_in_one_line(tmp_path, chang
     path = tmp_path / "questions.yaml"
     path.write_text(yaml.safe_dump(change(questions())))
     cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(path)})
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     lines = [line for line in out.splitlines() if "refusing to start" in line]
@@ -476,12 +477,12 @@ def test_checkpoint_survives_a_kill_and_the_node_resumes(executor, spin, tmp_pat
             log.read_text()
         )
         step = 0
-        deadline = time.monotonic() + 40
+        deadline = time.monotonic() + bound(40)
         while not done():
             assert time.monotonic() < deadline and node.running, log.read_text()
             rig.joints.publish(signals(step)[0])
             step += 1
-            spin(executor, lambda: False, timeout=0.01)
+            spin_for(executor, 0.01)
         return step
 
     first = NodeProcess(cmd, log_path=tmp_path / "first.log").start()
@@ -489,7 +490,7 @@ def test_checkpoint_survives_a_kill_and_the_node_resumes(executor, spin, tmp_pat
         run_until(first, lambda: checkpoint.exists() and len(rig.predictions) > 50, tmp_path / "first.log")
         first.kill()  # no chance to save on the way out
     finally:
-        first.stop()
+        first.stop(timeout=bound(10.0))
     saved = HordeLearner.load(checkpoint, spec=load_questions(path))  # whole and valid
     assert 0 < saved.update_count <= rig.predictions[-1].update_count
 
@@ -498,7 +499,7 @@ def test_checkpoint_survives_a_kill_and_the_node_resumes(executor, spin, tmp_pat
     try:
         run_until(second, lambda: bool(rig.predictions), tmp_path / "second.log")
     finally:
-        assert second.stop() == 0
+        assert second.stop(timeout=bound(10.0)) == 0
     assert rig.predictions[0].update_count >= saved.update_count
     assert f"resumed from {checkpoint} after {saved.update_count} updates" in (tmp_path / "second.log").read_text()
 
@@ -534,7 +535,7 @@ def test_tick_topic_ticks_once_per_message_and_never_without_one(executor, spin,
     for _ in range(8):  # time passes without a /joint_states message: no tick
         rig.now += 1.0 / RATE_HZ
         rig.clock.publish(Clock(clock=seconds_to_stamp(rig.now)))
-        spin(executor, lambda: False, timeout=0.2)
+        spin_for(executor, 0.2)
     assert horde.ticks == steps and len(rig.predictions) == steps
     # Stale checks as on the clock: the battery, last heard 0.8 s ago (limit 0.5 s), now skips the tick.
     rig.joints.publish(signals(steps)[0])
@@ -551,7 +552,7 @@ def test_a_tick_topic_that_no_question_reads_is_refused_at_start_in_one_line(tmp
     path = tmp_path / "questions.yaml"
     path.write_text(yaml.safe_dump(questions()))
     cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(path), "tick_topic": "/imu"})
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     lines = [line for line in out.splitlines() if "refusing to start" in line]

@@ -11,6 +11,7 @@ import pytest
 import yaml
 from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
+from waiting import bound
 
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
@@ -129,7 +130,7 @@ def test_horde_train_scores_every_question_and_saves_a_resumable_learner(bag, tm
         ["gamma-net", "horde", "train", "--bag", str(bag), "--questions", str(path), "--out", str(out)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=bound(300),
     )
     assert result.returncode == 0, result.stderr
     data = json.loads((out / "horde_train.json").read_text())
@@ -196,7 +197,7 @@ def test_bad_questions_fail_with_one_line_and_write_nothing(bag, tmp_path, chang
         ],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=bound(300),
     )
     assert result.returncode == 1
     assert says in result.stderr and "Traceback" not in result.stderr

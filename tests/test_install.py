@@ -23,6 +23,7 @@ import sys
 import zipfile
 
 import pytest
+from waiting import bound
 
 from gamma_net_ros.entry import NODES
 
@@ -33,7 +34,7 @@ pytestmark = pytest.mark.slow
 
 
 def run(command, **kwargs) -> subprocess.CompletedProcess:
-    result = subprocess.run(command, capture_output=True, text=True, timeout=900, **kwargs)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(900), **kwargs)
     assert result.returncode == 0, f"{command}:\n{result.stdout}\n{result.stderr}"
     return result
 
@@ -157,7 +158,7 @@ def test_installed_gamma_net_trains_the_arm_and_atari_studies_without_params(ins
     arm = subprocess.run(
         [gamma_net, "arm", "train", "--out", "arm", "--circuits", "1", "--seeds", "1", "--tail-steps", "100"]
         + ["--workers", "1", "--no-progress"],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=bound(600),
     )  # fmt: skip
     assert arm.returncode == 0, arm.stdout + arm.stderr
     assert (tmp_path / "arm" / "gamma_net.npz").is_file()
@@ -171,7 +172,7 @@ def test_installed_gamma_net_trains_the_arm_and_atari_studies_without_params(ins
     atari = subprocess.run(
         [gamma_net, "atari", "train", "--shards", "rec", "--points", "pts", "--out", "run", "--series", "reference"]
         + ["--seeds", "1", "--eval-every", "40", "--workers", "0", "--no-progress", *sets],
-        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=600,
+        cwd=tmp_path, env=env, capture_output=True, text=True, timeout=bound(600),
     )  # fmt: skip
     assert atari.returncode == 0, atari.stdout + atari.stderr
     assert (tmp_path / "run" / "study.json").is_file()
@@ -199,7 +200,7 @@ def test_a_hostile_torch_file_is_refused_without_advice_to_load_it_unsafely(tmp_
         "--out",
         str(tmp_path / "rec"),
     ]
-    result = subprocess.run(command + ["--no-progress"], capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command + ["--no-progress"], capture_output=True, text=True, timeout=bound(300))
     output = result.stdout + result.stderr
     assert result.returncode != 0 and "Traceback" not in output, output
     lines = output.strip().splitlines()

@@ -25,6 +25,7 @@ from ros2_cli import (
     stop_daemon,
     wait_for_nodes,
 )
+from waiting import bound
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 CONFIG = REPO / "config"
@@ -99,7 +100,7 @@ def test_playback_launch_arguments_win_messages_flow_and_ctrl_c_saves(tmp_path):
         try:
             prediction = received(echo)
         finally:
-            player_output = player.communicate(timeout=120)[0]
+            player_output = player.communicate(timeout=bound(120))[0]
         assert player.returncode == 0, player_output
         # publish_timescales from the user's file: tau 3 and 30, published as gamma = 1 - 1/tau
         assert "gammas:\n- 0.6666666666666667\n- 0.9666666666666667\nvalues:" in prediction, prediction
@@ -144,7 +145,7 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
         try:
             prediction = received(echo)
         finally:
-            player_output = player.communicate(timeout=120)[0]
+            player_output = player.communicate(timeout=bound(120))[0]
         assert player.returncode == 0, player_output
         assert "- shoulder_speed\n" in prediction and "- elbow_speed_until_past_2rad\n" in prediction, prediction
         # publish_taus from the user's questions file: tau 3 and 30, published as gamma = 1 - 1/tau
@@ -233,7 +234,7 @@ def recording(tmp_path_factory):
     out = tmp_path_factory.mktemp("atari") / "centipede"
     command = ["gamma-net", "atari", "record", "--steps", "300", "--out", str(out), "--shard-size", "100"]
     command += ["--max-episode-steps", "120", "--no-progress"]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=300)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(300))
     assert result.returncode == 0, result.stdout + result.stderr
     return out
 

@@ -14,6 +14,7 @@ from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
+from waiting import bound, spin_for
 
 from gamma_net_core.atari.env import AtariConfig
 from gamma_net_core.atari.record import record
@@ -67,7 +68,7 @@ class Rig(Node):
             self.diagnostics[status.name.split(":")[0]] = {kv.key: kv.value for kv in status.values}
 
     def call(self, executor, spin, timescales, scale) -> PredictAt.Response:
-        assert self.client.wait_for_service(timeout_sec=5)
+        assert self.client.wait_for_service(timeout_sec=bound(5))
         future = self.client.call_async(PredictAt.Request(timescales=list(timescales), scale=scale))
         assert spin(executor, future.done, timeout=10)
         return future.result()
@@ -224,7 +225,7 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
 
     def feed_until(done, process, log, timeout):
         nonlocal step
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + bound(timeout)
         while not done():
             assert time.monotonic() < deadline and process.running, log.read_text()
             for _ in range(10):
@@ -242,8 +243,8 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
         assert spin(executor, lambda: checkpoint.exists() and checkpoint.stat().st_mtime > since, timeout=10)
         first.kill()  # SIGKILL while learning: no chance to save
     finally:
-        first.stop()
-    spin(executor, lambda: False, timeout=0.5)  # take in what it sent before it died
+        first.stop(timeout=bound(10.0))
+    spin_for(executor, 0.5)  # take in what it sent before it died
     config = tiny_config()
     saved = NeuralLearner.load(checkpoint, config=config)  # whole and valid
     assert 0 < saved.transitions <= step and saved.updates > 0
@@ -257,7 +258,7 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
         answers = lambda: [p for p in rig.predictions if p.header.stamp.sec >= 1000 + restart]  # noqa: E731
         feed_until(lambda: bool(answers()), second, tmp_path / "second.log", timeout=30)
     finally:
-        assert second.stop() == 0
+        assert second.stop(timeout=bound(10.0)) == 0
     assert answers()[0].update_count >= saved.updates
     assert "resumed from" in (tmp_path / "second.log").read_text()
     assert NeuralLearner.load(checkpoint, config=config).transitions > saved.transitions  # saved on shutdown

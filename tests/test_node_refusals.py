@@ -22,12 +22,13 @@ from dataclasses import dataclass, field
 
 import numpy as np
 import pytest
+from waiting import bound
 
 from gamma_net_ros.paths import config_file
 
 pytestmark = pytest.mark.ros
 ARM, ATARI, DYNAMIXEL = config_file("arm"), config_file("atari"), config_file("dynamixel")
-#: A start refused by a node that imports torch takes a few seconds on a busy machine.
+#: A start refused by a node that imports torch takes a few seconds on a busy machine (scaled by `bound`).
 START_TIMEOUT = 60.0
 #: The neural predictor at toy sizes: starting it must not cost the paper's network.
 TINY = ["-p", "learner.hidden_sizes:=[8]", "-p", "learner.replay_capacity:=100", "-p", "learner.feature_size:=4"]
@@ -192,7 +193,7 @@ def _learner_checkpoint_without(key: str) -> bytes:
 def _run(node: str, args: list[str], cwd: pathlib.Path, timeout: float = START_TIMEOUT) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", f"gamma_net_ros.{node}", "--ros-args", *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=timeout)
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=bound(timeout))
 
 
 @pytest.fixture(scope="module")
@@ -237,7 +238,7 @@ def _start(node: str, args: list[str], cwd: pathlib.Path) -> subprocess.Popen:
 
 
 def _wait_for_line(process: subprocess.Popen, text: str, timeout: float = START_TIMEOUT) -> list[str]:
-    lines, deadline = [], time.monotonic() + timeout
+    lines, deadline = [], time.monotonic() + bound(timeout)
     while time.monotonic() < deadline:
         line = process.stdout.readline()
         if not line:
@@ -251,7 +252,7 @@ def _wait_for_line(process: subprocess.Popen, text: str, timeout: float = START_
 def _interrupt(process: subprocess.Popen) -> tuple[int, str]:
     os.killpg(process.pid, signal.SIGINT)
     try:
-        rest, _ = process.communicate(timeout=START_TIMEOUT)
+        rest, _ = process.communicate(timeout=bound(START_TIMEOUT))
     except subprocess.TimeoutExpired:
         os.killpg(process.pid, signal.SIGKILL)
         raise
@@ -281,7 +282,7 @@ def _set_at_run_time(executor, spin) -> None:
     node = Node("param_setter")
     executor.add_node(node)
     client = AsyncParameterClient(node, "predictor")
-    assert client.wait_for_services(timeout_sec=START_TIMEOUT)
+    assert client.wait_for_services(timeout_sec=bound(START_TIMEOUT))
 
     def call(future):
         assert spin(executor, future.done, timeout=START_TIMEOUT)

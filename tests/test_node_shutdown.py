@@ -23,6 +23,7 @@ from gamma_net_msgs.msg import Prediction, Transition
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
+from waiting import bound, spin_for
 
 from gamma_net_core.data.joints import JointsConfig
 from gamma_net_core.linear import GammaNetConfig
@@ -32,7 +33,7 @@ from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.conversions import seconds_to_stamp
 
-pytestmark = pytest.mark.ros
+pytestmark = [pytest.mark.ros, pytest.mark.serial]  # times each exit
 STARTS = int(os.environ.get("GAMMA_NET_SIGINT_STARTS", "3"))
 #: Seconds from the first SIGINT to the exit: ros2 launch escalates to SIGTERM after 5 s.
 SHUTDOWN_S = 5.0
@@ -76,16 +77,16 @@ def _run_and_interrupt(rig: Node, executor, spin, module: str, params_of, publis
     logs = [rig.tmp_path / f"{i}.log" for i in range(STARTS)]
     processes = [_start(module, i, params_of(i), open(log, "w")) for i, log in enumerate(logs)]
     try:
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + bound(START_TIMEOUT)
         while not all(learned):
             assert time.monotonic() < deadline, "\n".join(log.read_text() for log in logs)
             assert all(p.poll() is None for p in processes), "\n".join(log.read_text() for log in logs)
             publish()
-            spin(executor, lambda: False, timeout=0.002)
+            spin_for(executor, 0.002)
         feeding = time.monotonic() + 1.5  # learning under load before the signal
         while time.monotonic() < feeding:
             publish()
-            spin(executor, lambda: False, timeout=0.001)
+            spin_for(executor, 0.001)
         exits: dict[int, float] = {}
         signalled = {}
         for i, process in enumerate(processes):
@@ -94,10 +95,10 @@ def _run_and_interrupt(rig: Node, executor, spin, module: str, params_of, publis
                 os.killpg(process.pid, signal.SIGTERM if i % 3 == 2 else signal.SIGINT)
                 publish()
                 time.sleep(0.05)
-        deadline = time.monotonic() + START_TIMEOUT
+        deadline = time.monotonic() + bound(START_TIMEOUT)
         while len(exits) < len(processes) and time.monotonic() < deadline:
             publish()
-            spin(executor, lambda: False, timeout=0.001)
+            spin_for(executor, 0.001)
             for i, process in enumerate(processes):
                 if i not in exits and process.poll() is not None:
                     exits[i] = time.monotonic() - signalled[i]
@@ -226,7 +227,7 @@ def test_every_other_node_exits_0_on_sigint(tmp_path, executor, spin):
         for name, process in processes.items():
             started = time.monotonic()
             os.killpg(process.pid, signal.SIGINT)
-            process.wait(timeout=START_TIMEOUT)
+            process.wait(timeout=bound(START_TIMEOUT))
             seconds[name] = round(time.monotonic() - started, 2)
     finally:
         for process in processes.values():

@@ -16,6 +16,7 @@ import subprocess
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
+from waiting import bound
 
 from gamma_net_core.data.bags import JointStateBagWriter, read_joint_states
 from gamma_net_core.data.joints import NANOSECONDS, JointsConfig
@@ -100,12 +101,21 @@ def _play(tmp_path, bag, executor, spin, *, messages: int, player: dict, predict
     play = NodeProcess(
         node_command(
             "gamma_net_ros.bag_player",
-            params={"bag": str(bag), "reliable": True, "wait_for_subscribers": 1, "consumers": 1, **player},
+            # How long the player waits for a starting or busy predictor is a bound like the test's own.
+            params={
+                "bag": str(bag),
+                "reliable": True,
+                "wait_for_subscribers": 1,
+                "consumers": 1,
+                "consumer_timeout": bound(10.0),
+                "drain_timeout": bound(10.0),
+                **player,
+            },
         ),
         log_path=tmp_path / "player.log",
     ).start()
     try:
-        assert play.wait(timeout=60) == 0, (tmp_path / "player.log").read_text()
+        assert play.wait(timeout=bound(60)) == 0, (tmp_path / "player.log").read_text()
 
         def all_counted() -> bool:
             accepted, skips = _counts(rig.latest)
@@ -113,8 +123,8 @@ def _play(tmp_path, bag, executor, spin, *, messages: int, player: dict, predict
 
         assert spin(executor, all_counted, timeout=20), (rig.latest, (tmp_path / "predictor.log").read_text())
     finally:
-        play.stop()
-        assert node.stop() == 0
+        play.stop(timeout=bound(10.0))
+        assert node.stop(timeout=bound(10.0)) == 0
         executor.remove_node(rig)
         rig.destroy_node()
     log = (tmp_path / "player.log").read_text()
@@ -129,7 +139,9 @@ def test_node_and_arm_train_skip_and_count_the_same_messages_of_a_faulty_bag(tmp
     # Offline: the command users run on a bag.
     out = tmp_path / "train"
     command = ["gamma-net", "arm", "train", "--bag", str(bag), "--out", str(out), "--seeds", "1", "--workers", "1"]
-    done = subprocess.run([*command, "--tail-steps", "0", "--no-progress"], capture_output=True, text=True, timeout=300)
+    done = subprocess.run(
+        [*command, "--tail-steps", "0", "--no-progress"], capture_output=True, text=True, timeout=bound(300)
+    )
     assert done.returncode == 0, done.stderr
     offline = json.loads((out / "arm_train.json").read_text())
     assert offline["skips"] == EXPECTED_SKIPS
@@ -202,16 +214,21 @@ def test_a_consumer_killed_mid_playback_is_reported_not_waited_for_forever(tmp_p
     ).start()
     params = {"bag": str(bag), "reliable": True, "wait_for_subscribers": 1, "consumers": 1}
     play = NodeProcess(
-        node_command("gamma_net_ros.bag_player", params={**params, "consumer_timeout": 1.0, "drain_timeout": 1.0}),
+        # A consumer silent this long is gone: longer than a loaded predictor's pause between reports
+        # (1 s gave "acknowledged 0" at load average 17), far short of waiting forever.
+        node_command(
+            "gamma_net_ros.bag_player",
+            params={**params, "consumer_timeout": bound(5.0), "drain_timeout": bound(1.0)},
+        ),
         log_path=tmp_path / "player.log",
     ).start()
     try:
         assert spin(executor, lambda: _counts(rig.latest)[0] >= 10, timeout=30), (tmp_path / "player.log").read_text()
         node.kill()
-        assert play.wait(timeout=30) == 1
+        assert play.wait(timeout=bound(30)) == 1
     finally:
-        play.stop()
-        node.stop()
+        play.stop(timeout=bound(10.0))
+        node.stop(timeout=bound(10.0))
         executor.remove_node(rig)
         rig.destroy_node()
     log = (tmp_path / "player.log").read_text()

@@ -15,6 +15,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
+from waiting import bound
 
 from gamma_net_ros.neural_predictor import NeuralPredictor
 from gamma_net_ros.predictor import Predictor
@@ -35,7 +36,7 @@ def _nodes(executor, spin, which: str):
     executor.add_node(node)
     executor.add_node(caller)
     client = caller.create_client(PredictAt, "predict_at")
-    assert client.wait_for_service(timeout_sec=20)
+    assert client.wait_for_service(timeout_sec=bound(20))
 
     def call(timescales, scale) -> PredictAt.Response:
         future = client.call_async(PredictAt.Request(timescales=[float(t) for t in timescales], scale=scale))

@@ -15,6 +15,7 @@ from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
+from waiting import bound, spin_for
 
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.data.joints import JointsConfig
@@ -55,7 +56,7 @@ class Rig(Node):
         self.client = self.create_client(PredictAt, "predict_at")
 
     def call(self, executor, spin, timescales, scale) -> PredictAt.Response:
-        assert self.client.wait_for_service(timeout_sec=5)
+        assert self.client.wait_for_service(timeout_sec=bound(5))
         future = self.client.call_async(PredictAt.Request(timescales=list(timescales), scale=scale))
         assert spin(executor, future.done, timeout=5)
         return future.result()
@@ -214,15 +215,15 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
     try:
         assert spin(executor, lambda: rig.count_subscribers("joint_states") >= 1, timeout=20)
         step = 0
-        deadline = time.monotonic() + 30
+        deadline = time.monotonic() + bound(30)
         while not checkpoint.exists() or step < 300:
             assert time.monotonic() < deadline, (tmp_path / "first.log").read_text()
             rig.states.publish(reading(step))
             step += 1
-            spin(executor, lambda: False, timeout=0.005)
+            spin_for(executor, 0.005)
         node.kill()  # SIGKILL in the middle of learning: no chance to save
     finally:
-        node.stop()
+        node.stop(timeout=bound(10.0))
     saved = _online_from_yaml()
     saved.resume(checkpoint)  # whole and valid
     assert 0 < saved.update_count <= step
@@ -231,14 +232,14 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
     second = NodeProcess(cmd, log_path=tmp_path / "second.log").start()
     try:
         assert spin(executor, lambda: rig.count_subscribers("joint_states") >= 1, timeout=20)
-        deadline = time.monotonic() + 20
+        deadline = time.monotonic() + bound(20)
         while not rig.predictions:
             assert time.monotonic() < deadline, (tmp_path / "second.log").read_text()
             rig.states.publish(reading(step))
             step += 1
-            spin(executor, lambda: False, timeout=0.02)
+            spin_for(executor, 0.02)
     finally:
-        assert second.stop() == 0
+        assert second.stop(timeout=bound(10.0)) == 0
     assert rig.predictions[0].update_count >= saved.update_count
     assert "resumed from" in (tmp_path / "second.log").read_text()
 
@@ -254,7 +255,7 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
         params={"checkpoint_path": str(checkpoint), "learner.step_size": 0.05},
         node="predictor",
     )
-    result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
     assert result.returncode == 1
     assert "learner.step_size: file has 0.1, expected 0.05" in result.stdout + result.stderr
     assert checkpoint.read_bytes() == before  # refused, untouched

@@ -26,6 +26,7 @@ from ros2_cli import (
     stop_daemon,
     wait_for_nodes,
 )
+from waiting import bound, wait_until
 
 README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
 
@@ -74,8 +75,11 @@ ECHO_STOPPED = (signal.SIGINT, signal.SIGTERM)
 
 
 def start_echo(line: str, cwd: pathlib.Path, log: str = "echo.txt") -> Background:
-    """The README's echo line; started again while the daemon has not yet seen the topic."""
-    deadline = time.monotonic() + 60.0
+    """The README's echo line, once the daemon lists the topic; started again while it has not yet seen it."""
+    topic = shlex.split(line)[3]
+    listed = wait_until(lambda: topic in ros2("topic", "list").stdout.split(), timeout=60.0, step=0.5)
+    assert listed, f"{topic} was never listed by `ros2 topic list`"
+    deadline = time.monotonic() + bound(60.0)
     while True:
         echo = Background(line, cwd=cwd, log_path=cwd / log, shell=True)
         time.sleep(3.0)

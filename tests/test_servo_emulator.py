@@ -13,6 +13,7 @@ import tempfile
 import time
 
 import pytest
+from waiting import bound
 
 from gamma_net_ros.hardware.bus import DynamixelBus
 from gamma_net_ros.hardware.control_table import OperatingMode
@@ -44,7 +45,7 @@ def start(command: list[str], *args: str) -> subprocess.Popen:
 
 def stop(process: subprocess.Popen, sig=signal.SIGINT) -> tuple[int, str]:
     process.send_signal(sig)
-    out, err = process.communicate(timeout=10)
+    out, err = process.communicate(timeout=bound(10))
     return process.returncode, out + err
 
 
@@ -57,7 +58,7 @@ def test_a_path_that_is_not_its_own_is_refused_and_left_untouched(folder, how, w
     taken = link if which == "link" else folder / "ctl"
     taken.write_text("a user's file\n")
     args = ["--link", str(link)] + (["--control", str(taken)] if which == "control" else [])
-    result = subprocess.run([*COMMANDS[how], *args], capture_output=True, text=True, timeout=30)
+    result = subprocess.run([*COMMANDS[how], *args], capture_output=True, text=True, timeout=bound(30))
     assert result.returncode == 2, result.stdout + result.stderr
     assert "Traceback" not in result.stderr and result.stdout == ""
     (line,) = result.stderr.strip().splitlines()
@@ -71,7 +72,7 @@ def test_control_folder_is_private_and_a_stuck_client_does_not_stall_the_servos(
     process = start(COMMANDS["module"], "--link", str(link))
     try:
         client = EmulatorClient(f"{link}.ctl")
-        client.wait_ready()
+        client.wait_ready(timeout=bound(10.0))
         control = pathlib.Path(f"{link}.ctl")
         assert stat.S_IMODE(control.stat().st_mode) == 0o700 and control.stat().st_uid == os.getuid()
         bus = DynamixelBus(str(link), ids=[1, 2])
@@ -82,7 +83,7 @@ def test_control_folder_is_private_and_a_stuck_client_does_not_stall_the_servos(
             stuck = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
             stuck.connect(str(control / "socket"))
             reads = 0
-            deadline = time.monotonic() + 1.0
+            deadline = time.monotonic() + 1.0  # within the stuck client's 2 s limit: a window, not a wait
             while time.monotonic() < deadline:
                 bus.read()  # raises ReadFailed if the servos go unanswered for three attempts
                 reads += 1
@@ -109,16 +110,18 @@ def test_control_folder_is_private_and_a_stuck_client_does_not_stall_the_servos(
 def test_leftovers_of_a_killed_emulator_are_reused(folder):
     link = folder / "ttyDXL"
     killed = start(COMMANDS["module"], "--link", str(link))
-    EmulatorClient(f"{link}.ctl").wait_ready()
+    EmulatorClient(f"{link}.ctl").wait_ready(timeout=bound(10.0))
     stop(killed, signal.SIGKILL)
     assert link.is_symlink() and pathlib.Path(f"{link}.ctl", "socket").exists()  # left behind
     if os.path.exists(os.readlink(link)):  # another process got the pty number meanwhile: not ours to take
-        result = subprocess.run([*COMMANDS["module"], "--link", str(link)], capture_output=True, text=True, timeout=30)
+        result = subprocess.run(
+            [*COMMANDS["module"], "--link", str(link)], capture_output=True, text=True, timeout=bound(30)
+        )
         assert result.returncode == 2 and "already exists" in result.stderr
         return
     again = start(COMMANDS["module"], "--link", str(link))
     try:
-        state = EmulatorClient(f"{link}.ctl").wait_ready()
+        state = EmulatorClient(f"{link}.ctl").wait_ready(timeout=bound(10.0))
         assert state["connected"] and os.readlink(link) == state["device"]
     finally:
         code, output = stop(again)
@@ -156,7 +159,10 @@ def test_in_process_emulator_refuses_a_taken_control_path_to_its_caller(folder):
 )
 def test_bad_settings_are_refused_in_one_line_and_make_nothing(folder, args, named):
     result = subprocess.run(
-        [*COMMANDS["module"], "--link", str(folder / "ttyDXL"), *args], capture_output=True, text=True, timeout=30
+        [*COMMANDS["module"], "--link", str(folder / "ttyDXL"), *args],
+        capture_output=True,
+        text=True,
+        timeout=bound(30),
     )
     assert result.returncode == 2 and "Traceback" not in result.stderr
     (line,) = result.stderr.strip().splitlines()

@@ -31,28 +31,31 @@ def generate_launch_description():
     arm = os.path.join(config, "arm.yaml")
     reflex = os.path.join(config, "reflex.yaml")
     port = LaunchConfiguration("port")
+    arguments = [
+        DeclareLaunchArgument(
+            "port", default_value="/tmp/gamma_net_reflex/ttyDXL", description="the emulated servos' link path"
+        ),
+        # The tool on the wire's start point for config/arm.yaml's maze (as `make demo` computes it).
+        DeclareLaunchArgument("shoulder_start", default_value="-1.102465", description="rad, at start"),
+        DeclareLaunchArgument("elbow_start", default_value="1.703387", description="rad, at start"),
+        # 0.05 rad past the shoulder's reach on the route (-0.25 rad, gamma-net arm simulate): only
+        # an overshoot meets it.
+        DeclareLaunchArgument("obstacle_low", default_value="-0.2", description="shoulder obstacle from, rad"),
+        DeclareLaunchArgument("obstacle_high", default_value="0.5", description="shoulder obstacle to, rad"),
+        DeclareLaunchArgument(
+            "rules_file", default_value=os.path.join(config, "reflex_rules.yaml"), description="the reflex rules"
+        ),
+        DeclareLaunchArgument(
+            "questions_file", default_value=os.path.join(config, "horde.yaml"), description="the Horde's questions"
+        ),
+        DeclareLaunchArgument(
+            "checkpoint_path", default_value="", description="the Horde's learner ('' = in memory, from scratch)"
+        ),
+    ]
     return LaunchDescription(
         [
-            DeclareLaunchArgument(
-                "port", default_value="/tmp/gamma_net_reflex/ttyDXL", description="the emulated servos' link path"
-            ),
-            # The tool on the wire's start point for config/arm.yaml's maze (as `make demo` computes it).
-            DeclareLaunchArgument("shoulder_start", default_value="-1.102465", description="rad, at start"),
-            DeclareLaunchArgument("elbow_start", default_value="1.703387", description="rad, at start"),
-            # 0.05 rad past the shoulder's reach on the route (-0.25 rad, gamma-net arm simulate): only
-            # an overshoot meets it.
-            DeclareLaunchArgument("obstacle_low", default_value="-0.2", description="shoulder obstacle from, rad"),
-            DeclareLaunchArgument("obstacle_high", default_value="0.5", description="shoulder obstacle to, rad"),
-            DeclareLaunchArgument(
-                "rules_file", default_value=os.path.join(config, "reflex_rules.yaml"), description="the reflex rules"
-            ),
-            DeclareLaunchArgument(
-                "questions_file", default_value=os.path.join(config, "horde.yaml"), description="the Horde's questions"
-            ),
-            DeclareLaunchArgument(
-                "checkpoint_path", default_value="", description="the Horde's learner ('' = in memory, from scratch)"
-            ),
-            refuse_bad_arguments(files=["rules_file", "questions_file"]),
+            *arguments,
+            refuse_bad_arguments(arguments, files=["rules_file", "questions_file"]),
             ExecuteProcess(
                 cmd=[
                     sys.executable,

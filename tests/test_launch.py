@@ -298,6 +298,7 @@ REFUSALS = [
         ["horde.launch.py", "tick_topics:=/joint_states"],
         "horde.launch.py has no such argument; did you mean tick_topic?",
     ),
+    (["reflex.launch.py", "rule_file:=r.yaml"], "reflex.launch.py has no such argument; did you mean rules_file?"),
 ]
 
 

@@ -346,7 +346,7 @@ def test_a_second_driver_on_the_same_port_is_refused_and_the_first_is_undisturbe
     assert spin(executor, lambda: len(listener.states) >= 5, timeout=15)
     command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
                            params={"port": port}, node="dynamixel_driver")  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(60))
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "Traceback" not in output

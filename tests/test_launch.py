@@ -58,9 +58,9 @@ def echo_once(topic: str, message_type: str, cwd) -> Background:
 
 
 def received(echo: Background, timeout: float = 120.0) -> str:
-    """What the echo printed once its message came (or the timeout passed)."""
+    """What the echo printed once its message came (or ``bound(timeout)`` passed)."""
     try:
-        code = echo.process.wait(timeout=timeout)
+        code = echo.process.wait(timeout=bound(timeout))
     except subprocess.TimeoutExpired:
         code = None
     output = echo.output

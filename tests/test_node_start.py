@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -21,7 +22,7 @@ import time
 import pytest
 from gamma_net_msgs.msg import Prediction
 from rclpy.node import Node
-from waiting import bound
+from waiting import bound, wait_until
 
 from gamma_net_core.data.bags import JointStateBagWriter
 from gamma_net_core.data.joints import NANOSECONDS
@@ -204,8 +205,13 @@ def test_ctrl_c_on_a_launch_whose_predictor_is_starting_ends_every_process_clean
     run = launch("gamma_net_ros", "playback.launch.py", cwd=tmp_path, log_path=tmp_path / "launch.log")
     try:
         if when == "importing":
-            assert run.wait_for("process started with pid", timeout=STOP_S), run.output
-            time.sleep(0.5)  # past the interpreter's own start-up (about 0.1 s), inside the imports
+            # Inside the imports: numpy's core is mapped (entry's handlers are in place before it), numba's
+            # seconds of import and the kernels' compiling still to come.
+            def importing() -> bool:
+                found = re.search(r"\[predictor-\d+\]: process started with pid \[(\d+)\]", run.output)
+                return found is not None and _mapped(int(found.group(1)), "_multiarray_umath")
+
+            assert wait_until(importing, timeout=STOP_S), run.output
         else:
             assert run.wait_for("compiling learner kernels", timeout=COLD_START_S), run.output
         code = run.interrupt(timeout=STOP_S)

@@ -260,7 +260,7 @@ def test_reflex_launch_starts_the_emulated_arm_the_horde_and_the_reflex_in_the_c
     )
     nodes = {"/dynamixel_driver", "/teleop", "/operator", "/horde", "/reflex"}
     try:
-        assert nodes <= wait_for_nodes(nodes, timeout=120), run.output
+        assert nodes <= wait_for_nodes(nodes, timeout=120, launched=run), run.output
         assert param_get("/operator", "operator.overshoot_probability") == "0.5"  # config/reflex.yaml's operator
         # joint_states -> horde -> horde/predictions -> reflex; 60 steps learned: the learner is warm
         assert spin(executor, lambda: learned and max(learned) >= 60, timeout=240), run.output

@@ -9,7 +9,8 @@ import sys
 import pytest
 from waiting import bound
 
-#: A cold start compiles the predictor's kernels for minutes on the busy 2-core machine; then a warm one.
+#: A cold start (the predictor's kernels compiled) then a warm one: 11 s on the loaded 2-core machine, far more
+#: beside builds (a cold predictor once compiled for 170 s beside six).
 BENCH_S = 450.0
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 

@@ -138,11 +138,16 @@ def node_names() -> set[str]:
     return set(result.stdout.split())
 
 
-def wait_for_nodes(expected: set[str], timeout: float = 60.0) -> set[str]:
-    """Polls `ros2 node list` until every expected node is up (within `bound(timeout)`); returns the last list."""
+def wait_for_nodes(expected: set[str], timeout: float = 60.0, launched: Background | None = None) -> set[str]:
+    """Polls `ros2 node list` until every expected node is up (within `bound(timeout)`); returns the last list.
+
+    With ``launched``, the wait also ends when that launch has ended: its nodes will not come.
+    """
     deadline = time.monotonic() + bound(timeout)
     names = node_names()
     while not expected <= names and time.monotonic() < deadline:
+        if launched is not None and launched.process.poll() is not None:
+            break
         time.sleep(0.5)
         names = node_names()
     return names

@@ -24,12 +24,13 @@ def test_bench_horde_reports_both_learners_and_the_goals(tmp_path):
     assert data["horde_steps_per_s"] > 0 and data["loop_steps_per_s"] > 0
 
 
+@pytest.mark.serial  # the benchmark times its loops on every core
 def test_bench_horde_times_td_lambda_beside_td0(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
         ["gamma-net", "bench", "horde", "--questions", "3", "--horde-steps", "5", "--loop-steps", "2",
          "--repeats", "1", "--lam", "0.9", "--json", str(out)],
-        capture_output=True, text=True, timeout=300,
+        capture_output=True, text=True, timeout=bound(300),
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "HordeLearner.learn (TD(lambda), lam 0.9)" in result.stdout
@@ -40,7 +41,7 @@ def test_bench_horde_times_td_lambda_beside_td0(tmp_path):
 
 def test_bench_horde_refuses_a_bad_lambda_in_one_line():
     result = subprocess.run(["gamma-net", "bench", "horde", "--lam", "1.5"], capture_output=True, text=True,
-                            timeout=120)  # fmt: skip
+                            timeout=bound(120))  # fmt: skip
     assert result.returncode == 1
     assert result.stderr.strip() == "gamma-net bench horde: error: --lam must be in [0, 0.999]; got 1.5"
 

@@ -24,6 +24,7 @@ from rclpy.qos import qos_profile_sensor_data
 from ros2_cli import Background, close_all
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
+from waiting import bound
 
 from gamma_net_ros.client import LatestPredictions, PredictAtClient, PredictionError, PredictionView
 
@@ -186,7 +187,7 @@ def test_importing_the_client_starts_nothing_and_installs_no_signal_handler():
         "assert not rclpy.ok(), 'rclpy was initialised'\n"
         "print('nothing started')\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=bound(120))
     assert result.returncode == 0 and result.stdout == "nothing started\n", result.stdout + result.stderr
 
 

@@ -75,7 +75,7 @@ def test_a_predictor_slow_to_start_still_gets_its_full_live_run(tmp_path):
         + ["--out", str(out), "--json", str(out / "demo.json")],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=bound(250),  # 40 s of import, then the 20 s live run and its scoring
         env=env,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

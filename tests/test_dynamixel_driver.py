@@ -98,12 +98,22 @@ def test_commands_move_the_servos_within_the_limits(emulator, executor, spin):
     port, client = emulator
     listener = Listener(executor)
     driver = start_driver(executor, port, command_timeout_s=0.0)
-    listener.command(spin, executor, name=["elbow"], velocity=[5.0])  # above velocity_max 2.0: clamped
-    assert spin(executor, lambda: listener.states and listener.states[-1].velocity[1] > 1.9, timeout=10)
+
+    def elbow_at_speed() -> bool:
+        return bool(listener.states) and listener.states[-1].velocity[1] > 1.9
+
+    # Replies late for a second on a loaded machine make the driver reopen the port, the servos then
+    # holding still until the next command (its recovery): teleop would command again, and so does this.
+    sent = 0
+    while sent <= driver.counts["reconnects"] and not elbow_at_speed():
+        listener.command(spin, executor, name=["elbow"], velocity=[5.0])  # above velocity_max 2.0: clamped
+        sent += 1
+        spin(executor, lambda sent=sent: elbow_at_speed() or driver.counts["reconnects"] >= sent, timeout=10)
+    assert elbow_at_speed(), (sent, driver.counts)
     assert listener.states[-1].velocity[0] == 0.0  # the shoulder was not commanded
     # effort: Present Current x torque_constant, N m; the emulated elbow's viscous friction at ~2 rad/s
     assert listener.states[-1].effort[0] == 0.0 and 0.07 < listener.states[-1].effort[1] < 0.14
-    assert driver.counts["clamped_commands"] == 1
+    assert driver.counts["clamped_commands"] == sent  # each command, clamped
     # The elbow slows as it nears position_max (2.9 rad, config/dynamixel.yaml) and stops there: the soft stop.
     assert spin(executor, lambda: abs(listener.states[-1].velocity[1]) < 0.05, timeout=10)
     elbow = servo_state(client, "position")[1]
@@ -346,7 +356,7 @@ def test_a_second_driver_on_the_same_port_is_refused_and_the_first_is_undisturbe
     assert spin(executor, lambda: len(listener.states) >= 5, timeout=15)
     command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
                            params={"port": port}, node="dynamixel_driver")  # fmt: skip
-    result = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(60))
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "Traceback" not in output

@@ -213,7 +213,7 @@ def test_an_out_that_is_a_file_is_refused_before_any_learning(bag, tmp_path):
          "--out", str(existing)],
         capture_output=True,
         text=True,
-        timeout=300,
+        timeout=bound(300),
     )  # fmt: skip
     assert result.returncode == 2, result.stderr
     assert result.stderr.strip() == f"gamma-net horde train: --out {existing} is a file; it must name a folder"

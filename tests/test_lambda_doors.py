@@ -13,19 +13,20 @@ import subprocess
 import sys
 
 import pytest
+from waiting import bound
 
 from gamma_net_ros.paths import config_file
 
 ARM = config_file("arm")
 HORDE = config_file("horde")
-#: A node or command refusing at start takes a few seconds on a loaded machine; generous.
+#: A node or command refusing at start takes a few seconds on a loaded machine; generous (scaled by bound).
 TIMEOUT = 120.0
 
 
 def _node(args: list[str], cwd: pathlib.Path) -> subprocess.CompletedProcess:
     command = [sys.executable, "-m", "gamma_net_ros.predictor", "--ros-args", *args]
     env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=TIMEOUT)
+    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=bound(TIMEOUT))
 
 
 @pytest.mark.ros
@@ -55,7 +56,7 @@ def test_arm_train_refuses_a_bad_lambda_from_its_yaml(tmp_path, value):
     params = _yaml_with(ARM, "      lam: 0.0 ", f"      lam: {value} ", tmp_path / "arm.yaml")
     result = subprocess.run(
         ["gamma-net", "arm", "train", "--params", str(params), "--out", str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=TIMEOUT,
+        capture_output=True, text=True, timeout=bound(TIMEOUT),
     )  # fmt: skip
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1, result.stderr
@@ -68,7 +69,7 @@ def test_horde_train_refuses_a_bad_lambda_from_its_questions(tmp_path):
     result = subprocess.run(
         ["gamma-net", "horde", "train", "--bag", str(tmp_path), "--questions", str(questions), "--out",
          str(tmp_path / "run")],
-        capture_output=True, text=True, timeout=TIMEOUT,
+        capture_output=True, text=True, timeout=bound(TIMEOUT),
     )  # fmt: skip
     lines = result.stderr.strip().splitlines()
     assert result.returncode == 1 and len(lines) == 1, result.stderr

@@ -58,9 +58,9 @@ def echo_once(topic: str, message_type: str, cwd) -> Background:
 
 
 def received(echo: Background, timeout: float = 120.0) -> str:
-    """What the echo printed once its message came (or the timeout passed)."""
+    """What the echo printed once its message came (or ``bound(timeout)`` passed)."""
     try:
-        code = echo.process.wait(timeout=timeout)
+        code = echo.process.wait(timeout=bound(timeout))
     except subprocess.TimeoutExpired:
         code = None
     output = echo.output
@@ -86,7 +86,7 @@ def test_playback_launch_arguments_win_messages_flow_and_ctrl_c_saves(tmp_path):
         log_path=tmp_path / "launch.log",
     )
     try:
-        assert "/predictor" in wait_for_nodes({"/predictor"}), run.output
+        assert "/predictor" in wait_for_nodes({"/predictor"}, launched=run), run.output
         assert param_get("/predictor", "checkpoint_path") == str(checkpoint)
         assert param_get("/predictor", "publish_timescales") == "[3.0, 30.0]"
         echo = echo_once("/predictions", PREDICTION, tmp_path)
@@ -130,7 +130,7 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
         log_path=tmp_path / "launch.log",
     )
     try:
-        assert "/horde" in wait_for_nodes({"/horde"}), run.output
+        assert "/horde" in wait_for_nodes({"/horde"}, launched=run), run.output
         assert param_get("/horde", "questions_file") == str(questions)
         assert param_get("/horde", "checkpoint_path") == str(checkpoint)
         assert param_get("/horde", "tick_topic") == "/joint_states"
@@ -182,7 +182,7 @@ def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emul
     commands = echo_once("/joint_commands", "sensor_msgs/msg/JointState", tmp_path)
     predictions = echo_once("/predictions", PREDICTION, tmp_path)
     try:
-        assert nodes <= wait_for_nodes(nodes), run.output
+        assert nodes <= wait_for_nodes(nodes, launched=run), run.output
         assert param_get("/dynamixel_driver", "port") == link
         assert param_get("/dynamixel_driver", "rate_hz") == "20.0"
         assert param_get("/predictor", "checkpoint_path") == str(checkpoint)
@@ -265,7 +265,7 @@ def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, reco
     nodes = {"/neural_predictor", "/ale_bridge"}
     predictions = echo_once("/predictions", PREDICTION, tmp_path)
     try:
-        assert nodes <= wait_for_nodes(nodes), run.output
+        assert nodes <= wait_for_nodes(nodes, launched=run), run.output
         assert param_get("/ale_bridge", "shard_dir") == str(recording)
         assert param_get("/neural_predictor", "checkpoint_path") == str(checkpoint)
         assert "gammas:" in received(predictions)

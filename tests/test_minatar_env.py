@@ -10,6 +10,7 @@ import sys
 
 import numpy as np
 import pytest
+from waiting import bound
 
 from gamma_net_core.atari import MINATAR_FEATURE_SIZE, MINATAR_GAMES
 from gamma_net_core.atari.domains import config_from_mapping, env_config, make_env, resolve_game
@@ -150,7 +151,7 @@ def test_minatar_network_files_load_as_policies(tmp_path):
 def gamma_net(*argv):
     """The `gamma-net` command as a user runs it (the venv's console script)."""
     command = shutil.which("gamma-net") or str(pathlib.Path(sys.executable).with_name("gamma-net"))
-    return subprocess.run([command, *argv], capture_output=True, text=True)
+    return subprocess.run([command, *argv], capture_output=True, text=True, timeout=bound(120))
 
 
 def test_minatar_games_appear_in_the_atari_help_and_a_typo_is_one_line():

@@ -14,6 +14,7 @@ import time
 
 import numpy as np
 import pytest
+from waiting import bound
 
 from gamma_net_core.signals.arm import ArmConfig, SimulatedArm
 from gamma_net_core.signals.arm_recording import simulate_arm
@@ -74,7 +75,7 @@ def emulator(start_emulator):
 
 
 def read_until(bus, predicate, timeout=30.0):
-    deadline = time.monotonic() + timeout
+    deadline = time.monotonic() + bound(timeout)
     while time.monotonic() < deadline:
         try:
             sample = bus.read()
@@ -136,7 +137,7 @@ def test_obstacles_are_set_read_and_removed_through_the_control_socket_and_refus
     process = subprocess.Popen([*command, "--obstacle", "2", "0.5", "0.9"], stdout=subprocess.PIPE, text=True)
     try:
         client = EmulatorClient(f"{link}.ctl")
-        state = client.wait_ready(timeout=30)
+        state = client.wait_ready(timeout=bound(30))
         assert state["servos"][2]["obstacle"]["low"] == 0.5 and state["servos"][1]["obstacle"] is None
         set_ = client.set_obstacle(1, -0.4, -0.2, stall_current=1.5)
         assert set_ == {
@@ -155,8 +156,8 @@ def test_obstacles_are_set_read_and_removed_through_the_control_socket_and_refus
             client.set_obstacle(7, 0.1, 0.2)
     finally:
         process.terminate()
-        process.wait(timeout=10)
-    bad = subprocess.run([*command, "--obstacle", "1", "0.5", "x"], capture_output=True, text=True, timeout=60)
+        process.wait(timeout=bound(10))
+    bad = subprocess.run([*command, "--obstacle", "1", "0.5", "x"], capture_output=True, text=True, timeout=bound(60))
     assert bad.returncode == 2
     assert bad.stderr.strip().splitlines() == ["servo_emulator: error: --obstacle HIGH must be a number; got 'x'"]
 

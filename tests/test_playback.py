@@ -267,7 +267,7 @@ def test_a_bag_damaged_part_way_is_one_line_from_the_player_and_both_train_comma
             node_command("gamma_net_ros.bag_player", params={"bag": str(played), "rate": 0.0}),
             capture_output=True,
             text=True,
-            timeout=300,
+            timeout=bound(300),
         )
         output = player.stdout + player.stderr
         assert player.returncode == 1, output
@@ -291,7 +291,7 @@ def test_a_bag_damaged_part_way_is_one_line_from_the_player_and_both_train_comma
         (tmp_path / "horde", ["horde", "train", "--bag", str(bag), "--questions", str(questions)]),
     ):
         command += ["--out", str(out)]
-        result = subprocess.run(["gamma-net", *command], capture_output=True, text=True, timeout=300)
+        result = subprocess.run(["gamma-net", *command], capture_output=True, text=True, timeout=bound(300))
         assert result.returncode == 1, result.stdout[-2000:] + result.stderr
         assert "Traceback" not in result.stderr, result.stderr
         lines = result.stderr.strip().splitlines()

@@ -17,6 +17,7 @@ import pytest
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
+from waiting import spin_for, wait_until
 
 from gamma_net_core.data.bags import JointStateBagWriter
 from gamma_net_core.data.joints import NANOSECONDS
@@ -61,9 +62,13 @@ def test_the_last_line_counts_what_a_consumer_that_fell_silent_took(tmp_path, ex
     ).start()
     try:
         assert spin(executor, lambda: consumer.taken >= 20, timeout=START_S), (tmp_path / "player.log").read_text()
-        time.sleep(3.0)  # silent: the player stops waiting for it after 1 s and plays on
+        # Silent (not spinning) until the player has given up on it (after its 1 s consumer_timeout),
+        # then 2 s more while it plays on unheard: at 60 Hz more than a queue of 10 holds.
+        player_log = tmp_path / "player.log"
+        assert wait_until(lambda: "no longer waited for" in player_log.read_text(), timeout=60), player_log.read_text()
+        time.sleep(2.0)
         assert spin(executor, lambda: not player.running, timeout=START_S)
-        spin(executor, lambda: False, timeout=0.5)  # what is still on its way
+        spin_for(executor, 2.0)  # anything still on its way would be taken unreported: none may be
     finally:
         code = player.stop()
     log = (tmp_path / "player.log").read_text()

@@ -119,7 +119,7 @@ def test_published_timescales_beyond_the_trained_ones_are_refused_at_start(tmp_p
     if which == "neural_predictor":
         params.update(TINY)
     command = node_command(f"gamma_net_ros.{which}", params=params)
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(120), cwd=tmp_path)
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
     fatal = [line for line in out.splitlines() if "FATAL" in line]

@@ -102,7 +102,7 @@ def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
         echo = Background(
             readme_command("ros2 topic echo /predictions"), cwd=tmp_path, log_path=tmp_path / "echo.txt", shell=True
         )
-        assert "/predictor" in wait_for_nodes({"/predictor"}), run.output
+        assert "/predictor" in wait_for_nodes({"/predictor"}, launched=run), run.output
 
         player = ros2(shell_line=readme_command("ros2 run gamma_net_ros bag_player"), cwd=tmp_path, timeout=180)
         assert player.returncode == 0, player.stdout
@@ -156,7 +156,7 @@ def test_readme_horde_lines_on_the_shipped_questions(tmp_path):
     run = Background(shlex.split(launch_line), cwd=tmp_path, log_path=tmp_path / "launch.log")
     echo = errors = None
     try:
-        assert "/horde" in wait_for_nodes({"/horde"}), run.output
+        assert "/horde" in wait_for_nodes({"/horde"}, launched=run), run.output
         echo = start_echo(readme_command("ros2 topic echo /horde/predictions"), tmp_path)
         errors = start_echo(readme_command("ros2 topic echo /horde/errors"), tmp_path, log="errors.txt")
         # The README's bag_player line, faster than real time (the line itself runs as written above).

@@ -19,6 +19,7 @@ from gamma_net_msgs.msg import PredictionArray, ReflexEvent
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
+from waiting import bound
 
 from gamma_net_ros.hardware.emulator import EmulatorClient
 from gamma_net_ros.processes import node_command
@@ -88,10 +89,18 @@ class Rig:
         return list(self.commands[-1].velocity)
 
     def until(self, predicate, feed=None, timeout=30.0) -> bool:
-        """Spin until ``predicate()``, calling ``feed()`` now and then (inputs keep coming, as live)."""
+        """Spin until ``predicate()`` (within ``bound(timeout)``), calling ``feed()`` now and then."""
+        return self._feed(predicate, feed, bound(timeout))
+
+    def during(self, seconds: float, predicate, feed) -> bool:
+        """Spin for ``seconds`` (not scaled: a window in which nothing may happen) feeding as ``until`` does;
+        True as soon as ``predicate()`` holds."""
+        return self._feed(predicate, feed, seconds)
+
+    def _feed(self, predicate, feed, seconds: float) -> bool:
         import time
 
-        deadline = time.monotonic() + timeout
+        deadline = time.monotonic() + seconds
         while time.monotonic() < deadline:
             if feed is not None:
                 feed()
@@ -123,10 +132,8 @@ def test_a_rule_on_the_prediction_stops_motion_toward_the_hazard_with_hysteresis
     assert rig.until(lambda: len(rig.commands) > sent and list(rig.commands[-1].velocity) == [0.0, 0.3])
     assert rig.command(0.4, 0.3) == [0.0, 0.3]
     assert rig.command(-0.4, 0.3) == [-0.4, 0.3]  # moving away from the hazard is free
-    # Between release and threshold: still on (hysteresis).
-    for _ in range(5):
-        rig.predict(0.8)
-        spin(executor, lambda: False, timeout=0.05)
+    # Between release and threshold: still on (hysteresis), once the node has the new value.
+    assert rig.until(lambda: reflex.state.status[0].value == pytest.approx(0.8), feed=lambda: rig.predict(0.8))
     assert rig.command(0.4, 0.3) == [0.0, 0.3] and len(rig.events) == 1
     # Below the release: off, but only once it has been on for hold_s.
     assert rig.until(lambda: len(rig.events) == 2, feed=lambda: rig.predict(0.2))
@@ -148,7 +155,7 @@ def test_the_same_rule_on_the_present_signal_reads_the_questions_cumulant(tmp_pa
     assert rig.until(lambda: rig.events, feed=lambda: rig.state(-2.0))
     assert rig.events[0].active and rig.events[0].value == pytest.approx(2.0)
     assert rig.command(0.4, 0.3) == [0.0, 0.3]
-    assert rig.until(lambda: len(rig.events) == 2, feed=lambda: rig.state(0.7)) is False  # hysteresis
+    assert rig.during(30.0, lambda: len(rig.events) == 2, feed=lambda: rig.state(0.7)) is False  # hysteresis
     assert rig.until(lambda: len(rig.events) == 2, feed=lambda: rig.state(0.1))
     assert rig.command(0.4, 0.3) == [0.4, 0.3]
 
@@ -221,7 +228,7 @@ def test_a_bad_rules_file_is_refused_at_start_in_one_line(tmp_path, rule, named)
     path = rules_file(tmp_path, rule)
     before = path.read_bytes()
     command = node_command("gamma_net_ros.reflex", params={"rules_file": str(path)})
-    result = subprocess.run(command, capture_output=True, text=True, timeout=120)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(120))
     output = result.stdout + result.stderr
     assert result.returncode == 1, output
     assert "Traceback" not in output
@@ -253,7 +260,7 @@ def test_reflex_launch_starts_the_emulated_arm_the_horde_and_the_reflex_in_the_c
     )
     nodes = {"/dynamixel_driver", "/teleop", "/operator", "/horde", "/reflex"}
     try:
-        assert nodes <= wait_for_nodes(nodes, timeout=120), run.output
+        assert nodes <= wait_for_nodes(nodes, timeout=120, launched=run), run.output
         assert param_get("/operator", "operator.overshoot_probability") == "0.5"  # config/reflex.yaml's operator
         # joint_states -> horde -> horde/predictions -> reflex; 60 steps learned: the learner is warm
         assert spin(executor, lambda: learned and max(learned) >= 60, timeout=240), run.output

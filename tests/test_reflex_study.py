@@ -7,6 +7,7 @@ import subprocess
 
 import numpy as np
 import pytest
+from waiting import bound
 
 from gamma_net_core.experiments.reflex_study import _settings, run_condition
 from gamma_net_core.horde.questions import load_questions
@@ -15,6 +16,9 @@ from gamma_net_core.reflex.rules import load_rules
 from gamma_net_core.signals.arm import ArmConfig
 from gamma_net_core.signals.obstacle import Obstacle
 from gamma_net_ros.bench.reflex import _command_latency, _reaction
+
+#: The study on its tiny budget: a Horde warmed, three conditions simulated (scaled by `bound`).
+STUDY_S = 250.0
 
 
 def test_a_reactive_rule_shortens_the_contacts_of_the_same_seed_and_costs_no_progress():
@@ -47,6 +51,7 @@ def test_a_reactive_rule_shortens_the_contacts_of_the_same_seed_and_costs_no_pro
     assert trace["on"].any() and np.isnan(trace["prediction"]).all()  # no Horde in this condition
 
 
+@pytest.mark.timeout(bound(STUDY_S + 30))
 def test_reflex_study_runs_as_a_user_runs_it_on_a_tiny_budget(tmp_path):
     out = tmp_path / "study"
     command = ["gamma-net", "reflex", "study", "--seeds", "1", "--seconds", "4", "--warmup-circuits", "1"]
@@ -54,14 +59,16 @@ def test_reflex_study_runs_as_a_user_runs_it_on_a_tiny_budget(tmp_path):
         [*command, "--out", str(out), "--json", str(tmp_path / "study.json")],
         capture_output=True,
         text=True,
-        timeout=600,
+        timeout=bound(STUDY_S),
     )
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads((tmp_path / "study.json").read_text())["data"]
     assert {"none", "reactive", "predictive"} <= set(data)
     assert all(len(data[c]["circuits"]) == 1 for c in ("none", "reactive", "predictive"))
     assert (out / "reflex_study.png").stat().st_size > 0 and (out / "warm_horde.npz").is_file()
-    refused = subprocess.run([*command[:3], "--seeds", "0", "--out", str(out)], capture_output=True, text=True)
+    refused = subprocess.run(
+        [*command[:3], "--seeds", "0", "--out", str(out)], capture_output=True, text=True, timeout=bound(120)
+    )
     assert refused.returncode == 2 and refused.stderr.strip().count("\n") == 0, refused.stderr
     assert "--seeds" in refused.stderr and "Traceback" not in refused.stderr
 
@@ -75,10 +82,11 @@ def test_the_bench_pairs_each_switch_with_the_first_command_showing_it():
 
 @pytest.mark.ros
 @pytest.mark.slow
+@pytest.mark.serial  # times each command's path through the reflex and the echo
 def test_bench_reflex_reports_both_paths_against_the_echo(tmp_path):
     out = tmp_path / "bench.json"
     command = ["gamma-net", "bench", "reflex", "--rate", "50", "--seconds", "1", "--json", str(out)]
-    result = subprocess.run(command, capture_output=True, text=True, timeout=600)
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(250))
     assert result.returncode == 0, result.stdout + result.stderr
     data = json.loads(out.read_text())["data"]
     for key in ("reflex_path_s", "echo_path_s", "reflex_reaction_s", "echo_reaction_s"):

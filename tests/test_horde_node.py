@@ -494,9 +494,13 @@ def test_checkpoint_survives_a_kill_and_the_node_resumes(executor, spin, tmp_pat
     saved = HordeLearner.load(checkpoint, spec=load_questions(path))  # whole and valid
     assert 0 < saved.update_count <= rig.predictions[-1].update_count
 
-    rig.predictions.clear()
     second = NodeProcess(cmd, log_path=tmp_path / "second.log").start()
     try:
+        # The killed node's last predictions may still be on their way, and the graph still lists its
+        # subscription: only what comes after the resumed node is ready is the resumed node's.
+        ready = lambda: "ready: learner kernels" in (tmp_path / "second.log").read_text() or not second.running  # noqa: E731
+        assert spin(executor, ready, timeout=60), (tmp_path / "second.log").read_text()
+        rig.predictions.clear()
         run_until(second, lambda: bool(rig.predictions), tmp_path / "second.log")
     finally:
         assert second.stop(timeout=bound(10.0)) == 0

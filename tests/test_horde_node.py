@@ -589,3 +589,33 @@ def test_start_up_objects_are_frozen_out_of_garbage_collection(executor, spin, t
         horde.destroy_node()
     finally:
         gc.unfreeze()  # this test process is no node's
+
+
+def test_after_its_warm_up_the_node_compiles_nothing_on_its_ticks(executor, spin, tmp_path):
+    """What warm_up compiles is all its ticks, diagnostics and checkpoints use: a Ctrl-C then stops it at once.
+
+    Compiling on a tick would hold the executor's thread (and with it the stop flag's check) for
+    as long as numba takes: 20 s and more on an empty cache, past the 5 s `ros2 launch` waits.
+    """
+    import numba.core.event as numba_event
+
+    class Compilations(numba_event.Listener):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def on_start(self, event) -> None:
+            self.seen.append(f"{event.data.get('dispatcher')} {event.data.get('args')}")
+
+        def on_end(self, event) -> None:
+            pass
+
+    checkpoint = tmp_path / "horde.npz"
+    horde, rig = start(executor, spin, tmp_path, checkpoint_path=str(checkpoint))
+    horde.warm_up()
+    compilations = Compilations()
+    with numba_event.install_listener("numba:compile", compilations):
+        play(executor, spin, horde, rig, range(12))
+        horde.publish_diagnostics()
+        horde.save_checkpoint()
+    assert horde.learner.update_count > 0 and checkpoint.is_file()
+    assert compilations.seen == []

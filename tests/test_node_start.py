@@ -240,3 +240,41 @@ def test_ctrl_c_on_a_launch_whose_predictor_is_starting_ends_every_process_clean
     assert_clean_shutdown(out, ["predictor"])
     assert out.count(STOPPED) == 1, out
     assert "ready: learner kernels" not in out, out
+
+
+def test_ctrl_c_on_a_horde_launch_while_it_compiles_ends_it_cleanly_and_leaves_cache_and_checkpoint_usable(
+    tmp_path, monkeypatch
+):
+    """Ctrl-C while the horde node compiles on an empty cache: no SIGTERM from launch, then a start that works."""
+    from ros2_cli import assert_clean_shutdown, launch
+
+    cache, checkpoint = tmp_path / "numba", tmp_path / "horde.npz"
+    monkeypatch.setenv("NUMBA_CACHE_DIR", str(cache))  # empty: the node compiles for long
+    run = launch(
+        "gamma_net_ros", "horde.launch.py", f"checkpoint_path:={checkpoint}", cwd=tmp_path, log_path=tmp_path / "l.log"
+    )
+    try:
+        assert run.wait_for("compiling learner kernels", timeout=COLD_START_S), run.output
+        code = run.interrupt(timeout=STOP_S)
+    finally:
+        run.close()
+    out = run.output
+    assert code == 0, out
+    assert_clean_shutdown(out, ["horde"])  # it stopped before launch escalates (SIGTERM after 5 s)
+    assert out.count(STOPPED) == 1 and "ready: learner kernels" not in out, out
+
+    # The compilation was cut short, the process ended with the worker inside numba: what it left
+    # (whole cache files, a checkpoint of nothing learned, or none) serves the next start.
+    again = NodeProcess(node_command("gamma_net_ros.horde", params={"checkpoint_path": str(checkpoint)}))
+    again.env = {"NUMBA_CACHE_DIR": str(cache)}
+    log = tmp_path / "again.log"
+    again.log_path = log
+    again.start()
+    try:
+        deadline = time.monotonic() + COLD_START_S
+        while "ready: learner kernels" not in log.read_text() and again.running and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert "ready: learner kernels" in log.read_text(), log.read_text()
+    finally:
+        assert again.stop(timeout=STOP_S) == 0, log.read_text()
+    assert "Traceback" not in log.read_text()

@@ -153,7 +153,8 @@ class NeuralPredictor(Node):
 
         Without it they compiled in the training thread at the first update (after
         ``min_replay_history`` transitions), and a Ctrl-C then waited for numba in
-        ``stop_worker``: 10 s and more on an empty cache, past the 5 s `ros2 launch` allows.
+        ``stop_worker``: 2.9 s on an empty cache on the 2-core development machine at load 8,
+        past the 5 s `ros2 launch` allows on a machine twice as busy.
         """
         warm_neural(self.stream.config)
 

@@ -273,8 +273,8 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
 def test_after_its_warm_up_the_node_compiles_nothing_when_it_trains(executor, spin):
     """warm_up compiles the replay's kernels: the training thread, which a Ctrl-C waits for, never compiles.
 
-    Compiling there at the first update held the shutdown for as long as numba took (10 s and
-    more on an empty cache), past the 5 s `ros2 launch` waits before SIGTERM.
+    Compiling there at the first update held the shutdown for as long as numba took (2.9 s on
+    an empty cache at load 8 here; `ros2 launch` sends SIGTERM after 5 s).
     """
     import numba.core.event as numba_event
 

@@ -265,11 +265,9 @@ def test_ctrl_c_on_a_horde_launch_while_it_compiles_ends_it_cleanly_and_leaves_c
 
     # The compilation was cut short, the process ended with the worker inside numba: what it left
     # (whole cache files, a checkpoint of nothing learned, or none) serves the next start.
-    again = NodeProcess(node_command("gamma_net_ros.horde", params={"checkpoint_path": str(checkpoint)}))
-    again.env = {"NUMBA_CACHE_DIR": str(cache)}
     log = tmp_path / "again.log"
-    again.log_path = log
-    again.start()
+    command = node_command("gamma_net_ros.horde", params={"checkpoint_path": str(checkpoint)})
+    again = NodeProcess(command, log_path=log, env={"NUMBA_CACHE_DIR": str(cache)}).start()
     try:
         deadline = time.monotonic() + COLD_START_S
         while "ready: learner kernels" not in log.read_text() and again.running and time.monotonic() < deadline:

@@ -17,12 +17,17 @@ Nothing is lost by ending there: nothing has been learned or written yet (numba 
 cache files atomically, a half-compiled kernel is compiled again next time).
 
 Before this module runs, the interpreter's own start-up is Python's (a signal there gives
-its default behaviour); ``docs/robustness.md`` measures that window.
+its default behaviour: a ``KeyboardInterrupt``, code -2); ``docs/robustness.md`` measures that
+window. A node started by :class:`gamma_net_ros.processes.NodeProcess` (the demo, the benchmarks,
+the tests) has no such window: it starts with the stop signals blocked (:func:`start_blocked`),
+and a signal sent meanwhile is delivered once the handlers below are in place.
 """
 
 from __future__ import annotations
 
+import contextlib
 import importlib
+import itertools
 import os
 import signal
 import sys
@@ -45,15 +50,46 @@ NODES = {
 #: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
+_MODULE = "gamma_net_ros.entry"  # its name also when it runs as __main__
 _starting = ""  # the node whose start the handlers guard; "" once run_node has taken over
 
 
 def stop_while_starting(name: str) -> None:
-    """Until :func:`started`, SIGINT and SIGTERM end the process at once: code 0, one line."""
+    """Until :func:`started`, SIGINT and SIGTERM end the process at once: code 0, one line.
+
+    A parent that starts the node with the stop signals blocked (:func:`start_blocked`) closes
+    the window of the interpreter's own start-up: a signal sent then waits, pending, and is
+    delivered here, once the handlers are in place.
+    """
     global _starting
     _starting = name
     for sig in STOP_SIGNALS:
         signal.signal(sig, _stop_now)
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+@contextlib.contextmanager
+def start_blocked():
+    """Within it, processes started from this thread begin with SIGINT and SIGTERM blocked.
+
+    Only for a node started through this module: its :func:`stop_while_starting` unblocks
+    them, so a signal sent before its handlers exist (the interpreter's own start-up: tens of
+    milliseconds, more on a busy machine) is delivered then instead of ending it in a
+    ``KeyboardInterrupt`` (code -2). Any other program would never see a Ctrl-C: see :func:`starts_here`.
+
+    Yields:
+      Nothing; the calling thread's signal mask is restored on leaving.
+    """
+    blocked = signal.pthread_sigmask(signal.SIG_BLOCK, STOP_SIGNALS)
+    try:
+        yield
+    finally:
+        signal.pthread_sigmask(signal.SIG_SETMASK, blocked)
+
+
+def starts_here(command: list[str]) -> bool:
+    """True if ``command`` runs a node through this module (``python -m gamma_net_ros.entry NAME``)."""
+    return any(a == "-m" and b == _MODULE for a, b in itertools.pairwise(command))
 
 
 def started() -> None:

@@ -51,10 +51,11 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from gamma_net_core.checkpoint import check_writable
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
 from gamma_net_core.neural.online import TransitionStream
+from gamma_net_core.warmup import warm_neural
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, stamp_to_seconds
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
-from gamma_net_ros.node_main import run_node
+from gamma_net_ros.node_main import run_node, takes_input_later
 from gamma_net_ros.params import declare, declare_config
 from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
 
@@ -117,8 +118,7 @@ class NeuralPredictor(Node):
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
-        qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
-        self.create_subscription(Transition, "transitions", self.on_transition, qos)
+        self.input_qos = QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
         self.reporter = TakenReporter(self, "transitions", taken=lambda: self.stream.taken, every=every)
         self.predictions = self.create_publisher(Prediction, "predictions", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
@@ -143,6 +143,24 @@ class NeuralPredictor(Node):
             f"after {c.min_replay_history}; publishing tau {self.published.taus}; "
             f"checkpoint {self.checkpoint or 'off'}"
         )
+        if not takes_input_later():
+            self.take_input()
+
+    # -- start (run_node calls these: warm_up in a worker thread, then take_input)
+
+    def warm_up(self) -> None:
+        """Compile the replay's kernels on a tiny throwaway learner of the same kind.
+
+        Without it they compiled in the training thread at the first update (after
+        ``min_replay_history`` transitions), and a Ctrl-C then waited for numba in
+        ``stop_worker``: 2.9 s on an empty cache on the 2-core development machine at load 8,
+        past the 5 s `ros2 launch` allows on a machine twice as busy.
+        """
+        warm_neural(self.stream.config)
+
+    def take_input(self) -> None:
+        """Subscribe to the transitions: a bridge waiting for its consumer waits through the warm-up."""
+        self.create_subscription(Transition, "transitions", self.on_transition, self.input_qos)
 
     def _open(self, config: NeuralConfig, checkpoint: pathlib.Path | None, lag: int, resume: bool) -> TransitionStream:
         if checkpoint is not None and resume and checkpoint.exists():

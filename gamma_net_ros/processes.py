@@ -7,6 +7,7 @@ points with the very same YAML files through this module. It imports no rclpy.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import pathlib
 import signal
@@ -15,7 +16,7 @@ import sys
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from gamma_net_ros.entry import NODES
+from gamma_net_ros.entry import NODES, start_blocked, starts_here
 
 _EXECUTABLES = {module: name for name, module in NODES.items()}
 
@@ -80,9 +81,11 @@ class NodeProcess:
             stdout = self._log
         env = dict(os.environ, **(self.env or {}))
         env.setdefault("PYTHONUNBUFFERED", "1")
-        self.process = subprocess.Popen(
-            self.command, stdout=stdout, stderr=subprocess.STDOUT, env=env, start_new_session=True, text=True
-        )
+        # A node's stop signals wait until its handlers are in place: stop() right after start() is a clean stop.
+        with start_blocked() if starts_here(self.command) else contextlib.nullcontext():
+            self.process = subprocess.Popen(
+                self.command, stdout=stdout, stderr=subprocess.STDOUT, env=env, start_new_session=True, text=True
+            )
         return self
 
     @property

@@ -494,9 +494,13 @@ def test_checkpoint_survives_a_kill_and_the_node_resumes(executor, spin, tmp_pat
     saved = HordeLearner.load(checkpoint, spec=load_questions(path))  # whole and valid
     assert 0 < saved.update_count <= rig.predictions[-1].update_count
 
-    rig.predictions.clear()
     second = NodeProcess(cmd, log_path=tmp_path / "second.log").start()
     try:
+        # The killed node's last predictions may still be on their way, and the graph still lists its
+        # subscription: only what comes after the resumed node is ready is the resumed node's.
+        ready = lambda: "ready: learner kernels" in (tmp_path / "second.log").read_text() or not second.running  # noqa: E731
+        assert spin(executor, ready, timeout=60), (tmp_path / "second.log").read_text()
+        rig.predictions.clear()
         run_until(second, lambda: bool(rig.predictions), tmp_path / "second.log")
     finally:
         assert second.stop(timeout=bound(10.0)) == 0
@@ -585,3 +589,33 @@ def test_start_up_objects_are_frozen_out_of_garbage_collection(executor, spin, t
         horde.destroy_node()
     finally:
         gc.unfreeze()  # this test process is no node's
+
+
+def test_after_its_warm_up_the_node_compiles_nothing_on_its_ticks(executor, spin, tmp_path):
+    """What warm_up compiles is all its ticks, diagnostics and checkpoints use: a Ctrl-C then stops it at once.
+
+    Compiling on a tick would hold the executor's thread (and with it the stop flag's check) for
+    as long as numba takes: 20 s and more on an empty cache, past the 5 s `ros2 launch` waits.
+    """
+    import numba.core.event as numba_event
+
+    class Compilations(numba_event.Listener):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def on_start(self, event) -> None:
+            self.seen.append(f"{event.data.get('dispatcher')} {event.data.get('args')}")
+
+        def on_end(self, event) -> None:
+            pass
+
+    checkpoint = tmp_path / "horde.npz"
+    horde, rig = start(executor, spin, tmp_path, checkpoint_path=str(checkpoint))
+    horde.warm_up()
+    compilations = Compilations()
+    with numba_event.install_listener("numba:compile", compilations):
+        play(executor, spin, horde, rig, range(12))
+        horde.publish_diagnostics()
+        horde.save_checkpoint()
+    assert horde.learner.update_count > 0 and checkpoint.is_file()
+    assert compilations.seen == []

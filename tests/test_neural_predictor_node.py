@@ -268,3 +268,32 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
     with pytest.raises(CheckpointError, match=r"step_size: file has 0\.001, expected 0\.01"):
         predictor(checkpoint_path=str(checkpoint), **{"learner.step_size": 0.01})
     assert checkpoint.read_bytes() == before
+
+
+def test_after_its_warm_up_the_node_compiles_nothing_when_it_trains(executor, spin):
+    """warm_up compiles the replay's kernels: the training thread, which a Ctrl-C waits for, never compiles.
+
+    Compiling there at the first update held the shutdown for as long as numba took (2.9 s on
+    an empty cache at load 8 here; `ros2 launch` sends SIGTERM after 5 s).
+    """
+    import numba.core.event as numba_event
+
+    class Compilations(numba_event.Listener):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def on_start(self, event) -> None:
+            self.seen.append(f"{event.data.get('dispatcher')} {event.data.get('args')}")
+
+        def on_end(self, event) -> None:
+            pass
+
+    node, rig = _setup(executor, spin)
+    node.warm_up()
+    compilations = Compilations()
+    with numba_event.install_listener("numba:compile", compilations):
+        for step in range(60):  # past min_replay_history (40): updates every 2 steps
+            rig.transitions.publish(transition(0, step, terminal=step == 59))
+        assert spin(executor, lambda: node.stream.learner.updates > 0 and node.stream.owed_updates == 0, timeout=30)
+        node.stop_worker()
+    assert compilations.seen == []

@@ -278,3 +278,33 @@ def test_arm_train_refuses_exactly_the_keys_the_node_refuses(executor):
     names = node.list_parameters([], 0).names
     assert {n for n in names if "." not in n} == NODE_PARAMETERS
     assert {n.split(".")[0] for n in names if "." in n} == NODE_GROUPS
+
+
+def test_after_its_warm_up_the_node_compiles_nothing_when_it_learns(executor, spin, tmp_path):
+    """What warm_up compiles is all its updates, predictions and checkpoints use: a Ctrl-C then stops it at once.
+
+    Compiling in a callback would hold the executor's thread (and with it the stop flag's check)
+    for as long as numba takes: 20 s and more on an empty cache, past the 5 s `ros2 launch` waits.
+    """
+    import numba.core.event as numba_event
+
+    class Compilations(numba_event.Listener):
+        def __init__(self) -> None:
+            self.seen: list[str] = []
+
+        def on_start(self, event) -> None:
+            self.seen.append(f"{event.data.get('dispatcher')} {event.data.get('args')}")
+
+        def on_end(self, event) -> None:
+            pass
+
+    checkpoint = tmp_path / "predictor.npz"
+    predictor, rig = _setup(executor, spin, checkpoint_path=str(checkpoint))
+    predictor.warm_up()
+    compilations = Compilations()
+    with numba_event.install_listener("numba:compile", compilations):
+        _feed(executor, spin, rig, [reading(i) for i in range(20)])
+        answer = rig.call(executor, spin, [1.0, 10.0], PredictAt.Request.SCALE_TAU)
+        predictor.save_checkpoint()
+    assert answer.success and rig.predictions[-1].update_count == 19 and checkpoint.is_file()
+    assert compilations.seen == []

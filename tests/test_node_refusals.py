@@ -209,8 +209,10 @@ def refusals(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, p
         try:
             done = _run(case.node, case.args, folder)
         except subprocess.TimeoutExpired as exc:  # a node that never ends fails its own case, not the module
-            output = exc.stdout.decode(errors="replace") if isinstance(exc.stdout, bytes) else exc.stdout or ""
-            done = subprocess.CompletedProcess(exc.cmd, -9, output, f"[test] still running after {exc.timeout:.0f} s")
+            out, err = (
+                x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.output, exc.stderr)
+            )
+            done = subprocess.CompletedProcess(exc.cmd, -9, out, f"{err}[test] still running after {exc.timeout:.0f} s")
         return done, folder, before
 
     with ThreadPoolExecutor(max_workers=4) as pool:

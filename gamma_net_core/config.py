@@ -111,6 +111,28 @@ def to_mapping(config) -> dict[str, Any]:
     }
 
 
+def read_document(source: str | pathlib.Path | Mapping[str, Any], *, kind: str) -> tuple[Any, str]:
+    """A YAML file's document (or an already-parsed mapping) and the name its errors start with.
+
+    Args:
+      source: a path to a YAML file, or the mapping itself.
+      kind: what the file holds ("questions", "rules"): names a missing file and a mapping.
+
+    Raises:
+      FileNotFoundError: no such file.
+      ValueError: one line naming the file, when it is not valid YAML.
+    """
+    if isinstance(source, Mapping):
+        return dict(source), kind
+    path = pathlib.Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"no {kind} file {path}")
+    try:
+        return yaml.safe_load(path.read_text()), str(path)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+
+
 def load_section(path: str | pathlib.Path, node: str, prefix: str | None = None) -> dict[str, Any]:
     """The ``node: ros__parameters:`` section of a ROS 2 parameter file, optionally one nested group.
 

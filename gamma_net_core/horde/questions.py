@@ -41,8 +41,6 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
 from gamma_net_core import config as config_lib
 from gamma_net_core.horde.fields import FieldPath, parse_field
 from gamma_net_core.linear import GammaNetConfig
@@ -211,19 +209,9 @@ def load_questions(source: str | pathlib.Path | Mapping[str, Any]) -> HordeSpec:
       FileNotFoundError: no such file.
       ValueError: one line naming the file, the question or section, and the key at fault.
     """
-    if isinstance(source, Mapping):
-        doc, where = dict(source), "questions"
-    else:
-        path = pathlib.Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"no questions file {path}")
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-        where = str(path)
-        if not isinstance(doc, Mapping):
-            raise ValueError(f"{path}: expected a mapping with 'questions' and 'state'; got {type(doc).__name__}")
+    doc, where = config_lib.read_document(source, kind="questions")
+    if not isinstance(doc, Mapping):
+        raise ValueError(f"{where}: expected a mapping with 'questions' and 'state'; got {type(doc).__name__}")
     try:
         return _spec(doc)
     except ValueError as exc:

@@ -38,8 +38,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import yaml
-
+from gamma_net_core.config import read_document
 from gamma_net_core.horde.questions import HordeSpec
 
 SOURCES = ("prediction", "signal")
@@ -163,17 +162,7 @@ def load_rules(
       ValueError: one line naming the file, the rule and the key at fault (unknown question,
         readout or joint, a timescale outside the learner's range, a missing or unknown key).
     """
-    if isinstance(source, Mapping):
-        doc, where = dict(source), "rules"
-    else:
-        path = pathlib.Path(source)
-        if not path.is_file():
-            raise FileNotFoundError(f"no rules file {path}")
-        try:
-            doc = yaml.safe_load(path.read_text())
-        except yaml.YAMLError as exc:
-            raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
-        where = str(path)
+    doc, where = read_document(source, kind="rules")
     try:
         return _rule_set(doc, questions, tuple(joint_names))
     except ValueError as exc:

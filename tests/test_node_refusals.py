@@ -191,9 +191,25 @@ def _learner_checkpoint_without(key: str) -> bytes:
 
 
 def _run(node: str, args: list[str], cwd: pathlib.Path, timeout: float = START_TIMEOUT) -> subprocess.CompletedProcess:
+    """The node's run; one still running after the bound is stopped with SIGABRT and its stacks kept.
+
+    ``PYTHONFAULTHANDLER`` makes Python print every thread's stack on SIGABRT, even from inside a
+    C call (a DDS participant being created), so a node that hangs says where in its output.
+    """
     command = [sys.executable, "-m", f"gamma_net_ros.{node}", "--ros-args", *args]
-    env = dict(os.environ, PYTHONUNBUFFERED="1")
-    return subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=bound(timeout))
+    env = dict(os.environ, PYTHONUNBUFFERED="1", PYTHONFAULTHANDLER="1")
+    with subprocess.Popen(command, cwd=cwd, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as p:
+        try:
+            out, err = p.communicate(timeout=bound(timeout))
+        except subprocess.TimeoutExpired:
+            p.send_signal(signal.SIGABRT)
+            try:
+                out, err = p.communicate(timeout=bound(10.0))
+            except subprocess.TimeoutExpired:
+                p.kill()
+                out, err = p.communicate()
+            err += f"[test] still running after {bound(timeout):.0f} s; stopped with SIGABRT (stacks above)"
+        return subprocess.CompletedProcess(command, p.returncode, out, err)
 
 
 @pytest.fixture(scope="module")
@@ -206,13 +222,7 @@ def refusals(tmp_path_factory) -> dict[str, tuple[subprocess.CompletedProcess, p
             content = content() if callable(content) else content
             (folder / name).write_bytes(content if isinstance(content, bytes) else content.encode())
         before = {name: (folder / name).read_bytes() for name in case.files}
-        try:
-            done = _run(case.node, case.args, folder)
-        except subprocess.TimeoutExpired as exc:  # a node that never ends fails its own case, not the module
-            out, err = (
-                x.decode(errors="replace") if isinstance(x, bytes) else (x or "") for x in (exc.output, exc.stderr)
-            )
-            done = subprocess.CompletedProcess(exc.cmd, -9, out, f"{err}[test] still running after {exc.timeout:.0f} s")
+        done = _run(case.node, case.args, folder)  # a node that never ends fails its own case, not the module
         return done, folder, before
 
     with ThreadPoolExecutor(max_workers=4) as pool:

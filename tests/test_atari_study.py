@@ -140,6 +140,29 @@ def runs_of(name: str, taus, predictions) -> ev.SeriesRuns:
     return ev.SeriesRuns(name, [0], np.array([0, 10]), np.asarray(taus, float), predictions, [0.0], [None])
 
 
+def test_against_the_mean_is_the_mse_over_the_variance_of_the_returns_and_the_fall_of_its_curve(tmp_path):
+    returns = np.array([[0.0, 1.0], [2.0, 3.0], [4.0, 5.0], [6.0, 9.0]])  # variances 5 and 8.75
+    mean = returns.mean(axis=0)
+    evaluations = 4
+    constant = np.broadcast_to(mean, (1, evaluations, 4, 2))  # predicts the mean: ratio 1 throughout
+    # Exact at the end; off by 2, then 1, then 0.5, then 0 earlier: its curve falls through the steady state.
+    learning = np.stack([returns + off for off in (2.0, 1.0, 0.5, 0.0)])[None]
+    transitions = np.array([0, 10, 20, 30])
+    runs = {
+        name: ev.SeriesRuns(name, [0], transitions, np.array([1.0, 10.0]), p, [0.0], [None])
+        for name, p in (("constant", constant), ("learning", learning))
+    }
+    check = ev.against_the_mean(runs, returns, [1.0, 10.0], last=2)
+    np.testing.assert_allclose(check.steady[0], [1.0, 1.0])
+    np.testing.assert_allclose(check.steady[1], [0.125 / 5, 0.125 / 8.75])  # MSE 0.25 then 0: mean 0.125
+    assert check.change[0] == 0.0 and check.change[1] == 1.0  # from 0.25 / var to 0: all of it
+    assert check.names == ("constant", "learning") and check.curves["learning"].shape == (1, 4)
+    path = ev.plot_against_the_mean(check, tmp_path / "against.png", last=2)
+    assert path.read_bytes()[:8] == PNG_MAGIC
+    flat = {"flat": ev.SeriesRuns("flat", [0], transitions, np.array([1.0]), np.zeros((1, 4, 3, 1)), [0.0], [None])}
+    assert ev.against_the_mean(flat, np.ones((3, 1)), [1.0], last=2) is None  # equal returns: nothing to beat
+
+
 def test_interpolated_probes_on_the_tau_and_gamma_scales():
     probe_taus = np.array([1.0, 2.0, 5.0, 10.0])
     values = np.broadcast_to(3.0 * probe_taus, (1, 2, 1, 4))  # V = 3 τ at every point: linear in τ
@@ -281,6 +304,9 @@ def test_train_and_evaluate_end_to_end(data, tmp_path, capsys):
         if kept:
             assert max(np.max(v) for v in outcome["comparison"]["norm_mean"]) == 1.0
     assert (evaluation / "predictions_in_time.png").read_bytes()[:8] == PNG_MAGIC
+    assert (evaluation / "against_the_mean.png").read_bytes()[:8] == PNG_MAGIC
+    assert "Against a constant" in out
+    assert sorted(result["against_the_mean"]["names"]) == sorted(result["series"])
     assert result["series"]["reference"]["seeds"] == [0, 1] and result["filter_applied"]
     # --no-filter: every series in the MSE panels; the filter's verdict is the same, and still reported.
     argv = ["atari", "evaluate", "--run", str(run), "--points", str(data / "pts"), "--out", str(tmp_path / "all")]

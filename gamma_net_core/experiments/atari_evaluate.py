@@ -29,7 +29,9 @@ where every series fails the filter, the names of those that failed),
 ``COMPARISON_learning.png`` (normalized MSE averaged over τ against transitions, the
 Atari@200M figures' learning curves), ``predictions_in_time.png`` (the Centipede figure:
 predictions along one episode's evaluation points against the Monte-Carlo returns) and
-``atari_evaluate.json`` (every number).
+``against_the_mean.png`` (every series' MSE over the variance of the returns in time: below 1 it
+beats predicting the points' mean return, and its flatness shows whether training was long
+enough) and ``atari_evaluate.json`` (every number).
 """
 
 from __future__ import annotations
@@ -405,6 +407,94 @@ def plot_learning_curves(result: ComparisonResult, path: pathlib.Path, *, last: 
     return save_figure(fig, path)
 
 
+@dataclasses.dataclass(frozen=True)
+class AgainstTheMean:
+    """Each series' error as a fraction of predicting the points' mean return: the check that the study measures.
+
+    A network whose MSE is not clearly below the variance of the Monte-Carlo returns (the MSE of
+    the best constant) has learned nothing the comparisons could rank. Arrays are over the
+    series in ``names`` order.
+    """
+
+    names: tuple[str, ...]
+    taus: np.ndarray  # [n_tau]
+    transitions: np.ndarray  # [E]
+    curves: dict[str, np.ndarray]  # name -> [runs, E]: MSE / variance, averaged over τ
+    steady: np.ndarray  # [n_series, n_tau]: steady-state MSE / variance, mean over runs
+    change: np.ndarray  # [n_series]: fall of the curve from the steady state's first half to its second, / the first
+
+    def to_json(self) -> dict[str, Any]:
+        return {
+            "names": list(self.names),
+            "taus": self.taus,
+            "transitions": self.transitions,
+            "steady_mse_over_variance": self.steady,
+            "steady_state_change": self.change,
+            "curves_by_run": self.curves,
+        }
+
+
+def against_the_mean(runs: dict[str, SeriesRuns], returns, taus, *, last: int) -> AgainstTheMean | None:
+    """Every series' MSE over the variance of the returns at each τ, in time and in the steady state.
+
+    Args:
+      runs: the study's series.
+      returns: [P, n_tau] Monte-Carlo returns at ``taus``.
+      taus: the probe τ.
+      last: evaluations in the steady state (:func:`steady_state_count`).
+
+    Returns:
+      None if the returns do not vary at any τ (nothing to compare against).
+    """
+    from gamma_net_core.evaluation import scores_at_points
+    from gamma_net_core.experiments.atari_series import columns
+
+    variance = np.asarray(returns, dtype=np.float64).var(axis=0)
+    if not np.any(variance > 0):
+        return None
+    scale = np.where(variance > 0, variance, np.nan)
+    names, curves, steady, change = [], {}, [], []
+    for s in runs.values():
+        mse = scores_at_points(s.predictions[..., columns(s.taus, taus, what=f"the {s.name} predictions")], returns)[0]
+        ratio = mse / scale  # [R, E, n_tau]
+        with _quiet():
+            curve = np.nanmean(ratio, axis=-1)  # [R, E]
+            mean_curve = np.nanmean(curve, axis=0)[-last:]
+            half = max(1, last // 2)
+            first, second = np.nanmean(mean_curve[: last - half]), np.nanmean(mean_curve[last - half :])
+            change.append((first - second) / first if last >= 2 and first > 0 else np.nan)
+            steady.append(np.nanmean(ratio[:, -last:, :], axis=(0, 1)))
+        names.append(s.name)
+        curves[s.name] = curve
+    transitions = next(iter(runs.values())).transitions
+    return AgainstTheMean(
+        tuple(names), np.asarray(taus, dtype=np.float64), transitions, curves, np.stack(steady), np.asarray(change)
+    )
+
+
+def plot_against_the_mean(check: AgainstTheMean, path: pathlib.Path, *, last: int) -> pathlib.Path:
+    """MSE / variance of the returns (1: as good as predicting the mean) against transitions, every series."""
+    from gamma_net_core.plots import pyplot, save_figure
+
+    plt = pyplot()
+    fig, ax = plt.subplots(figsize=(7.2, 4.0))
+    x = check.transitions
+    for i, name in enumerate(check.names):
+        color = "black" if name == "reference" else f"C{i % 10}"
+        style = "--" if i >= 10 else "-"
+        with _quiet():
+            ax.plot(x, np.nanmean(check.curves[name], axis=0), style, color=color, label=name, linewidth=1.1)
+    ax.axhline(1.0, color="red", linewidth=0.8, linestyle=":", label="predicting the mean")
+    ax.axvspan(x[-last] if last <= x.size else x[0], x[-1], color="gray", alpha=0.08, label="steady state")
+    ax.set_yscale("log")
+    ax.set_xlabel("transitions observed")
+    ax.set_ylabel("MSE / variance of the returns, mean over τ")
+    ax.grid(alpha=0.3, which="both")
+    ax.legend(fontsize=6, ncol=2)
+    ax.set_title("Every series against predicting the points' mean return (mean over seeds)", fontsize=9)
+    return save_figure(fig, path)
+
+
 def plot_nothing_kept(title: str, failing, path: pathlib.Path) -> pathlib.Path:
     """The figure of a comparison whose every series failed the filter: the verdict, not an empty plot.
 
@@ -595,6 +685,20 @@ def run(args: argparse.Namespace) -> Report:
     figure = plot_predictions_in_time(runs, points, returns, out, episode=args.episode)
     if figure is not None:
         files.append(str(compact_png(figure)))
+    check = against_the_mean(runs, returns.returns[:, probe_cols], probe_taus, last=last)
+    if check is not None:
+        files.append(str(compact_png(plot_against_the_mean(check, out / "against_the_mean.png", last=last))))
+        against = Table(
+            "Against a constant: steady-state MSE / the MSE of predicting the points' mean return (mean over "
+            "seeds; below 1 beats the constant), and the curve's fall over the steady state (first half to second; "
+            "near 0: flat)",
+            ["series", "worst τ", "mean over τ", "fall", *[f"τ={t:g}" for t in probe_taus]],
+        )
+        for i, name in enumerate(check.names):
+            with _quiet():
+                worst, mean = float(np.nanmax(check.steady[i])), float(np.nanmean(check.steady[i]))
+            against.add(name, worst, mean, float(check.change[i]), *check.steady[i].tolist())
+        tables.append(against)
     se = returns.standard_errors
     floor = np.nanmean(se**2, axis=0) if np.isfinite(se).any() else np.full(returns.taus.shape, np.nan)
     noise = Table(
@@ -625,6 +729,7 @@ def run(args: argparse.Namespace) -> Report:
             for s in runs.values()
         },
         "comparisons": {name: r.to_json() for name, r in results.items()},
+        "against_the_mean": check.to_json() if check is not None else None,
         "paper": PAPER,
         "filter_applied": not args.no_filter,
     }

@@ -389,11 +389,15 @@ def run(args: argparse.Namespace) -> Report:
     returns = summary["episode_returns"]
     table = Table(
         f"DQN on {summary['game']}",
-        ["frames", "updates", "episodes", "mean return (first 10)", "mean return (last 10)", "steps/s"],
+        ["frames", "updates", "episodes", "mean return (first 10)", "mean return (last 10)",
+         "mean return (last 100)", "steps/s"],
+    )  # fmt: skip
+    # MinAtar's published curves are the mean of the last 100 training episodes (ε-greedy), hence that column.
+    first, last, last_100 = (float(np.mean(returns[cut])) if returns else float("nan")
+                             for cut in (slice(10), slice(-10, None), slice(-100, None)))  # fmt: skip
+    table.add(
+        summary["frames"], summary["updates"], summary["episodes"], first, last, last_100, summary["steps_per_second"]
     )
-    first = float(np.mean(returns[:10])) if returns else float("nan")
-    last = float(np.mean(returns[-10:])) if returns else float("nan")
-    table.add(summary["frames"], summary["updates"], summary["episodes"], first, last, summary["steps_per_second"])
     out = pathlib.Path(args.out)
     return Report(
         tables=[table], data=summary, files=[str(out / "checkpoint.pt"), str(out / "network.pt"), str(out / "log.json")]

@@ -178,7 +178,7 @@ def run_node(
 def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
     try:
         _check_params_files(argv)
-        _init(argv)
+        _init(argv, name=name)
     except ValueError as exc:
         _fatal(name, str(exc))
         return 1
@@ -293,21 +293,39 @@ class _WarmUp:
         return True
 
 
-def _init(argv: list[str]) -> None:
+#: Seconds ``rclpy.init`` may take before the node says it is still waiting for the middleware
+#: (it takes well under a second, several on a busy machine; minutes mean it is stuck).
+INIT_WARNING_S = 60.0
+
+
+def _init(argv: list[str], *, name: str = "node", warn_after: float | None = None) -> None:
     """``rclpy.init`` without its signal handlers; rcl's own line about bad arguments is left out.
 
     On arguments it cannot parse rcl logs "Failed to parse global arguments" before raising;
     the fatal line that follows says which and why, so that line would only be a second one.
+    rclpy.init also starts the middleware (Fast DDS creates its participant here); should that
+    not return, one line says so after ``warn_after`` seconds (default :data:`INIT_WARNING_S`)
+    on the real stderr, since the middleware's own messages are held back meanwhile.
     """
     sys.stderr.flush()
     saved = os.dup(2)
+    delay = INIT_WARNING_S if warn_after is None else warn_after
+    line = (
+        f"[{name}] still starting the ROS 2 middleware after {delay:g} s (rclpy.init has not returned); "
+        "with Fast DDS, stale shared-memory files of killed processes in /dev/shm are a known cause\n"
+    )
+    watchdog = threading.Timer(delay, lambda: os.write(saved, line.encode()))
+    watchdog.daemon = True
     with tempfile.TemporaryFile() as captured:
         os.dup2(captured.fileno(), 2)
         failed = True
+        watchdog.start()
         try:
             rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
             failed = False
         finally:
+            watchdog.cancel()
+            watchdog.join()
             os.dup2(saved, 2)
             os.close(saved)
             captured.seek(0)

@@ -289,3 +289,29 @@ def test_ctrl_c_on_a_horde_launch_while_it_compiles_ends_it_cleanly_and_leaves_c
     finally:
         assert again.stop(timeout=STOP_S) == 0, log.read_text()
     assert "Traceback" not in log.read_text()
+
+
+def test_a_middleware_that_does_not_start_is_reported_in_one_line(monkeypatch, capfd):
+    """rclpy.init holds back rcl's stderr; should it hang (the middleware stuck), the node still says so.
+
+    A hang of Fast DDS's start cannot be made on demand, so rclpy.init is replaced by a slow one
+    here; the line is what a user would see on the real stderr while it waits.
+    """
+    from gamma_net_ros import node_main
+
+    calls = []
+
+    def slow_init(**kwargs):
+        calls.append(kwargs)
+        time.sleep(0.5)
+
+    monkeypatch.setattr(node_main.rclpy, "init", slow_init)
+    node_main._init(["x"], name="predictor", warn_after=0.05)
+    err = capfd.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("[predictor] still starting the ROS 2 middleware after 0.05 s")
+    assert calls and calls[0]["args"] == ["x"]
+
+    monkeypatch.setattr(node_main.rclpy, "init", lambda **kwargs: None)
+    node_main._init(["x"], name="predictor", warn_after=0.5)  # a quick start: no line
+    time.sleep(0.6)
+    assert capfd.readouterr().err == ""

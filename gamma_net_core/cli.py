@@ -294,4 +294,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    # Through the imported module, not this __main__ copy: the commands raise its UsageError (exit 2).
+    from gamma_net_core import cli
+
+    sys.exit(cli.main())

@@ -254,3 +254,17 @@ def test_demo_replaces_only_what_an_earlier_demo_wrote(tmp_path):
     with pytest.raises(demo.UsageError, match=r"predictor\.npz exists and was not written by"):
         demo._check_outputs(out, outputs)
     demo._check_outputs(out, demo._outputs(out, pretrain=False))  # without pretraining it never touches it
+
+
+@pytest.mark.parametrize("way", ["gamma-net", "python -m gamma_net_core.cli"])
+def test_a_usage_error_exits_2_however_the_command_is_started(tmp_path, way):
+    # Run as a module, cli.py was once a second copy of itself whose UsageError the commands did not raise: code 1.
+    command = ["gamma-net"] if way == "gamma-net" else [sys.executable, "-m", "gamma_net_core.cli"]
+    done = subprocess.run(
+        [*command, "atari", "evaluate", "--run", str(tmp_path / "gone"), "--points", str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=bound(60),
+    )
+    assert done.returncode == 2, done.stderr
+    assert done.stderr == f"gamma-net atari evaluate: --run {tmp_path / 'gone'}: no such file or folder\n"

@@ -14,6 +14,7 @@ import time
 import numpy as np
 import pytest
 import yaml
+from compilations import numba_compilations
 from diagnostic_msgs.msg import DiagnosticArray
 from gamma_net_msgs.msg import PredictionArray, PredictionErrors
 from gamma_net_msgs.srv import PredictAt
@@ -597,25 +598,12 @@ def test_after_its_warm_up_the_node_compiles_nothing_on_its_ticks(executor, spin
     Compiling on a tick would hold the executor's thread (and with it the stop flag's check) for
     as long as numba takes: 20 s and more on an empty cache, past the 5 s `ros2 launch` waits.
     """
-    import numba.core.event as numba_event
-
-    class Compilations(numba_event.Listener):
-        def __init__(self) -> None:
-            self.seen: list[str] = []
-
-        def on_start(self, event) -> None:
-            self.seen.append(f"{event.data.get('dispatcher')} {event.data.get('args')}")
-
-        def on_end(self, event) -> None:
-            pass
-
     checkpoint = tmp_path / "horde.npz"
     horde, rig = start(executor, spin, tmp_path, checkpoint_path=str(checkpoint))
     horde.warm_up()
-    compilations = Compilations()
-    with numba_event.install_listener("numba:compile", compilations):
+    with numba_compilations() as compiled:
         play(executor, spin, horde, rig, range(12))
         horde.publish_diagnostics()
         horde.save_checkpoint()
     assert horde.learner.update_count > 0 and checkpoint.is_file()
-    assert compilations.seen == []
+    assert compiled == []

@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from compilations import numba_compilations
 from diagnostic_msgs.msg import DiagnosticArray
 from gamma_net_msgs.msg import Prediction, Transition
 from gamma_net_msgs.srv import PredictAt
@@ -276,24 +277,11 @@ def test_after_its_warm_up_the_node_compiles_nothing_when_it_trains(executor, sp
     Compiling there at the first update held the shutdown for as long as numba took (2.9 s on
     an empty cache at load 8 here; `ros2 launch` sends SIGTERM after 5 s).
     """
-    import numba.core.event as numba_event
-
-    class Compilations(numba_event.Listener):
-        def __init__(self) -> None:
-            self.seen: list[str] = []
-
-        def on_start(self, event) -> None:
-            self.seen.append(f"{event.data.get('dispatcher')} {event.data.get('args')}")
-
-        def on_end(self, event) -> None:
-            pass
-
     node, rig = _setup(executor, spin)
     node.warm_up()
-    compilations = Compilations()
-    with numba_event.install_listener("numba:compile", compilations):
+    with numba_compilations() as compiled:
         for step in range(60):  # past min_replay_history (40): updates every 2 steps
             rig.transitions.publish(transition(0, step, terminal=step == 59))
         assert spin(executor, lambda: node.stream.learner.updates > 0 and node.stream.owed_updates == 0, timeout=30)
         node.stop_worker()
-    assert compilations.seen == []
+    assert compiled == []

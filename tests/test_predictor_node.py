@@ -8,6 +8,7 @@ import time
 
 import numpy as np
 import pytest
+from compilations import numba_compilations
 from diagnostic_msgs.msg import DiagnosticArray
 from gamma_net_msgs.msg import Prediction
 from gamma_net_msgs.srv import PredictAt
@@ -286,25 +287,12 @@ def test_after_its_warm_up_the_node_compiles_nothing_when_it_learns(executor, sp
     Compiling in a callback would hold the executor's thread (and with it the stop flag's check)
     for as long as numba takes: 20 s and more on an empty cache, past the 5 s `ros2 launch` waits.
     """
-    import numba.core.event as numba_event
-
-    class Compilations(numba_event.Listener):
-        def __init__(self) -> None:
-            self.seen: list[str] = []
-
-        def on_start(self, event) -> None:
-            self.seen.append(f"{event.data.get('dispatcher')} {event.data.get('args')}")
-
-        def on_end(self, event) -> None:
-            pass
-
     checkpoint = tmp_path / "predictor.npz"
     predictor, rig = _setup(executor, spin, checkpoint_path=str(checkpoint))
     predictor.warm_up()
-    compilations = Compilations()
-    with numba_event.install_listener("numba:compile", compilations):
+    with numba_compilations() as compiled:
         _feed(executor, spin, rig, [reading(i) for i in range(20)])
         answer = rig.call(executor, spin, [1.0, 10.0], PredictAt.Request.SCALE_TAU)
         predictor.save_checkpoint()
     assert answer.success and rig.predictions[-1].update_count == 19 and checkpoint.is_file()
-    assert compilations.seen == []
+    assert compiled == []

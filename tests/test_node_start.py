@@ -282,9 +282,7 @@ def test_ctrl_c_on_a_horde_launch_while_it_compiles_ends_it_cleanly_and_leaves_c
     command = node_command("gamma_net_ros.horde", params={"checkpoint_path": str(checkpoint)})
     again = NodeProcess(command, log_path=log, env={"NUMBA_CACHE_DIR": str(cache)}).start()
     try:
-        deadline = time.monotonic() + COLD_START_S
-        while "ready: learner kernels" not in log.read_text() and again.running and time.monotonic() < deadline:
-            time.sleep(0.1)
+        wait_until(lambda: "ready: learner kernels" in log.read_text() or not again.running, timeout=COLD_START_S)
         assert "ready: learner kernels" in log.read_text(), log.read_text()
     finally:
         assert again.stop(timeout=STOP_S) == 0, log.read_text()

@@ -205,7 +205,7 @@ def _group_notes() -> dict[str, str]:
     return {
         "atari": "--game takes an ALE game id (centipede, the paper's, or any other ALE ROM) or a MinAtar game:\n  "
         + ", ".join(MINATAR_GAMES)
-        + '\n(MinAtar: its settings and reference network; config/minatar.yaml; README, "MinAtar").'
+        + '\n(MinAtar: its settings and reference network; config/minatar.yaml; docs/atari.md, "MinAtar").'
     }
 
 

@@ -3,7 +3,7 @@
 `ros2 launch` runs in its own process group and is stopped with SIGINT to the group, as a
 terminal's Ctrl-C does (a background job in a non-interactive shell ignores SIGINT, so
 anything else would skip the shutdown path). Verbs that can run without the ros2 daemon do
-(`--no-daemon`); those the README shows without it start the daemon of the session's domain,
+(`--no-daemon`); those the guides show without it start the daemon of the session's domain,
 which `stop_daemon` ends at the session's end.
 """
 
@@ -42,7 +42,7 @@ def environment(log_dir: str | None = None) -> dict[str, str]:
 
 
 def ros2(*args: str, cwd=None, timeout: float = 60.0, shell_line: str | None = None) -> subprocess.CompletedProcess:
-    """Runs `ros2 ARGS` (or a whole shell line, as a README writes it) to its end; output in .stdout.
+    """Runs `ros2 ARGS` (or a whole shell line, as a guide writes it) to its end; output in .stdout.
 
     The run may take `bound(timeout)` seconds.
     """
@@ -181,7 +181,7 @@ def assert_clean_shutdown(output: str, processes: list[str]) -> None:
 
 
 def stop_daemon() -> None:
-    """Ends the ros2 daemon of this session's domain (README verbs without --no-daemon start it)."""
+    """Ends the ros2 daemon of this session's domain (the guides' verbs without --no-daemon start it)."""
     if shutil.which("ros2"):
         subprocess.run(["ros2", "daemon", "stop"], env=environment(), capture_output=True, timeout=bound(60))
 

@@ -1,4 +1,4 @@
-"""The consumer API (gamma_net_ros/client.py) and the README's example node, against a running horde.
+"""The consumer API (gamma_net_ros/client.py) and the example node of docs/horde.md, against a running horde.
 
 The horde runs as users start it (`ros2 run gamma_net_ros horde`), on its own 10 Hz clock, and
 learns from a JointState the test publishes: the shoulder's effort is the cumulant (a level the
@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 import yaml
 from gamma_net_msgs.msg import Prediction, PredictionArray
+from guides import guide_text
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from ros2_cli import Background, close_all
@@ -191,16 +192,16 @@ def test_importing_the_client_starts_nothing_and_installs_no_signal_handler():
     assert result.returncode == 0 and result.stdout == "nothing started\n", result.stdout + result.stderr
 
 
-def readme_example() -> str:
-    """The example node as README.md shows it (between its markers)."""
-    text = (ROOT / "README.md").read_text()
+def guide_example() -> str:
+    """The example node as docs/horde.md shows it (between its markers)."""
+    text = guide_text("horde")
     block = text.split("<!-- example: examples/prediction_alert.py -->")[1]
     return block.split("```python\n", 1)[1].split("```", 1)[0]
 
 
 def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(executor, spin, horde, tmp_path):
-    assert readme_example() == EXAMPLE.read_text()  # the README shows the file as it is
-    text = (ROOT / "README.md").read_text()
+    assert guide_example() == EXAMPLE.read_text()  # the guide shows the file as it is
+    text = guide_text("horde")
     line = next(x for x in text.splitlines() if x.startswith("python examples/prediction_alert.py"))
     line = line.split("  #")[0].replace("shoulder_effort", "effort").replace("tau:=30.0", "tau:=6.0")
     line = line.replace("threshold:=2.0", "threshold:=3.0")  # the test's horde: effort at tau 6 learns to 6

@@ -5,10 +5,9 @@ Online error against hand-made returns.
 
 from __future__ import annotations
 
-import pathlib
-
 import numpy as np
 import pytest
+from guides import guide_text
 
 from gamma_net_core.experiments.forecasts import RING, chain_values, learn_chain, ring_chain
 from gamma_net_core.horde.learner import HordeLearner
@@ -200,7 +199,7 @@ def test_online_error_of_a_learner_tracks_its_taus_then_its_readouts():
 
 
 def test_the_hyperbolic_readout_weights_are_the_documented_ones():
-    """README.md and the readouts module give d(0), d(10), d(100) at k = 0.1, tau_max = 100: 1, 0.452, 0.0333."""
+    """docs/horde.md and the readouts module give d(0), d(10), d(100) at k = 0.1, tau_max = 100: 1, 0.452, 0.0333."""
     readout = Readout(name="hyperbolic", kind="hyperbolic", k=0.1)
     g, a = readout_weights(readout, rate_hz=30.0, tau_max=100.0)
     d = discount_function(g, a, [0, 10, 100])
@@ -215,9 +214,9 @@ def test_the_hyperbolic_readout_weights_are_the_documented_ones():
         assert np.max(np.abs(discount_function(g, a, t) - ideal)) < 3e-4, k
 
 
-def readme_resolution_rows() -> list[tuple[float, ...]]:
-    """The README's forecast resolution table: seconds, k, peak, half-height band low and high, lobes, gain."""
-    text = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
+def guide_resolution_rows() -> list[tuple[float, ...]]:
+    """The Horde guide's forecast resolution table: seconds, k, peak, half-height band low and high, lobes, gain."""
+    text = guide_text("horde")
     table = text.split("<!-- forecast resolution -->")[1]
     rows = []
     for line in table.splitlines()[3:]:
@@ -231,7 +230,7 @@ def readme_resolution_rows() -> list[tuple[float, ...]]:
 
 
 def test_forecast_kernels_are_the_tabulated_ones_and_forecast_a_constant_exactly():
-    rows = readme_resolution_rows()
+    rows = guide_resolution_rows()
     assert len(rows) >= 5
     for seconds, k, peak, low, high, negative, gain in rows:
         readout = Readout(name="f", kind="forecast", seconds=seconds)
@@ -246,7 +245,7 @@ def test_forecast_kernels_are_the_tabulated_ones_and_forecast_a_constant_exactly
 
 
 #: Largest |forecast - P^k c| over the ring (gamma_net_core.experiments.forecasts) from exact values
-#: (tau_max 100, 10 Hz); README.md states them.
+#: (tau_max 100, 10 Hz); docs/horde.md states them.
 EXACT_VALUES_ERROR = {0.1: 0.007, 0.5: 0.13, 1.0: 0.18, 2.0: 0.25}
 
 

@@ -127,15 +127,14 @@ def test_the_sampler_hands_back_the_latest_message_or_names_silent_and_stale_top
 
 
 def test_the_readme_horde_questions_load_and_name_installed_fields():
-    import pathlib
-
     import yaml
+    from guides import guide_text
 
     from gamma_net_core.horde.questions import load_questions
 
-    readme = (pathlib.Path(__file__).resolve().parent.parent / "README.md").read_text()
-    start = readme.index("rate_hz:", readme.index("## A Horde of questions"))
-    spec = load_questions(yaml.safe_load(readme[start : readme.index("```", start)]))
+    guide = guide_text("horde")
+    start = guide.index("rate_hz:", guide.index("# A Horde of questions"))
+    spec = load_questions(yaml.safe_load(guide[start : guide.index("```", start)]))
     assert len(spec.questions) == 3 and spec.questions[2].termination is not None
     for signal in spec.signals():
         check_field(message_class(signal.type), signal.field)

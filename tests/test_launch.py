@@ -1,4 +1,4 @@
-"""Every launch file under the real `ros2 launch`, with the arguments the README shows.
+"""Every launch file under the real `ros2 launch`, with the arguments the guides show.
 
 Each test starts the launch file as a user does, checks that every node is up, that each
 launch argument reaches its node (read back with `ros2 param get`), that messages flow, and
@@ -125,7 +125,7 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
         "horde.launch.py",
         f"questions_file:={questions}",
         f"checkpoint_path:={checkpoint}",
-        "tick_topic:=/joint_states",  # a tick per played message (the README's test runs the clock)
+        "tick_topic:=/joint_states",  # a tick per played message (the guides' test runs the clock)
         cwd=tmp_path,
         log_path=tmp_path / "launch.log",
     )

@@ -1,9 +1,9 @@
-"""The README's `ros2` lines, run as written (taken from README.md, so a change there is tested).
+"""The guides' `ros2` lines, run as written (taken from docs/arm.md and docs/horde.md, so a change there is tested).
 
-From a folder holding `runs/arm/joint_states` (the README's recording path): the playback launch
-line, `ros2 topic echo /predictions`, the bag_player `ros2 run` line (the README's stand-in for
+From a folder holding `runs/arm/joint_states` (the arm guide's recording path): the playback launch
+line, `ros2 topic echo /predictions`, the bag_player `ros2 run` line (the guide's stand-in for
 `ros2 bag play`), `ros2 service call /predict_at ...` and `ros2 param set /predictor
-publish_timescales ...`; and the Horde section's lines that name no template file, on the shipped
+publish_timescales ...`; and the Horde guide's lines that name no template file, on the shipped
 questions (config/horde.yaml): its launch line, both echo lines and its `predict_at` call.
 """
 
@@ -16,6 +16,7 @@ import signal
 import time
 
 import pytest
+from guides import guide_text
 from ros2_cli import (
     Background,
     assert_clean_shutdown,
@@ -28,7 +29,8 @@ from ros2_cli import (
 )
 from waiting import bound, wait_until
 
-README = pathlib.Path(__file__).resolve().parent.parent / "README.md"
+#: The guides whose `ros2` lines this module runs, in this order (a prefix is looked up in the first that has it).
+GUIDES = ("arm", "horde")
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -40,9 +42,9 @@ def _no_daemon_left():
     stop_daemon()
 
 
-def readme_commands() -> list[str]:
-    """Every `ros2 ...` command in README.md: code-block lines and inline code, comments dropped."""
-    text = README.read_text()
+def guide_commands() -> list[str]:
+    """Every `ros2 ...` command in the GUIDES: code-block lines and inline code, comments dropped."""
+    text = guide_text(*GUIDES)
     commands = []
     for block in re.findall(r"```bash\n(.*?)```", text, flags=re.S):
         for line in block.replace("\\\n", " ").splitlines():
@@ -54,18 +56,18 @@ def readme_commands() -> list[str]:
     return commands
 
 
-def readme_command(prefix: str) -> str:
-    """The README's first command that starts with PREFIX."""
-    for command in readme_commands():
+def guide_command(prefix: str) -> str:
+    """The guides' first command that starts with PREFIX."""
+    for command in guide_commands():
         if command.startswith(prefix):
             return command
-    raise AssertionError(f"README.md has no command starting with {prefix!r}")
+    raise AssertionError(f"no guide of {GUIDES} has a command starting with {prefix!r}")
 
 
 def test_readme_names_the_commands_this_module_runs():
     for prefix in ("ros2 launch gamma_net_ros playback.launch.py", "ros2 topic echo /predictions"):
-        assert readme_command(prefix)
-    assert readme_command("ros2 run gamma_net_ros bag_player").endswith("bag:=runs/arm/joint_states")
+        assert guide_command(prefix)
+    assert guide_command("ros2 run gamma_net_ros bag_player").endswith("bag:=runs/arm/joint_states")
 
 
 #: How ros2cli ends `ros2 topic echo` stopped by Ctrl-C (ros2cli/cli.py): SIGINT's number when the
@@ -75,7 +77,7 @@ ECHO_STOPPED = (signal.SIGINT, signal.SIGTERM)
 
 
 def start_echo(line: str, cwd: pathlib.Path, log: str = "echo.txt") -> Background:
-    """The README's echo line, once the daemon lists the topic; started again while it has not yet seen it."""
+    """A guide's echo line, once the daemon lists the topic; started again while it has not yet seen it."""
     topic = shlex.split(line)[3]
     listed = wait_until(lambda: topic in ros2("topic", "list").stdout.split(), timeout=60.0, step=0.5)
     assert listed, f"{topic} was never listed by `ros2 topic list`"
@@ -90,25 +92,25 @@ def start_echo(line: str, cwd: pathlib.Path, log: str = "echo.txt") -> Backgroun
 
 
 def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
-    simulated_bag(tmp_path)  # runs/arm/joint_states, where the README's lines look
+    simulated_bag(tmp_path)  # runs/arm/joint_states, where the guide's lines look
     # "ros2 launch gamma_net_ros playback.launch.py &  ros2 bag play runs/arm/joint_states":
-    # no `ros2 bag` here (rosbag2 has no wheels); the README's bag_player line stands in for it.
-    launch_line = readme_command("ros2 launch gamma_net_ros playback.launch.py").split("&")[0]
+    # no `ros2 bag` here (rosbag2 has no wheels); the guide's bag_player line stands in for it.
+    launch_line = guide_command("ros2 launch gamma_net_ros playback.launch.py").split("&")[0]
     run = Background(shlex.split(launch_line), cwd=tmp_path, log_path=tmp_path / "launch.log")
     echo = None
     try:
-        # In the README's order, without waiting: the echo starts before the predictor exists (it
+        # In the guide's order, without waiting: the echo starts before the predictor exists (it
         # failed with "Could not determine the type" when the predictor was slower to start than it).
         echo = Background(
-            readme_command("ros2 topic echo /predictions"), cwd=tmp_path, log_path=tmp_path / "echo.txt", shell=True
+            guide_command("ros2 topic echo /predictions"), cwd=tmp_path, log_path=tmp_path / "echo.txt", shell=True
         )
         assert "/predictor" in wait_for_nodes({"/predictor"}, launched=run), run.output
 
-        player = ros2(shell_line=readme_command("ros2 run gamma_net_ros bag_player"), cwd=tmp_path, timeout=180)
+        player = ros2(shell_line=guide_command("ros2 run gamma_net_ros bag_player"), cwd=tmp_path, timeout=180)
         assert player.returncode == 0, player.stdout
         assert "Traceback" not in player.stdout
 
-        call = ros2(shell_line=readme_command("ros2 service call /predict_at"), cwd=tmp_path, timeout=120)
+        call = ros2(shell_line=guide_command("ros2 service call /predict_at"), cwd=tmp_path, timeout=120)
         assert call.returncode == 0, call.stdout
         response = call.stdout.split("response:", 1)[-1]
         values = re.search(r"values=\[([^\]]*)\]", response)
@@ -125,7 +127,7 @@ def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
         assert flood.returncode == 0 and "success=False" in flood.stdout, flood.stdout
         assert "max_request_timescales" in flood.stdout, flood.stdout
 
-        set_line = readme_command("ros2 param set /predictor publish_timescales")
+        set_line = guide_command("ros2 param set /predictor publish_timescales")
         result = ros2(shell_line=set_line, cwd=tmp_path, timeout=120)
         assert result.returncode == 0 and "Set parameter successful" in result.stdout, result.stdout
         assert param_get("/predictor", "publish_timescales") == "[5.0, 50.0]"
@@ -142,25 +144,25 @@ def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
     assert_clean_shutdown(run.output, ["predictor"])
 
 
-def readme_horde_commands() -> list[str]:
-    """The README's Horde lines that run as written: no template file (my_questions.yaml) named."""
-    return [c for c in readme_commands() if ("horde" in c or "question:" in c) and "my_questions" not in c]
+def horde_guide_commands() -> list[str]:
+    """The Horde guide's lines that run as written: no template file (my_questions.yaml) named."""
+    return [c for c in guide_commands() if ("horde" in c or "question:" in c) and "my_questions" not in c]
 
 
 def test_readme_horde_lines_on_the_shipped_questions(tmp_path):
     simulated_bag(tmp_path)  # runs/arm/joint_states: the arm's /joint_states the shipped questions read
-    commands = readme_horde_commands()
-    launch_line = readme_command("ros2 launch gamma_net_ros horde.launch.py")
+    commands = horde_guide_commands()
+    launch_line = guide_command("ros2 launch gamma_net_ros horde.launch.py")
     assert launch_line in commands, commands
     (call_line,) = [c for c in commands if c.startswith("ros2 service call /predict_at")]
     run = Background(shlex.split(launch_line), cwd=tmp_path, log_path=tmp_path / "launch.log")
     echo = errors = None
     try:
         assert "/horde" in wait_for_nodes({"/horde"}, launched=run), run.output
-        echo = start_echo(readme_command("ros2 topic echo /horde/predictions"), tmp_path)
-        errors = start_echo(readme_command("ros2 topic echo /horde/errors"), tmp_path, log="errors.txt")
-        # The README's bag_player line, faster than real time (the line itself runs as written above).
-        play = readme_command("ros2 run gamma_net_ros bag_player") + " -p rate:=4.0"
+        echo = start_echo(guide_command("ros2 topic echo /horde/predictions"), tmp_path)
+        errors = start_echo(guide_command("ros2 topic echo /horde/errors"), tmp_path, log="errors.txt")
+        # The arm guide's bag_player line, faster than real time (the line itself runs as written above).
+        play = guide_command("ros2 run gamma_net_ros bag_player") + " -p rate:=4.0"
         player = ros2(shell_line=play, cwd=tmp_path, timeout=180)
         assert player.returncode == 0, player.stdout
 

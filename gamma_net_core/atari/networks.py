@@ -11,7 +11,7 @@ A network file is a :func:`gamma_net_core.checkpoint.save_torch` dict::
      "screen_size": 84, "game": "centipede", "state_dict": {...}}
 
 :func:`load_q_network` also takes a bare state dict (a file holding only the tensors),
-with the parameter names and shapes of :class:`NatureQNetwork` (see the README), and the
+with the parameter names and shapes of :class:`NatureQNetwork` (see docs/atari.md), and the
 files of Dopamine's own layouts (:mod:`gamma_net_core.atari.dopamine`: SAME padding, 7,744
 inputs to φ, Rainbow's C51 head), which Dopamine's checkpoints need, and MinAtar's reference
 network (:mod:`gamma_net_core.atari.minatar_network`).

@@ -200,7 +200,7 @@ def load_policy(
       spec: ``"random"``; a file accepted by :func:`~gamma_net_core.atari.networks.load_q_network`;
         or ``"py:package.module:factory"``, a callable ``factory(*, num_actions, game, epsilon)``
         returning any :class:`Policy` (for an agent of another architecture, e.g. a
-        distributional Rainbow network: see the README). The module must be importable
+        distributional Rainbow network: see docs/atari.md). The module must be importable
         wherever the policy runs (rollout worker processes, Ray nodes).
       num_actions, game: what the policy will play; a network for another game is refused.
       epsilon: exploration of the ε-greedy policy (default: the paper's 0.0001).

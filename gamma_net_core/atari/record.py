@@ -201,7 +201,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--game", default="centipede", help=GAME_HELP + " (default: centipede, the paper's)")
     parser.add_argument("--steps", type=int, required=True, help="total transitions wanted in --out")
     parser.add_argument("--out", required=True, help="recording directory (continued if it holds one)")
-    parser.add_argument("--policy", default="random", help="'random' or a Q-network file (see README)")
+    parser.add_argument("--policy", default="random", help="'random' or a Q-network file (see docs/atari.md)")
     parser.add_argument("--seed", type=int, default=0, help="seed of sticky actions and policy draws")
     parser.add_argument("--epsilon", type=float, default=None, help="ε of a Q-network policy (default 0.0001)")
     parser.add_argument("--feature-seed", type=int, default=0, help="seed of the random policy's feature network")

@@ -1,6 +1,6 @@
 """The forecast readout's resolution, and its error against a Markov chain's exact E[C_{t+k}].
 
-    python -m gamma_net_core.experiments.forecasts            # the tables README.md and results.md show
+    python -m gamma_net_core.experiments.forecasts            # the tables docs/horde.md and results.md show
 
 Three tables: the kernel each horizon really applies at the shipped settings (30 Hz, tau_max
 100; :func:`~gamma_net_core.horde.readouts.forecast_resolution`); on a ring chain (40 states,

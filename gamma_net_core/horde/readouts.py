@@ -28,7 +28,7 @@ without bound. Three kinds:
   coefficient from a few values of a generating function is ill-conditioned: the fitted d is a
   bump about k steps wide at half its height, with side lobes, so the readout is E[C] averaged
   over roughly [k/2, 3k/2] steps ahead, not at t + k alone (:func:`forecast_resolution` measures
-  the kernel of any horizon; README.md tabulates it).
+  the kernel of any horizon; docs/horde.md tabulates it).
 
 :func:`readout_weights` gives (gammas, coefficients); :func:`discount_function` the d(t) they
 define, against which exact returns of a known signal are computed (:func:`exact_readout_returns`).

@@ -38,6 +38,7 @@ from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
 
 from gamma_net_core.neural.interpolation import interpolation_weights
+from gamma_net_ros.conversions import clock_seconds
 
 #: A requested tau within this relative distance of a published one is that one (no interpolation).
 EXACT = 1e-9
@@ -302,7 +303,7 @@ class LatestPredictions:
     def _take(self, msg) -> None:
         self.view = PredictionView(msg)
         self.received += 1
-        self._arrived = self.node.get_clock().now().nanoseconds * 1e-9
+        self._arrived = clock_seconds(self.node)
         if self._on_update is not None:
             self._on_update(self.view)
 
@@ -310,4 +311,4 @@ class LatestPredictions:
         """Seconds (node clock) since the latest message arrived; inf before the first."""
         if self._arrived is None:
             return math.inf
-        return self.node.get_clock().now().nanoseconds * 1e-9 - self._arrived
+        return clock_seconds(self.node) - self._arrived

@@ -8,6 +8,12 @@ from collections.abc import Sequence
 import numpy as np
 from builtin_interfaces.msg import Time
 from gamma_net_msgs.msg import Prediction
+from rclpy.node import Node
+
+
+def clock_seconds(node: Node) -> float:
+    """The node's clock now, in seconds (simulated time under ``use_sim_time``)."""
+    return node.get_clock().now().nanoseconds * 1e-9
 
 
 def stamp_to_seconds(stamp: Time) -> float:

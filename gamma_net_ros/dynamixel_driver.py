@@ -44,7 +44,7 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
-from gamma_net_ros.conversions import seconds_to_stamp
+from gamma_net_ros.conversions import clock_seconds, seconds_to_stamp
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortBusy, PortLost, ReadFailed
 from gamma_net_ros.hardware.control_table import TORQUE_CONSTANT_NM_PER_A, OperatingMode
@@ -131,7 +131,7 @@ class DynamixelDriver(Node):
             baud_rate=p["baud_rate"],
             retries=p["retries"],
             timeout_ms=p["timeout_ms"],
-            clock=lambda: self.get_clock().now().nanoseconds * 1e-9,
+            clock=lambda: clock_seconds(self),
         )
         self.rate_hz = p["rate_hz"]
         self.torque_constant = p["torque_constant"]

@@ -45,10 +45,11 @@ from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import HordeSpec, load_questions
 from gamma_net_core.warmup import warm_horde
+from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
-from gamma_net_ros.learner_checkpoint import LearnerCheckpoint
-from gamma_net_ros.node_main import run_node, takes_input_later
+from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, refuse
@@ -116,8 +117,8 @@ def _stamp(msg):
     return stamp
 
 
-class Horde(Node):
-    def __init__(self, **kwargs) -> None:
+class Horde(CheckpointHooks, Node):
+    def __init__(self, *, take_input_now: bool = True, **kwargs) -> None:
         super().__init__("horde", **kwargs)
         self.keeper = None  # nothing of ours to save until __init__ completes
         path = declare(self, "questions_file", "", "the questions YAML ('' = config/horde.yaml)", read_only=True)
@@ -200,7 +201,7 @@ class Horde(Node):
             f"publishing tau {self.published.taus} and readouts {list(self.learner.readout_names)}; "
             f"checkpoint {self.keeper}"
         )
-        if not takes_input_later():
+        if take_input_now:
             self.take_input()
 
     # -- start (run_node calls these: warm_up in a worker thread, then take_input)
@@ -242,8 +243,7 @@ class Horde(Node):
                     f"{type_then}; a topic carries one type"
                 )
 
-    def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+    _now = clock_seconds  # self._now(): the node's clock in seconds
 
     # -- the clock
 
@@ -357,19 +357,6 @@ class Horde(Node):
         # CheckpointError (another questions file or learner): refuse to start, run_node says why.
         self.learner = HordeLearner.load(checkpoint, spec=self.spec)
         return self.learner.update_count
-
-    def save_checkpoint(self) -> None:
-        if self.keeper is not None:
-            self.keeper.save()
-
-    def refused(self) -> None:
-        """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
-        if self.keeper is not None:
-            self.keeper.refused()
-
-    def destroy_node(self) -> None:
-        self.save_checkpoint()  # the last learning before a shutdown is kept
-        super().destroy_node()
 
     def publish_diagnostics(self) -> None:
         now = self.get_clock().now().to_msg()

@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
+from gamma_net_ros.conversions import clock_seconds
+
 _NUMERIC = {
     "boolean",
     "octet",
@@ -186,12 +188,9 @@ class TopicSampler:
                 classes[name], name, lambda msg, topic=topic: self._on_message(topic, msg), qos(name)
             )
 
-    def _now(self) -> float:
-        return self.node.get_clock().now().nanoseconds * 1e-9
-
     def _on_message(self, topic: Topic, msg) -> None:
         topic.latest = msg
-        topic.arrived = self._now()
+        topic.arrived = clock_seconds(self.node)
         topic.received += 1
         listener = self.listeners.get(topic.name)
         if listener is not None:
@@ -205,7 +204,7 @@ class TopicSampler:
 
     def sample(self) -> Sample:
         """The latest message of every topic, unless one is silent or older than ``stale_after`` s."""
-        now = self._now()
+        now = clock_seconds(self.node)
         sample = Sample()
         for name, topic in self.topics.items():
             if topic.latest is None:

@@ -1,11 +1,14 @@
 """A node's learner on disk: declared where, resumed at start, saved on a timer and at shutdown.
 
-    self.keeper = None  # first: a node refused before it is built has nothing to save
-    keeper = LearnerCheckpoint(self)  # declares checkpoint_path, checkpoint_interval, resume
-    keeper.resume(lambda path: learner.load(path))  # CheckpointError: refuse to start
-    ...
-    self.keeper = keeper.start(learner.save)  # from here on the learner is saved
+    class Predictor(CheckpointHooks, Node):  # save_checkpoint, refused, destroy_node
+        def __init__(self, ...):
+            ...
+            keeper = LearnerCheckpoint(self)  # declares checkpoint_path, checkpoint_interval, resume
+            keeper.resume(lambda path: learner.load(path))  # CheckpointError: refuse to start
+            ...
+            self.keeper = keeper.start(learner.save)  # from here on the learner is saved
 
+Until ``self.keeper`` is set, a node (refused before it is built) has nothing to save.
 ``refused()`` (a node refused after it was built, see run_node) disarms it, so a refused node never
 overwrites a checkpoint; ``save()`` keeps the previous file when the new one cannot be written.
 """
@@ -23,13 +26,29 @@ from gamma_net_ros.params import declare
 
 
 class LearnerCheckpoint:
-    def __init__(self, node: Node, *, interval: float = 30.0) -> None:
+    """Where a node's learner is kept (see the module docstring).
+
+    Args:
+      node: the node whose parameters say where and how often.
+      interval: the default ``checkpoint_interval``.
+      interval_read_only: ``checkpoint_interval`` cannot be set at run time.
+    """
+
+    def __init__(self, node: Node, *, interval: float = 30.0, interval_read_only: bool = False) -> None:
         self.node = node
         path = declare(node, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
         self.path = pathlib.Path(path).expanduser() if path else None
         if self.path is not None:
             check_writable(self.path)  # refused now, not at the first save minutes later
-        self.interval = declare(node, "checkpoint_interval", interval, "s between checkpoints", low=0.1, high=86400.0)
+        self.interval = declare(
+            node,
+            "checkpoint_interval",
+            interval,
+            "s between checkpoints",
+            low=0.1,
+            high=86400.0,
+            read_only=interval_read_only,
+        )
         # Declared whether or not a checkpoint is set: a YAML giving it is not refused as unknown.
         self.wanted = declare(node, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
         self.last: float | None = None
@@ -49,11 +68,19 @@ class LearnerCheckpoint:
             return
         log.info(f"resumed from {self.path} after {load(self.path)} updates")
 
-    def start(self, save: Callable[[pathlib.Path], None]) -> LearnerCheckpoint:
-        """Arms it: ``save(path)`` runs every ``checkpoint_interval`` s and at shutdown."""
+    def start(
+        self, save: Callable[[pathlib.Path], None], *, when_due: Callable[[], None] | None = None
+    ) -> LearnerCheckpoint:
+        """Arms it: ``save(path)`` runs every ``checkpoint_interval`` s and at shutdown.
+
+        Args:
+          save: writes the learner to the path.
+          when_due: called by the timer instead of saving, for a node whose learner lives in another
+            thread: that thread calls :meth:`save` then.
+        """
         self._save = save
         if self.path is not None:
-            self.node.create_timer(self.interval, self.save)
+            self.node.create_timer(self.interval, when_due or self.save)
         return self
 
     def save(self) -> None:
@@ -76,3 +103,27 @@ class LearnerCheckpoint:
 
     def __str__(self) -> str:
         return str(self.path) if self.path is not None else "off"
+
+
+class CheckpointHooks:
+    """A learning node's checkpoint hooks, for the :class:`LearnerCheckpoint` in ``self.keeper``.
+
+    Mixed in before ``Node`` (``class Horde(CheckpointHooks, Node)``): :func:`gamma_net_ros.node_main.run_node`
+    calls ``refused()`` on a node refused after it was built, and ``destroy_node()`` at shutdown.
+    """
+
+    #: None until the node is built: a node refused half-way has nothing worth a checkpoint.
+    keeper: LearnerCheckpoint | None = None
+
+    def save_checkpoint(self) -> None:
+        if self.keeper is not None:
+            self.keeper.save()
+
+    def refused(self) -> None:
+        """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
+        if self.keeper is not None:
+            self.keeper.refused()
+
+    def destroy_node(self) -> None:
+        self.save_checkpoint()  # the last learning before a shutdown is kept
+        super().destroy_node()

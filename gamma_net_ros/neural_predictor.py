@@ -39,7 +39,6 @@ import os
 import pathlib
 import sys
 import threading
-import time
 
 import numpy as np
 from gamma_net_msgs.msg import Prediction, Transition
@@ -48,24 +47,23 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 
-from gamma_net_core.checkpoint import check_writable
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
 from gamma_net_core.neural.online import TransitionStream
 from gamma_net_core.warmup import warm_neural
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, stamp_to_seconds
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
-from gamma_net_ros.node_main import run_node, takes_input_later
+from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
 from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
 
 
-class NeuralPredictor(Node):
-    def __init__(self, **kwargs) -> None:
+class NeuralPredictor(CheckpointHooks, Node):
+    def __init__(self, *, take_input_now: bool = True, **kwargs) -> None:
         super().__init__("neural_predictor", **kwargs)
         # A node refused half-way is still destroyed (by rclpy's shutdown): nothing to stop or save yet.
         self._worker: threading.Thread | None = None
-        self.checkpoint: pathlib.Path | None = None
         self._built = False
         config = declare_config(self, NeuralConfig, "learner")
         threads = declare(
@@ -104,16 +102,11 @@ class NeuralPredictor(Node):
         self.progress_period = declare(
             self, "progress_period", 10.0, "s between progress lines", low=0.1, high=1e6, read_only=True
         )
-        path = declare(self, "checkpoint_path", "", "learner checkpoint file ('' = none)", read_only=True)
-        checkpoint = pathlib.Path(path).expanduser() if path else None
-        if checkpoint is not None:
-            check_writable(checkpoint)  # refused now, not at the first save minutes later
-        interval = declare(
-            self, "checkpoint_interval", 300.0, "s between checkpoints", low=0.1, high=86400.0, read_only=True
-        )
-        resume = declare(self, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
-        self.stream = self._open(config, checkpoint, lag, resume)
-        self.checkpoint = checkpoint
+        keeper = LearnerCheckpoint(self, interval=300.0, interval_read_only=True)
+        self.stream: TransitionStream | None = None
+        keeper.resume(lambda path: self._resume(path, config, lag))
+        if self.stream is None:
+            self.stream = TransitionStream(NeuralLearner(config), max_update_lag=lag)
         self.requests = TimescaleRequests(self, self.stream.config.tau_max)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
@@ -126,24 +119,23 @@ class NeuralPredictor(Node):
         if rate > 0:
             self.create_timer(1.0 / rate, self._prediction_due.set)
         self._checkpoint_due = threading.Event()
-        if self.checkpoint is not None:
-            self.create_timer(interval, self._checkpoint_due.set)
         self.health = Diagnostics(self, self.cumulant, self.report_health)
         self.create_timer(self.progress_period, self.log_progress)
-        self.last_checkpoint: float | None = None
         self._published_about = None  # (state, updates) of the last Prediction
         self._diverged_logged = False
         self._stop = threading.Event()
         self._worker = threading.Thread(target=self._work, name="neural_predictor.train", daemon=True)
         self._worker.start()
+        # Saved in the worker thread, between updates (see _work_once), from here on.
+        self.keeper = keeper.start(self.stream.save, when_due=self._checkpoint_due.set)
         self._built = True
         c = config
         self.get_logger().info(
             f"Γ-net on φ of {c.feature_size}, layers {list(c.hidden_sizes)}, update every {c.update_period} steps "
             f"after {c.min_replay_history}; publishing tau {self.published.taus}; "
-            f"checkpoint {self.checkpoint or 'off'}"
+            f"checkpoint {self.keeper}"
         )
-        if not takes_input_later():
+        if take_input_now:
             self.take_input()
 
     # -- start (run_node calls these: warm_up in a worker thread, then take_input)
@@ -162,16 +154,10 @@ class NeuralPredictor(Node):
         """Subscribe to the transitions: a bridge waiting for its consumer waits through the warm-up."""
         self.create_subscription(Transition, "transitions", self.on_transition, self.input_qos)
 
-    def _open(self, config: NeuralConfig, checkpoint: pathlib.Path | None, lag: int, resume: bool) -> TransitionStream:
-        if checkpoint is not None and resume and checkpoint.exists():
-            stream = TransitionStream.resume(checkpoint, config=config, max_update_lag=lag)  # CheckpointError
-            self.get_logger().info(
-                f"resumed from {checkpoint}: {stream.learner.transitions} transitions, {stream.learner.updates} updates"
-            )
-            return stream
-        if checkpoint is not None and resume:
-            self.get_logger().info(f"no checkpoint at {checkpoint}: starting a new learner")
-        return TransitionStream(NeuralLearner(config), max_update_lag=lag)
+    def _resume(self, checkpoint: pathlib.Path, config: NeuralConfig, lag: int) -> int:
+        # CheckpointError (another configuration): refuse to start, run_node says why.
+        self.stream = TransitionStream.resume(checkpoint, config=config, max_update_lag=lag)
+        return self.stream.learner.updates
 
     # -- stream
 
@@ -241,17 +227,12 @@ class NeuralPredictor(Node):
         while self.stream.queued and self.stream.work(max_updates=0):
             pass
 
-    def refused(self) -> None:
-        """Refused after it was built (see run_node): stop without writing a checkpoint."""
-        self.checkpoint = None
-
     def destroy_node(self) -> None:
         """Stop training, write the last checkpoint, then release the node (safe on a node refused half-way)."""
         if self._built:
             self._built = False
             self.stop_worker()
-            self.save_checkpoint()
-        super().destroy_node()
+        super().destroy_node()  # CheckpointHooks: the last checkpoint, then the node
 
     # -- predictions
 
@@ -295,17 +276,10 @@ class NeuralPredictor(Node):
     # -- checkpoints and health
 
     def save_checkpoint(self) -> None:
-        if self.checkpoint is None:
-            return
         try:
-            self.stream.save(self.checkpoint)
-        except TrainingDiverged as exc:
+            super().save_checkpoint()
+        except TrainingDiverged as exc:  # nothing worth keeping: the previous checkpoint stays
             self.get_logger().error(str(exc), throttle_duration_sec=60.0)
-            return
-        except OSError as exc:
-            self.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
-            return
-        self.last_checkpoint = time.time()
 
     def _training_state(self) -> str:
         s = self.stream
@@ -332,7 +306,7 @@ class NeuralPredictor(Node):
             "replay_size": s.learner.replay.size,
             "updates": s.learner.updates,
             "updates_behind": s.owed_updates,
-            "last_checkpoint": "never" if self.last_checkpoint is None else time.ctime(self.last_checkpoint),
+            "last_checkpoint": self.keeper.last_text,
             **{f"skipped.{kind}": count for kind, count in s.skipped.items()},
         }
         return Health(level, self._training_state() + (f"; {skipped} messages skipped" if skipped else ""), values)

@@ -7,9 +7,9 @@ Refusals. A node whose settings cannot run exits with code 1 and a single fatal 
 naming the bad value, never a traceback: a missing or broken ``--params-file`` (checked
 before rclpy reads it), a parameter of the wrong type or out of range, a key in the node's
 own YAML section or ``-p`` that it does not declare (a typo such as ``learner.step_sze``),
-a checkpoint of another configuration, a missing or corrupt file. A node refused after it was
-built (an unknown key is found only then) is told so through its ``refused()`` method, if it
-has one, before it is destroyed: it must then write nothing (no checkpoint).
+a checkpoint of another configuration, a missing or corrupt file. A :class:`LearningNode` refused
+after it was built (an unknown key is found only then) is told so through its ``refused()``
+before it is destroyed: it must then write nothing (no checkpoint).
 
 Shutdown. SIGINT and SIGTERM (Ctrl-C, ``ros2 launch``) only set a flag; the spin loop sees
 it within a tenth of a second and stops between callbacks. Only then is the node destroyed
@@ -22,12 +22,13 @@ process then ends at once (see :func:`run_node`), and further signals are ignore
 Start. A node process starts in :mod:`gamma_net_ros.entry`, whose handlers end it at once
 (code 0, one line "[name] stopped while starting") while the node's module imports and rclpy
 starts. Once rclpy is up, the node's own handlers take over: a signal while the node is being
-built stops it as soon as its constructor returns. A learning node may have two more methods:
-``warm_up()``, run in a worker thread while the node already spins (its publishers, services
-and parameters live), which compiles its learner's numba kernels on a throwaway learner and
-must not touch the node's state; and ``take_input()``, called in the executor's thread once
-warm, which subscribes to its input. Meanwhile it logs one line that it is compiling and then
-one that it is ready; a signal before it is ready stops it with "stopped while starting".
+built stops it as soon as its constructor returns. A :class:`LearningNode` is built with
+``take_input_now=False``; its ``warm_up()`` runs in a worker thread while the node already spins
+(its publishers, services and parameters live), compiling its learner's numba kernels on a
+throwaway learner without touching the node's state; its ``take_input()`` is called in the
+executor's thread once warm, and subscribes to its input. Meanwhile it logs one line that it
+is compiling and then one that it is ready; a signal before it is ready stops it with
+"stopped while starting".
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable, Sequence
+from typing import Any, Protocol, runtime_checkable
 
 import rclpy
 import rclpy.logging
@@ -54,7 +56,7 @@ from rclpy.signals import SignalHandlerOptions
 
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_ros import entry
-from gamma_net_ros.params import mistyped_overrides, read_params_file, ros_arguments, unknown_parameters
+from gamma_net_ros.params import ROS_FLAGS, mistyped_overrides, read_params_file, ros_arguments, unknown_parameters
 
 #: Errors that mean "these settings cannot run", reported as such: bad values, files that are
 #: missing, unreadable or corrupt, an optional package the settings need but that is missing.
@@ -71,6 +73,47 @@ class Refused(Exception):
     """A reason not to start, already worded for the user."""
 
 
+@runtime_checkable
+class RosNode(Protocol):
+    """What :func:`run_node` needs of every node (an rclpy ``Node``; its ``destroy_node`` does its cleanup)."""
+
+    def get_name(self) -> str: ...
+
+    def get_logger(self) -> Any: ...
+
+    def list_parameters(self, prefixes: list[str], depth: int) -> Any: ...
+
+    def destroy_node(self) -> None: ...
+
+
+@runtime_checkable
+class LearningNode(RosNode, Protocol):
+    """A node with a learner: compiled before it takes input, checkpointed, told when it is refused.
+
+    Its class takes ``take_input_now: bool = True``: a node built elsewhere (a test's, in-process)
+    takes its input at the end of its constructor and compiles on its first message; :func:`run_node`
+    builds it with False and calls ``warm_up()`` then ``take_input()``. The checkpoint hooks
+    come from :class:`gamma_net_ros.learner_checkpoint.CheckpointHooks`.
+    """
+
+    def warm_up(self) -> None:
+        """Compile the learner's kernels on a throwaway learner (a worker thread; the node's state untouched)."""
+
+    def take_input(self) -> None:
+        """Subscribe to the input (or start ticking); called once, in the executor's thread."""
+
+    def save_checkpoint(self) -> None:
+        """Write the learner's checkpoint now, if it has one; a failure is logged, the previous file kept."""
+
+    def refused(self) -> None:
+        """Refused after it was built: from now on nothing is written (no checkpoint at shutdown)."""
+
+
+def is_learning_node(make: Callable[..., Any]) -> bool:
+    """Whether ``make`` is a :class:`LearningNode` class (built without input, warmed up, then given it)."""
+    return isinstance(make, type) and issubclass(make, LearningNode)
+
+
 def _node_name(make: Callable) -> str:
     module = getattr(make, "__module__", "") or ""
     if module and module != "__main__":
@@ -80,43 +123,13 @@ def _node_name(make: Callable) -> str:
 
 def _check_params_files(argv: Sequence[str]) -> None:
     """A missing or unreadable parameter file, refused before rcl reports it in its own words."""
-    files, _ = ros_arguments(argv)
-    for path in files:
+    for path in ros_arguments(argv).files:
         read_params_file(path)
-
-
-#: The flags rcl takes after ``--ros-args`` that have a value, and those that have none.
-ROS_FLAGS_WITH_VALUE = (
-    "--params-file",
-    "-p",
-    "--param",
-    "-r",
-    "--remap",
-    "-e",
-    "--enclave",
-    "--log-level",
-    "--log-config-file",
-    "--log-file-name",
-)
-ROS_FLAGS = ROS_FLAGS_WITH_VALUE + tuple(
-    f"--{state}-{what}-logs" for state in ("enable", "disable") for what in ("rosout", "stdout", "external-lib")
-)
 
 
 def _unknown_ros_arguments(argv: Sequence[str]) -> str:
     """rcl's unknown ROS arguments in one line, with the flag probably meant."""
-    unknown, inside, i = [], False, 0
-    while i < len(argv):
-        token = argv[i]
-        if token == "--ros-args":
-            inside = True
-        elif token == "--":
-            inside = False
-        elif inside and token in ROS_FLAGS_WITH_VALUE:
-            i += 1
-        elif inside and token not in ROS_FLAGS:
-            unknown.append(token)
-        i += 1
+    unknown = ros_arguments(argv).unknown
     flag = next((a for a in unknown if a.startswith("-")), None)
     close = difflib.get_close_matches(flag, ROS_FLAGS, n=1, cutoff=0.6) if flag else []
     hint = f"; did you mean {close[0]!r}?" if close else ""
@@ -129,7 +142,7 @@ def _rcl_message(exc: Exception) -> str:
 
 
 def run_node(
-    make: Callable[[], Node],
+    make: Callable[..., Node],
     args: Sequence[str] | None = None,
     *,
     until: Callable[[Node], int | None] | None = None,
@@ -138,7 +151,8 @@ def run_node(
     """Create the node, spin it until a signal (or until ``until(node)`` gives an exit code), clean up.
 
     Args:
-      make: builds the node (its class); it raises one of :data:`REFUSED` for bad settings.
+      make: builds the node (its class); it raises one of :data:`REFUSED` for bad settings. A
+        :class:`LearningNode` class is built with ``take_input_now=False`` and warmed up.
       args: the process's arguments (``sys.argv`` when None), ROS arguments included.
       until: called after every callback; returns the exit code once the node is done, else None.
       exit_process: end the process here, once the node is destroyed and ROS is shut down (see
@@ -192,13 +206,9 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: stop.set())
     entry.started()
-    global _building
+    learning = is_learning_node(make)
     try:
-        _building = True
-        try:
-            node = make()
-        finally:
-            _building = False
+        node = make(take_input_now=False) if learning else make()
         unknown = unknown_parameters(node, argv)
         mistyped = mistyped_overrides(node, argv)
         if unknown or mistyped:
@@ -212,7 +222,7 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
                 message = f"unknown parameter {key!r} for node {node.get_name()} ({where}){hint}{more}"
             else:
                 message = mistyped[0] + (f" (and {len(mistyped) - 1} more mistyped)" if len(mistyped) > 1 else "")
-            if hasattr(node, "refused"):
+            if learning:
                 node.refused()  # built, but refused: its shutdown must leave its files as they were
             node.destroy_node()
             raise Refused(message)
@@ -225,7 +235,7 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
     executor.add_node(node)
     code = 0
     ready = not stop.is_set()  # a signal while the node was built: it stops before taking anything
-    warming = _WarmUp(node) if hasattr(node, "warm_up") and ready else None
+    warming = _WarmUp(node) if learning and ready else None
     try:
         while not stop.is_set():
             executor.spin_once(timeout_sec=POLL_S)
@@ -234,8 +244,7 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
                     warming = None
             except REFUSED as exc:  # settings the node took but its learner cannot run
                 _fatal(name, f"the learner cannot run these settings: {exc}")
-                if hasattr(node, "refused"):
-                    node.refused()
+                node.refused()
                 code = 1
                 break
             if until is not None and (done := until(node)) is not None:
@@ -251,22 +260,10 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
     return code
 
 
-_building = False
-
-
-def takes_input_later() -> bool:
-    """True while run_node builds a node: it subscribes in ``take_input()`` after its warm-up.
-
-    A node built elsewhere (a test's, in-process) calls its own ``take_input()`` at the end of
-    ``__init__`` and compiles on its first message instead.
-    """
-    return _building
-
-
 class _WarmUp:
     """A node's ``warm_up()`` in a worker thread; its ``take_input()`` once that is done."""
 
-    def __init__(self, node: Node) -> None:
+    def __init__(self, node: LearningNode) -> None:
         self.node = node
         self.began = time.monotonic()
         self.error: BaseException | None = None

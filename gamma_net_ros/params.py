@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import pathlib
 from collections.abc import Iterable, Sequence
-from typing import Any, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 import yaml
 from rcl_interfaces.msg import FloatingPointRange, IntegerRange, ParameterDescriptor, ParameterType
@@ -169,9 +169,38 @@ def declare_config(node: Node, cls: type[C], prefix: str, *, read_only: bool = T
     return from_mapping(cls, values, where=f"parameters {prefix}.*")
 
 
-def ros_arguments(argv: Sequence[str]) -> tuple[list[pathlib.Path], list[str]]:
-    """The ``--params-file`` paths and the ``-p``/``--param`` assignments among ``--ros-args``."""
-    files, assignments = [], []
+#: The flags rcl takes after ``--ros-args`` that have a value, and those that have none.
+ROS_FLAGS_WITH_VALUE = (
+    "--params-file",
+    "-p",
+    "--param",
+    "-r",
+    "--remap",
+    "-e",
+    "--enclave",
+    "--log-level",
+    "--log-config-file",
+    "--log-file-name",
+)
+ROS_FLAGS = ROS_FLAGS_WITH_VALUE + tuple(
+    f"--{state}-{what}-logs" for state in ("enable", "disable") for what in ("rosout", "stdout", "external-lib")
+)
+
+
+class RosArguments(NamedTuple):
+    """What a process's ``--ros-args ... [--]`` sections hold."""
+
+    #: the ``--params-file`` paths
+    files: list[pathlib.Path]
+    #: the ``-p``/``--param`` assignments (``key:=value``, ``node:key:=value``)
+    assignments: list[str]
+    #: tokens rcl does not take there (a mistyped flag such as ``--params_file``)
+    unknown: list[str]
+
+
+def ros_arguments(argv: Sequence[str]) -> RosArguments:
+    """The parameter files, assignments and unknown tokens among ``argv``'s ``--ros-args``."""
+    files, assignments, unknown = [], [], []
     inside, i = False, 0
     while i < len(argv):
         token = argv[i]
@@ -179,14 +208,16 @@ def ros_arguments(argv: Sequence[str]) -> tuple[list[pathlib.Path], list[str]]:
             inside = True
         elif token == "--":
             inside = False
-        elif inside and token in ("--params-file", "-p", "--param") and i + 1 < len(argv):
+        elif inside and token in ROS_FLAGS_WITH_VALUE:
             i += 1
-            if token == "--params-file":
+            if i < len(argv) and token == "--params-file":
                 files.append(pathlib.Path(argv[i]))
-            else:
+            elif i < len(argv) and token in ("-p", "--param"):
                 assignments.append(argv[i])
+        elif inside and token not in ROS_FLAGS:
+            unknown.append(token)
         i += 1
-    return files, assignments
+    return RosArguments(files, assignments, unknown)
 
 
 def read_params_file(path: pathlib.Path) -> dict:
@@ -227,7 +258,7 @@ def unknown_parameters(node: Node, argv: Sequence[str]) -> list[tuple[str, str]]
     or its fully qualified name) or in a ``-p`` meant for it. Wildcard sections (``/**``) are
     shared by several nodes, each taking what it declares, so their keys are not checked.
     """
-    files, assignments = ros_arguments(argv)
+    files, assignments, _ = ros_arguments(argv)
     names = {node.get_name(), node.get_fully_qualified_name().lstrip("/")}
     unknown = []
     for path in files:
@@ -257,7 +288,7 @@ def mistyped_overrides(node: Node, argv: Sequence[str]) -> list[str]:
     An integer for a float (or an integer list for a float list) is accepted, as :func:`declare` takes it.
     Keys the node does not declare are :func:`unknown_parameters`' to report.
     """
-    _, assignments = ros_arguments(argv)
+    assignments = ros_arguments(argv).assignments
     names = {node.get_name(), node.get_fully_qualified_name().lstrip("/")}
     problems = []
     for assignment in assignments:

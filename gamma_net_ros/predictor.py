@@ -30,17 +30,17 @@ from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_core.warmup import warm_linear
-from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp
+from gamma_net_ros.conversions import clock_seconds, prediction_msg, seconds_to_stamp
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
-from gamma_net_ros.learner_checkpoint import LearnerCheckpoint
-from gamma_net_ros.node_main import run_node, takes_input_later
+from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
+from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
 from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
 
 
-class Predictor(Node):
-    def __init__(self, **kwargs) -> None:
+class Predictor(CheckpointHooks, Node):
+    def __init__(self, *, take_input_now: bool = True, **kwargs) -> None:
         super().__init__("predictor", **kwargs)
         # Until __init__ completes there is nothing of ours to save: a node refused at start (say,
         # for a checkpoint of another configuration) must never overwrite that checkpoint on shutdown.
@@ -104,7 +104,7 @@ class Predictor(Node):
             f"predicting {self.online.cumulant_name} at tau {self.published.taus}; "
             f"Gamma_t of {self.online.timescales.size}; checkpoint {self.keeper}"
         )
-        if not takes_input_later():
+        if take_input_now:
             self.take_input()
 
     # -- start (run_node calls these: warm_up in a worker thread, then take_input)
@@ -129,7 +129,7 @@ class Predictor(Node):
         if self.stamp_source == "header":
             stamp = stamp_seconds(msg.header.stamp.sec, msg.header.stamp.nanosec)
         else:
-            stamp = self.get_clock().now().nanoseconds * 1e-9
+            stamp = clock_seconds(self)
         try:
             step = self.online.observe(
                 stamp=stamp, names=msg.name, position=msg.position, velocity=msg.velocity, effort=msg.effort
@@ -182,19 +182,6 @@ class Predictor(Node):
     def _resume(self, checkpoint: pathlib.Path) -> int:
         self.online.resume(checkpoint)  # CheckpointError: refuse to start (run_node says why)
         return self.online.update_count
-
-    def save_checkpoint(self) -> None:
-        if self.keeper is not None:
-            self.keeper.save()
-
-    def refused(self) -> None:
-        """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
-        if self.keeper is not None:
-            self.keeper.refused()
-
-    def destroy_node(self) -> None:
-        self.save_checkpoint()  # the last learning before a shutdown is kept
-        super().destroy_node()
 
     def report_health(self) -> Health:
         skips = self.online.skips.as_dict()

@@ -34,6 +34,7 @@ from sensor_msgs.msg import JointState
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.reflex.evaluation import ReflexState, prediction_value
 from gamma_net_core.reflex.rules import load_rules
+from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import check_field, message_class
 from gamma_net_ros.node_main import run_node
@@ -106,8 +107,7 @@ class Reflex(Node):
             f"from joint_commands_in; events on {self.events.topic_name}"
         )
 
-    def _now(self) -> float:
-        return self.get_clock().now().nanoseconds * 1e-9
+    _now = clock_seconds  # self._now(): the node's clock in seconds
 
     # -- inputs
 

@@ -341,6 +341,22 @@ def test_runs_give_the_same_predictions_in_worker_processes(data, tmp_path):
     np.testing.assert_array_equal(here.losses, there.losses)
 
 
+def test_runs_give_the_same_predictions_on_ray(data, tmp_path):
+    ray = pytest.importorskip("ray")
+    argv = [*train_argv(data, tmp_path / "here", "--series", "reference"), "--seeds", "1"]
+    assert main(argv) == 0
+    ray.init(num_cpus=2, include_dashboard=False, log_to_driver=False)
+    try:  # the initialised instance is the cluster --ray-address names
+        argv = [*train_argv(data, tmp_path / "there", "--series", "reference"), "--seeds", "1", "--ray-address", "auto"]
+        assert main(argv) == 0
+    finally:
+        ray.shutdown()
+    here = study.RunPredictions.load(tmp_path / "here" / "reference" / "seed-0" / study.PREDICTIONS)
+    there = study.RunPredictions.load(tmp_path / "there" / "reference" / "seed-0" / study.PREDICTIONS)
+    np.testing.assert_array_equal(here.predictions, there.predictions)
+    np.testing.assert_array_equal(here.losses, there.losses)
+
+
 def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, capsys):
     """--ensemble 3: any series mix in an ensemble, runs of one shape packed together: reference 0, 1 and
     unscaled 0 (one stacked group); unscaled 1 with the probes' two seeds (two groups); input_gamma's two seeds.

@@ -44,7 +44,7 @@ import os
 import pathlib
 import sys
 import tempfile
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from typing import Any
 
 import numpy as np
@@ -179,13 +179,18 @@ class RolloutWorker:
 _WORKER: RolloutWorker | None = None
 
 
-def _init_process(spec: RolloutSpec) -> None:
+def start_worker(spec: RolloutSpec) -> None:
+    """A :class:`~gamma_net_core.tasks.TaskRunner` initializer: this worker's environment and policy."""
+    from gamma_net_core.tasks import in_worker
+
     global _WORKER
-    _WORKER = RolloutWorker(spec, own_process=True)
+    _WORKER = RolloutWorker(spec, own_process=in_worker())
 
 
-def _run_in_process(point: int, state, indices: list[int]):
-    assert _WORKER is not None, "worker process not initialised"
+def run_chunk(task: tuple[int, Any, list[int]]):
+    """A task: rollouts ``indices`` of ``point`` from its ``state`` (see :meth:`RolloutWorker.run`)."""
+    assert _WORKER is not None, "worker not initialised"
+    point, state, indices = task
     return _WORKER.run(point, state, indices)
 
 
@@ -250,45 +255,6 @@ def _tasks(num_points: int, rollouts: int, chunk: int) -> list[tuple[int, list[i
     return [(p, list(range(s, min(s + chunk, rollouts)))) for p in range(num_points) for s in range(0, rollouts, chunk)]
 
 
-def _run_local(spec, states, tasks, workers: int) -> Iterator[tuple]:
-    if workers == 0:  # in this process: no start-up cost (tests, tiny jobs)
-        worker = RolloutWorker(spec)
-        for point, indices in tasks:
-            yield worker.run(point, states[point], indices)
-        return
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor, as_completed
-
-    # spawn, not fork: the parent may hold torch's thread pools, which do not survive a fork.
-    context = multiprocessing.get_context("spawn")
-    with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_init_process, initargs=(spec,)
-    ) as pool:
-        futures = [pool.submit(_run_in_process, point, states[point], indices) for point, indices in tasks]
-        for future in as_completed(futures):
-            yield future.result()
-
-
-def _run_ray(spec, states, tasks, workers: int, address: str | None) -> Iterator[tuple]:
-    import ray
-    from ray.util import ActorPool
-
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    if spec.policy != "random" and not spec.policy.startswith("py:"):
-        # Cluster nodes may not see this machine's files: ship the network itself.
-        spec = dataclasses.replace(spec, policy_bytes=pathlib.Path(spec.policy).read_bytes())
-    actor = ray.remote(num_cpus=1)(RolloutWorker)
-    actors = [actor.remote(spec, None, True) for _ in range(workers)]
-    state_refs = {p: ray.put(states[p]) for p in sorted({p for p, _ in tasks})}
-    try:
-        pool = ActorPool(actors)
-        yield from pool.map_unordered(lambda a, task: a.run.remote(task[0], state_refs[task[0]], task[1]), tasks)
-    finally:
-        for a in actors:  # give the cluster's CPUs back
-            ray.kill(a)
-
-
 def run_rollouts(
     states,
     spec: RolloutSpec,
@@ -315,24 +281,30 @@ def run_rollouts(
     Returns:
       (returns [P, K, G], lengths [P, K], ends [P, K]).
     """
-    from tqdm import tqdm
+    from gamma_net_core.tasks import TaskRunner, progress_bar
 
     if rollouts < 1 or chunk < 1 or workers < 0:
         raise ValueError(f"need rollouts >= 1, chunk >= 1, workers >= 0; got {rollouts}, {chunk}, {workers}")
-    tasks = _tasks(len(states), rollouts, chunk)
+    tasks = [(point, states[point], indices) for point, indices in _tasks(len(states), rollouts, chunk)]
     returns = np.zeros((len(states), rollouts, len(spec.gammas)))
     lengths = np.zeros((len(states), rollouts), dtype=np.int64)
     ends = np.zeros((len(states), rollouts), dtype=np.int8)
-    if use_ray or ray_address is not None:
-        results = _run_ray(spec, states, tasks, max(1, workers), ray_address)
-    else:
-        results = _run_local(spec, states, tasks, workers)
-    with tqdm(total=len(states) * rollouts, unit="rollout", file=sys.stderr, disable=not progress) as bar:
-        for point, indices, r, n, e in results:
+    on_ray = use_ray or ray_address is not None
+    if on_ray and spec.policy != "random" and not spec.policy.startswith("py:"):
+        # Cluster nodes may not see this machine's files: ship the network itself.
+        spec = dataclasses.replace(spec, policy_bytes=pathlib.Path(spec.policy).read_bytes())
+    runner = TaskRunner(
+        max(1, workers) if on_ray else workers,
+        use_ray=on_ray,
+        ray_address=ray_address,
+        initializer=start_worker,
+        initargs=(spec,),
+    )
+    with runner, progress_bar(len(states) * rollouts, unit="rollout", enabled=progress) as bar:
+        for point, indices, r, n, e in runner.map_unordered(run_chunk, tasks, bar=bar, advance=lambda r: len(r[1])):
             returns[point, indices] = r
             lengths[point, indices] = n
             ends[point, indices] = e
-            bar.update(len(indices))
     return returns, lengths, ends
 
 

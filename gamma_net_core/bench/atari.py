@@ -153,10 +153,8 @@ def _rollout_table(game: str, seconds: float, repeats: int, network_path: str) -
 
 
 def _scaling_table(game: str, seconds: float, repeats: int, max_workers: int) -> Table:
-    import multiprocessing
-    from concurrent.futures import ProcessPoolExecutor
-
     from gamma_net_core.atari import rollouts
+    from gamma_net_core.tasks import TaskRunner
 
     points = _points(game, 4)
     spec = rollouts.RolloutSpec(points.config["env"], "random", 0.0001, 0, (0.0, 0.9, 0.99), HORIZON, 0)
@@ -166,25 +164,20 @@ def _scaling_table(game: str, seconds: float, repeats: int, max_workers: int) ->
     probe = int(worker.run(0, points.states[0], list(range(4)))[3].sum())
     per_core = probe / (time.perf_counter() - start)
     total_rollouts = max(4 * max_workers, int(seconds * per_core / HORIZON))
-    tasks = [(i % len(points), [i]) for i in range(total_rollouts)]
-    context = multiprocessing.get_context("spawn")
-    pools = {
-        w: ProcessPoolExecutor(w, mp_context=context, initializer=rollouts._init_process, initargs=(spec,))
-        for w in range(1, max_workers + 1)
-    }
-    best = dict.fromkeys(pools, 0.0)
+    tasks = [(i % len(points), points.states[i % len(points)], [i]) for i in range(total_rollouts)]
+    runners = {w: TaskRunner(w, initializer=rollouts.start_worker, initargs=(spec,)) for w in range(1, max_workers + 1)}
+    best = dict.fromkeys(runners, 0.0)
     try:
-        for w, pool in pools.items():  # warm-up: imports, ROM loading, numba's cache, in every worker
-            list(pool.map(rollouts._run_in_process, *zip(*[(0, points.states[0], [10**6 + i]) for i in range(4 * w)])))
+        for w, runner in runners.items():  # warm-up: imports, ROM loading, numba's cache, in every worker
+            list(runner.map_unordered(rollouts.run_chunk, [(0, points.states[0], [10**6 + i]) for i in range(4 * w)]))
         for _ in range(repeats):
-            for w, pool in pools.items():
+            for w, runner in runners.items():
                 start = time.perf_counter()
-                futures = [pool.submit(rollouts._run_in_process, p, points.states[p], idx) for p, idx in tasks]
-                steps = sum(int(f.result()[3].sum()) for f in futures)
+                steps = sum(int(r[3].sum()) for r in runner.map_unordered(rollouts.run_chunk, tasks))
                 best[w] = max(best[w], steps / (time.perf_counter() - start))
     finally:
-        for pool in pools.values():
-            pool.shutdown()
+        for runner in runners.values():
+            runner.close()
     table = Table(
         f"Rollout throughput ({game}, random policy, {HORIZON}-step horizon) against worker processes",
         ["workers", "rollout steps/s", "frames/s", "speed-up vs 1"],

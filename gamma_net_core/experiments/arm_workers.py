@@ -9,9 +9,7 @@ its cumulative absolute error against the exact return. Part of `gamma-net arm t
 from __future__ import annotations
 
 import dataclasses
-import multiprocessing
 import pathlib
-import sys
 import time
 from dataclasses import dataclass
 
@@ -216,29 +214,17 @@ def run_study(
     Returns:
       ``{"returns": [N, G], "runs": [per-seed dicts by run], "seconds": wall time}``.
     """
-    from tqdm import tqdm
+    from gamma_net_core.tasks import TaskRunner, progress_bar
 
     returns = true_returns(data.cumulants, settings.gammas, data.episode_ends)
     tasks = [(run, data, returns, settings, checkpoint if run == 0 else None) for run in range(seeds)]
     results: list[dict | None] = [None] * seeds
     started = time.perf_counter()
-    pool = None
-    bar = tqdm(total=seeds, desc="arm seeds", unit="seed", file=sys.stderr, disable=not progress)
-    try:
-        if workers <= 1:
-            outcomes = map(train_seed, tasks)
-        else:
-            # spawn: each worker imports numba afresh and loads the cached kernels (fork is unsafe with threads).
-            pool = multiprocessing.get_context("spawn").Pool(workers)
-            outcomes = pool.imap_unordered(train_seed, tasks)
-        for result in outcomes:
+    # Each worker process imports numba afresh and loads the cached kernels.
+    with (
+        TaskRunner(workers if workers > 1 else 0) as runner,
+        progress_bar(seeds, unit="seed", desc="arm seeds", enabled=progress) as bar,
+    ):
+        for result in runner.map_unordered(train_seed, tasks, bar=bar):
             results[result["run"]] = result
-            bar.update()
-        if pool is not None:
-            pool.close()
-            pool.join()
-    finally:
-        bar.close()
-        if pool is not None:
-            pool.terminate()
     return {"returns": returns, "runs": results, "seconds": time.perf_counter() - started}

@@ -383,17 +383,7 @@ def train_run(task: RunTask, progress=None) -> dict[str, Any]:
     }
 
 
-# ----------------------------------------------------------------------------- worker processes
-
-_QUEUE = None
-
-
-def _init_worker(queue) -> None:
-    import torch
-
-    global _QUEUE
-    _QUEUE = queue
-    torch.set_num_threads(1)  # parallelism comes from the processes
+# ----------------------------------------------------------------------------- running the tasks
 
 
 def train_group(group: list[RunTask], progress=None) -> list[dict[str, Any]]:
@@ -403,37 +393,18 @@ def train_group(group: list[RunTask], progress=None) -> list[dict[str, Any]]:
     return train_ensemble(group, progress=None if progress is None else lambda n: progress(n * len(group)))
 
 
-def _train_in_worker(group: list[RunTask]) -> list[dict[str, Any]]:
-    return train_group(group, progress=lambda n: _QUEUE.put(n))
-
-
-def _train_on_ray(group: list[RunTask]) -> list[dict[str, Any]]:
+def _train(group: list[RunTask]) -> list[dict[str, Any]]:
+    """One task of :func:`run_tasks`, wherever it runs: one torch thread (parallelism comes from the tasks)."""
     from gamma_net_core.atari.networks import torch_threads
+    from gamma_net_core.tasks import report_progress
 
     with torch_threads(1):
-        return train_group(group)
+        return train_group(group, progress=report_progress)
 
 
-def _run_ray(groups: list[list[RunTask]], address: str | None):
-    """Yield each group's summaries as its Ray task finishes (one CPU each; one GPU for a CUDA learner)."""
-    import ray
-
-    if not ray.is_initialized():
-        ray.init(address=address, include_dashboard=False, log_to_driver=False)
-    remote = ray.remote(_train_on_ray)
-    refs = []
-    for group in groups:
-        gpus = 1 if str(group[0].config.get("device", "cpu")).startswith("cuda") else 0
-        refs.append(remote.options(num_cpus=1, num_gpus=gpus).remote(group))
-    pending = refs
-    try:
-        while pending:
-            finished, pending = ray.wait(pending, num_returns=1, timeout=0.5)
-            for ref in finished:
-                yield ray.get(ref)
-    finally:
-        for ref in pending:
-            ray.cancel(ref, force=True)
+def _ray_resources(group: list[RunTask]) -> dict[str, Any]:
+    """One CPU per run or ensemble; one GPU for a CUDA learner."""
+    return {"num_cpus": 1, "num_gpus": 1 if str(group[0].config.get("device", "cpu")).startswith("cuda") else 0}
 
 
 def run_tasks(
@@ -453,71 +424,31 @@ def run_tasks(
         implies ``use_ray``. The recording and the run folder must be where every node sees them.
       use_ray: run on Ray (the cluster at ``ray_address``, an initialized one, or a local one).
     """
-    import queue as queue_lib
-
-    from tqdm import tqdm
-
     from gamma_net_core.experiments.atari_series import SERIES
+    from gamma_net_core.tasks import TaskRunner, progress_bar
 
     groups = sorted(ensemble_groups(tasks, ensemble), key=lambda g: -sum(SERIES[t.series].cost for t in g))
     results: list[dict[str, Any]] = []
-    bar = tqdm(
-        total=sum(t.steps for t in tasks), unit="transition", desc="training", file=sys.stderr, disable=not progress
+    runner = TaskRunner(workers, use_ray=use_ray, ray_address=ray_address, ray_options=_ray_resources)
+    total = sum(t.steps for t in tasks)
+    with runner, progress_bar(total, unit="transition", desc="training", enabled=progress) as bar:
+        # A run reports its transitions as it goes, except on Ray: there they count once it is done.
+        def transitions(summaries: list[dict[str, Any]]) -> int:
+            return 0 if runner.streams_progress else sum(s["transitions"] for s in summaries)
+
+        for summaries in runner.map_unordered(_train, groups, bar=bar, advance=transitions):
+            for summary in summaries:
+                results.append(summary)
+                bar.set_postfix(runs=f"{len(results)}/{len(tasks)}")
+                bar.write(_summary_line(summary), file=sys.stderr)
+    return results
+
+
+def _summary_line(summary: dict[str, Any]) -> str:
+    state = f"stopped: {summary['stopped']}" if summary["stopped"] else f"final loss {summary['final_loss']:.4g}"
+    return (
+        f"{summary['series']} seed {summary['seed']}: {summary['updates']} updates, {summary['seconds']:.0f} s, {state}"
     )
-
-    def done(summary: dict[str, Any]) -> None:
-        results.append(summary)
-        bar.set_postfix(runs=f"{len(results)}/{len(tasks)}")
-        state = f"stopped: {summary['stopped']}" if summary["stopped"] else f"final loss {summary['final_loss']:.4g}"
-        bar.write(
-            f"{summary['series']} seed {summary['seed']}: {summary['updates']} updates, "
-            f"{summary['seconds']:.0f} s, {state}",
-            file=sys.stderr,
-        )
-
-    try:
-        if use_ray or ray_address is not None:
-            for summaries in _run_ray(groups, ray_address):
-                bar.update(sum(s["transitions"] for s in summaries))
-                for summary in summaries:
-                    done(summary)
-            return results
-        if workers == 0:
-            from gamma_net_core.atari.networks import torch_threads
-
-            with torch_threads(1):
-                for group in groups:
-                    for summary in train_group(group, progress=bar.update):
-                        done(summary)
-            return results
-        import multiprocessing
-        from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
-
-        # spawn, not fork: torch's thread pools do not survive a fork.
-        context = multiprocessing.get_context("spawn")
-        messages = context.Queue()
-        with ProcessPoolExecutor(
-            max_workers=workers, mp_context=context, initializer=_init_worker, initargs=(messages,)
-        ) as pool:
-            pending = {pool.submit(_train_in_worker, group) for group in groups}
-            try:
-                while pending:
-                    finished, pending = wait(pending, timeout=0.5, return_when=FIRST_COMPLETED)
-                    while True:
-                        try:
-                            bar.update(messages.get_nowait())
-                        except queue_lib.Empty:
-                            break
-                    for future in finished:
-                        for summary in future.result():
-                            done(summary)
-            except BaseException:
-                for future in pending:
-                    future.cancel()
-                raise
-        return results
-    finally:
-        bar.close()
 
 
 # ----------------------------------------------------------------------------- the command

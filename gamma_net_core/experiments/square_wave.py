@@ -25,7 +25,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import multiprocessing
 import os
 import pathlib
 import time
@@ -157,33 +156,21 @@ def run_study(budget: Budget, *, workers: int = 2, progress: bool = True) -> dic
       ``{"mse": {series key: [runs, n_probe]}, "predictions": {series key: [FIGURE_STEPS, n_probe]},
       "seconds": wall time}``.
     """
-    from tqdm import tqdm
+    from gamma_net_core.tasks import TaskRunner, progress_bar
 
     tasks = [(i, r, budget, r == 0) for i in range(len(SERIES)) for r in range(budget.runs)]
     mse = {s.key: np.full((budget.runs, len(PROBE_TAUS)), np.nan) for s in SERIES}
     predictions: dict[str, np.ndarray] = {}
     started = time.perf_counter()
-    bar = tqdm(total=len(tasks), desc="square-wave runs", unit="run", disable=not progress)
-    try:
-        if workers <= 1:
-            results = map(run_one, tasks)
-            pool = None
-        else:
-            # spawn: each worker imports numba afresh and loads the cached kernels (fork is unsafe with threads).
-            pool = multiprocessing.get_context("spawn").Pool(workers)
-            results = pool.imap_unordered(run_one, tasks, chunksize=max(1, min(8, len(tasks) // (8 * workers))))
-        for index, run, errors, tail in results:
+    # Each worker process imports numba afresh and loads the cached kernels.
+    with (
+        TaskRunner(workers if workers > 1 else 0) as runner,
+        progress_bar(len(tasks), unit="run", desc="square-wave runs", enabled=progress) as bar,
+    ):
+        for index, run, errors, tail in runner.map_unordered(run_one, tasks, bar=bar):
             mse[SERIES[index].key][run] = errors
             if tail is not None:
                 predictions[SERIES[index].key] = tail
-            bar.update()
-        if pool is not None:
-            pool.close()
-            pool.join()
-    finally:
-        bar.close()
-        if workers > 1 and pool is not None:
-            pool.terminate()
     return {"mse": mse, "predictions": predictions, "seconds": time.perf_counter() - started}
 
 

@@ -113,7 +113,9 @@ class Reflex(Node):
         self.last = None  # (the last well-formed command, its message)
         self.last_at = self.sent_at = self.present_at = -float("inf")
         self.present: dict[str, float] = {}
-        self.counts = dict.fromkeys(("commands", "scaled", "stopped", "events", "rejected", "unsent", "errors"), 0)
+        self.counts = dict.fromkeys(
+            ("commands", "held", "scaled", "stopped", "events", "rejected", "unsent", "errors"), 0
+        )
         self.create_timer(1.0 / rate, guard(self.tick))
         self.health = Diagnostics(self, "rules", self._health, period=period)
         self.get_logger().info(
@@ -244,6 +246,7 @@ class Reflex(Node):
         if held is not None:
             self.commands.publish(self.form.write(held))
             self.sent_at = self._now()
+            self.counts["held"] += 1
 
     def _health(self) -> Health:
         stale = self.state.stale

@@ -4,22 +4,16 @@
     ros2 run gamma_net_ros reflex --ros-args --params-file config/reflex.yaml
     ros2 topic echo /reflex/events
 
-It sits between the operator and the motors, as a safety limiter does: every command on
-``joint_commands_in`` goes out on ``joint_commands`` after the rules that are on (guide:
-docs/reflex.md). ``command_type`` says which message the robot takes (:mod:`gamma_net_ros.reflex_forms`:
-JointState, a ros2_control forward controller's Float64MultiArray, JointTrajectory, Twist,
-TwistStamped). The rules (``rules_file``; :mod:`gamma_net_core.reflex.rules`) read the Horde's
-``horde/predictions``, the predictor's ``predictions``, or (``source: signal``) the present
-signal; every switch is a ``gamma_net_msgs/ReflexEvent`` on ``reflex/events`` and re-sends the
-last command at once. Position goals are scaled and held relative to the present position, read
-from ``joint_states``; without a fresh one a goal that needs it is not forwarded.
-
-Fail-safe: a rule whose input is older than the file's ``stale_after_s`` applies its
-``fail_safe`` (``hold``, ``pass``, ``stop``: every joint held), and while stopped the hold is
-re-sent every ``hold_period_s`` even if no command comes. A malformed input (a prediction or
-command of the wrong sizes) is counted and dropped; a command with a non-finite value is held.
-No callback can end the node: an unexpected error is logged and the hold sent. A bad rules
-file or parameter is refused at start in one line (exit 1).
+It sits between the operator and the motors, as a safety limiter does (guide: docs/reflex.md):
+every command on ``joint_commands_in`` (``command_type``: JointState, a forward controller's
+Float64MultiArray, JointTrajectory, Twist, TwistStamped; :mod:`gamma_net_ros.reflex_forms`) goes
+out on ``joint_commands`` after the rules (``rules_file``, :mod:`gamma_net_core.reflex.rules`)
+that are on and the fail-safe (:mod:`gamma_net_core.reflex.evaluation`). The rules read
+``horde/predictions``, the predictor's ``predictions`` or the present signal; position goals are
+scaled and held relative to ``joint_states``. Each switch is a ReflexEvent on ``reflex/events``
+and re-sends the last command; while a fail-safe stop lasts, its hold is re-sent every
+``hold_period_s``. Malformed inputs are counted and dropped; no callback can end the node (an
+error is logged and the hold sent). A bad rules file or parameter is refused in one line (exit 1).
 """
 
 from __future__ import annotations
@@ -33,19 +27,17 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
-from gamma_net_core.config import load_config
-from gamma_net_core.data.joints import JointsConfig
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.horde.reading import PublishedPredictions
+from gamma_net_core.reflex.commands import PresentPositions
 from gamma_net_core.reflex.evaluation import ReflexState, rule_value
 from gamma_net_core.reflex.rules import PredictorSpec, load_rules
-from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import check_field, message_class
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
-from gamma_net_ros.reflex_forms import COMMAND_TYPES, FORMS, INTERFACES, hold_template
+from gamma_net_ros.reflex_forms import COMMAND_TYPES, INTERFACES, hold_template, make_form
 
 
 class Reflex(Node):
@@ -67,23 +59,15 @@ class Reflex(Node):
         self.hold_period_s = p(
             "hold_period_s", 0.1, "a fail-safe stop re-sends its hold this often, s", low=0.01, high=10.0
         )
-        self.state_stale_s = p(
-            "state_stale_s", 0.5, "joint_states older than this: position unknown, s", low=0.01, high=60.0
+        self.present = PresentPositions(
+            p("state_stale_s", 0.5, "joint_states older than this: position unknown, s", low=0.01, high=60.0)
         )
         period = p("diagnostics_period_s", 1.0, "period of /diagnostics, s", low=0.1, high=60.0)
-        if kind not in COMMAND_TYPES or interface not in INTERFACES:
-            raise ValueError(
-                f"command_type {kind!r} / interface {interface!r}: expected {COMMAND_TYPES} / {INTERFACES}"
-            )
-        if not isinstance(names, list) or not names or not all(isinstance(n, str) and n for n in names):
-            raise ValueError(f"parameter joint_names must be a non-empty list of joint names; got {names or []!r}")
-        self.form = FORMS[kind](names, interface)
+        self.form = make_form(kind, interface, names)
         self.joint_names = list(self.form.names)
         spec = load_questions(pathlib.Path(questions_path).expanduser() if questions_path else config_file("horde"))
-        arm = pathlib.Path(predictor_path).expanduser() if predictor_path else config_file("arm")
-        predictor = PredictorSpec(
-            (load_config(JointsConfig, arm, "predictor", "joints").cumulant_name,),
-            load_config(TimescaleSampling, arm, "predictor", "timescales").tau_max,
+        predictor = PredictorSpec.from_parameters(
+            pathlib.Path(predictor_path) if predictor_path else config_file("arm")
         )
         rules_file = pathlib.Path(rules_path).expanduser() if rules_path else config_file("reflex_rules")
         self.rule_set = load_rules(rules_file, questions=spec, joint_names=self.joint_names, predictor=predictor)
@@ -111,8 +95,7 @@ class Reflex(Node):
             on_signal = guard(lambda msg, t=topic: self.on_signal(t, msg))
             self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
         self.last = None  # (the last well-formed command, its message)
-        self.last_at = self.sent_at = self.present_at = -float("inf")
-        self.present: dict[str, float] = {}
+        self.last_at = self.sent_at = -float("inf")
         self.counts = dict.fromkeys(
             ("commands", "held", "scaled", "stopped", "events", "rejected", "unsent", "errors"), 0
         )
@@ -177,9 +160,7 @@ class Reflex(Node):
         self.decide()
 
     def on_joint_states(self, msg: JointState) -> None:
-        if len(msg.position) == len(msg.name):
-            self.present.update((n, float(x)) for n, x in zip(msg.name, msg.position) if x == x and abs(x) < 1e300)
-            self.present_at = self._now()
+        self.present.update(msg.name, msg.position, self._now())
 
     def on_command(self, msg) -> None:
         try:
@@ -218,14 +199,14 @@ class Reflex(Node):
                 self.get_logger().info(said)
         if resend and changes and self.last is not None:
             command, msg = self.last
-            if "position" in command.fields or now - self.last_at <= self.command_stale_s:  # a goal stays in force
+            # A position goal stays in force however old: a rule switching on re-sends it scaled. Released,
+            # only a recent one is re-sent: an old goal does not set the arm moving again by itself.
+            restricting = "position" in command.fields and any(c.on for c in changes)
+            if restricting or now - self.last_at <= self.command_stale_s:
                 self._send(command, msg)
 
-    def _present(self) -> dict[str, float] | None:
-        return self.present if self._now() - self.present_at <= self.state_stale_s else None
-
     def _send(self, command, msg) -> None:
-        out = self.state.filter(command, self._present())
+        out = self.state.filter(command, self.present.known(self._now()))
         if out is None:
             self.counts["unsent"] += 1
             self.get_logger().warning(
@@ -242,7 +223,7 @@ class Reflex(Node):
 
     def _send_hold(self) -> None:
         template = hold_template(self.form, self.joint_names, self.last[0] if self.last else None)
-        held = self.state.hold(template, self._present()) if template is not None else None
+        held = self.state.hold(template, self.present.known(self._now())) if template is not None else None
         if held is not None:
             self.commands.publish(self.form.write(held))
             self.sent_at = self._now()

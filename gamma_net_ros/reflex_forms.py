@@ -185,3 +185,14 @@ def hold_template(form, names: Sequence[str], last: JointCommand | None) -> Join
     if last is None:
         return None
     return last
+
+
+def make_form(kind: str, interface: str, joint_names):
+    """The adapter for ``command_type`` ``kind``; ValueError naming a bad value (one line, at start)."""
+    if kind not in COMMAND_TYPES:
+        raise ValueError(f"parameter command_type must be one of {list(COMMAND_TYPES)}; got {kind!r}")
+    if interface not in INTERFACES:
+        raise ValueError(f"parameter interface must be one of {list(INTERFACES)}; got {interface!r}")
+    if not isinstance(joint_names, list) or not joint_names or not all(isinstance(n, str) and n for n in joint_names):
+        raise ValueError(f"parameter joint_names must be a non-empty list of joint names; got {joint_names or []!r}")
+    return FORMS[kind](joint_names, interface)

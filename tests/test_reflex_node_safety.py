@@ -188,7 +188,11 @@ def test_joint_trajectory_goals_are_filtered_and_held(tmp_path, executor, spin):
     "params, named",
     [
         ({"joint_names": "[]"}, "parameter joint_names must be a non-empty list of joint names; got []"),
-        ({"command_type": "pose"}, "command_type 'pose'"),
+        ({"command_type": "pose"}, "parameter command_type must be one of ['joint_state', "),
+        (
+            {"interface": "torque"},
+            "parameter interface must be one of ['position', 'velocity', 'effort']; got 'torque'",
+        ),
     ],
 )
 def test_bad_parameters_are_refused_in_one_line(tmp_path, params, named):

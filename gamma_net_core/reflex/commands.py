@@ -10,6 +10,7 @@ fields) is refused with ValueError naming it, and the reflex then applies its fa
 
 from __future__ import annotations
 
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -109,3 +110,26 @@ def present_of(names: Sequence[str], present: Mapping[str, float] | None) -> np.
         return None
     out = np.array([present.get(n, np.nan) for n in names], dtype=np.float64)
     return out if np.isfinite(out).all() else None
+
+
+class PresentPositions:
+    """The joints' latest positions (finite ones only) and when they came, for holding position goals.
+
+    Args:
+      stale_s: positions older than this are not known (a hold needs the present, not the past).
+    """
+
+    def __init__(self, stale_s: float) -> None:
+        self.stale_s = stale_s
+        self.positions: dict[str, float] = {}
+        self.at = -math.inf
+
+    def update(self, names: Sequence[str], positions: Sequence[float], now: float) -> None:
+        """A joint_states reading; one whose positions do not match its names is ignored."""
+        if len(names) == len(positions):
+            self.positions.update((n, float(x)) for n, x in zip(names, positions) if math.isfinite(x))
+            self.at = now
+
+    def known(self, now: float) -> dict[str, float] | None:
+        """The positions, or None when the latest is older than ``stale_s`` (or in the future)."""
+        return self.positions if 0.0 <= now - self.at <= self.stale_s else None

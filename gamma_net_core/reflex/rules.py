@@ -82,6 +82,16 @@ class PredictorSpec:
     cumulants: tuple[str, ...]
     tau_max: float
 
+    @classmethod
+    def from_parameters(cls, path: str | pathlib.Path) -> PredictorSpec:
+        """The predictor's, from its ``predictor:`` section of a parameter file (e.g. config/arm.yaml)."""
+        from gamma_net_core.config import load_config
+        from gamma_net_core.data.joints import JointsConfig
+        from gamma_net_core.timescales import TimescaleSampling
+
+        joints = load_config(JointsConfig, path, "predictor", "joints")
+        return cls((joints.cumulant_name,), load_config(TimescaleSampling, path, "predictor", "timescales").tau_max)
+
 
 @dataclass(frozen=True)
 class Response:

@@ -250,3 +250,47 @@ def test_a_fuzz_of_random_and_malformed_messages_leaves_the_node_alive_and_every
             spin(executor, lambda: False, timeout=0.01)  # the node takes what came; an error would raise here
     assert rig.until(lambda: len(checked) > 100 and received)
     assert reflex.counts["errors"] == 0 and reflex.counts["rejected"] > 0
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the rig's V of an infinite level
+def test_the_node_as_users_run_it_outlives_a_fuzz_never_pushes_toward_the_hazard_and_exits_0_on_ctrl_c(
+    tmp_path, executor, spin
+):
+    """Every valid prediction is past the threshold, so the rule is on or its input stale (stop): no
+    output may ever push the shoulder up, whatever else the fuzz sends."""
+    from ros2_cli import Background, close_all
+
+    rules = rules_file(tmp_path, STALL | {"hold_s": 0.0}, stale_after_s=0.2)
+    command = node_command("gamma_net_ros.reflex", params={"rules_file": str(rules), "hold_period_s": 0.05})
+    run = Background(command, cwd=tmp_path, log_path=tmp_path / "reflex.log")
+    rig = Rig(executor, spin)
+    try:
+        assert run.wait_for("rules ['stall_ahead']", timeout=120), run.output
+        rng = np.random.default_rng(1)
+        odd = [math.nan, math.inf, -math.inf, 1e308]
+        value = lambda: float(rng.choice(odd)) if rng.random() < 0.2 else float(rng.uniform(-3, 3))  # noqa: E731
+        for k in range(2000):
+            kind = rng.integers(4)
+            if kind == 3:  # malformed: sizes, gammas
+                values = [value() for _ in range(int(rng.integers(0, 5)))]
+                rig.predictions.publish(PredictionArray(questions=["shoulder_effort"], gammas=values, values=values))
+            elif kind == 0:
+                rig.predict(float(rng.uniform(1.5, 1e6)) if rng.random() < 0.8 else float(rng.choice(odd)))
+            elif kind == 1:
+                size = int(rng.integers(1, 4))
+                rig.teleop.publish(JointState(name=["shoulder", "elbow", "wrist"][:size], velocity=[value(), value()]))
+            else:
+                rig.teleop.publish(JointState(name=["shoulder", "elbow"], velocity=[value(), value()]))
+            if k % 20 == 0:
+                spin(executor, lambda: False, timeout=0.01)
+        assert rig.until(lambda: len(rig.commands) > 50)
+        assert run.process.poll() is None, run.output  # alive
+    finally:
+        code = run.interrupt()
+        close_all()
+    assert code == 0, run.output
+    for msg in rig.commands:
+        velocity = np.asarray(msg.velocity, dtype=float)
+        assert np.isfinite(velocity).all() and len(velocity) == len(msg.name)
+        assert velocity[list(msg.name).index("shoulder")] <= 0.0, msg
+    assert "Traceback" not in run.output

@@ -274,3 +274,16 @@ def check(state: ReflexState, command: JointCommand, present, out: JointCommand 
                 # toward the hazard: at most scale times what was asked; any other way: as asked
                 assert np.all(np.abs(sent[moving]) <= r.scale * np.abs(asked[moving]) + 1e-9)
                 assert np.all(~toward(sent, r.direction) | moving | (sent == 0))
+
+
+def test_present_positions_are_known_only_while_fresh_and_finite():
+    from gamma_net_core.reflex.commands import PresentPositions
+
+    present = PresentPositions(stale_s=0.5)
+    assert present.known(0.0) is None  # none yet
+    present.update(["shoulder", "elbow"], [0.2, math.nan], now=1.0)
+    assert present.known(1.2) == {"shoulder": 0.2}  # a NaN position is not a position
+    present.update(["shoulder", "elbow"], [0.3], now=1.3)  # sizes disagree: ignored
+    assert present.known(1.4) == {"shoulder": 0.2}
+    assert present.known(1.6) is None  # stale
+    assert present.known(0.5) is None  # the clock stepped back: a reading from the future is not the present

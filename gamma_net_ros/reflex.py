@@ -176,7 +176,7 @@ class Reflex(Node):
 
     def tick(self) -> None:
         self.decide()
-        if self.state.stopped and self._now() - self.sent_at >= self.hold_period_s:
+        if self.state.stopped and not 0.0 <= self._now() - self.sent_at < self.hold_period_s:
             self._send_hold()  # a silent operator cannot leave a goal in force
 
     def decide(self, resend: bool = True) -> None:

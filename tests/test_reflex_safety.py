@@ -240,6 +240,8 @@ def test_any_sequence_of_inputs_gives_finite_commands_that_obey_the_rules_and_th
             except ValueError:
                 continue  # malformed: refused before any use
             state.decide(now)
+            stale = [not 0.0 <= now - s.seen <= 0.5 for s in state.status]  # the fail-safe, checked independently
+            assert state.stopped == any(s and r.fail_safe == "stop" for s, r in zip(stale, state.rule_set.rules))
             check(state, command, present, state.filter(command, present))
 
 
@@ -287,3 +289,12 @@ def test_present_positions_are_known_only_while_fresh_and_finite():
     assert present.known(1.4) == {"shoulder": 0.2}
     assert present.known(1.6) is None  # stale
     assert present.known(0.5) is None  # the clock stepped back: a reading from the future is not the present
+
+
+def test_a_clock_stepped_back_leaves_no_input_fresh_so_the_fail_safe_acts(questions):
+    state = state_with(questions, stall())
+    state.observe(0, 0.2, now=100.0)
+    state.decide(100.0)
+    assert not state.stopped
+    state.decide(5.0)  # a simulated clock restarted: the value is from its future, not fresh for 95 s
+    assert state.stopped

@@ -86,13 +86,15 @@ class ReflexState:
 
         A rule switches on when its value passes the threshold, and off once the value is back
         past the release level and it has been on at least ``hold_s``. While its input is stale
-        (never seen, or older than ``stale_after_s``) its fail-safe decides: ``hold`` keeps it
+        (never seen, older than ``stale_after_s``, or seen after ``now``: the clock stepped back)
+        its fail-safe decides: ``hold`` keeps it
         as it is, ``pass`` switches it off, ``stop`` switches it off and stops every joint.
         """
         changes = []
         stopped = False
         for rule, status in zip(self.rule_set.rules, self.status):
-            status.stale = now - status.seen > self.rule_set.stale_after_s
+            # A value from the future (the clock stepped back) is not fresh either: the fail-safe acts.
+            status.stale = not 0.0 <= now - status.seen <= self.rule_set.stale_after_s
             on, reason = status.on, ""
             if status.stale:
                 if rule.fail_safe in ("pass", "stop"):

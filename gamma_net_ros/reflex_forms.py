@@ -136,7 +136,7 @@ class TrajectoryForm:
     def write(self, command: JointCommand, msg=None):
         out = self.cls(joint_names=list(command.names))
         same = msg is not None and len(msg.points) == command.points
-        if msg is not None:
+        if same:  # a hold keeps a zero stamp: it starts now, not when the goal it replaces was stamped
             out.header = msg.header
         for k in range(command.points):
             point = self.point()

@@ -294,3 +294,46 @@ def test_the_node_as_users_run_it_outlives_a_fuzz_never_pushes_toward_the_hazard
         assert np.isfinite(velocity).all() and len(velocity) == len(msg.name)
         assert velocity[list(msg.name).index("shoulder")] <= 0.0, msg
     assert "Traceback" not in run.output
+
+
+@pytest.mark.filterwarnings("ignore:overflow encountered:RuntimeWarning")  # the rig's V of an infinite level
+@pytest.mark.parametrize("kind", ["float64_multi_array", "twist_stamped"])
+def test_a_fuzz_of_each_forms_messages_leaves_every_output_well_formed_finite_and_safe(tmp_path, executor, spin, kind):
+    axis = "shoulder" if kind == "float64_multi_array" else "linear.x"
+    rule = STALL | {"hold_s": 0.0, "response": {"scale": 0.0, "joints": [axis], "direction": "positive"}}
+    topic = "commands"
+    reflex = make_reflex(rules_file(tmp_path, rule, stale_after_s=0.2), FormRig.REMAP(topic), command_type=kind)
+    executor.add_node(reflex)
+    rig = Rig(executor, spin)
+    cls = Float64MultiArray if kind == "float64_multi_array" else TwistStamped
+    checked = []
+    publish = reflex.commands.publish
+
+    def check(msg) -> None:
+        """As sent: a command of the form (read back without error), finite, the rule and the fail-safe obeyed."""
+        command = reflex.form.read(msg)
+        assert command.is_finite()
+        velocity = command.velocity[0]
+        if reflex.state.stopped:
+            assert not velocity.any()
+        elif reflex.state.status[0].on:
+            assert velocity[command.names.index(axis)] <= 0.0
+        checked.append(msg)
+        publish(msg)
+
+    reflex.commands.publish = check
+    send = rig.node.create_publisher(cls, f"{topic}_in", 10).publish
+    rng = np.random.default_rng(2)
+    odd = [math.nan, math.inf, -math.inf, 0.0, 1e308]
+    value = lambda: float(rng.choice(odd)) if rng.random() < 0.2 else float(rng.uniform(-3, 3))  # noqa: E731
+    for k in range(1500):
+        if rng.random() < 0.3:
+            rig.predict(value())
+        elif kind == "float64_multi_array":
+            send(Float64MultiArray(data=[value() for _ in range(int(rng.choice([1, 2, 2, 2, 3])))]))
+        else:
+            send(twist(value(), value(), stamped=True))
+        if k % 20 == 0:
+            spin(executor, lambda: False, timeout=0.01)
+    assert rig.until(lambda: len(checked) > 100)
+    assert reflex.counts["errors"] == 0

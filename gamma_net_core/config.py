@@ -111,6 +111,37 @@ def to_mapping(config) -> dict[str, Any]:
     }
 
 
+class _UniqueKeyLoader(yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice in one mapping (else the last silently wins)."""
+
+    def construct_mapping(self, node, deep=False):
+        if isinstance(node, yaml.MappingNode):
+            seen = set()
+            for key_node, _ in node.value:
+                key = self.construct_object(key_node, deep=True)
+                if key in seen and key != "<<":
+                    raise yaml.constructor.ConstructorError(
+                        "while reading a mapping", node.start_mark, f"duplicate key {key!r}", key_node.start_mark
+                    )
+                seen.add(key)
+        return super().construct_mapping(node, deep=deep)
+
+
+def safe_load(text: str) -> Any:
+    """``yaml.safe_load``, except that a key given twice in one mapping is an error (yaml.YAMLError)."""
+    return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
+
+
+def _yaml_error(exc: yaml.YAMLError) -> str:
+    """Where and what, in one line: ``at line L, column C: problem (context from line K)``."""
+    mark = getattr(exc, "problem_mark", None)
+    where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
+    problem = getattr(exc, "problem", None) or type(exc).__name__
+    context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
+    opened = f" ({context} from line {start.line + 1})" if context and start is not None else ""
+    return f"{where}: {problem}{opened}"
+
+
 def read_document(source: str | pathlib.Path | Mapping[str, Any], *, kind: str) -> tuple[Any, str]:
     """A YAML file's document (or an already-parsed mapping) and the name its errors start with.
 
@@ -128,9 +159,9 @@ def read_document(source: str | pathlib.Path | Mapping[str, Any], *, kind: str) 
     if not path.is_file():
         raise FileNotFoundError(f"no {kind} file {path}")
     try:
-        return yaml.safe_load(path.read_text()), str(path)
+        return safe_load(path.read_text()), str(path)
     except yaml.YAMLError as exc:
-        raise ValueError(f"{path}: not valid YAML: {' '.join(str(exc).split())}") from None
+        raise ValueError(f"{path}: not valid YAML{_yaml_error(exc)}") from None
 
 
 def load_section(path: str | pathlib.Path, node: str, prefix: str | None = None) -> dict[str, Any]:
@@ -145,14 +176,9 @@ def load_section(path: str | pathlib.Path, node: str, prefix: str | None = None)
     if not path.is_file():
         raise FileNotFoundError(f"no parameter file {path}")
     try:
-        document = yaml.safe_load(path.read_text()) or {}
+        document = safe_load(path.read_text()) or {}
     except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" at line {mark.line + 1}, column {mark.column + 1}" if mark is not None else ""
-        problem = getattr(exc, "problem", None) or type(exc).__name__
-        context, start = getattr(exc, "context", None), getattr(exc, "context_mark", None)
-        opened = f" ({context} from line {start.line + 1})" if context and start is not None else ""
-        raise ValueError(f"{path}: not valid YAML{where}: {problem}{opened}") from None
+        raise ValueError(f"{path}: not valid YAML{_yaml_error(exc)}") from None
     if not isinstance(document, dict):
         raise ValueError(f"{path}: expected a mapping of node names, got {type(document).__name__}")
     params: dict[str, Any] = {}

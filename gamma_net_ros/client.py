@@ -37,11 +37,8 @@ from gamma_net_msgs.msg import Prediction, PredictionArray
 from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
 
-from gamma_net_core.neural.interpolation import interpolation_weights
+from gamma_net_core.horde.reading import EXACT, PublishedPredictions  # noqa: F401 (EXACT: as before)
 from gamma_net_ros.conversions import clock_seconds
-
-#: A requested tau within this relative distance of a published one is that one (no interpolation).
-EXACT = 1e-9
 
 
 class PredictionError(ValueError):
@@ -85,28 +82,18 @@ class PredictionView:
 
     def __init__(self, msg: PredictionArray | Prediction) -> None:
         self.msg = msg
-        self.gammas = np.asarray(msg.gammas, dtype=np.float64)
         if isinstance(msg, Prediction):
-            self.questions: list[str] = [msg.cumulant]
-            self.readouts: list[str] = []
-            readout_values = np.zeros((1, 0))
+            self._published = PublishedPredictions([msg.cumulant], msg.gammas, msg.values)
         else:
-            self.questions = list(msg.questions)
-            self.readouts = list(msg.readouts)
-            readout_values = np.asarray(msg.readout_values, dtype=np.float64)
-        values = np.asarray(msg.values, dtype=np.float64)
-        shape = (len(self.questions), self.gammas.size)
-        if values.size != shape[0] * shape[1] or readout_values.size != shape[0] * len(self.readouts):
-            raise ValueError(
-                f"malformed prediction message: {values.size} values for {shape[0]} questions x {shape[1]} gammas, "
-                f"{readout_values.size} readout values for {len(self.readouts)} readouts"
+            self._published = PublishedPredictions(
+                msg.questions, msg.gammas, msg.values, msg.readouts, msg.readout_values
             )
-        self.values = values.reshape(shape)  # [questions, gammas]
-        self.readout_values = readout_values.reshape(shape[0], len(self.readouts))
-        # Sorted by timescale, so neighbours bracket a requested tau whatever order was published.
-        self._order = np.argsort(self.gammas, kind="stable")
-        with np.errstate(divide="ignore"):
-            self.taus = 1.0 / (1.0 - self.gammas)
+        self.questions: list[str] = self._published.questions
+        self.readouts: list[str] = self._published.readouts
+        self.gammas = self._published.gammas
+        self.values = self._published.values  # [questions, gammas]
+        self.readout_values = self._published.readout_values
+        self.taus = self._published.taus
 
     @property
     def stamp(self):
@@ -119,10 +106,7 @@ class PredictionView:
 
     def question_index(self, question: str) -> int:
         """The row of ``question``; ValueError naming it and the questions there are."""
-        try:
-            return self.questions.index(question)
-        except ValueError:
-            raise ValueError(f"no question {question!r} in the predictions; questions: {self.questions}") from None
+        return self._published.question_index(question)
 
     def value(self, question: str, *, tau: float | None = None, gamma: float | None = None) -> Reading:
         """``question``'s prediction at timescale ``tau`` (or ``gamma``).
@@ -139,41 +123,23 @@ class PredictionView:
           ValueError: an unknown question, both or neither of tau and gamma, or a timescale that
             is invalid or outside the published ones (named, with the published range).
         """
-        row = self.values[self.question_index(question)]
+        self.question_index(question)
         if (tau is None) == (gamma is None):
             raise ValueError("give the timescale as exactly one of tau or gamma")
         if tau is not None:
             if not (_is_number(tau) and math.isfinite(tau) and tau >= 1.0):
                 raise ValueError(f"tau must be a finite number >= 1; got {tau!r}")
             tau = float(tau)
-            gamma = 1.0 - 1.0 / tau
         elif not (_is_number(gamma) and 0.0 <= gamma < 1.0):
             raise ValueError(f"gamma must be in [0, 1); got {gamma!r}")
         else:
             tau = 1.0 / (1.0 - gamma)
-        exact = np.flatnonzero(np.abs(self.taus - tau) <= EXACT * tau)
-        if exact.size:
-            return Reading(question, float(tau), float(row[exact[0]]), False, self.update_count)
-        if self.gammas.size == 0:
-            raise ValueError(f"tau {tau:g} of {question!r}: the message has no timescales")
-        gammas = self.gammas[self._order]
-        if not gammas[0] <= gamma <= gammas[-1]:
-            published = ", ".join(f"{t:g}" for t in self.taus[self._order])
-            raise ValueError(
-                f"tau {tau:g} of {question!r} is outside the published timescales (tau {published}): "
-                "ask predict_at (PredictAtClient) for it, or publish it"
-            )
-        lo, hi, w = interpolation_weights(gammas, [gamma], scale="tau")
-        ordered = row[self._order]
-        value = (1.0 - w[0]) * ordered[lo[0]] + w[0] * ordered[hi[0]]
-        return Reading(question, float(tau), float(value), True, self.update_count)
+        value, interpolated = self._published.value(question, tau=tau, scaled=False)
+        return Reading(question, float(tau), value, interpolated, self.update_count)
 
     def readout(self, question: str, name: str) -> float:
         """``question``'s readout ``name`` (e.g. a window or forecast from the questions file)."""
-        q = self.question_index(question)
-        if name not in self.readouts:
-            raise ValueError(f"no readout {name!r} in the predictions; readouts: {self.readouts}")
-        return float(self.readout_values[q, self.readouts.index(name)])
+        return self._published.readout(question, name)
 
 
 def _is_number(x) -> bool:

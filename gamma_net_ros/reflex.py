@@ -4,21 +4,16 @@
     ros2 run gamma_net_ros reflex --ros-args --params-file config/reflex.yaml
     ros2 topic echo /reflex/events
 
-It sits between teleop and the driver, as a safety limiter does: every ``sensor_msgs/JointState``
-command on ``joint_commands_in`` goes out on ``joint_commands`` with the velocities of the joints
-named by the rules that are on scaled (or zeroed). The rules (``rules_file``;
-:mod:`gamma_net_core.reflex.rules`) read the Horde's predictions (``horde/predictions``, a
-PredictionArray) or, with ``source: signal``, the question's cumulant in the present message of
-its topic; a rule ``from: predictor`` reads the predictor node's ``predictions`` (Prediction)
-instead. Every rule
-switching on or off is a ``gamma_net_msgs/ReflexEvent`` on ``reflex/events``, and a switch
-re-sends the last command at once, so the response does not wait for teleop's next one.
-
-Fail-safe: a rule whose input is older than the file's ``stale_after_s`` (or never came)
-applies its ``fail_safe``: ``hold`` (as it was), ``pass`` (off) or ``stop`` (every command
-zero); which rules are stale is on ``/diagnostics``. A rules file naming an unknown question,
-readout or joint, a timescale outside the learner's range, or missing a key, is refused at
-start in one line (exit 1).
+It sits between the operator and the motors, as a safety limiter does (guide: docs/reflex.md):
+every command on ``joint_commands_in`` (``command_type``: JointState, a forward controller's
+Float64MultiArray, JointTrajectory, Twist, TwistStamped; :mod:`gamma_net_ros.reflex_forms`) goes
+out on ``joint_commands`` after the rules (``rules_file``, :mod:`gamma_net_core.reflex.rules`)
+that are on and the fail-safe (:mod:`gamma_net_core.reflex.evaluation`). The rules read
+``horde/predictions``, the predictor's ``predictions`` or the present signal; position goals are
+scaled and held relative to ``joint_states``. Each switch is a ReflexEvent on ``reflex/events``
+and re-sends the last command; while a fail-safe stop lasts, its hold is re-sent every
+``hold_period_s``. Malformed inputs are counted and dropped; no callback can end the node (an
+error is logged and the hold sent). A bad rules file or parameter is refused in one line (exit 1).
 """
 
 from __future__ import annotations
@@ -26,67 +21,70 @@ from __future__ import annotations
 import pathlib
 import sys
 
+import numpy as np
 from gamma_net_msgs.msg import Prediction, PredictionArray, ReflexEvent
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_core.horde.questions import load_questions
-from gamma_net_core.reflex.evaluation import ReflexState, prediction_value
-from gamma_net_core.reflex.rules import load_rules
+from gamma_net_core.horde.reading import PublishedPredictions
+from gamma_net_core.reflex.commands import PresentPositions
+from gamma_net_core.reflex.evaluation import ReflexState, rule_value
+from gamma_net_core.reflex.rules import PredictorSpec, load_rules
 from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
 from gamma_net_ros.horde_topics import check_field, message_class
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
+from gamma_net_ros.reflex_forms import COMMAND_TYPES, INTERFACES, hold_template, make_form
 
 
 class Reflex(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("reflex", **kwargs)
-        rules_path = declare(self, "rules_file", "", "the rules YAML ('' = config/reflex_rules.yaml)", read_only=True)
-        questions_path = declare(
-            self, "questions_file", "", "the Horde's questions YAML ('' = config/horde.yaml)", read_only=True
+        p = lambda *a, **k: declare(self, *a, read_only=True, **k)  # noqa: E731
+        rules_path = p("rules_file", "", "the rules YAML ('' = config/reflex_rules.yaml)")
+        questions_path = p("questions_file", "", "the Horde's questions YAML ('' = config/horde.yaml)")
+        predictor_path = p(
+            "predictor_file", "", "the predictor's parameters, for from: predictor rules ('' = arm.yaml)"
         )
-        self.joint_names = list(
-            declare(self, "joint_names", ["shoulder", "elbow"], "the commanded joints", read_only=True)
+        kind = p("command_type", "joint_state", "the command message", constraints=f"one of {list(COMMAND_TYPES)}")
+        interface = p("interface", "velocity", "float64_multi_array's interface", constraints=f"one of {INTERFACES}")
+        names = p("joint_names", ["shoulder", "elbow"], "the commanded joints (float64_multi_array: in data order)")
+        rate = p("decide_rate_hz", 100.0, "rules re-checked this often without input, 1/s", low=1.0, high=1000.0)
+        self.command_stale_s = p(
+            "command_stale_s", 0.5, "a switch re-sends a velocity if this recent, s", low=0.0, high=60.0
         )
-        rate = declare(
-            self,
-            "decide_rate_hz",
-            100.0,
-            "rules re-checked this often without input, 1/s",
-            low=1.0,
-            high=1000.0,
-            read_only=True,
+        self.hold_period_s = p(
+            "hold_period_s", 0.1, "a fail-safe stop re-sends its hold this often, s", low=0.01, high=10.0
         )
-        self.command_stale_s = declare(
-            self,
-            "command_stale_s",
-            0.5,
-            "a switch re-sends the last command if this recent, s",
-            low=0.0,
-            high=60.0,
-            read_only=True,
+        self.present = PresentPositions(
+            p("state_stale_s", 0.5, "joint_states older than this: position unknown, s", low=0.01, high=60.0)
         )
-        period = declare(
-            self, "diagnostics_period_s", 1.0, "period of /diagnostics, s", low=0.1, high=60.0, read_only=True
-        )
+        period = p("diagnostics_period_s", 1.0, "period of /diagnostics, s", low=0.1, high=60.0)
+        self.form = make_form(kind, interface, names)
+        self.joint_names = list(self.form.names)
         spec = load_questions(pathlib.Path(questions_path).expanduser() if questions_path else config_file("horde"))
+        predictor = PredictorSpec.from_parameters(
+            pathlib.Path(predictor_path) if predictor_path else config_file("arm")
+        )
         rules_file = pathlib.Path(rules_path).expanduser() if rules_path else config_file("reflex_rules")
-        self.rule_set = load_rules(rules_file, questions=spec, joint_names=self.joint_names)
+        self.rule_set = load_rules(rules_file, questions=spec, joint_names=self.joint_names, predictor=predictor)
         self.state = ReflexState(self.rule_set)
-        self.commands = self.create_publisher(JointState, "joint_commands", 10)
+        self.commands = self.create_publisher(self.form.cls, "joint_commands", 10)
         self.events = self.create_publisher(ReflexEvent, "reflex/events", 10)
-        self.create_subscription(JointState, "joint_commands_in", self.on_command, 10)
+        guard = self._guarded
+        self.create_subscription(self.form.cls, "joint_commands_in", guard(self.on_command), 10)
+        self.create_subscription(JointState, "joint_states", guard(self.on_joint_states), qos_profile_sensor_data)
         rules = self.rule_set.rules
-        self.predicted = [i for i, r in enumerate(rules) if r.source == "prediction" and r.origin == "horde"]
-        self.predictor = [i for i, r in enumerate(rules) if r.origin == "predictor"]
-        if self.predicted:
-            self.create_subscription(PredictionArray, "horde/predictions", self.on_predictions, 10)
-        if self.predictor:
-            self.create_subscription(Prediction, "predictions", self.on_prediction, 10)
+        self.horde_rules = [i for i, r in enumerate(rules) if r.source == "prediction" and r.origin == "horde"]
+        self.predictor_rules = [i for i, r in enumerate(rules) if r.origin == "predictor"]
+        if self.horde_rules:
+            self.create_subscription(PredictionArray, "horde/predictions", guard(self.on_horde_predictions), 10)
+        if self.predictor_rules:
+            self.create_subscription(Prediction, "predictions", guard(self.on_predictor_prediction), 10)
         questions = {q.name: q for q in spec.questions}
         self.signals: dict[str, list] = {}  # topic -> [(rule index, cumulant, its field path)]
         for i, rule in enumerate(rules):
@@ -95,44 +93,58 @@ class Reflex(Node):
                 check_field(message_class(cumulant.type), cumulant.field)
                 self.signals.setdefault(cumulant.topic, []).append((i, cumulant, cumulant.path))
         for topic, readers in self.signals.items():
-            cls = message_class(readers[0][1].type)
-            self.create_subscription(cls, topic, lambda msg, t=topic: self.on_signal(t, msg), qos_profile_sensor_data)
-        self.last_command: JointState | None = None
-        self.last_command_at = -float("inf")
-        self.counts = {"commands": 0, "scaled": 0, "stopped": 0, "events": 0}
-        self.create_timer(1.0 / rate, self.decide)
+            on_signal = guard(lambda msg, t=topic: self.on_signal(t, msg))
+            self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
+        self.last = None  # (the last well-formed command, its message)
+        self.last_at = self.sent_at = -float("inf")
+        self.counts = dict.fromkeys(
+            ("commands", "held", "scaled", "stopped", "events", "rejected", "unsent", "errors"), 0
+        )
+        self.create_timer(1.0 / rate, guard(self.tick))
         self.health = Diagnostics(self, "rules", self._health, period=period)
         self.get_logger().info(
-            f"{len(rules)} rules {[r.name for r in rules]} from {rules_file}: {self.commands.topic_name} "
-            f"from joint_commands_in; events on {self.events.topic_name}"
+            f"{len(rules)} rules {[r.name for r in rules]} from {rules_file}: {kind} commands "
+            f"{self.commands.topic_name} from joint_commands_in; events on {self.events.topic_name}"
         )
 
     _now = clock_seconds  # self._now(): the node's clock in seconds
 
+    def _guarded(self, callback):
+        """``callback``, whose unexpected errors are logged and answered by the hold, never end the node."""
+
+        def run(*args):
+            try:
+                callback(*args)
+            except Exception as exc:  # a safety filter outlives its bugs, holding
+                self.counts["errors"] += 1
+                self.get_logger().error(f"{type(exc).__name__}: {exc}; holding", throttle_duration_sec=5.0)
+                try:
+                    self._send_hold()
+                except Exception as again:
+                    self.get_logger().error(f"the hold failed too: {again}", throttle_duration_sec=5.0)
+
+        return run
+
     # -- inputs
 
-    def on_predictions(self, msg: PredictionArray) -> None:
-        now = self._now()
-        for i in self.predicted:
-            value = prediction_value(
-                self.rule_set.rules[i],
-                questions=msg.questions,
-                gammas=msg.gammas,
-                values=msg.values,
-                readouts=msg.readouts,
-                readout_values=msg.readout_values,
-            )
-            if value is not None:
-                self.state.observe(i, value, now)
-        self.decide()
+    def _reject(self, what: str, exc: ValueError) -> None:
+        self.counts["rejected"] += 1
+        self.get_logger().warning(f"{what} dropped: {exc}", throttle_duration_sec=5.0)
 
-    def on_prediction(self, msg: Prediction) -> None:
+    def on_horde_predictions(self, msg: PredictionArray) -> None:
+        self._observe(self.horde_rules, msg.questions, msg.gammas, msg.values, msg.readouts, msg.readout_values)
+
+    def on_predictor_prediction(self, msg: Prediction) -> None:
+        self._observe(self.predictor_rules, [msg.cumulant], msg.gammas, msg.values)
+
+    def _observe(self, indices: list[int], *arrays) -> None:
+        try:
+            published = PublishedPredictions(*arrays)
+        except ValueError as exc:
+            return self._reject("predictions", exc)  # the rules' input then goes stale, as if none came
         now = self._now()
-        for i in self.predictor:
-            value = prediction_value(
-                self.rule_set.rules[i], questions=[msg.cumulant], gammas=msg.gammas, values=msg.values
-            )
-            if value is not None:
+        for i in indices:
+            if (value := rule_value(self.rule_set.rules[i], published)) is not None:
                 self.state.observe(i, value, now)
         self.decide()
 
@@ -141,52 +153,81 @@ class Reflex(Node):
         for i, cumulant, path in self.signals[topic]:
             try:
                 value = cumulant.apply(path.resolve(msg))
-            except (ValueError, IndexError, KeyError) as exc:
-                self.get_logger().warning(f"{topic}: {exc}", throttle_duration_sec=5.0)
+            except (ValueError, IndexError, KeyError, TypeError) as exc:
+                self._reject(topic, exc)
                 continue
             self.state.observe(i, value, now)
         self.decide()
 
-    def on_command(self, msg: JointState) -> None:
-        self.last_command, self.last_command_at = msg, self._now()
+    def on_joint_states(self, msg: JointState) -> None:
+        self.present.update(msg.name, msg.position, self._now())
+
+    def on_command(self, msg) -> None:
+        try:
+            command = self.form.read(msg)
+        except ValueError as exc:
+            self._reject("command", exc)
+            return self._send_hold()  # a command the reflex cannot read is not passed: the hold is
+        self.last, self.last_at = (command, msg), self._now()
         self.decide(resend=False)  # a command never goes out on a decision older than itself
-        self._send(msg)
+        self._send(command, msg)
 
     # -- decisions
 
+    def tick(self) -> None:
+        self.decide()
+        if self.state.stopped and not 0.0 <= self._now() - self.sent_at < self.hold_period_s:
+            self._send_hold()  # a silent operator cannot leave a goal in force
+
     def decide(self, resend: bool = True) -> None:
         """Update the rules; publish an event per switch, and re-send the last command after one."""
-        now = self._now()
-        was_stopped = self.state.stopped
+        now, was_stopped = self._now(), self.state.stopped
         changes = self.state.decide(now)
-        if self.state.stopped != was_stopped:
-            if self.state.stopped:
-                self.get_logger().warning(f"stale input for rules {self.state.stale}: fail-safe stop, every joint held")
-            else:
-                self.get_logger().info("inputs fresh again: commands pass through the rules")
+        if self.state.stopped and not was_stopped:
+            self.get_logger().warning(f"stale input for rules {self.state.stale}: fail-safe stop, every joint held")
+        elif was_stopped and not self.state.stopped:
+            self.get_logger().info("inputs fresh again: commands pass through the rules")
         for change in changes:
             event = ReflexEvent(rule=change.rule.name, value=change.value, active=change.on, reason=change.reason)
             event.header.stamp = self.get_clock().now().to_msg()
             self.events.publish(event)
             self.counts["events"] += 1
-            level = self.get_logger().warning if change.reason == "stale" else self.get_logger().info
-            level(f"rule {change.rule.name} {'on' if change.on else 'off'} ({change.reason}, value {change.value:.4g})")
-        if resend and changes and self.last_command is not None and now - self.last_command_at <= self.command_stale_s:
-            self._send(self.last_command)
+            said = f"rule {change.rule.name} {'on' if change.on else 'off'} ({change.reason}, value {change.value:.4g})"
+            if change.reason == "stale":
+                self.get_logger().warning(said)
+            else:
+                self.get_logger().info(said)
+        if resend and changes and self.last is not None:
+            command, msg = self.last
+            # A position goal stays in force however old: a rule switching on re-sends it scaled. Released,
+            # only a recent one is re-sent: an old goal does not set the arm moving again by itself.
+            restricting = "position" in command.fields and any(c.on for c in changes)
+            if restricting or now - self.last_at <= self.command_stale_s:
+                self._send(command, msg)
 
-    def _send(self, msg: JointState) -> None:
-        if len(msg.velocity) != len(msg.name):
-            self.commands.publish(msg)  # not a velocity command: a position goal passes as it came
+    def _send(self, command, msg) -> None:
+        out = self.state.filter(command, self.present.known(self._now()))
+        if out is None:
+            self.counts["unsent"] += 1
+            self.get_logger().warning(
+                "no fresh joint_states: a position goal is not forwarded", throttle_duration_sec=5.0
+            )
             return
-        velocity = self.state.apply(msg.name, msg.velocity)
-        out = JointState(header=msg.header, name=msg.name, position=msg.position, effort=msg.effort)
-        out.velocity = velocity.tolist()
-        self.commands.publish(out)
+        self.commands.publish(self.form.write(out, msg))
+        self.sent_at = self._now()
         self.counts["commands"] += 1
         if self.state.stopped:
             self.counts["stopped"] += 1
-        elif list(out.velocity) != list(msg.velocity):
+        elif not all(np.array_equal(getattr(out, f), getattr(command, f)) for f in command.fields):
             self.counts["scaled"] += 1
+
+    def _send_hold(self) -> None:
+        template = hold_template(self.form, self.joint_names, self.last[0] if self.last else None)
+        held = self.state.hold(template, self.present.known(self._now())) if template is not None else None
+        if held is not None:
+            self.commands.publish(self.form.write(held))
+            self.sent_at = self._now()
+            self.counts["held"] += 1
 
     def _health(self) -> Health:
         stale = self.state.stale

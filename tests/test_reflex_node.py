@@ -163,14 +163,14 @@ def test_the_same_rule_on_the_present_signal_reads_the_questions_cumulant(tmp_pa
 def test_a_rule_from_the_predictor_reads_its_prediction_message(tmp_path, executor, spin):
     from gamma_net_msgs.msg import Prediction
 
-    rule = STALL | {"from": "predictor", "question": "shoulder/velocity/abs", "hold_s": 0.0}
+    rule = STALL | {"from": "predictor", "question": "|shoulder.velocity|", "hold_s": 0.0}  # config/arm.yaml's
     reflex = make_reflex(rules_file(tmp_path, rule))
     executor.add_node(reflex)
     rig = Rig(executor, spin)
     predictor = rig.node.create_publisher(Prediction, "predictions", 10)
 
     def predict(speed: float) -> None:
-        msg = Prediction(cumulant="shoulder/velocity/abs", gammas=GAMMAS.tolist())
+        msg = Prediction(cumulant="|shoulder.velocity|", gammas=GAMMAS.tolist())
         msg.values = (speed / (1.0 - GAMMAS)).tolist()
         predictor.publish(msg)
 

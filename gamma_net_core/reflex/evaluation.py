@@ -5,7 +5,17 @@ Pure logic on numbers and times (seconds on any one clock), so it is tested with
     reflex = ReflexState(rule_set)
     reflex.observe(i, value, now)            # a new value of rule i's input, arrived at ``now``
     changes = reflex.decide(now)             # [Change] rules switched since the last decide
-    velocity = reflex.apply(names, velocity) # the commands, scaled by the rules that are on
+    out = reflex.filter(command, present)    # a JointCommand after the responses (None: not forwarded)
+    velocity = reflex.apply(names, velocity) # velocity commands only, as the reflex study steps them
+
+What ``filter`` guarantees, whatever it is given (property-tested in tests/test_reflex_properties.py):
+the output is finite; a joint a rule that is on names moves toward the rule's direction at most
+``scale`` times as much as commanded (a velocity, acceleration or effort toward it is scaled; a
+position goal's step from the present position toward it is scaled); while a stale rule's
+fail-safe is ``stop``, or for a command with a non-finite value (its sender is broken: nothing in
+it is trusted), every joint of the command is held (:meth:`ReflexState.hold`). A position goal
+whose present position is unknown cannot be scaled or held: ``filter`` returns None (not
+forwarded), never the goal.
 
 :func:`prediction_value` reads a rule's value out of a Horde's published predictions.
 """
@@ -13,11 +23,13 @@ Pure logic on numbers and times (seconds on any one clock), so it is tested with
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
+from gamma_net_core.horde.reading import PublishedPredictions
+from gamma_net_core.reflex.commands import MOTION, JointCommand, present_of, toward
 from gamma_net_core.reflex.rules import Rule, RuleSet
 
 
@@ -61,6 +73,7 @@ class ReflexState:
         self.rule_set = rule_set
         self.status = [RuleStatus() for _ in rule_set.rules]
         self.stopped = False  # a stale rule whose fail-safe is stop holds every joint still
+        self.held: dict[str, float] = {}  # the positions a stop holds, latched at its start (no drift)
 
     def observe(self, index: int, value: float, now: float) -> None:
         """A new value of rule ``index``'s input (a non-finite one is ignored: it says nothing)."""
@@ -73,13 +86,15 @@ class ReflexState:
 
         A rule switches on when its value passes the threshold, and off once the value is back
         past the release level and it has been on at least ``hold_s``. While its input is stale
-        (never seen, or older than ``stale_after_s``) its fail-safe decides: ``hold`` keeps it
+        (never seen, older than ``stale_after_s``, or seen after ``now``: the clock stepped back)
+        its fail-safe decides: ``hold`` keeps it
         as it is, ``pass`` switches it off, ``stop`` switches it off and stops every joint.
         """
         changes = []
         stopped = False
         for rule, status in zip(self.rule_set.rules, self.status):
-            status.stale = now - status.seen > self.rule_set.stale_after_s
+            # A value from the future (the clock stepped back) is not fresh either: the fail-safe acts.
+            status.stale = not 0.0 <= now - status.seen <= self.rule_set.stale_after_s
             on, reason = status.on, ""
             if status.stale:
                 if rule.fail_safe in ("pass", "stop"):
@@ -95,28 +110,74 @@ class ReflexState:
                     status.since = now
                 changes.append(Change(rule, on, status.value, reason))
         self.stopped = stopped
+        if not stopped:
+            self.held.clear()
         return changes
 
     def apply(self, names: Sequence[str], velocity) -> np.ndarray:
         """Velocity commands for joints ``names`` after the responses of the rules that are on.
 
-        Joints no rule names pass unchanged; while a stale rule's fail-safe is ``stop``, every
-        command is zero.
+        Joints no rule names pass unchanged; while a stale rule's fail-safe is ``stop``, or if a
+        command is not finite, every command is zero.
         """
-        out = np.array(velocity, dtype=np.float64)
-        if self.stopped:
-            return np.zeros_like(out)
+        command = JointCommand(tuple(names), velocity=np.array([velocity], dtype=np.float64))
+        return self.filter(command).velocity[0]
+
+    def filter(self, command: JointCommand, present: Mapping[str, float] | None = None) -> JointCommand | None:
+        """``command`` after the rules that are on and the fail-safe (the guarantees: module docstring).
+
+        Args:
+          command: a validated command.
+          present: the joints' present positions (fresh), or None where not known.
+
+        Returns:
+          The command to send, or None where it has a position goal that cannot be decided
+          (a rule or the fail-safe concerns the joint and its present position is not known).
+        """
+        if self.stopped or not command.is_finite():
+            return self.hold(command, present)
+        fields = {f: getattr(command, f).copy() for f in command.fields}
+        here = present_of(command.names, present) if "position" in fields else None
         for rule, status in zip(self.rule_set.rules, self.status):
             response = rule.response
             if not status.on or response.event:
                 continue
-            for i, name in enumerate(names):
+            for j, name in enumerate(command.names):
                 if name not in response.joints:
                     continue
-                moving = out[i] > 0 if response.direction == "positive" else out[i] < 0
-                if response.direction == "both" or moving:
-                    out[i] *= response.scale
-        return out
+                for field in MOTION:
+                    if field in fields:
+                        column = fields[field][:, j]
+                        column[toward(column, response.direction)] *= response.scale
+                if "position" in fields:
+                    if here is None:
+                        return None
+                    step = fields["position"][:, j] - here[j]
+                    moving = toward(step, response.direction)
+                    step[moving] *= response.scale
+                    fields["position"][:, j] = np.where(moving, here[j] + step, fields["position"][:, j])
+        return command.with_fields(**fields)
+
+    def hold(self, command: JointCommand, present: Mapping[str, float] | None = None) -> JointCommand | None:
+        """Every joint of ``command`` held: one point, no motion, position goals at the present position.
+
+        While stopped, the positions held are the ones at the stop's start, so a hold re-sent does
+        not follow a drift. Returns None where the command has a position goal and a present
+        position is not known.
+        """
+        names = command.names
+        fields: dict[str, np.ndarray | None] = {f: None for f in command.fields}
+        for field in fields:
+            fields[field] = np.zeros((1, len(names)))
+        if "position" in fields:
+            known = {**(present or {}), **self.held}
+            here = present_of(names, known)
+            if here is None:
+                return None
+            if self.stopped:
+                self.held.update((n, float(x)) for n, x in zip(names, here) if n not in self.held)
+            fields["position"] = here[np.newaxis, :]
+        return command.with_fields(**fields)
 
     @property
     def active(self) -> list[str]:
@@ -146,23 +207,23 @@ def prediction_value(
     Returns:
       The value, or None where the predictions do not hold it (the question or readout not
       published, or the rule's tau outside the published timescales).
+
+    Raises:
+      ValueError: a malformed message (:class:`~gamma_net_core.horde.reading.PublishedPredictions`).
     """
-    if rule.question not in questions:
+    published = PublishedPredictions(questions, gammas, values, readouts, readout_values)
+    return rule_value(rule, published)
+
+
+def rule_value(rule: Rule, published: PublishedPredictions) -> float | None:
+    """A prediction rule's value from validated predictions (None where they do not hold it)."""
+    if rule.question not in published.questions:
         return None
-    q = list(questions).index(rule.question)
     if rule.readout is not None:
-        if rule.readout not in readouts:
+        if rule.readout not in published.readouts:
             return None
-        r = list(readouts).index(rule.readout)
-        return float(readout_values[q * len(readouts) + r])
-    gammas = np.asarray(gammas, dtype=np.float64)
-    if gammas.size == 0:
+        return published.readout(rule.question, rule.readout)
+    try:
+        return published.value(rule.question, tau=rule.tau, scaled=True)[0]
+    except ValueError:  # outside the published timescales: no value, never a guess
         return None
-    row = np.asarray(values, dtype=np.float64)[q * gammas.size : (q + 1) * gammas.size]
-    taus = 1.0 / (1.0 - gammas)
-    order = np.argsort(taus)
-    taus, scaled = taus[order], (row * (1.0 - gammas))[order]
-    tolerance = 1e-9 * rule.tau
-    if rule.tau < taus[0] - tolerance or rule.tau > taus[-1] + tolerance:
-        return None
-    return float(np.interp(rule.tau, taus, scaled))

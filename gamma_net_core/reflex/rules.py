@@ -2,7 +2,7 @@
 
 A rules file::
 
-    stale_after_s: 0.5          # an input older than this is stale (s)
+    stale_after_s: 0.5          # an input older than this is stale (s; at most 60)
     fail_safe: stop             # what a rule whose input is stale does: hold, pass or stop
     rules:
       - name: shoulder_stall_ahead
@@ -10,7 +10,7 @@ A rules file::
         question: shoulder_effort
         tau: 10                 # a timescale in steps (or `readout: NAME`, prediction only)
         # from: predictor       # instead of the Horde: the predictor node's Prediction, question
-        #                       #   naming its cumulant (e.g. shoulder/velocity/abs)
+        #                       #   naming its cumulant (e.g. |shoulder.velocity|)
         above: 0.5              # or `below:`; the condition's threshold
         release: 0.3            # hysteresis: the rule lets go past this (default: the threshold)
         hold_s: 0.5             # once on, it stays on at least this long (default 0)
@@ -61,6 +61,36 @@ _RULE_KEYS = {
 }
 _RESPONSE_KEYS = {"scale", "joints", "direction", "event"}
 _TOP_KEYS = {"stale_after_s", "fail_safe", "rules"}
+#: s; the longest an input may go unseen before its rule is stale. The fail-safe is for the
+#: predictions going quiet; a minute of silence is already no safety net (the Horde publishes at
+#: 30 Hz), and a larger bound (``1e12``) would only disable it by mistake.
+MAX_STALE_AFTER_S = 60.0
+#: steps; the largest tau a predictor rule may read when the predictor's own range is not given.
+#: Far past any timescale a predictor publishes (config/arm.yaml: tau 1-100).
+MAX_PREDICTOR_TAU = 10_000.0
+
+
+@dataclass(frozen=True)
+class PredictorSpec:
+    """What a predictor node publishes, so a ``from: predictor`` rule is checked against it.
+
+    Attributes:
+      cumulants: the names its Prediction messages carry (``cumulant``), e.g. ``|shoulder.velocity|``.
+      tau_max: the largest timescale it learns, steps.
+    """
+
+    cumulants: tuple[str, ...]
+    tau_max: float
+
+    @classmethod
+    def from_parameters(cls, path: str | pathlib.Path) -> PredictorSpec:
+        """The predictor's, from its ``predictor:`` section of a parameter file (e.g. config/arm.yaml)."""
+        from gamma_net_core.config import load_config
+        from gamma_net_core.data.joints import JointsConfig
+        from gamma_net_core.timescales import TimescaleSampling
+
+        joints = load_config(JointsConfig, path, "predictor", "joints")
+        return cls((joints.cumulant_name,), load_config(TimescaleSampling, path, "predictor", "timescales").tau_max)
 
 
 @dataclass(frozen=True)
@@ -145,14 +175,20 @@ class RuleSet:
 
 
 def load_rules(
-    source: str | pathlib.Path | Mapping[str, Any], *, questions: HordeSpec, joint_names: Sequence[str]
+    source: str | pathlib.Path | Mapping[str, Any],
+    *,
+    questions: HordeSpec,
+    joint_names: Sequence[str],
+    predictor: PredictorSpec | None = None,
 ) -> RuleSet:
     """Parse a rules file (or mapping) against the Horde it reads and the joints it may command.
 
     Args:
       source: a YAML file or an already-parsed mapping.
       questions: the Horde's questions, readouts and learned timescale range.
-      joint_names: the joints whose commands pass through the reflex.
+      joint_names: the joints (or a base's axes) whose commands pass through the reflex.
+      predictor: what the predictor publishes, for ``from: predictor`` rules (None: any
+        cumulant name, tau up to :data:`MAX_PREDICTOR_TAU`).
 
     Returns:
       The :class:`RuleSet`.
@@ -160,20 +196,21 @@ def load_rules(
     Raises:
       FileNotFoundError: no such file.
       ValueError: one line naming the file, the rule and the key at fault (unknown question,
-        readout or joint, a timescale outside the learner's range, a missing or unknown key).
+        readout, joint or predictor cumulant, a timescale outside the learner's range, a missing,
+        unknown or duplicated key, ``stale_after_s`` above :data:`MAX_STALE_AFTER_S`).
     """
     doc, where = read_document(source, kind="rules")
     try:
-        return _rule_set(doc, questions, tuple(joint_names))
+        return _rule_set(doc, questions, tuple(joint_names), predictor)
     except ValueError as exc:
         raise ValueError(f"{where}: {exc}") from None
 
 
-def _rule_set(doc: Any, questions: HordeSpec, joint_names: tuple[str, ...]) -> RuleSet:
+def _rule_set(doc: Any, questions: HordeSpec, joint_names: tuple[str, ...], predictor: PredictorSpec | None) -> RuleSet:
     if not isinstance(doc, Mapping):
         raise ValueError(f"expected a mapping with 'rules'; got {type(doc).__name__}")
     _known(doc, _TOP_KEYS, "the file")
-    stale = _number(doc.get("stale_after_s", 0.5), "stale_after_s", low=0.0)
+    stale = _number(doc.get("stale_after_s", 0.5), "stale_after_s", low=0.0, high=MAX_STALE_AFTER_S)
     if stale <= 0:
         raise ValueError(f"stale_after_s must be positive; got {stale!r}")
     default_fail_safe = _choice(doc.get("fail_safe", "stop"), FAIL_SAFES, "fail_safe")
@@ -186,7 +223,7 @@ def _rule_set(doc: Any, questions: HordeSpec, joint_names: tuple[str, ...]) -> R
         if isinstance(entry, Mapping) and isinstance(entry.get("name"), str):
             label = f"rule {entry['name']!r}"
         try:
-            rules.append(_rule(entry, questions, joint_names, default_fail_safe))
+            rules.append(_rule(entry, questions, joint_names, default_fail_safe, predictor))
         except ValueError as exc:
             raise ValueError(f"{label}: {exc}") from None
     names = [r.name for r in rules]
@@ -196,7 +233,9 @@ def _rule_set(doc: Any, questions: HordeSpec, joint_names: tuple[str, ...]) -> R
     return RuleSet(rules=tuple(rules), stale_after_s=stale)
 
 
-def _rule(m: Any, questions: HordeSpec, joint_names: tuple[str, ...], default_fail_safe: str) -> Rule:
+def _rule(
+    m: Any, questions: HordeSpec, joint_names: tuple[str, ...], default_fail_safe: str, predictor: PredictorSpec | None
+) -> Rule:
     if not isinstance(m, Mapping):
         raise ValueError(f"expected a mapping; got {type(m).__name__}")
     _known(m, _RULE_KEYS, "the rule")
@@ -214,13 +253,18 @@ def _rule(m: Any, questions: HordeSpec, joint_names: tuple[str, ...], default_fa
             raise ValueError("a predictor rule reads the predictor's Prediction at a tau: no signal source, no readout")
         if not isinstance(question, str) or not question:
             raise ValueError(
-                f"question must name the predictor's cumulant (e.g. shoulder/velocity/abs); got {question!r}"
+                f"question must name the predictor's cumulant (e.g. |shoulder.velocity|); got {question!r}"
             )
+        if predictor is not None and question not in predictor.cumulants:
+            raise ValueError(f"unknown predictor cumulant {question!r}; the predictor's: {list(predictor.cumulants)}")
     elif question not in questions.names:
         raise ValueError(f"unknown question {question!r}; the Horde's questions: {list(questions.names)}")
     tau = readout = None
     if origin == "predictor":
-        tau = _number(m.get("tau"), "tau", low=1.0)  # its range is the predictor's, unknown here: tau >= 1
+        tau = _number(m.get("tau"), "tau", low=1.0)
+        high = predictor.tau_max if predictor is not None else MAX_PREDICTOR_TAU
+        if tau > high:
+            raise ValueError(f"tau {tau:g} is beyond the predictor's largest timescale, tau {high:g}")
     elif source == "prediction":
         if ("tau" in m) == ("readout" in m):
             raise ValueError("a prediction rule needs exactly one of 'tau' or 'readout'")

@@ -313,3 +313,22 @@ def test_a_middleware_that_does_not_start_is_reported_in_one_line(monkeypatch, c
     node_main._init(["x"], name="predictor", warn_after=0.5)  # a quick start: no line
     time.sleep(0.6)
     assert capfd.readouterr().err == ""
+
+
+def test_a_warm_start_does_not_say_it_compiles(tmp_path):
+    """The "compiling" line only where numba compiles: not on a start whose kernels load from the cache."""
+    command = node_command("gamma_net_ros.horde")
+    logs = []
+    for start in ("first", "second"):  # the first fills the cache should it lack these kernels
+        log = tmp_path / f"{start}.log"
+        process = NodeProcess(command, log_path=log).start()
+        try:
+            ready = lambda log=log, process=process: "ready: learner kernels" in log.read_text() or not process.running  # noqa: E731
+            wait_until(ready, timeout=COLD_START_S)
+        finally:
+            assert process.stop(timeout=STOP_S) == 0, log.read_text()
+        logs.append(log.read_text())
+    warm = logs[1]
+    assert "ready: learner kernels warm after" in warm, warm
+    assert "compiling learner kernels" not in warm, warm
+    assert "Traceback" not in warm, warm

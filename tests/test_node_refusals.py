@@ -98,6 +98,22 @@ CASES = {
     "predictor-corrupt-checkpoint": Case(
         "predictor", ["-p", "checkpoint_path:=ck.npz"], ["ck.npz"], {"ck.npz": b"not a checkpoint at all"}
     ),
+    "predictor-empty-checkpoint": Case(
+        "predictor", ["-p", "checkpoint_path:=ck.npz"], ["ck.npz is empty (0 bytes)"], {"ck.npz": b""}
+    ),
+    "horde-empty-checkpoint": Case(
+        "horde", ["-p", "checkpoint_path:=ck.npz"], ["ck.npz is empty (0 bytes)"], {"ck.npz": b""}
+    ),
+    "neural_predictor-empty-checkpoint": Case(
+        "neural_predictor", [*TINY, "-p", "checkpoint_path:=ck.pt"], ["ck.pt is empty (0 bytes)"], {"ck.pt": b""}
+    ),
+    # a checkpoint of another lambda: every differing setting in the one line
+    "predictor-checkpoint-of-another-lambda": Case(
+        "predictor",
+        ["-p", "checkpoint_path:=ck.npz", "-p", "predictor:learner.lam:=0.9"],
+        ["ck.npz was made with another configuration", "lam: file has 0.0, expected 0.9"],
+        {"ck.npz": lambda: _predictor_checkpoint()},
+    ),
     "neural_predictor-corrupt-checkpoint": Case(
         "neural_predictor", [*TINY, "-p", "checkpoint_path:=ck.pt"], ["ck.pt"], {"ck.pt": b"PK\x03\x04 broken zip"}
     ),
@@ -172,6 +188,24 @@ CASES = {
         "dynamixel_driver", ["--params_file", str(DYNAMIXEL)], ["--params_file", "did you mean '--params-file'"]
     ),
 }
+
+
+def _predictor_checkpoint() -> bytes:
+    """A checkpoint of the predictor with its default settings (TD(0)), as it saves one."""
+    import tempfile
+
+    from gamma_net_core.data.joints import JointsConfig
+    from gamma_net_core.linear import GammaNetConfig
+    from gamma_net_core.online import OnlineGammaNet
+    from gamma_net_core.timescales import TimescaleSampling
+
+    online = OnlineGammaNet(
+        joints=JointsConfig(), learner=GammaNetConfig(), timescales=TimescaleSampling(), rng=np.random.default_rng(0)
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        path = pathlib.Path(folder, "ck.npz")
+        online.save(path)
+        return path.read_bytes()
 
 
 def _learner_checkpoint_without(key: str) -> bytes:

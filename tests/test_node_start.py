@@ -332,3 +332,19 @@ def test_a_warm_start_does_not_say_it_compiles(tmp_path):
     assert "ready: learner kernels warm after" in warm, warm
     assert "compiling learner kernels" not in warm, warm
     assert "Traceback" not in warm, warm
+
+
+def test_the_readme_td_lambda_setting_starts_a_predictor(tmp_path):
+    """README: `-p predictor:learner.lam:=0.9`; its warm-up must learn as the node will, on the fixed ladder."""
+    from ros2_cli import Background
+
+    assert "-p predictor:learner.lam:=0.9" in (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    command = ["ros2", "run", "gamma_net_ros", "predictor", "--ros-args", "--params-file", str(ARM)]
+    run = Background([*command, "-p", "predictor:learner.lam:=0.9"], cwd=tmp_path, log_path=tmp_path / "p.log")
+    try:
+        assert run.wait_for("ready: learner kernels warm", timeout=COLD_START_S), run.output
+        code = run.interrupt(timeout=STOP_S)
+    finally:
+        run.close()
+    assert code == 0, run.output
+    assert "refusing to start" not in run.output and "Traceback" not in run.output, run.output

@@ -87,6 +87,16 @@ CASES = {
     "horde-unknown-key-writes-no-checkpoint": Case(
         "horde", ["-p", "checkpoint_path:=ck.npz", "-p", "lern:=false"], ["lern", "did you mean 'learn'"]
     ),
+    "horde-forecast-given-k": Case(
+        "horde",
+        ["-p", "questions_file:=q.yaml"],
+        ["q.yaml", "readout 'soon'.k: only a hyperbolic readout has k"],
+        {
+            "q.yaml": "questions:\n  - {name: e, cumulant: {topic: /j, type: sensor_msgs/msg/JointState, "
+            "field: 'effort[0]'}}\nstate:\n  - {topic: /j, type: sensor_msgs/msg/JointState, field: 'position[0]', "
+            "low: -1, high: 1}\nreadouts:\n  - {name: soon, kind: forecast, seconds: 0.5, k: 5}\n"
+        },
+    ),
     "horde-missing-questions-file": Case("horde", ["-p", "questions_file:=nowhere.yaml"], ["nowhere.yaml"]),
     "neural_predictor-unknown-learner-key": Case(
         "neural_predictor",

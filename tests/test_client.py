@@ -180,6 +180,7 @@ def learned_then_still(executor, spin, reader: Node) -> LatestPredictions:
 
 SCRIPT = """
 import sys
+import time
 import rclpy
 from rclpy.node import Node
 from rclpy.task import Future
@@ -197,10 +198,12 @@ print("after spin_once", client.call("effort", taus=[4.0], timeout_s=timeout).va
 rclpy.spin_until_future_complete(node, Future(), timeout_sec=0.1)
 print("after spin_until_future_complete", client.call("effort", taus=[4.0], timeout_s=timeout).values[0])
 for question, taus in [("gripper", [4.0]), ("effort", [50.0])]:
+    asked = time.monotonic()
     try:
         client.call(question, taus=taus, timeout_s=timeout)
     except PredictionError as exc:
         print("refused", exc)
+    print("refusal took", time.monotonic() - asked)
 try:
     PredictAtClient(node, "/nowhere/predict_at").call("effort", taus=[4.0], timeout_s=1.0)
 except PredictionError as exc:
@@ -232,6 +235,9 @@ def test_predict_at_call_from_a_plain_script_answers_every_time(executor, spin, 
     assert "refused predict_at refused 'gripper': no question 'gripper'; questions: ['effort', 'speed']" in output
     assert "beyond the largest timescale the learner was trained on, tau 20" in output
     assert "missing no /nowhere/predict_at service after 1 s" in output
+    # Refused as soon as the node answers, not when the timeout runs out.
+    took = [float(line.split()[-1]) for line in result.stdout.splitlines() if line.startswith("refusal took")]
+    assert len(took) == 2 and max(took) < timeout / 4, output
 
 
 def test_predict_at_from_another_threads_executor_and_from_callbacks(executor, spin, horde):

@@ -34,10 +34,22 @@ PYTEST_ARGS ?=
 TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 
-.PHONY: demo test setup lint lock bench clean
+.PHONY: demo demo-setup test setup lint lock bench clean
 
-demo: setup
+demo: demo-setup
 	$(ENV) && gamma-net demo --out runs/demo --json runs/demo/demo.json $(DEMO_ARGS)
+
+# The demo starts its nodes itself and needs none of the ROS 2 command-line tools: where there are
+# none and no sources to install them from, it goes on without them and says so in one line.
+demo-setup: $(BUILD_STAMP) $(WARM_STAMP)
+	@if [ -f $(ROS2_TOOLS_STAMP) ] || [ -d "$(ROS2_VENDOR)/launch_ros" ] || ($(ENV) >/dev/null 2>&1 && command -v ros2 >/dev/null \
+	    && python -c 'import launch_ros, ros2cli, rosidl_runtime_py, composition_interfaces' 2>/dev/null); then \
+	  $(MAKE) --no-print-directory $(ROS2_TOOLS_STAMP); \
+	else \
+	  echo "ros2 tools: skipped (no ROS 2 here, no sources in ROS2_VENDOR=$(ROS2_VENDOR)); the demo needs none, \
+	\`ros2 launch|run|topic\` and \`make test\` do: source a ROS 2 install, or set ROS2_VENDOR to their sources (the \
+	$(ROS2_TOOLS_STAMP) rule in the Makefile lists them), then \`make setup\`"; \
+	fi
 
 test: setup
 	$(ENV) && ruff check . && ruff format --check .
@@ -68,7 +80,7 @@ $(ROS2_TOOLS_STAMP): $(DEPS_STAMP) requirements-ros2-tools.txt
 	    && python -c 'import launch_ros, ros2cli, rosidl_runtime_py, composition_interfaces' 2>/dev/null; then \
 	  echo "ros2 tools: using $$(command -v ros2)"; \
 	else \
-	  [ -d "$(ROS2_VENDOR)/launch_ros" ] || { echo "error: no ROS 2 tools and no sources in ROS2_VENDOR=$(ROS2_VENDOR)"; exit 1; }; \
+	  [ -d "$(ROS2_VENDOR)/launch_ros" ] || { echo "error: no ROS 2 tools and no sources in ROS2_VENDOR=$(ROS2_VENDOR): source a ROS 2 install, or set ROS2_VENDOR to a folder of their sources ($(ROS2_TOOLS_PIP) and rcl_interfaces); \`make demo\` needs none of them"; exit 1; }; \
 	  rm -rf $(ROS2_TOOLS)/src $(ROS2_TOOLS)/build $(ROS2_TOOLS)/install && cp -r "$(ROS2_VENDOR)" $(ROS2_TOOLS)/src; \
 	  chmod -R u+w $(ROS2_TOOLS)/src; \
 	  $(VENV)/bin/python -m pip install --quiet -r requirements-ros2-tools.txt -c constraints.txt; \

@@ -140,9 +140,7 @@ def load_npz(
       FileNotFoundError: no such file.
       CheckpointError: not a checkpoint, another kind or version, or another configuration.
     """
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+    path = _existing(path)
     try:
         with np.load(path, allow_pickle=False) as archive:
             if HEADER_KEY not in archive.files:
@@ -151,7 +149,7 @@ def load_npz(
             arrays = {k: archive[k] for k in archive.files if k != HEADER_KEY}
     except CheckpointError:
         raise
-    except (OSError, ValueError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError) as exc:
+    except (OSError, EOFError, ValueError, zipfile.BadZipFile, json.JSONDecodeError, UnicodeDecodeError) as exc:
         # numpy's refusal of pickled data advises loading it unsafely: never, for a checkpoint.
         reason = "not an .npz archive of arrays (pickled objects are never loaded)" if "pickle" in str(exc) else exc
         raise CheckpointError(f"{path} is not a readable checkpoint: {reason}") from None
@@ -166,6 +164,17 @@ def load_npz(
     return header["config"], arrays, header.get("meta", {})
 
 
+def _existing(path: str | os.PathLike) -> pathlib.Path:
+    """``path``, a non-empty file: FileNotFoundError or CheckpointError (one line naming it) otherwise."""
+    path = pathlib.Path(path)
+    if not path.is_file():
+        raise FileNotFoundError(f"no checkpoint at {path}")
+    if path.stat().st_size == 0:
+        # Saves are atomic, so no save of ours left it so: a copy or a disk that failed, or a file made by hand.
+        raise CheckpointError(f"{path} is empty (0 bytes): not a checkpoint")
+    return path
+
+
 def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
     flat: dict[str, Any] = {}
     for key, value in mapping.items():
@@ -177,7 +186,7 @@ def _flatten(mapping: Mapping[str, Any], prefix: str = "") -> dict[str, Any]:
 
 
 def check_same_config(path, saved: Mapping[str, Any], expected: Mapping[str, Any]) -> None:
-    """Raise CheckpointError listing every setting (nested ones as ``group.name``) that differs."""
+    """Raise CheckpointError listing, in one line, every setting (nested ones as ``group.name``) that differs."""
     saved = _flatten(json.loads(json.dumps(dict(saved))))
     expected = _flatten(json.loads(json.dumps(dict(expected))))
     missing = "<missing>"
@@ -187,7 +196,7 @@ def check_same_config(path, saved: Mapping[str, Any], expected: Mapping[str, Any
         if saved.get(k, missing) != expected.get(k, missing)
     ]
     if diffs:
-        raise CheckpointError(f"{path} was made with another configuration:\n  " + "\n  ".join(diffs))
+        raise CheckpointError(f"{path} was made with another configuration: {'; '.join(diffs)}")
 
 
 def save_torch(path: str | os.PathLike, state: Mapping[str, Any]) -> pathlib.Path:
@@ -209,9 +218,7 @@ def load_torch(path: str | os.PathLike, *, map_location: Any = "cpu") -> dict[st
     """Load a :func:`save_torch` file with ``weights_only=True``: no arbitrary code runs."""
     import torch
 
-    path = pathlib.Path(path)
-    if not path.is_file():
-        raise FileNotFoundError(f"no checkpoint at {path}")
+    path = _existing(path)
     try:
         state = torch.load(path, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as exc:  # not only tensors and plain values, or no pickle at all

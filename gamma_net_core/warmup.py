@@ -39,7 +39,8 @@ def warm_linear(learner: GammaNetConfig, timescales: TimescaleSampling, *, publi
     """
     rng = np.random.default_rng(0)
     net = LinearGammaNet(learner, rng=rng)
-    sampler = TimescaleSampler(timescales, rng)
+    # As the node draws them: with TD(lambda) the sampling's fixed ladder (its traces need one Gamma_t).
+    sampler = TimescaleSampler(timescales, rng, fixed=learner.lam > 0.0)
     state = np.full(learner.n_state, 0.5)
     for _ in range(2):
         net.learn(state, 0.0, state, False, sampler.sample())

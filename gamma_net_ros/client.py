@@ -16,25 +16,30 @@ Three pieces read them without knowing their layout::
   outside the published range, or for an unknown question, readout or timescale, ValueError
   names it and what there is.
 - :class:`PredictAtClient`: the ``predict_at`` service at exact timescales, blocking
-  (:meth:`~PredictAtClient.call`) or awaited in a coroutine callback
-  (:meth:`~PredictAtClient.call_async`); a refusal raises :class:`PredictionError` with the
-  node's one-line reason.
+  (:meth:`~PredictAtClient.call`: from a script, a node's start-up, another thread or a
+  callback) or awaited in a coroutine callback (:meth:`~PredictAtClient.call_async`); a refusal
+  raises :class:`PredictionError` with the node's one-line reason, and so does a service that is
+  missing or silent for the timeout.
 - :class:`LatestPredictions`: a subscription that keeps the latest view (and calls you back).
 
 Importing this module starts nothing and installs no signal handler: it creates ROS entities
-only on the node you hand it.
+only on the node you hand it, and, for a blocking call, on a hidden helper node beside it.
 """
 
 from __future__ import annotations
 
 import math
 import numbers
+import threading
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 from gamma_net_msgs.msg import Prediction, PredictionArray
 from gamma_net_msgs.srv import PredictAt
+from rclpy.callback_groups import ReentrantCallbackGroup
+from rclpy.clock import Clock, ClockType
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 
 from gamma_net_core.horde.reading import EXACT, PublishedPredictions  # noqa: F401 (EXACT: as before)
@@ -77,10 +82,15 @@ class PredictionView:
         whose one question is its ``cumulant`` name).
 
     Raises:
+      TypeError: ``msg`` is neither (its type named).
       ValueError: a message whose arrays do not have the sizes its names and gammas say.
     """
 
     def __init__(self, msg: PredictionArray | Prediction) -> None:
+        if not isinstance(msg, (PredictionArray, Prediction)):
+            raise TypeError(
+                f"PredictionView reads a gamma_net_msgs PredictionArray or Prediction; got {_type_name(msg)}"
+            )
         self.msg = msg
         if isinstance(msg, Prediction):
             self._published = PublishedPredictions([msg.cumulant], msg.gammas, msg.values)
@@ -97,7 +107,14 @@ class PredictionView:
 
     @property
     def stamp(self):
-        """The time of the state the predictions are about (``builtin_interfaces/Time``)."""
+        """When the state the predictions are about was observed (``builtin_interfaces/Time``).
+
+        The publishing node stamps each message with the time of the input its state was built
+        from (that message's header stamp; its arrival on the node's clock where it has none, or
+        where a predictor's ``stamp_source`` says so), not the time it published: compare it with
+        your own messages' stamps to pair a prediction with the state it predicts from, and with
+        the node clock to see how old that state is.
+        """
         return self.msg.header.stamp
 
     @property
@@ -142,6 +159,13 @@ class PredictionView:
         return self._published.readout(question, name)
 
 
+def _type_name(obj) -> str:
+    """``obj``'s type as ROS names a message type (``sensor_msgs/msg/JointState``), else Python's."""
+    kind = type(obj)
+    package, _, rest = kind.__module__.partition(".msg.")
+    return f"{package}/msg/{kind.__name__}" if rest else f"{kind.__module__}.{kind.__qualname__}"
+
+
 def _is_number(x) -> bool:
     return isinstance(x, numbers.Real) and not isinstance(x, bool)
 
@@ -164,14 +188,31 @@ class Answer:
 class PredictAtClient:
     """The ``predict_at`` service of a predictor or Horde node, at exact timescales.
 
+    Two clients of the service, so that each way of asking works wherever it is written:
+
+    - :meth:`call` (blocking) asks through a hidden helper node of its own (``_<node>_predict_at``,
+      hidden from ``ros2 node list``) that only it spins. It does not depend on who spins
+      ``node``: the same in a script, before or after ``rclpy.spin_once(node)``, while another
+      thread spins ``node`` in an executor, or in a callback of that executor.
+    - :meth:`call_async` (awaited in a coroutine callback) asks through a client on ``node`` in a
+      reentrant callback group of its own, so that the reply is taken while your callback,
+      holding its own (mutually exclusive) group, awaits it.
+
     Args:
-      node: your node; the service client is created on it.
-      service: the service name (relative names resolve in the node's namespace).
+      node: your node; the awaited client is created on it, the helper node in its context.
+      service: the service name (relative names resolve in the node's namespace, with its remaps).
     """
 
     def __init__(self, node: Node, service: str = "predict_at") -> None:
         self.node = node
-        self.client = node.create_client(PredictAt, service)
+        self.service = node.resolve_service_name(service)
+        self._group = ReentrantCallbackGroup()
+        self.client = node.create_client(PredictAt, self.service, callback_group=self._group)
+        # Timeouts of awaited calls: steady time, so that a node on simulated time that is not
+        # (yet) receiving /clock still gives up.
+        self._steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self._blocking: tuple[Node, SingleThreadedExecutor, object] | None = None
+        self._lock = threading.Lock()  # one blocking call at a time spins the helper's executor
 
     @staticmethod
     def request(question: str, *, taus: Sequence[float] | None = None, gammas: Sequence[float] | None = None):
@@ -190,41 +231,87 @@ class PredictAtClient:
         gammas: Sequence[float] | None = None,
         timeout_s: float = 5.0,
     ) -> Answer:
-        """Ask and wait for the answer, spinning ``node`` meanwhile (its executor, or a temporary one).
+        """Ask and wait at most ``timeout_s`` for the answer, whoever spins ``node`` (or nobody).
 
-        For a script or a node's start-up: call it where nothing else spins that executor. From
-        a callback, ``await`` :meth:`call_async` instead (a callback that blocks on a reply
-        only its own executor can deliver waits forever).
+        In a callback this blocks the callback's thread until the answer comes; in a coroutine
+        callback ``await`` :meth:`call_async` instead, which lets your executor go on meanwhile.
 
         Raises:
           PredictionError: the service is not there within ``timeout_s``, does not answer in it,
             or refuses the request (its reason, e.g. an unknown question or a tau beyond tau_max).
         """
         request = self.request(question, taus=taus, gammas=gammas)
-        if not self.client.wait_for_service(timeout_sec=timeout_s):
-            raise PredictionError(f"no {self.client.srv_name} service after {timeout_s:g} s")
-        future = self.client.call_async(request)
-        if self.node.executor is not None:
-            self.node.executor.spin_until_future_complete(future, timeout_sec=timeout_s)
-        else:
-            import rclpy  # here, not at import: importing this module touches no global state
-
-            rclpy.spin_until_future_complete(self.node, future, timeout_sec=timeout_s)
-        if not future.done():
-            self.client.remove_pending_request(future)
-            raise PredictionError(f"{self.client.srv_name} did not answer {question!r} within {timeout_s:g} s")
+        with self._lock:
+            _, executor, client = self._helper()
+            if not client.wait_for_service(timeout_sec=timeout_s):
+                raise PredictionError(f"no {self.service} service after {timeout_s:g} s")
+            future = client.call_async(request)
+            executor.spin_until_future_complete(future, timeout_sec=timeout_s)
+            if not future.done():
+                client.remove_pending_request(future)
+                raise PredictionError(f"{self.service} did not answer {question!r} within {timeout_s:g} s")
         return _answer(question, future.result())
 
     async def call_async(
-        self, question: str, *, taus: Sequence[float] | None = None, gammas: Sequence[float] | None = None
+        self,
+        question: str,
+        *,
+        taus: Sequence[float] | None = None,
+        gammas: Sequence[float] | None = None,
+        timeout_s: float = 5.0,
     ) -> Answer:
         """Ask, to be awaited in a coroutine callback (``async def`` timer or subscription callback).
 
         Raises:
-          PredictionError: the node refused the request (its reason).
+          PredictionError: the service is not there or does not answer within ``timeout_s``
+            (seconds of steady time), or refuses the request (its reason).
         """
-        response = await self.client.call_async(self.request(question, taus=taus, gammas=gammas))
+        request = self.request(question, taus=taus, gammas=gammas)
+        future = self.client.call_async(request)
+
+        def give_up() -> None:
+            timer.cancel()
+            if not future.done():
+                self.client.remove_pending_request(future)
+                if self.client.service_is_ready():
+                    reason = f"{self.service} did not answer {question!r} within {timeout_s:g} s"
+                else:
+                    reason = f"no {self.service} service after {timeout_s:g} s"
+                future.set_exception(PredictionError(reason))
+
+        timer = self.node.create_timer(timeout_s, give_up, callback_group=self._group, clock=self._steady)
+        try:
+            response = await future
+        finally:
+            self.node.destroy_timer(timer)
         return _answer(question, response)
+
+    def destroy(self) -> None:
+        """Destroys both clients and the helper node (also done when the context shuts down)."""
+        self.node.destroy_client(self.client)
+        if self._blocking is not None:
+            helper, executor, _ = self._blocking
+            executor.shutdown()
+            helper.destroy_node()
+            self._blocking = None
+
+    def _helper(self):
+        """The helper node, its executor and its client, created on the first blocking call."""
+        if self._blocking is None:
+            name = f"_{self.node.get_name()}_predict_at"
+            # Its own arguments only: a command line's `-r __node:=...` renames the user's node, not this one.
+            helper = Node(
+                name,
+                context=self.node.context,
+                namespace=self.node.get_namespace(),
+                use_global_arguments=False,
+                enable_rosout=False,
+                start_parameter_services=False,
+            )
+            executor = SingleThreadedExecutor(context=self.node.context)
+            executor.add_node(helper)
+            self._blocking = (helper, executor, helper.create_client(PredictAt, self.service))
+        return self._blocking
 
 
 def _answer(question: str, response: PredictAt.Response) -> Answer:
@@ -241,6 +328,10 @@ def _answer(question: str, response: PredictAt.Response) -> Answer:
 
 class LatestPredictions:
     """A subscription that keeps the view of the latest prediction message.
+
+    A malformed message (arrays that do not fit its names and timescales) is dropped with a
+    warning (at most one every 10 s): the view stays the last good one, and your callback is not
+    called for it.
 
     Args:
       node: your node; the subscription is created on it.
@@ -259,15 +350,27 @@ class LatestPredictions:
         on_update: Callable[[PredictionView], None] | None = None,
         qos=10,
     ) -> None:
+        if message_type not in (PredictionArray, Prediction):
+            raise TypeError(f"message_type must be PredictionArray or Prediction; got {message_type!r}")
         self.node = node
         self.view: PredictionView | None = None
         self.received = 0
+        self.dropped = 0
         self._arrived: float | None = None
         self._on_update = on_update
         self.subscription = node.create_subscription(message_type, topic, self._take, qos)
 
     def _take(self, msg) -> None:
-        self.view = PredictionView(msg)
+        try:
+            view = PredictionView(msg)
+        except ValueError as exc:
+            self.dropped += 1
+            self.node.get_logger().warning(
+                f"{self.subscription.topic_name}: dropped {exc}; keeping the previous predictions",
+                throttle_duration_sec=10.0,
+            )
+            return
+        self.view = view
         self.received += 1
         self._arrived = clock_seconds(self.node)
         if self._on_update is not None:

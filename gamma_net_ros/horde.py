@@ -22,7 +22,9 @@ at their latest value, with the same stale limit; ``rate_hz`` is then the rate t
 expected to publish at, the time base of the timescales (tau is in ticks), and the measured
 tick rate is on ``/diagnostics``.
 
-``predict_at`` answers any question by name at any timescales. The running error of each
+A new learner publishes from its second tick, the first that learns (the first only records the
+state; a resumed or frozen one publishes from its first). ``predict_at`` answers any question by
+name at any timescales. The running error of each
 question at each published timescale against its realized return is published on
 ``horde/errors`` and ``/diagnostics``. The learner is checkpointed atomically and resumed as the predictor's is.
 """
@@ -272,6 +274,8 @@ class Horde(CheckpointHooks, Node):
         readouts = [self.learner.readout(inputs, name) for name in self.learner.readout_names]
         table = np.column_stack([values, *readouts])  # [Q, G + R]
         self.errors.observe(cumulants, continuations, table)
+        if self.learning and self.learner.update_count == 0:
+            return  # a new learner's first tick only records the state: its predictions would be zeros
         self.predictions.publish(self._array(table))
 
     def _online_error(self) -> OnlineError:

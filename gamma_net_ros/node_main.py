@@ -26,9 +26,10 @@ built stops it as soon as its constructor returns. A :class:`LearningNode` is bu
 ``take_input_now=False``; its ``warm_up()`` runs in a worker thread while the node already spins
 (its publishers, services and parameters live), compiling its learner's numba kernels on a
 throwaway learner without touching the node's state; its ``take_input()`` is called in the
-executor's thread once warm, and subscribes to its input. Meanwhile it logs one line that it
-is compiling and then one that it is ready; a signal before it is ready stops it with
-"stopped while starting".
+executor's thread once warm, and subscribes to its input. It logs one line that it is compiling
+where numba compiles (an empty or outdated cache; a warm one loads in well under a second and says
+nothing) and then one that it is ready; a signal before it is ready stops it with "stopped while
+starting".
 """
 
 from __future__ import annotations
@@ -261,21 +262,40 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
 
 
 class _WarmUp:
-    """A node's ``warm_up()`` in a worker thread; its ``take_input()`` once that is done."""
+    """A node's ``warm_up()`` in a worker thread; its ``take_input()`` once that is done.
+
+    The "compiling" line is logged when numba starts compiling a kernel, which it does only
+    where its cache has none for it: a warm start (kernels loaded from the cache in well under a
+    second) says only that it is ready.
+    """
 
     def __init__(self, node: LearningNode) -> None:
         self.node = node
         self.began = time.monotonic()
         self.error: BaseException | None = None
-        node.get_logger().info(
-            "compiling learner kernels (first start on this machine, or after an update; cached afterwards)"
-        )
+        self.compiled = False
         self.thread = threading.Thread(target=self._work, name=f"{node.get_name()}.warm_up", daemon=True)
         self.thread.start()
 
     def _work(self) -> None:
+        from numba.core import event  # a learning node imports numba anyway; the others need not
+
+        warm_up = self
+
+        class Compiling(event.Listener):
+            def on_start(self, _event) -> None:
+                if not warm_up.compiled:
+                    warm_up.compiled = True
+                    warm_up.node.get_logger().info(
+                        "compiling learner kernels (first start on this machine, or after an update; cached afterwards)"
+                    )
+
+            def on_end(self, _event) -> None:
+                pass
+
         try:
-            self.node.warm_up()
+            with event.install_listener("numba:compile", Compiling()):
+                self.node.warm_up()
         except BaseException as exc:  # raised again in the executor's thread: a bug keeps its traceback
             self.error = exc
 

@@ -105,3 +105,33 @@ def test_record_command_and_resuming_with_other_settings(tmp_path, capsys):
     assert len(read_transitions(out)) == 30  # nothing changed
     assert main(["atari", "record", "--game", "centipedx", "--steps", "5", "--out", str(tmp_path / "x")]) == 2
     assert "close matches: centipede" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("damage", ["last shard truncated", "first shard gone"])
+def test_continuing_a_minatar_recording_with_a_broken_shard_is_refused_in_one_line(tmp_path, damage):
+    """`gamma-net atari record` as a user runs it: refused, exit 1, one line naming the shard; nothing written."""
+    import shutil
+    import subprocess
+    import sys
+
+    from waiting import bound
+
+    gamma_net = shutil.which("gamma-net") or os.path.join(os.path.dirname(sys.executable), "gamma-net")
+    out = tmp_path / "rec"
+    argv = [gamma_net, "atari", "record", "--game", "minatar-breakout", "--shard-size", "20", "--out", str(out)]
+    argv += ["--no-progress"]
+    first = subprocess.run([*argv, "--steps", "60"], capture_output=True, text=True, timeout=bound(120))
+    assert first.returncode == 0, first.stderr
+    shard = out / ("shard-000002-n000020.npz" if damage == "last shard truncated" else "shard-000000-n000020.npz")
+    if damage == "last shard truncated":
+        shard.write_bytes(shard.read_bytes()[:-100])
+    else:
+        shard.unlink()
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    again = subprocess.run([*argv, "--steps", "100"], capture_output=True, text=True, timeout=bound(120))
+    lines = again.stderr.strip().splitlines()
+    assert again.returncode == 1, again.stdout + again.stderr
+    assert "Traceback" not in again.stderr and len(lines) == 1, again.stderr
+    assert f"cannot continue this recording: transition shard {shard}" in lines[0], lines[0]
+    assert ("is missing" if damage == "first shard gone" else "is corrupt") in lines[0], lines[0]
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before  # the index still lists what it did

@@ -83,6 +83,13 @@ CASES = [
     ("atari-record-sticky-1.5", "atari record --steps 5 --sticky 1.5 --out {new}", 2, "--sticky must be", None),
     ("atari-record-unknown-game", "atari record --game centipedx --steps 5 --out {new}", 2, "'centipedx'", None),
     ("atari-record-no-policy", "atari record --policy {missing} --steps 5 --out {new}", 2, "--policy {missing}", None),
+    (
+        "atari-record-empty-policy",
+        "atari record --game minatar-breakout --policy {empty} --steps 5 --out {new}",
+        1,
+        "{empty} is empty (0 bytes): not a checkpoint",
+        None,
+    ),
     ("atari-record-without-ale", "atari record --steps 5 --out {new}", 2, "'ale_py', which is not installed", "ale_py"),
     (
         "atari-points-tau-below-1",
@@ -185,6 +192,7 @@ def workspace(tmp_path) -> dict[str, pathlib.Path]:
     folder.mkdir(parents=True)
     (folder / "predictor.npz").write_bytes(PRECIOUS)
     (root / "notes.txt").write_text("not a folder\n")
+    (root / "empty.pt").write_bytes(b"")  # a checkpoint a failed copy left empty
     (root / "broken.yaml").write_text("predictor:\n  ros__parameters: [oops\n")
     (root / "typo.yaml").write_text("predictor:\n  ros__parameters:\n    max_gapp: 2.0\n")
     blocker = tmp_path / "block"
@@ -202,6 +210,7 @@ def workspace(tmp_path) -> dict[str, pathlib.Path]:
         "root": root,
         "dir": folder,
         "file": root / "notes.txt",
+        "empty": root / "empty.pt",
         "broken": root / "broken.yaml",
         "typo": root / "typo.yaml",
         "missing": root / "no-such-thing",

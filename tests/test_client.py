@@ -14,18 +14,20 @@ import itertools
 import pathlib
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
 import yaml
 from gamma_net_msgs.msg import Prediction, PredictionArray
 from guides import guide_text
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from ros2_cli import Background, close_all
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Bool
-from waiting import bound
+from waiting import bound, wait_until
 
 from gamma_net_ros.client import LatestPredictions, PredictAtClient, PredictionError, PredictionView
 
@@ -164,6 +166,128 @@ def test_predict_at_helpers_answer_at_exact_timescales_blocking_and_awaited(exec
         client.call("effort", taus=[50.0])
 
 
+def learned_then_still(executor, spin, reader: Node) -> LatestPredictions:
+    """Lets the horde learn a few steps from the arm, then stops the arm: its state is the last message's."""
+    arm = Arm()
+    latest = LatestPredictions(reader)
+    executor.add_node(arm)
+    executor.add_node(reader)
+    assert spin(executor, lambda: latest.view is not None and latest.view.update_count >= 5, timeout=120)
+    arm.playing = False
+    assert spin(executor, lambda: latest.age_s() > 2.0, timeout=60)  # nothing published for 2 s: stale
+    executor.remove_node(reader)
+    return latest
+
+
+SCRIPT = """
+import sys
+import time
+import rclpy
+from rclpy.node import Node
+from rclpy.task import Future
+from gamma_net_ros.client import PredictAtClient, PredictionError
+
+timeout = float(sys.argv[1])
+rclpy.init()
+node = Node("client_script")
+client = PredictAtClient(node)
+for i in range(5):
+    answer = client.call("effort", taus=[1.0, 4.0, 10.0], timeout_s=timeout)
+    print("answer", i, answer.update_count, *answer.values)
+rclpy.spin_once(node, timeout_sec=0.1)
+print("after spin_once", client.call("effort", taus=[4.0], timeout_s=timeout).values[0])
+rclpy.spin_until_future_complete(node, Future(), timeout_sec=0.1)
+print("after spin_until_future_complete", client.call("effort", taus=[4.0], timeout_s=timeout).values[0])
+for question, taus in [("gripper", [4.0]), ("effort", [50.0])]:
+    asked = time.monotonic()
+    try:
+        client.call(question, taus=taus, timeout_s=timeout)
+    except PredictionError as exc:
+        print("refused", exc)
+    print("refusal took", time.monotonic() - asked)
+try:
+    PredictAtClient(node, "/nowhere/predict_at").call("effort", taus=[4.0], timeout_s=1.0)
+except PredictionError as exc:
+    print("missing", exc)
+node.destroy_node()
+rclpy.shutdown()
+"""
+
+
+def test_predict_at_call_from_a_plain_script_answers_every_time(executor, spin, horde, tmp_path):
+    latest = learned_then_still(executor, spin, Node("client_test_reader"))
+    last = np.reshape(latest.view.msg.values, (2, 3))[0]
+    script = tmp_path / "ask.py"
+    script.write_text(SCRIPT)
+    # The refusals must come well within this: a refusal that waited for the timeout would hang the test.
+    timeout = bound(60)
+    result = subprocess.run(
+        [sys.executable, str(script), str(timeout)], capture_output=True, text=True, timeout=bound(120)
+    )
+    output = result.stdout + result.stderr
+    assert result.returncode == 0 and "Traceback" not in output, output
+    answers = [line.split()[1:] for line in result.stdout.splitlines() if line.startswith("answer ")]
+    assert [a[0] for a in answers] == ["0", "1", "2", "3", "4"], output  # five in a row, all answered
+    for answer in answers:
+        assert int(answer[1]) == latest.view.update_count, output
+        np.testing.assert_array_equal([float(v) for v in answer[2:]], last)
+    assert f"after spin_once {float(last[1])!r}" in result.stdout, output
+    assert f"after spin_until_future_complete {float(last[1])!r}" in result.stdout, output
+    assert "refused predict_at refused 'gripper': no question 'gripper'; questions: ['effort', 'speed']" in output
+    assert "beyond the largest timescale the learner was trained on, tau 20" in output
+    assert "missing no /nowhere/predict_at service after 1 s" in output
+    # Refused as soon as the node answers, not when the timeout runs out.
+    took = [float(line.split()[-1]) for line in result.stdout.splitlines() if line.startswith("refusal took")]
+    assert len(took) == 2 and max(took) < timeout / 4, output
+
+
+def test_predict_at_from_another_threads_executor_and_from_callbacks(executor, spin, horde):
+    reader = Node("client_test_reader")
+    latest = learned_then_still(executor, spin, reader)
+    last = np.reshape(latest.view.msg.values, (2, 3))
+    client = PredictAtClient(reader)
+
+    # The reader spun by an executor in another thread; asked from this one.
+    spinning = SingleThreadedExecutor()
+    spinning.add_node(reader)
+    thread = threading.Thread(target=spinning.spin, daemon=True)
+    thread.start()
+    try:
+        for _ in range(3):
+            assert client.call("effort", taus=[4.0], timeout_s=bound(30)).values[0] == last[0, 1]
+        with pytest.raises(PredictionError, match="no question 'gripper'"):
+            client.call("gripper", taus=[4.0], timeout_s=bound(30))
+    finally:
+        spinning.shutdown()
+        thread.join(timeout=bound(10))
+    assert not thread.is_alive()
+
+    # From callbacks of the reader's executor: a coroutine timer awaiting call_async, holding the
+    # node's default (mutually exclusive) group while it waits; a plain timer blocking on call().
+    executor.add_node(reader)
+    got = {}
+
+    async def awaited():
+        if "awaited" in got:
+            return
+        got["awaited"] = None
+        got["awaited"] = (await client.call_async("speed", gammas=[0.0], timeout_s=bound(30))).values[0]
+        try:
+            await PredictAtClient(reader, "/nowhere/predict_at").call_async("effort", taus=[4.0], timeout_s=1.0)
+        except PredictionError as exc:
+            got["missing"] = str(exc)
+
+    def blocking():
+        if "blocking" not in got:
+            got["blocking"] = client.call("effort", taus=[10.0], timeout_s=bound(30)).values[0]
+
+    timers = [reader.create_timer(0.05, awaited), reader.create_timer(0.05, blocking)]
+    assert spin(executor, lambda: {"awaited", "missing", "blocking"} <= got.keys(), timeout=60), got
+    for timer in timers:
+        reader.destroy_timer(timer)
+    assert got == {"awaited": last[1, 0], "blocking": last[0, 2], "missing": "no /nowhere/predict_at service after 1 s"}
+
+
 def test_prediction_view_of_a_predictor_message_and_of_malformed_ones():
     msg = Prediction(cumulant="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
     view = PredictionView(msg)
@@ -176,6 +300,46 @@ def test_prediction_view_of_a_predictor_message_and_of_malformed_ones():
     bad = PredictionArray(questions=["a", "b"], gammas=[0.5], values=[1.0], readouts=[])
     with pytest.raises(ValueError, match="malformed prediction message: 1 values for 2 questions x 1 gammas"):
         PredictionView(bad)
+
+
+def test_prediction_view_of_another_message_type_is_a_type_error_naming_it():
+    with pytest.raises(
+        TypeError,
+        match=r"^PredictionView reads a gamma_net_msgs PredictionArray or Prediction; got sensor_msgs/msg/JointState$",
+    ):
+        PredictionView(JointState())
+    with pytest.raises(TypeError, match=r"got builtins\.dict$"):
+        PredictionView({"values": [1.0]})
+
+
+def test_a_malformed_prediction_array_is_dropped_and_the_last_good_view_kept(rclpy_session):
+    """Published for real and taken in the user's own ``rclpy.spin_once``, which must not raise."""
+    import rclpy
+
+    publisher, reader = Node("client_test_publisher"), Node("client_test_reader")
+    views = []
+    latest = LatestPredictions(reader, on_update=views.append)
+    topic = publisher.create_publisher(PredictionArray, "horde/predictions", 10)
+    good = PredictionArray(questions=["effort"], gammas=[0.0, 0.5, 0.9], values=[1.0, 2.0, 10.0], update_count=3)
+    bad = PredictionArray(questions=["effort"], gammas=[0.0, 0.5, 0.9], values=[1.0, 2.0], update_count=4)
+    try:
+
+        def spin_until(predicate) -> bool:
+            return wait_until(lambda: rclpy.spin_once(reader, timeout_sec=0.05) or predicate(), timeout=30)
+
+        assert spin_until(lambda: topic.get_subscription_count() > 0)
+        topic.publish(good)
+        assert spin_until(lambda: latest.received == 1)
+        for _ in range(2):
+            topic.publish(bad)
+        assert spin_until(lambda: latest.dropped == 2)  # taken in spin_once, which raised nothing
+        topic.publish(good)
+        assert spin_until(lambda: latest.received == 2)
+        assert latest.view.update_count == 3 and len(views) == 2
+        assert latest.view.value("effort", tau=10.0).value == 10.0
+    finally:
+        publisher.destroy_node()
+        reader.destroy_node()
 
 
 def test_importing_the_client_starts_nothing_and_installs_no_signal_handler():

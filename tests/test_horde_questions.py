@@ -193,6 +193,18 @@ JS = {"topic": "/joint_states", "type": "sensor_msgs/msg/JointState"}
             "readout 'f'.seconds: 0.02 s is 0.4 steps at 20.0 Hz; a forecast looks at least one step ahead",
         ),
         (bad({"readouts": [{"name": "f", "kind": "forecast"}]}), "readout 'f'.seconds: required by a forecast"),
+        (
+            bad({"readouts": [{"name": "f", "kind": "forecast", "seconds": 0.5, "k": 10}]}),
+            "readout 'f'.k: only a hyperbolic readout has k (1 / (1 + k t)); a forecast's horizon is seconds",
+        ),
+        (
+            bad({"readouts": [{"name": "w", "kind": "window", "seconds": 0.5, "k": 0.2}]}),
+            "readout 'w'.k: only a hyperbolic readout has k",
+        ),
+        (
+            bad({"readouts": [{"name": "h", "kind": "hyperbolic", "k": 0.1, "seconds": 2.0}]}),
+            "readout 'h'.seconds: a hyperbolic readout has no horizon in seconds; its shape is k, per step",
+        ),
         (bad({"adaptation": {"method": "idbd"}}), "adaptation: AdaptationConfig.method must be one of"),
         (bad({"questions": []}), "questions: a non-empty list is required"),
     ],

@@ -325,7 +325,7 @@ def test_save_load_round_trip(tmp_path):
 def test_mismatched_checkpoints_are_refused(tmp_path):
     net = trained()
     path = net.save(tmp_path / "net.npz")
-    with pytest.raises(CheckpointError, match="another configuration:\n  loss_scaling"):
+    with pytest.raises(CheckpointError, match="another configuration: loss_scaling"):
         LinearGammaNet.load(path, config=dataclasses.replace(SQUARE, loss_scaling=False))
     with pytest.raises(CheckpointError, match="holds a 'linear_gamma_net', not a 'linear_fixed_timescale'"):
         FixedTimescaleTD.load(path)

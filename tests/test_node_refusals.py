@@ -87,6 +87,16 @@ CASES = {
     "horde-unknown-key-writes-no-checkpoint": Case(
         "horde", ["-p", "checkpoint_path:=ck.npz", "-p", "lern:=false"], ["lern", "did you mean 'learn'"]
     ),
+    "horde-forecast-given-k": Case(
+        "horde",
+        ["-p", "questions_file:=q.yaml"],
+        ["q.yaml", "readout 'soon'.k: only a hyperbolic readout has k"],
+        {
+            "q.yaml": "questions:\n  - {name: e, cumulant: {topic: /j, type: sensor_msgs/msg/JointState, "
+            "field: 'effort[0]'}}\nstate:\n  - {topic: /j, type: sensor_msgs/msg/JointState, field: 'position[0]', "
+            "low: -1, high: 1}\nreadouts:\n  - {name: soon, kind: forecast, seconds: 0.5, k: 5}\n"
+        },
+    ),
     "horde-missing-questions-file": Case("horde", ["-p", "questions_file:=nowhere.yaml"], ["nowhere.yaml"]),
     "neural_predictor-unknown-learner-key": Case(
         "neural_predictor",
@@ -97,6 +107,22 @@ CASES = {
     # checkpoints and recordings that cannot be used
     "predictor-corrupt-checkpoint": Case(
         "predictor", ["-p", "checkpoint_path:=ck.npz"], ["ck.npz"], {"ck.npz": b"not a checkpoint at all"}
+    ),
+    "predictor-empty-checkpoint": Case(
+        "predictor", ["-p", "checkpoint_path:=ck.npz"], ["ck.npz is empty (0 bytes)"], {"ck.npz": b""}
+    ),
+    "horde-empty-checkpoint": Case(
+        "horde", ["-p", "checkpoint_path:=ck.npz"], ["ck.npz is empty (0 bytes)"], {"ck.npz": b""}
+    ),
+    "neural_predictor-empty-checkpoint": Case(
+        "neural_predictor", [*TINY, "-p", "checkpoint_path:=ck.pt"], ["ck.pt is empty (0 bytes)"], {"ck.pt": b""}
+    ),
+    # a checkpoint of another lambda: every differing setting in the one line
+    "predictor-checkpoint-of-another-lambda": Case(
+        "predictor",
+        ["-p", "checkpoint_path:=ck.npz", "-p", "predictor:learner.lam:=0.9"],
+        ["ck.npz was made with another configuration", "lam: file has 0.0, expected 0.9"],
+        {"ck.npz": lambda: _predictor_checkpoint()},
     ),
     "neural_predictor-corrupt-checkpoint": Case(
         "neural_predictor", [*TINY, "-p", "checkpoint_path:=ck.pt"], ["ck.pt"], {"ck.pt": b"PK\x03\x04 broken zip"}
@@ -172,6 +198,24 @@ CASES = {
         "dynamixel_driver", ["--params_file", str(DYNAMIXEL)], ["--params_file", "did you mean '--params-file'"]
     ),
 }
+
+
+def _predictor_checkpoint() -> bytes:
+    """A checkpoint of the predictor with its default settings (TD(0)), as it saves one."""
+    import tempfile
+
+    from gamma_net_core.data.joints import JointsConfig
+    from gamma_net_core.linear import GammaNetConfig
+    from gamma_net_core.online import OnlineGammaNet
+    from gamma_net_core.timescales import TimescaleSampling
+
+    online = OnlineGammaNet(
+        joints=JointsConfig(), learner=GammaNetConfig(), timescales=TimescaleSampling(), rng=np.random.default_rng(0)
+    )
+    with tempfile.TemporaryDirectory() as folder:
+        path = pathlib.Path(folder, "ck.npz")
+        online.save(path)
+        return path.read_bytes()
 
 
 def _learner_checkpoint_without(key: str) -> bytes:

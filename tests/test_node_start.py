@@ -313,3 +313,38 @@ def test_a_middleware_that_does_not_start_is_reported_in_one_line(monkeypatch, c
     node_main._init(["x"], name="predictor", warn_after=0.5)  # a quick start: no line
     time.sleep(0.6)
     assert capfd.readouterr().err == ""
+
+
+def test_a_warm_start_does_not_say_it_compiles(tmp_path):
+    """The "compiling" line only where numba compiles: not on a start whose kernels load from the cache."""
+    command = node_command("gamma_net_ros.horde")
+    logs = []
+    for start in ("first", "second"):  # the first fills the cache should it lack these kernels
+        log = tmp_path / f"{start}.log"
+        process = NodeProcess(command, log_path=log).start()
+        try:
+            ready = lambda log=log, process=process: "ready: learner kernels" in log.read_text() or not process.running  # noqa: E731
+            wait_until(ready, timeout=COLD_START_S)
+        finally:
+            assert process.stop(timeout=STOP_S) == 0, log.read_text()
+        logs.append(log.read_text())
+    warm = logs[1]
+    assert "ready: learner kernels warm after" in warm, warm
+    assert "compiling learner kernels" not in warm, warm
+    assert "Traceback" not in warm, warm
+
+
+def test_the_readme_td_lambda_setting_starts_a_predictor(tmp_path):
+    """README: `-p predictor:learner.lam:=0.9`; its warm-up must learn as the node will, on the fixed ladder."""
+    from ros2_cli import Background
+
+    assert "-p predictor:learner.lam:=0.9" in (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    command = ["ros2", "run", "gamma_net_ros", "predictor", "--ros-args", "--params-file", str(ARM)]
+    run = Background([*command, "-p", "predictor:learner.lam:=0.9"], cwd=tmp_path, log_path=tmp_path / "p.log")
+    try:
+        assert run.wait_for("ready: learner kernels warm", timeout=COLD_START_S), run.output
+        code = run.interrupt(timeout=STOP_S)
+    finally:
+        run.close()
+    assert code == 0, run.output
+    assert "refusing to start" not in run.output and "Traceback" not in run.output, run.output

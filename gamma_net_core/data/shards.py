@@ -183,6 +183,35 @@ def _load_shard(path: pathlib.Path, entry: Mapping[str, Any], feature_size: int,
     return TransitionBatch(first=int(entry["first"]), **arrays)
 
 
+def _check_shard_whole(path: pathlib.Path, entry: Mapping[str, Any]) -> None:
+    """``path`` is there, a whole archive, with the index's row count in every column; its data is not read.
+
+    Raises:
+      ShardError: a missing, truncated or mislabelled shard, named, with what to do.
+    """
+    advice = f"restore it, or record into another folder; {path.parent / INDEX} lists it"
+    if not path.is_file():
+        raise ShardError(f"cannot continue this recording: transition shard {path} is missing ({advice})")
+    rows = int(entry["count"])
+    try:
+        with zipfile.ZipFile(path) as archive:
+            for info in archive.infolist():
+                with archive.open(info) as member:
+                    version = np.lib.format.read_magic(member)
+                    read_header = (
+                        np.lib.format.read_array_header_1_0
+                        if version == (1, 0)
+                        else np.lib.format.read_array_header_2_0
+                    )
+                    shape = read_header(member)[0]
+                if info.file_size < 1 or not shape or shape[0] != rows:
+                    raise ValueError(f"{info.filename} has shape {shape}, not {rows} rows")
+    except (OSError, ValueError, EOFError, zipfile.BadZipFile) as exc:
+        raise ShardError(
+            f"cannot continue this recording: transition shard {path} is corrupt ({exc}; {advice})"
+        ) from None
+
+
 class ShardReader:
     """Streams a recording in order, validating every shard as it is read.
 
@@ -336,6 +365,11 @@ class ShardWriter:
         reader = ShardReader(self.directory, feature_size=self.feature_size)
         self._shards = list(index["shards"])
         self.resume = index.get("resume")
+        # The rows appended now continue the listed ones: a shard that is gone or cut short would
+        # leave a recording that is broken in the middle, and an index that claims it whole.
+        # Dropping it cannot repair that (the resume state is the last commit's), so it is refused.
+        for entry in self._shards:
+            _check_shard_whole(self.directory / entry["file"], entry)
         if self._shards and int(self._shards[-1]["count"]) < self.shard_size:
             last = reader.shard(len(self._shards) - 1)  # validated before rows are appended to it
             self._shards.pop()

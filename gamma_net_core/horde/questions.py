@@ -345,6 +345,14 @@ def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> R
     kind = m.get("kind")
     if kind not in READOUT_KINDS:
         raise ValueError(f"{label}.kind: must be one of {list(READOUT_KINDS)}; got {kind!r}")
+    # A key of another kind would be ignored: its user would believe it set something.
+    if "k" in m and kind != "hyperbolic":
+        raise ValueError(
+            f"{label}.k: only a hyperbolic readout has k (1 / (1 + k t)); a {kind}'s horizon is seconds "
+            "(k = round(seconds * rate_hz) steps)"
+        )
+    if "seconds" in m and kind == "hyperbolic":
+        raise ValueError(f"{label}.seconds: a hyperbolic readout has no horizon in seconds; its shape is k, per step")
     if kind == "forecast" and "seconds" not in m:
         raise ValueError(f"{label}.seconds: required by a forecast (its horizon, in seconds)")
     values: dict[str, Any] = {"name": name, "kind": kind}

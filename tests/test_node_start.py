@@ -335,10 +335,11 @@ def test_a_warm_start_does_not_say_it_compiles(tmp_path):
 
 
 def test_the_readme_td_lambda_setting_starts_a_predictor(tmp_path):
-    """README: `-p predictor:learner.lam:=0.9`; its warm-up must learn as the node will, on the fixed ladder."""
+    """The arm guide: `-p predictor:learner.lam:=0.9`; its warm-up must learn as the node will, on the fixed ladder."""
+    from guides import guide_text
     from ros2_cli import Background
 
-    assert "-p predictor:learner.lam:=0.9" in (pathlib.Path(__file__).parents[1] / "README.md").read_text()
+    assert "-p predictor:learner.lam:=0.9" in guide_text("arm")
     command = ["ros2", "run", "gamma_net_ros", "predictor", "--ros-args", "--params-file", str(ARM)]
     run = Background([*command, "-p", "predictor:learner.lam:=0.9"], cwd=tmp_path, log_path=tmp_path / "p.log")
     try:

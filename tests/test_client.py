@@ -178,21 +178,6 @@ def test_prediction_view_of_a_predictor_message_and_of_malformed_ones():
         PredictionView(bad)
 
 
-def test_the_average_is_one_minus_gamma_times_v_and_is_interpolated_as_such():
-    msg = Prediction(cumulant="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
-    view = PredictionView(msg)
-    reading = view.average("shoulder/velocity/abs", gamma=0.9)  # (1 - 0.9) x 4.0
-    assert reading.scaled and not reading.interpolated and reading.value == pytest.approx(0.4)
-    assert view.average("shoulder/velocity/abs", tau=1.0).value == 0.5  # tau 1: V is the next signal
-    # halfway between tau 1 and 10, on the averages 0.5 and 0.4 (not V / tau of V's interpolation, 2.25 / 5.5)
-    reading = view.average("shoulder/velocity/abs", tau=5.5)
-    assert reading.interpolated and reading.value == pytest.approx(0.45) and reading.tau == 5.5
-    assert view.value("shoulder/velocity/abs", tau=5.5, scaled=True) == reading
-    assert not view.value("shoulder/velocity/abs", tau=5.5).scaled
-    with pytest.raises(ValueError, match="tau 20 of 'shoulder/velocity/abs' is outside the published timescales"):
-        view.average("shoulder/velocity/abs", tau=20.0)
-
-
 def test_importing_the_client_starts_nothing_and_installs_no_signal_handler():
     code = (
         "import signal, threading\n"
@@ -259,3 +244,18 @@ def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(execu
     assert all(a != b for a, b in itertools.pairwise(sides)), output  # a line at each crossing only
     # what it published: the last crossings, as logged (the first ones may precede the matching)
     assert alerts == [side == "above" for side in sides[-len(alerts) :]], (alerts, output)
+
+
+def test_the_average_is_one_minus_gamma_times_v_and_is_interpolated_as_such():
+    msg = Prediction(cumulant="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
+    view = PredictionView(msg)
+    reading = view.average("shoulder/velocity/abs", gamma=0.9)  # (1 - 0.9) x 4.0
+    assert reading.scaled and not reading.interpolated and reading.value == pytest.approx(0.4)
+    assert view.average("shoulder/velocity/abs", tau=1.0).value == 0.5  # tau 1: V is the next signal
+    # halfway between tau 1 and 10, on the averages 0.5 and 0.4 (not V / tau of V's interpolation, 2.25 / 5.5)
+    reading = view.average("shoulder/velocity/abs", tau=5.5)
+    assert reading.interpolated and reading.value == pytest.approx(0.45) and reading.tau == 5.5
+    assert view.value("shoulder/velocity/abs", tau=5.5, scaled=True) == reading
+    assert not view.value("shoulder/velocity/abs", tau=5.5).scaled
+    with pytest.raises(ValueError, match="tau 20 of 'shoulder/velocity/abs' is outside the published timescales"):
+        view.average("shoulder/velocity/abs", tau=20.0)

@@ -77,6 +77,7 @@ def test_the_section_shows_the_commands_this_module_runs():
     assert threshold in scored.split("--thresholds ")[1].split(" --")[0].split()
 
 
+@pytest.mark.slow
 def test_the_thresholds_lines_run_and_the_held_out_table_is_what_they_print(offline):
     folder, outputs = offline
     trained = json.loads((folder / "runs" / "thresholds" / "horde_thresholds.json").read_text())

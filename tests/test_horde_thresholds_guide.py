@@ -83,6 +83,15 @@ def test_the_thresholds_lines_run_and_the_held_out_table_is_what_they_print(offl
     trained = json.loads((folder / "runs" / "thresholds" / "horde_thresholds.json").read_text())
     assert trained["question"] == "elbow_speed" and trained["events"] > 10 and len(trained["rows"]) == 12
     assert (folder / "runs" / "thresholds" / "horde_thresholds.png").stat().st_size > 1000
+    # the guide's reading of it: "0.31: 45% of the 40 events, 0.3 s ahead, 1.2 false alarms a minute"
+    # and "0.19: 92%, 1.5 s ahead, 9 a minute" (the chosen thresholds nearest those)
+    assert trained["events"] == 40 and "45% of the 40 events" in section()
+    for near, percent, lead, per_min in [(0.31, 45, 0.3, 1.2), (0.19, 92, 1.5, 9.0)]:
+        row = min(trained["rows"], key=lambda r: abs(r["threshold"] - near))
+        assert row["threshold"] == pytest.approx(near, abs=0.005), row
+        assert row["caught_percent"] == pytest.approx(percent, abs=5), row
+        assert row["median_lead_s"] == pytest.approx(lead, abs=0.15), row
+        assert row["false_alarms_per_minute"] == pytest.approx(per_min, abs=1.0), row
     held_out = json.loads((folder / "runs" / "thresholds_test" / "horde_thresholds.json").read_text())
     shown = held_out_table()
     assert [r["threshold"] for r in held_out["rows"]] == [r["threshold"] for r in shown]

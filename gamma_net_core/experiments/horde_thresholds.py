@@ -4,7 +4,8 @@ An alert compares a question's (1 - gamma) V at one tau (the average of its sign
 the next tau steps, in the signal's units: what ``PredictionView.average`` reads) with a
 threshold. On a recording (sampled as ``horde train`` and the node sample it), this command
 predicts that value at every fresh tick, finds the events the alert should foresee (a signal
-crossing a level, ``--event``), and tabulates per threshold the median lead time before the
+crossing a level, ``--event``; a field's topic is sampled on the same clock, and its staleness
+skips ticks as any topic's does), and tabulates per threshold the median lead time before the
 events caught, the events caught and the false alarms per minute
 (:mod:`gamma_net_core.horde.thresholds` defines each).
 

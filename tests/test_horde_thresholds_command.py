@@ -168,3 +168,24 @@ def test_an_event_on_a_topic_the_bag_lacks_is_one_line(planted, tmp_path):
     assert result.returncode == 1, result.stderr
     assert "has no topic '/wrist/joint_states'; its topics: ['/gripper/joint_states']" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1
+
+
+def test_a_checkpoint_of_other_questions_is_refused_and_nothing_written(planted, tmp_path):
+    bag, questions = planted
+    other = yaml.safe_load(questions.read_text())
+    other["learner"]["tilings"] = [8]
+    (tmp_path / "other.yaml").write_text(yaml.safe_dump(other))
+    first = tmp_path / "first"
+    result = thresholds(
+        "--bag", str(bag), "--questions", str(tmp_path / "other.yaml"), "--tau", "1", "--event", "load above 3",
+        "--thresholds", "0.5", "--out", str(first),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    out = tmp_path / "out"
+    result = thresholds(
+        "--bag", str(bag), "--questions", str(questions), "--checkpoint", str(first / "horde.npz"), "--tau", "1",
+        "--event", "load above 3", "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 1, result.stderr
+    assert "was made with another configuration" in result.stderr and "learner.tilings" in result.stderr
+    assert "Traceback" not in result.stderr and not out.exists()

@@ -239,10 +239,10 @@ def run(args: argparse.Namespace) -> Report:
     progress = not args.no_progress
 
     bag = pathlib.Path(args.bag)
+    # A checkpoint of other questions is refused before the bag is read.
+    horde = HordeLearner.load(args.checkpoint, spec=spec) if args.checkpoint is not None else None
     signals = read_signals(bag, sampling_spec(spec, event, bag))
-    if args.checkpoint is not None:
-        horde = HordeLearner.load(args.checkpoint, spec=spec)
-    else:
+    if horde is None:
         horde = learn(spec, signals, progress=progress)
     q = names.index(question)
     average = predict_average(horde, signals, q, args.tau, progress=progress)

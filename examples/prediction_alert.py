@@ -1,8 +1,11 @@
 """Act on a learned prediction: say so when a Horde question's prediction crosses a threshold.
 
     ros2 launch gamma_net_ros horde.launch.py        # a horde node publishing horde/predictions
-    python examples/prediction_alert.py --ros-args -p question:=shoulder_effort -p tau:=30.0 -p threshold:=2.0
+    python examples/prediction_alert.py --ros-args -p question:=elbow_speed -p tau:=5.0 -p threshold:=0.31
 
+The prediction compared is (1 - gamma) V: the average of the question's signal over about the
+next tau steps, in the signal's units (rad/s for elbow_speed). `gamma-net horde thresholds`
+tabulates, per threshold, the lead before the events it should foresee and the false alarms.
 Publishes ``std_msgs/Bool`` on ``prediction_alert`` (true: above) and logs a line at each crossing.
 """
 
@@ -19,11 +22,11 @@ class PredictionAlert(Node):
     def __init__(self) -> None:
         super().__init__("prediction_alert")
         self.question = self.declare_parameter(
-            "question", "shoulder_effort", ParameterDescriptor(description="a question of the horde")
+            "question", "elbow_speed", ParameterDescriptor(description="a question of the horde")
         ).value
-        self.tau = self.declare_parameter("tau", 30.0, ParameterDescriptor(description="timescale, steps")).value
+        self.tau = self.declare_parameter("tau", 5.0, ParameterDescriptor(description="timescale, steps")).value
         self.threshold = self.declare_parameter(
-            "threshold", 2.0, ParameterDescriptor(description="alert above this predicted return")
+            "threshold", 0.31, ParameterDescriptor(description="alert above this average, in the signal's units")
         ).value
         self.alert = self.create_publisher(Bool, "prediction_alert", 10)
         self.above = None  # unknown until the first prediction
@@ -31,7 +34,7 @@ class PredictionAlert(Node):
 
     def on_prediction(self, view: PredictionView) -> None:
         try:
-            reading = view.value(self.question, tau=self.tau)
+            reading = view.average(self.question, tau=self.tau)  # (1 - gamma) V, in the signal's units
         except ValueError as exc:  # e.g. a question the horde does not have: say it, keep listening
             self.get_logger().error(str(exc), throttle_duration_sec=10.0)
             return

@@ -35,6 +35,11 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
     (("arm", "simulate"), "gamma_net_core.experiments.arm_simulate", "simulated operator drives the arm: rosbag2"),
     (("arm", "train"), "gamma_net_core.experiments.arm_train", "the robot-arm study (Table 2) on a JointState bag"),
     (("horde", "train"), "gamma_net_core.experiments.horde_train", "learn a questions file from a bag, score each"),
+    (
+        ("horde", "thresholds"),
+        "gamma_net_core.experiments.horde_thresholds",
+        "an alert's threshold from a bag: lead time, events caught, false alarms",
+    ),
     (("reflex", "study"), "gamma_net_core.experiments.reflex_study", "predictive vs reactive reflex at an obstacle"),
     (("lambda-study",), "gamma_net_core.experiments.lambda_study", "TD(lambda) and TD(Delta) learning curves"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE or MinAtar, record φ/cumulant shards"),

@@ -6,15 +6,18 @@ Three pieces read them without knowing their layout::
 
     latest = LatestPredictions(node, "horde/predictions")       # keeps the newest message's view
     ...
-    reading = latest.view.value("shoulder_effort", tau=30)      # between published taus: interpolated
-    if reading.value > 2.0: ...
+    reading = latest.view.average("shoulder_effort", tau=30)    # (1 - gamma) V, in the effort's units
+    if reading.value > 0.05: ...                                # compare with a threshold in those units
     answer = PredictAtClient(node).call("shoulder_effort", taus=[30])   # exact, from the learner
 
 - :class:`PredictionView`: a question's value at a timescale (tau, or gamma), a readout by name.
-  At a published timescale the value is the learner's; between two it is interpolated linearly in
-  tau (as the paper's probe baseline does) and the :class:`Reading` says so (``interpolated``);
-  outside the published range, or for an unknown question, readout or timescale, ValueError
-  names it and what there is.
+  :meth:`~PredictionView.average` is what to compare with a threshold: (1 - gamma) V, the
+  average of the signal over about the next tau steps in the signal's units (the reflex's
+  convention, and ``gamma-net horde thresholds``'s); :meth:`~PredictionView.value` gives V itself
+  (a discounted sum of about tau signals). At a published timescale the value is the learner's;
+  between two it is interpolated linearly in tau (as the paper's probe baseline does) and the
+  :class:`Reading` says so (``interpolated``); outside the published range, or for an unknown
+  question, readout or timescale, ValueError names it and what there is.
 - :class:`PredictAtClient`: the ``predict_at`` service at exact timescales, blocking
   (:meth:`~PredictAtClient.call`: from a script, a node's start-up, another thread or a
   callback) or awaited in a coroutine callback (:meth:`~PredictAtClient.call_async`); a refusal
@@ -52,15 +55,18 @@ class PredictionError(ValueError):
 
 @dataclass(frozen=True)
 class Reading:
-    """One question's predicted discounted return at one timescale, in the cumulant's units.
+    """One question's prediction at one timescale.
 
     Attributes:
       question: the question's (or predicted signal's) name.
       tau: the timescale read, in steps (tau = 1 / (1 - gamma)).
-      value: the prediction; not scaled by (1 - gamma).
+      value: with ``scaled`` (from :meth:`PredictionView.average`), (1 - gamma) V: the average of
+        the cumulant over about the next tau steps, in the cumulant's units, the number to compare
+        with a threshold; else V, the discounted return (a sum of about tau cumulants).
       interpolated: True where ``tau`` lies between published timescales and the value is
         interpolated linearly in tau between the two around it; False where it was published.
       update_count: the learner's updates when it predicted.
+      scaled: whether ``value`` is (1 - gamma) V (True) or V (False).
     """
 
     question: str
@@ -68,6 +74,7 @@ class Reading:
     value: float
     interpolated: bool
     update_count: int
+    scaled: bool = False
 
     @property
     def gamma(self) -> float:
@@ -125,13 +132,29 @@ class PredictionView:
         """The row of ``question``; ValueError naming it and the questions there are."""
         return self._published.question_index(question)
 
-    def value(self, question: str, *, tau: float | None = None, gamma: float | None = None) -> Reading:
+    def average(self, question: str, *, tau: float | None = None, gamma: float | None = None) -> Reading:
+        """``question``'s (1 - gamma) V at ``tau`` (or ``gamma``): the number to compare with a threshold.
+
+        The average of the cumulant over about the next tau steps (a weighted average, weights
+        (1 - gamma) gamma^k), in the cumulant's units: one threshold means the same at every
+        timescale and on the signal itself. ``gamma-net horde thresholds`` tabulates, per
+        threshold on it, the lead time before events and the false alarms (docs/horde.md).
+        Between published timescales, (1 - gamma) V is interpolated linearly in tau (as the reflex
+        reads it). Arguments and errors as :meth:`value`.
+        """
+        return self.value(question, tau=tau, gamma=gamma, scaled=True)
+
+    def value(
+        self, question: str, *, tau: float | None = None, gamma: float | None = None, scaled: bool = False
+    ) -> Reading:
         """``question``'s prediction at timescale ``tau`` (or ``gamma``).
 
         Args:
           question: a question name (a Prediction's: its cumulant name).
           tau: the timescale in steps, >= 1; or give ``gamma`` in [0, 1) instead.
           gamma: the timescale as a discount.
+          scaled: False (default): V, the discounted return as the learner predicts it; True:
+            (1 - gamma) V, as :meth:`average`.
 
         Returns:
           The :class:`Reading`; ``interpolated`` says whether it lies between published timescales.
@@ -151,8 +174,8 @@ class PredictionView:
             raise ValueError(f"gamma must be in [0, 1); got {gamma!r}")
         else:
             tau = 1.0 / (1.0 - gamma)
-        value, interpolated = self._published.value(question, tau=tau, scaled=False)
-        return Reading(question, float(tau), value, interpolated, self.update_count)
+        value, interpolated = self._published.value(question, tau=tau, scaled=bool(scaled))
+        return Reading(question, float(tau), value, interpolated, self.update_count, scaled=bool(scaled))
 
     def readout(self, question: str, name: str) -> float:
         """``question``'s readout ``name`` (e.g. a window or forecast from the questions file)."""

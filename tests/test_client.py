@@ -367,8 +367,9 @@ def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(execu
     assert guide_example() == EXAMPLE.read_text()  # the guide shows the file as it is
     text = guide_text("horde")
     line = next(x for x in text.splitlines() if x.startswith("python examples/prediction_alert.py"))
-    line = line.split("  #")[0].replace("shoulder_effort", "effort").replace("tau:=30.0", "tau:=6.0")
-    line = line.replace("threshold:=2.0", "threshold:=3.0")  # the test's horde: effort at tau 6 learns to 6
+    line = line.split("  #")[0].replace("question:=elbow_speed", "question:=effort").replace("tau:=5.0", "tau:=6.0")
+    # the test's horde: the average of effort 1 over the next steps learns to 1, of effort 0 stays 0
+    line = line.replace("threshold:=0.31", "threshold:=0.5")
     arm, watcher = Arm(), Node("client_test_watcher")
     arm.effort = 0.0  # predicted 0 however long it learns: below, whenever the example starts hearing
     alerts = []
@@ -396,7 +397,7 @@ def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(execu
         if alerts:
             break
         cross(effort)
-    last_above = crossings()[-1].endswith("above 3")
+    last_above = crossings()[-1].endswith("above 0.5")
     assert spin(executor, lambda: alerts and alerts[-1] == last_above, timeout=30), (alerts, example.output)
     code = example.interrupt()  # Ctrl-C
     output = example.output
@@ -407,3 +408,18 @@ def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(execu
     assert all(a != b for a, b in itertools.pairwise(sides)), output  # a line at each crossing only
     # what it published: the last crossings, as logged (the first ones may precede the matching)
     assert alerts == [side == "above" for side in sides[-len(alerts) :]], (alerts, output)
+
+
+def test_the_average_is_one_minus_gamma_times_v_and_is_interpolated_as_such():
+    msg = Prediction(cumulant="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
+    view = PredictionView(msg)
+    reading = view.average("shoulder/velocity/abs", gamma=0.9)  # (1 - 0.9) x 4.0
+    assert reading.scaled and not reading.interpolated and reading.value == pytest.approx(0.4)
+    assert view.average("shoulder/velocity/abs", tau=1.0).value == 0.5  # tau 1: V is the next signal
+    # halfway between tau 1 and 10, on the averages 0.5 and 0.4 (not V / tau of V's interpolation, 2.25 / 5.5)
+    reading = view.average("shoulder/velocity/abs", tau=5.5)
+    assert reading.interpolated and reading.value == pytest.approx(0.45) and reading.tau == 5.5
+    assert view.value("shoulder/velocity/abs", tau=5.5, scaled=True) == reading
+    assert not view.value("shoulder/velocity/abs", tau=5.5).scaled
+    with pytest.raises(ValueError, match="tau 20 of 'shoulder/velocity/abs' is outside the published timescales"):
+        view.average("shoulder/velocity/abs", tau=20.0)

@@ -39,7 +39,7 @@ class Coding(NamedTuple):
 
 
 class Recording(NamedTuple):
-    """A recording's transitions for :func:`learn_many`: ``cumulants[n]`` is C_{n+1}, ``terminals[n]`` ends at S_{n+1}."""
+    """A recording's transitions for :func:`learn_many`: ``cumulants[n]`` is C_{n+1}; ``terminals[n]``: S_{n+1} ends."""
 
     states_t: np.ndarray
     states_tp1: np.ndarray

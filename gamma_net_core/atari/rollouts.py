@@ -179,12 +179,14 @@ class RolloutWorker:
 _WORKER: RolloutWorker | None = None
 
 
-def _init_process(spec: RolloutSpec) -> None:
+def init_process(spec: RolloutSpec) -> None:
+    """A process pool's initializer: this worker process's :class:`RolloutWorker` of ``spec``."""
     global _WORKER
     _WORKER = RolloutWorker(spec, own_process=True)
 
 
-def _run_in_process(point: int, state, indices: list[int]):
+def run_in_process(point: int, state, indices: list[int]):
+    """Rollouts in a pool's worker process (after :func:`init_process`): :meth:`RolloutWorker.run`."""
     assert _WORKER is not None, "worker process not initialised"
     return _WORKER.run(point, state, indices)
 
@@ -262,9 +264,9 @@ def _run_local(spec, states, tasks, workers: int) -> Iterator[tuple]:
     # spawn, not fork: the parent may hold torch's thread pools, which do not survive a fork.
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(
-        max_workers=workers, mp_context=context, initializer=_init_process, initargs=(spec,)
+        max_workers=workers, mp_context=context, initializer=init_process, initargs=(spec,)
     ) as pool:
-        futures = [pool.submit(_run_in_process, point, states[point], indices) for point, indices in tasks]
+        futures = [pool.submit(run_in_process, point, states[point], indices) for point, indices in tasks]
         for future in as_completed(futures):
             yield future.result()
 

@@ -169,17 +169,17 @@ def _scaling_table(game: str, seconds: float, repeats: int, max_workers: int) ->
     tasks = [(i % len(points), [i]) for i in range(total_rollouts)]
     context = multiprocessing.get_context("spawn")
     pools = {
-        w: ProcessPoolExecutor(w, mp_context=context, initializer=rollouts._init_process, initargs=(spec,))
+        w: ProcessPoolExecutor(w, mp_context=context, initializer=rollouts.init_process, initargs=(spec,))
         for w in range(1, max_workers + 1)
     }
     best = dict.fromkeys(pools, 0.0)
     try:
         for w, pool in pools.items():  # warm-up: imports, ROM loading, numba's cache, in every worker
-            list(pool.map(rollouts._run_in_process, *zip(*[(0, points.states[0], [10**6 + i]) for i in range(4 * w)])))
+            list(pool.map(rollouts.run_in_process, *zip(*[(0, points.states[0], [10**6 + i]) for i in range(4 * w)])))
         for _ in range(repeats):
             for w, pool in pools.items():
                 start = time.perf_counter()
-                futures = [pool.submit(rollouts._run_in_process, p, points.states[p], idx) for p, idx in tasks]
+                futures = [pool.submit(rollouts.run_in_process, p, points.states[p], idx) for p, idx in tasks]
                 steps = sum(int(f.result()[3].sum()) for f in futures)
                 best[w] = max(best[w], steps / (time.perf_counter() - start))
     finally:

@@ -170,3 +170,19 @@ def test_every_bundle_the_learners_hand_the_kernels_is_a_named_tuple():
     assert not unnamed
     # The Horde builds from the linear package's public parts, not from a single-question learner.
     assert not [k for k, v in vars(horde).items() if isinstance(v, LinearGammaNet)]
+
+
+def test_the_plain_coding_the_kernels_take_names_every_field_back():
+    # Kernels take Coding.plain() (a plain tuple dispatches faster) and name it again on entry: a field
+    # added to Coding but not to both sides, or in another order, comes back under the wrong name here.
+    from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
+    from gamma_net_core.linear.kernels import named_coding
+
+    coding = LinearGammaNet(GammaNetConfig(tau_scale=7.0), rng=np.random.default_rng(0))._coding
+    again = named_coding.py_func(coding.plain())
+    assert type(again) is type(coding) and type(again.tiles) is type(coding.tiles)
+    for name in type(coding)._fields:
+        if name != "tiles":
+            assert getattr(again, name) == getattr(coding, name), name
+    for name in type(coding.tiles)._fields:
+        assert getattr(again.tiles, name) is getattr(coding.tiles, name), name

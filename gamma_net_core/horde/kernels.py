@@ -31,7 +31,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from gamma_net_core.linear.kernels import n_timescale_dims, output_scale, state_keys, timescale_keys
+from gamma_net_core.linear.kernels import n_timescale_dims, named_coding, output_scale, state_keys, timescale_keys
 from gamma_net_core.linear.traces import decay_and_add, restore_support, save_support
 from gamma_net_core.tilecoding import finalize
 
@@ -165,15 +165,17 @@ def _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, 
     ``scratch.idx_t``, ``idx_tp1`` and the TD errors delta_f into ``scratch.deltas``."""
     K = gammas.shape[0]
     tiles = coding.tiles
-    state_keys(state_t, tiles, scratch.u_state, scratch.keys_t)
-    state_keys(state_tp1, tiles, scratch.u_state, scratch.keys_tp1)
-    active_indices(
-        scratch.keys_t, scratch.keys_tp1, gammas, coding, scratch.u_timescale, scratch.keys_timescale,
-        scratch.idx_t[:K], scratch.idx_tp1[:K],
-    )  # fmt: skip
+    u_state = scratch.u_state
+    keys_t = scratch.keys_t
+    keys_tp1 = scratch.keys_tp1
+    idx_t = scratch.idx_t[:K]
+    idx_tp1 = scratch.idx_tp1[:K]
+    state_keys(state_t, tiles, u_state, keys_t)
+    state_keys(state_tp1, tiles, u_state, keys_tp1)
+    active_indices(keys_t, keys_tp1, gammas, coding, scratch.u_timescale, scratch.keys_timescale, idx_t, idx_tp1)
     td_errors(
-        W, scratch.idx_t[:K], scratch.idx_tp1[:K], gammas, cumulants, continuations, coding.loss_scaling,
-        tiles.bias_index, scratch.f_t, scratch.f_tp1, scratch.deltas[:, :K],
+        W, idx_t, idx_tp1, gammas, cumulants, continuations, coding.loss_scaling, tiles.bias_index, scratch.f_t,
+        scratch.f_tp1, scratch.deltas[:, :K],
     )  # fmt: skip
 
 
@@ -246,7 +248,7 @@ def _bounded(W, steps, n_active, w_max, w_limit, ok_q):  # pragma: no cover - co
 
 @numba.njit(cache=True)
 def constant_step(
-    W, state_t, state_tp1, gammas, cumulants, continuations, alpha, coding, w_max, scratch
+    W, state_t, state_tp1, gammas, cumulants, continuations, alpha, plain_coding, w_max, scratch
 ):  # pragma: no cover - compiled
     """One transition for every question at step size ``alpha`` (per active feature).
 
@@ -255,9 +257,13 @@ def constant_step(
       too large, with W unchanged. ``scratch`` (:class:`Scratch`) holds the TD errors delta_V [Q, K]
       (cumulant units) on return.
     """
+    coding = named_coding(plain_coding)
     K = gammas.shape[0]
     Q = W.shape[1]
-    idx_t, deltas, steps = scratch.idx_t, scratch.deltas, scratch.steps
+    idx_t = scratch.idx_t
+    deltas = scratch.deltas
+    steps = scratch.steps
+    ok_q = scratch.ok
     n_tilings = idx_t.shape[1]
     bias_index = coding.tiles.bias_index
     _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
@@ -265,10 +271,10 @@ def constant_step(
         for k in range(K):
             steps[q, k] = alpha * deltas[q, k]
     n_active = n_tilings + (1 if bias_index >= 0 else 0)
-    ok = _bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, scratch.ok)
+    ok = _bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, ok_q)
     _to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
-        return _first_refused(scratch.ok)
+        return _first_refused(ok_q)
     for k in range(K):
         for t in range(n_tilings):
             i = idx_t[k, t]
@@ -285,7 +291,10 @@ def _autostep_gradient(idx_t, deltas, K, bias_index, work):  # pragma: no cover 
     """g_i = sum_k delta_k x_{k,i} and z_i = sum_k x_{k,i}^2 of the features active at S_t, listed in
     ``work.order`` in first-touch order; returns how many."""
     n_tilings = idx_t.shape[1]
-    g, z, count, order = work.gradient, work.z, work.count, work.order
+    g = work.gradient
+    z = work.z
+    count = work.count
+    order = work.order
     Q = g.shape[1]
     n = 0
     for k in range(K):
@@ -318,9 +327,16 @@ def _autostep_gradient(idx_t, deltas, K, bias_index, work):  # pragma: no cover 
 def _autostep_step_sizes(q, n, autostep, work):  # pragma: no cover - compiled
     """Question q's new step sizes and v on the n active features, normalized; returns the largest
     weight change they make."""
-    alphas, h, v = autostep.alphas, autostep.h, autostep.v
-    mu, inv_tau = autostep.meta_step_size, autostep.inv_trace_tau
-    g, z, order = work.gradient, work.z, work.order
+    alphas = autostep.alphas
+    h = autostep.h
+    v = autostep.v
+    mu = autostep.meta_step_size
+    inv_tau = autostep.inv_trace_tau
+    g = work.gradient
+    z = work.z
+    order = work.order
+    new_alpha = work.new_alpha
+    new_v = work.new_v
     norm = 0.0
     for j in range(n):
         i = order[j]
@@ -330,36 +346,42 @@ def _autostep_step_sizes(q, n, autostep, work):  # pragma: no cover - compiled
         al = alphas[i, q]
         if vi > 0.0:
             al *= np.exp(mu * gh / vi)
-        work.new_v[i, q] = vi
-        work.new_alpha[i, q] = al
+        new_v[i, q] = vi
+        new_alpha[i, q] = al
         norm += al * z[i]
     norm = max(norm, 1.0)
     reach = 0.0
     for j in range(n):
         i = order[j]
-        work.new_alpha[i, q] /= norm
-        reach = max(reach, abs(work.new_alpha[i, q] * g[i, q]))
+        new_alpha[i, q] /= norm
+        reach = max(reach, abs(new_alpha[i, q] * g[i, q]))
     return reach
 
 
 @numba.njit(cache=True, inline="always")
 def _autostep_apply(W, q, n, autostep, work):  # pragma: no cover - compiled
     """w_i += alpha_i g_i and h_i = h_i (1 - alpha_i z_i) + alpha_i g_i; the new alpha and v kept."""
-    g, z, order = work.gradient, work.z, work.order
+    alphas = autostep.alphas
     h = autostep.h
+    v = autostep.v
+    g = work.gradient
+    z = work.z
+    order = work.order
+    new_alpha = work.new_alpha
+    new_v = work.new_v
     for j in range(n):
         i = order[j]
-        al = work.new_alpha[i, q]
+        al = new_alpha[i, q]
         step = al * g[i, q]
         W[i, q] += step
         h[i, q] = h[i, q] * (1.0 - al * z[i]) + step
-        autostep.alphas[i, q] = al
-        autostep.v[i, q] = work.new_v[i, q]
+        alphas[i, q] = al
+        v[i, q] = new_v[i, q]
 
 
 @numba.njit(cache=True)
 def autostep_step(
-    W, state_t, state_tp1, gammas, cumulants, continuations, coding, w_max, autostep, scratch, work
+    W, state_t, state_tp1, gammas, cumulants, continuations, plain_coding, w_max, autostep, scratch, work
 ):  # pragma: no cover - compiled
     """One transition for every question with Autostep's step size per question and feature.
 
@@ -374,14 +396,20 @@ def autostep_step(
     ``autostep`` (:class:`Autostep`) is its state; ``work`` (:class:`AutostepWork`) zeroed scratch,
     left zeroed. Returns like :func:`constant_step`; nothing changes when the step is refused.
     """
+    coding = named_coding(plain_coding)
     Q = W.shape[1]
-    steps, ok_q = scratch.steps, scratch.ok
+    steps = scratch.steps
+    ok_q = scratch.ok
+    w_limit = coding.w_limit
+    order = work.order
+    z = work.z
+    g = work.gradient
     _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
     n = _autostep_gradient(scratch.idx_t, scratch.deltas, gammas.shape[0], coding.tiles.bias_index, work)
     ok = True
     for q in range(Q):
         reach = _autostep_step_sizes(q, n, autostep, work)
-        ok_q[q] = _within_limit(W, q, reach, w_max, coding.w_limit)
+        ok_q[q] = _within_limit(W, q, reach, w_max, w_limit)
         steps[q, 0] = reach
         ok &= ok_q[q]
     if ok:
@@ -389,10 +417,10 @@ def autostep_step(
             w_max[q] += steps[q, 0]
             _autostep_apply(W, q, n, autostep, work)
     for j in range(n):
-        i = work.order[j]
-        work.z[i] = 0.0
+        i = order[j]
+        z[i] = 0.0
         for q in range(Q):
-            work.gradient[i, q] = 0.0
+            g[i, q] = 0.0
     _to_cumulant_units(scratch.deltas, gammas, coding.loss_scaling)
     if not ok:
         return _first_refused(ok_q)
@@ -404,37 +432,61 @@ def _decay_traces(gammas, lam, idx_t, bias_index, traces, groups, work):  # prag
     """Every group's trace of every gamma_k decayed by gamma_k lambda c_t and x(S_t, gamma_k) added,
     after keeping what a refused step restores."""
     _, _, _, n_support, z_max = traces
-    for g in range(groups.continuation_t.shape[0]):
+    continuation_t = groups.continuation_t
+    old_z = work.old_z
+    old_support = work.old_support
+    old_n = work.old_n
+    old_max = work.old_max
+    for g in range(continuation_t.shape[0]):
         for k in range(gammas.shape[0]):
-            save_support(traces, g, k, work.old_z[g], work.old_support[g])
-            work.old_n[g, k] = n_support[g, k]
-            work.old_max[g, k] = z_max[g, k]
-            decay_and_add(traces, g, k, gammas[k] * lam * groups.continuation_t[g], idx_t[k], bias_index)
+            save_support(traces, g, k, old_z[g], old_support[g])
+            old_n[g, k] = n_support[g, k]
+            old_max[g, k] = z_max[g, k]
+            decay_and_add(traces, g, k, gammas[k] * lam * continuation_t[g], idx_t[k], bias_index)
 
 
 @numba.njit(cache=True, inline="always")
 def _sum_traced(deltas, K, traces, groups, work):  # pragma: no cover - compiled
     """dw[i, q] = sum_k delta[q, k] z_k[i] over the group's supports, k in order (as the single learner)."""
     z, _, support, n_support, _ = traces
+    members = groups.members
+    n_members = groups.n_members
+    dw = work.dw
+    mark = work.mark
+    touched = work.touched
+    n_touched = work.n_touched
     for k in range(K):
-        for g in range(groups.continuation_t.shape[0]):
-            n = work.n_touched[g]
+        for g in range(n_touched.shape[0]):
+            n = n_touched[g]
             for j in range(n_support[g, k]):
                 i = support[g, k, j]
-                if not work.mark[g, i]:
-                    work.mark[g, i] = True
-                    work.touched[g, n] = i
+                if not mark[g, i]:
+                    mark[g, i] = True
+                    touched[g, n] = i
                     n += 1
                 zz = z[g, k, i]
-                for m in range(groups.n_members[g]):
-                    q = groups.members[g, m]
-                    work.dw[i, q] += deltas[q, k] * zz
-            work.n_touched[g] = n
+                for m in range(n_members[g]):
+                    q = members[g, m]
+                    dw[i, q] += deltas[q, k] * zz
+            n_touched[g] = n
 
 
 @numba.njit(cache=True)
 def lambda_step(
-    W, state_t, state_tp1, gammas, cumulants, continuations, alpha, coding, w_max, scratch, lam, traces, groups, work
+    W,
+    state_t,
+    state_tp1,
+    gammas,
+    cumulants,
+    continuations,
+    alpha,
+    plain_coding,
+    w_max,
+    scratch,
+    lam,
+    traces,
+    groups,
+    work,
 ):  # pragma: no cover - compiled
     """One TD(lambda) transition for every question on the traces' fixed Gamma ``gammas`` [K].
 
@@ -443,25 +495,38 @@ def lambda_step(
     :func:`constant_step`; a refused step leaves W, the traces and ``groups.continuation_t`` as
     they were.
     """
+    coding = named_coding(plain_coding)
     K = gammas.shape[0]
     Q = W.shape[1]
-    G = groups.continuation_t.shape[0]
-    deltas, steps, ok_q = scratch.deltas, scratch.steps, scratch.ok
-    dw, touched, n_touched = work.dw, work.touched, work.n_touched
+    of_question = groups.of_question
+    continuation_t = groups.continuation_t
+    G = continuation_t.shape[0]
+    deltas = scratch.deltas
+    steps = scratch.steps
+    ok_q = scratch.ok
+    dw = work.dw
+    mark = work.mark
+    touched = work.touched
+    n_touched = work.n_touched
+    old_z = work.old_z
+    old_support = work.old_support
+    old_n = work.old_n
+    old_max = work.old_max
+    w_limit = coding.w_limit
     _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
     _decay_traces(gammas, lam, scratch.idx_t, coding.tiles.bias_index, traces, groups, work)
     _sum_traced(deltas, K, traces, groups, work)
     ok = True
     for q in range(Q):
-        g = groups.of_question[q]
+        g = of_question[q]
         reach = 0.0
         for j in range(n_touched[g]):
             reach = max(reach, abs(alpha * dw[touched[g, j], q]))
-        ok_q[q] = _within_limit(W, q, reach, w_max, coding.w_limit)
+        ok_q[q] = _within_limit(W, q, reach, w_max, w_limit)
         steps[q, 0] = reach
         ok &= ok_q[q]
     for q in range(Q):
-        g = groups.of_question[q]
+        g = of_question[q]
         if ok:
             w_max[q] += steps[q, 0]
         for j in range(n_touched[g]):
@@ -471,16 +536,16 @@ def lambda_step(
             dw[i, q] = 0.0
     for g in range(G):
         for j in range(n_touched[g]):
-            work.mark[g, touched[g, j]] = False
+            mark[g, touched[g, j]] = False
         n_touched[g] = 0
         for k in range(K):
             if not ok:
-                restore_support(traces, g, k, work.old_z[g], work.old_support[g], work.old_n[g, k], work.old_max[g, k])
+                restore_support(traces, g, k, old_z[g], old_support[g], old_n[g, k], old_max[g, k])
     _to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
         return _first_refused(ok_q)
     for q in range(Q):
-        groups.continuation_t[groups.of_question[q]] = continuations[q]
+        continuation_t[of_question[q]] = continuations[q]
     return -1
 
 
@@ -499,12 +564,14 @@ def make_lambda_work(n_features: int, n_questions: int, n_groups: int, n_gammas:
 
 
 @numba.njit(cache=True)
-def predict(W, state, gammas, coding, out):  # pragma: no cover - compiled
+def predict(W, state, gammas, plain_coding, out):  # pragma: no cover - compiled
     """out[q, g] = V_q(state, gammas[g]) in each question's cumulant units."""
+    coding = named_coding(plain_coding)
     tiles = coding.tiles
     n_tilings = tiles.base.shape[0]
     memory_size = tiles.memory_size
     bias_index = tiles.bias_index
+    loss_scaling = coding.loss_scaling
     Q = W.shape[1]
     u = np.empty(state.shape[0])
     u_ts = np.empty(n_timescale_dims(coding.timescale_input))
@@ -519,7 +586,7 @@ def predict(W, state, gammas, coding, out):  # pragma: no cover - compiled
             i = finalize(keys[t] + keys_ts[t], memory_size)
             for q in range(Q):
                 out[q, k] += W[i, q]
-        s = output_scale(gammas[k], coding.loss_scaling)
+        s = output_scale(gammas[k], loss_scaling)
         for q in range(Q):
             if bias_index >= 0:
                 out[q, k] += W[bias_index, q]

@@ -105,6 +105,7 @@ class HordeLearner:
             self._coder = coding.make_coder(config, config.timescale_input, state=_state)
             rng = np.random.default_rng()
         self._coding = coding.make_coding(config, config.timescale_input, self._coder)
+        self._plain_coding = self._coding.plain()  # as the kernels take it (see Coding.plain)
         self.config = config
         self.names = names
         self.timescales = timescales
@@ -293,12 +294,12 @@ class HordeLearner:
             return self._learn_lambda(s_t, c, s_tp1, cont, g)
         if self._autostep:
             bad = kernels.autostep_step(
-                self._W, s_t, s_tp1, g, c, cont, self._coding, self._w_max, self._autostep_state, self._scratch,
+                self._W, s_t, s_tp1, g, c, cont, self._plain_coding, self._w_max, self._autostep_state, self._scratch,
                 self._autostep_work,
             )  # fmt: skip
         else:
             bad = kernels.constant_step(
-                self._W, s_t, s_tp1, g, c, cont, self.step_size(), self._coding, self._w_max, self._scratch
+                self._W, s_t, s_tp1, g, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch
             )
         deltas = self._scratch.deltas[:, : g.shape[0]].copy()
         if bad >= 0:
@@ -325,7 +326,7 @@ class HordeLearner:
                 "trace_groups"
             )
         bad = kernels.lambda_step(
-            self._W, s_t, s_tp1, g, c, cont, self.step_size(), self._coding, self._w_max, self._scratch,
+            self._W, s_t, s_tp1, g, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch,
             self.config.lam, self._traces.kernel_args, self._groups, self._lambda_work,
         )  # fmt: skip
         deltas = self._scratch.deltas[:, : g.shape[0]].copy()
@@ -364,7 +365,7 @@ class HordeLearner:
         g = validate_gammas(gammas, name="gammas") if gammas is not None else 1.0 - 1.0 / validate_taus(taus)
         s = coding.check_state(inputs, self.config.n_state, "inputs")
         out = np.empty((self.n_questions, g.shape[0]))
-        kernels.predict(self._W, s, np.ascontiguousarray(g), self._coding, out)
+        kernels.predict(self._W, s, np.ascontiguousarray(g), self._plain_coding, out)
         return out
 
     @property

@@ -105,4 +105,4 @@ def output_scales(gammas: np.ndarray, loss_scaling: bool) -> np.ndarray:
 
 def timescale_keys(coding: Coding, gammas: np.ndarray) -> np.ndarray:
     """[G, n_tilings] uint64: each gamma's part of every tiling's key (a state's part is added per step)."""
-    return timescale_key_table(np.ascontiguousarray(gammas, dtype=np.float64), coding)
+    return timescale_key_table(np.ascontiguousarray(gammas, dtype=np.float64), coding.plain())

@@ -2,7 +2,8 @@
 
 Arguments follow one convention: ``coding`` is a :class:`Coding` (the tile coder's
 :class:`~gamma_net_core.tilecoding.Tiles`, how the timescale enters as input, the output scale and
-the weight limit), fixed when a learner is built (:func:`gamma_net_core.linear.coding.make_coding`).
+the weight limit), fixed when a learner is built (:func:`gamma_net_core.linear.coding.make_coding`);
+kernels called from Python take it as ``coding.plain()`` (``plain_coding``; why in :meth:`Coding.plain`).
 A state's keys and a timescale's keys are computed apart and summed per tiling, so a state's keys
 are computed once per step and shared by every gamma (and, in :mod:`gamma_net_core.horde.kernels`,
 by every question). The public kernels here are the linear package's internal interface; the
@@ -36,6 +37,22 @@ class Coding(NamedTuple):
     n_state: int
     loss_scaling: bool
     w_limit: float
+
+    def plain(self) -> tuple:
+        """This coding as plain tuples, as the kernels take it (:func:`named_coding` names it again).
+
+        numba finds a compiled kernel by a fingerprint of its arguments, and a named tuple's spells out
+        its class and field names: about 3 µs for a Coding against 0.2 µs for its plain form, a tenth of
+        a per-message update. Every kernel is called with the plain form; inside it is named.
+        """
+        return (tuple(self.tiles), self.timescale_input, self.tau_scale, self.n_state, self.loss_scaling, self.w_limit)
+
+
+@numba.njit(cache=True, inline="always")
+def named_coding(plain):  # pragma: no cover - compiled
+    """The :class:`Coding` whose :meth:`Coding.plain` is ``plain`` (free: the compiler sees through it)."""
+    tiles, timescale_input, tau_scale, n_state, loss_scaling, w_limit = plain
+    return Coding(Tiles(*tiles), timescale_input, tau_scale, n_state, loss_scaling, w_limit)
 
 
 class Recording(NamedTuple):
@@ -86,6 +103,11 @@ class TraceWork(NamedTuple):
     old_max: np.ndarray
 
 
+# A kernel reads the fields it uses into locals, one a line, before its loops: the compiler does not hoist
+# a field read out of a loop (memory_size read in _value's loop made predictions 2-4x slower), and fields
+# passed straight into inlined helpers cost some 8% of a prediction.
+
+
 @numba.njit(cache=True, inline="always")
 def n_timescale_dims(timescale_input):  # pragma: no cover - compiled
     """Input dimensions a timescale input code adds: 0 (none), 1 (gamma or tau), 2 (both)."""
@@ -96,37 +118,53 @@ def n_timescale_dims(timescale_input):  # pragma: no cover - compiled
 def timescale_keys(gamma, coding, u, keys):  # pragma: no cover - compiled
     """keys[t] = the timescale dimensions' part of tiling t's key for ``gamma`` (``u``: scratch)."""
     tiles = coding.tiles
+    timescale_input = coding.timescale_input
+    tau_scale = coding.tau_scale
+    n_state = coding.n_state
     keys[:] = 0
-    if coding.timescale_input == 0:
+    if timescale_input == 0:
         return
-    if coding.timescale_input == 1:
+    if timescale_input == 1:
         u[0] = gamma
-    elif coding.timescale_input == 2:
-        u[0] = 1.0 / (1.0 - gamma) / coding.tau_scale
+    elif timescale_input == 2:
+        u[0] = 1.0 / (1.0 - gamma) / tau_scale
     else:
         u[0] = gamma
-        u[1] = 1.0 / (1.0 - gamma) / coding.tau_scale
-    n_state = coding.n_state
-    normalize(u, tiles.low[n_state:], tiles.span[n_state:], u)
-    add_keys(u, n_state, tiles.inv_width, tiles.offsets, tiles.mult, tiles.per_dim, keys)
+        u[1] = 1.0 / (1.0 - gamma) / tau_scale
+    low = tiles.low
+    span = tiles.span
+    inv_width = tiles.inv_width
+    offsets = tiles.offsets
+    mult = tiles.mult
+    per_dim = tiles.per_dim
+    normalize(u, low[n_state:], span[n_state:], u)
+    add_keys(u, n_state, inv_width, offsets, mult, per_dim, keys)
 
 
 @numba.njit(cache=True, inline="always")
 def state_keys(state, tiles, u, keys):  # pragma: no cover - compiled
     """keys[t] = base[t] + the state dimensions' part of tiling t's key (``u``: scratch)."""
+    low = tiles.low
+    span = tiles.span
+    inv_width = tiles.inv_width
+    offsets = tiles.offsets
+    mult = tiles.mult
+    base = tiles.base
+    per_dim = tiles.per_dim
     n_state = state.shape[0]
-    normalize(state, tiles.low[:n_state], tiles.span[:n_state], u)
-    keys[:] = tiles.base
-    add_keys(u, 0, tiles.inv_width, tiles.offsets, tiles.mult, tiles.per_dim, keys)
+    normalize(state, low[:n_state], span[:n_state], u)
+    keys[:] = base
+    add_keys(u, 0, inv_width, offsets, mult, per_dim, keys)
 
 
 @numba.njit(cache=True, inline="always")
 def _value(w, keys_state, keys_timescale, tiles):  # pragma: no cover - compiled
+    memory_size, bias_index = tiles.memory_size, tiles.bias_index
     v = 0.0
     for t in range(keys_state.shape[0]):
-        v += w[finalize(keys_state[t] + keys_timescale[t], tiles.memory_size)]
-    if tiles.bias_index >= 0:
-        v += w[tiles.bias_index]
+        v += w[finalize(keys_state[t] + keys_timescale[t], memory_size)]
+    if bias_index >= 0:
+        v += w[bias_index]
     return v
 
 
@@ -143,8 +181,10 @@ def _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, ke
     That output is f = s V (s = 1 - gamma_k with loss scaling, else 1), so deltas[k] is
     delta_f = s C + gamma_k f(S_{t+1}) - f(S_t) = s delta_V; w is untouched.
     """
-    memory_size = coding.tiles.memory_size
-    bias_index = coding.tiles.bias_index
+    tiles = coding.tiles
+    memory_size = tiles.memory_size
+    bias_index = tiles.bias_index
+    loss_scaling = coding.loss_scaling
     for k in range(gammas.shape[0]):
         gamma = gammas[k]
         timescale_keys(gamma, coding, u_ts, keys_ts)
@@ -159,7 +199,7 @@ def _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, ke
         if bias_index >= 0:
             f_t += w[bias_index]
             f_tp1 += w[bias_index]
-        scaled = output_scale(gamma, coding.loss_scaling) * cumulant
+        scaled = output_scale(gamma, loss_scaling) * cumulant
         if terminal:
             deltas[k] = scaled - f_t
         else:
@@ -185,11 +225,12 @@ def _to_cumulant_units(deltas, gammas, loss_scaling):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True)
-def learn_one(w, state_t, state_tp1, gammas, cumulant, terminal, alpha, coding, deltas):  # pragma: no cover
+def learn_one(w, state_t, state_tp1, gammas, cumulant, terminal, alpha, plain_coding, deltas):  # pragma: no cover
     """One transition; returns True, or False with w unchanged when a weight would leave [-w_limit, w_limit].
 
     On return deltas[k] holds the TD error in the cumulant's units, delta_V = delta_f / s.
     """
+    coding = named_coding(plain_coding)
     tiles = coding.tiles
     w_limit = coding.w_limit
     n_tilings = tiles.base.shape[0]
@@ -239,18 +280,20 @@ def learn_one(w, state_t, state_tp1, gammas, cumulant, terminal, alpha, coding, 
 @numba.njit(cache=True, inline="always")
 def _record_probes(w, keys_t, tiles, probes, n):  # pragma: no cover - compiled
     """The probes' predictions V(S_n) (``keys_t``: S_n's keys) before update n, from ``record_from`` on."""
-    if n >= probes.record_from:
-        for j in range(probes.keys.shape[0]):
-            probes.predictions[n - probes.record_from, j] = _value(w, keys_t, probes.keys[j], tiles) / probes.scales[j]
+    keys, scales, record_from, predictions = probes.keys, probes.scales, probes.record_from, probes.predictions
+    if n >= record_from:
+        for j in range(keys.shape[0]):
+            predictions[n - record_from, j] = _value(w, keys_t, keys[j], tiles) / scales[j]
 
 
 @numba.njit(cache=True)
-def learn_many(w, recording, gammas, schedule, coding, probes):  # pragma: no cover - compiled
+def learn_many(w, recording, gammas, schedule, plain_coding, probes):  # pragma: no cover - compiled
     """A recording's transitions in order, Gamma_t ``gammas[n]``; returns -1, or the first step that put a
     weight beyond w_limit.
 
     ``probes`` records V in the cumulant's units (see :class:`Probes`).
     """
+    coding = named_coding(plain_coding)
     tiles = coding.tiles
     w_limit = coding.w_limit
     n_tilings = tiles.base.shape[0]
@@ -264,13 +307,17 @@ def learn_many(w, recording, gammas, schedule, coding, probes):  # pragma: no co
     idx = np.empty((K, n_tilings), dtype=np.int64)
     deltas = np.empty(K)
     steps = np.empty(K)
-    for n in range(recording.states_t.shape[0]):
-        state_keys(recording.states_t[n], tiles, u, keys_t)
+    states_t, states_tp1 = recording.states_t, recording.states_tp1
+    cumulants, terminals = recording.cumulants, recording.terminals
+    step_size, decay_steps = schedule.step_size, schedule.decay_steps
+    first_count, n_active = schedule.first_count, schedule.n_active
+    for n in range(states_t.shape[0]):
+        state_keys(states_t[n], tiles, u, keys_t)
         _record_probes(w, keys_t, tiles, probes, n)
-        state_keys(recording.states_tp1[n], tiles, u, keys_tp1)
-        g, c, end = gammas[n], recording.cumulants[n], recording.terminals[n]
+        state_keys(states_tp1[n], tiles, u, keys_tp1)
+        g, c, end = gammas[n], cumulants[n], terminals[n]
         _td_errors(w, keys_t, keys_tp1, g, c, end, coding, u_ts, keys_ts, idx, deltas)
-        alpha = alpha_at(schedule.step_size, schedule.decay_steps, schedule.first_count + n, schedule.n_active)
+        alpha = alpha_at(step_size, decay_steps, first_count + n, n_active)
         if not _step_sizes(deltas, alpha, steps):
             return n
         ok = True
@@ -322,7 +369,7 @@ def _apply_traced(w, alpha, dw, mark, touched, n, w_limit):  # pragma: no cover 
 
 @numba.njit(cache=True)
 def learn_one_lambda(
-    w, state_t, state_tp1, gammas, cumulant, terminal, alpha, coding, deltas, lam, traces, work
+    w, state_t, state_tp1, gammas, cumulant, terminal, alpha, plain_coding, deltas, lam, traces, work
 ):  # pragma: no cover
     """One TD(lambda) transition on the fixed ``gammas`` with their traces (group 0 of ``traces``).
 
@@ -330,6 +377,7 @@ def learn_one_lambda(
     :func:`learn_one`; when the step is refused the weights and traces are as before. ``work`` is
     :func:`traced_work` scratch, left clean.
     """
+    coding = named_coding(plain_coding)
     tiles = coding.tiles
     n_tilings = tiles.base.shape[0]
     bias_index = tiles.bias_index
@@ -347,27 +395,32 @@ def learn_one_lambda(
     ok = _step_sizes(deltas, alpha, steps)
     if ok:
         _, _, _, n_support, z_max = traces
+        dw, mark, touched = work.dw, work.mark, work.touched
+        old_z, old_support, old_n, old_max = work.old_z, work.old_support, work.old_n, work.old_max
         for k in range(K):
-            save_support(traces, 0, k, work.old_z, work.old_support)
-            work.old_n[k] = n_support[0, k]
-            work.old_max[k] = z_max[0, k]
+            save_support(traces, 0, k, old_z, old_support)
+            old_n[k] = n_support[0, k]
+            old_max[k] = z_max[0, k]
             decay_and_add(traces, 0, k, gammas[k] * lam, idx[k], bias_index)
-        n = _accumulate(traces, 0, deltas, work.dw, work.mark, work.touched, 0)
-        ok = _apply_traced(w, alpha, work.dw, work.mark, work.touched, n, coding.w_limit)
+        n = _accumulate(traces, 0, deltas, dw, mark, touched, 0)
+        ok = _apply_traced(w, alpha, dw, mark, touched, n, coding.w_limit)
         if not ok:
             for k in range(K):
-                restore_support(traces, 0, k, work.old_z, work.old_support, work.old_n[k], work.old_max[k])
+                restore_support(traces, 0, k, old_z, old_support, old_n[k], old_max[k])
     _to_cumulant_units(deltas, gammas, coding.loss_scaling)
     return ok
 
 
 @numba.njit(cache=True)
-def learn_many_lambda(w, recording, gammas, schedule, coding, probes, lam, traces, work):  # pragma: no cover - compiled
+def learn_many_lambda(
+    w, recording, gammas, schedule, plain_coding, probes, lam, traces, work
+):  # pragma: no cover - compiled
     """:func:`learn_many` with TD(lambda) traces on the fixed Gamma ``gammas`` [K] (the same every step).
 
     A terminal transition cuts the traces after its update. Returns -1, or the first step whose
     update was refused (weights and traces then hold that step's partial state: the caller restores).
     """
+    coding = named_coding(plain_coding)
     tiles = coding.tiles
     n_tilings = tiles.base.shape[0]
     bias_index = tiles.bias_index
@@ -383,19 +436,24 @@ def learn_many_lambda(w, recording, gammas, schedule, coding, probes, lam, trace
     decays = np.empty(K)
     for k in range(K):
         decays[k] = gammas[k] * lam
-    for n in range(recording.states_t.shape[0]):
-        state_keys(recording.states_t[n], tiles, u, keys_t)
+    states_t, states_tp1 = recording.states_t, recording.states_tp1
+    cumulants, terminals = recording.cumulants, recording.terminals
+    step_size, decay_steps = schedule.step_size, schedule.decay_steps
+    first_count, n_active = schedule.first_count, schedule.n_active
+    dw, mark, touched, w_limit = work.dw, work.mark, work.touched, coding.w_limit
+    for n in range(states_t.shape[0]):
+        state_keys(states_t[n], tiles, u, keys_t)
         _record_probes(w, keys_t, tiles, probes, n)
-        state_keys(recording.states_tp1[n], tiles, u, keys_tp1)
-        end = recording.terminals[n]
-        _td_errors(w, keys_t, keys_tp1, gammas, recording.cumulants[n], end, coding, u_ts, keys_ts, idx, deltas)
-        alpha = alpha_at(schedule.step_size, schedule.decay_steps, schedule.first_count + n, schedule.n_active)
+        state_keys(states_tp1[n], tiles, u, keys_tp1)
+        end = terminals[n]
+        _td_errors(w, keys_t, keys_tp1, gammas, cumulants[n], end, coding, u_ts, keys_ts, idx, deltas)
+        alpha = alpha_at(step_size, decay_steps, first_count + n, n_active)
         if not _step_sizes(deltas, alpha, steps):
             return n
         for k in range(K):
             decay_and_add(traces, 0, k, decays[k], idx[k], bias_index)
-        m = _accumulate(traces, 0, deltas, work.dw, work.mark, work.touched, 0)
-        if not _apply_traced(w, alpha, work.dw, work.mark, work.touched, m, coding.w_limit):
+        m = _accumulate(traces, 0, deltas, dw, mark, touched, 0)
+        if not _apply_traced(w, alpha, dw, mark, touched, m, w_limit):
             return n
         if end:
             for k in range(K):
@@ -426,8 +484,9 @@ def alpha_at(step_size, decay_steps, count, n_active):  # pragma: no cover - com
 
 
 @numba.njit(cache=True)
-def predict_many(w, states, gammas, coding):  # pragma: no cover - compiled
+def predict_many(w, states, gammas, plain_coding):  # pragma: no cover - compiled
     """V(S_n, gamma_k) = f / s(gamma_k) for each state and gamma: [N, G], in the cumulant's units."""
+    coding = named_coding(plain_coding)
     tiles = coding.tiles
     n_tilings = tiles.base.shape[0]
     out = np.empty((states.shape[0], gammas.shape[0]))
@@ -447,8 +506,9 @@ def predict_many(w, states, gammas, coding):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True)
-def timescale_key_table(gammas, coding):  # pragma: no cover - compiled
+def timescale_key_table(gammas, plain_coding):  # pragma: no cover - compiled
     """[G, n_tilings]: each gamma's part of every tiling's key (:func:`timescale_keys`)."""
+    coding = named_coding(plain_coding)
     keys = np.empty((gammas.shape[0], coding.tiles.base.shape[0]), dtype=np.uint64)
     u = np.empty(n_timescale_dims(coding.timescale_input))
     for k in range(gammas.shape[0]):

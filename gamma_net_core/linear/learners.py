@@ -51,6 +51,7 @@ class _LinearTD:
             self._weights = _state["weights"]
             self.update_count = _state["update_count"]
         self._coding = coding.make_coding(config, self._mode, self.coder)
+        self._plain_coding = self._coding.plain()
         # TD(lambda): the traces of the fixed Gamma, made on the first update (see linear/traces.py).
         self._traces: Traces | None = None
         self._work: TraceWork | None = None
@@ -140,7 +141,7 @@ class _LinearTD:
         s_tp1 = s_t if (terminal and state_tp1 is None) else self._state(state_tp1, "state_tp1")
         c = self._cumulant(cumulant)
         deltas = np.empty(gammas.shape[0])
-        args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self._coding, deltas)
+        args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self._plain_coding, deltas)
         if self.config.lam > 0.0:
             traces = self._traces_for(gammas)
             ok = learn_one_lambda(*args, self.config.lam, traces.kernel_args, self._work)
@@ -202,11 +203,11 @@ class _LinearTD:
                     self._traces = traces_before
                     raise
                 bad = learn_many_lambda(
-                    self._weights, recording, traces.gammas, schedule, self._coding, probes_here, cfg.lam,
+                    self._weights, recording, traces.gammas, schedule, self._plain_coding, probes_here, cfg.lam,
                     traces.kernel_args, self._work,
                 )  # fmt: skip
             else:
-                bad = learn_many(self._weights, recording, gammas, schedule, self._coding, probes_here)
+                bad = learn_many(self._weights, recording, gammas, schedule, self._plain_coding, probes_here)
             if bad >= 0:
                 self._weights[:] = before
                 self.update_count = count
@@ -224,8 +225,8 @@ class _LinearTD:
         n = self.config.n_state
         if x.ndim == 0 or (x.ndim == 1 and x.shape[0] == n):
             one = self._state(x, "state")[None, :]
-            return predict_many(self._weights, one, gammas, self._coding)[0]
-        return predict_many(self._weights, self._states(x, "states"), gammas, self._coding)
+            return predict_many(self._weights, one, gammas, self._plain_coding)[0]
+        return predict_many(self._weights, self._states(x, "states"), gammas, self._plain_coding)
 
     # -- checkpoints (format: :mod:`gamma_net_core.linear.checkpoints`)
 

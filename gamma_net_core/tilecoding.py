@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -104,6 +105,26 @@ def _check_groups(n_dims: int, tilings: Sequence[int], widths: Sequence[float], 
             raise ValueError(
                 f"one feature per tile would need {total} features for {n_dims} inputs; set memory_size to hash them"
             )
+
+
+class Tiles(NamedTuple):
+    """A coder's arrays as the numba kernels take them (:attr:`TileCoder.kernel_args`).
+
+    ``low``, ``span`` [n_dims] normalize an input; ``inv_width`` [n_tilings] is 1 / tile width;
+    ``offsets`` [n_tilings, n_dims], ``mult`` [n_tilings, n_dims] and ``base`` [n_tilings] make the
+    keys; ``per_dim`` [n_tilings] bounds the tile coordinates; ``memory_size`` (0: unhashed) maps a
+    key to a feature; ``bias_index`` is the bias feature, -1 without one.
+    """
+
+    low: np.ndarray
+    span: np.ndarray
+    inv_width: np.ndarray
+    offsets: np.ndarray
+    mult: np.ndarray
+    base: np.ndarray
+    per_dim: np.ndarray
+    memory_size: int
+    bias_index: int
 
 
 class TileCoder:
@@ -209,18 +230,18 @@ class TileCoder:
         return self.n_tilings + (1 if self.bias else 0)
 
     @property
-    def kernel_args(self) -> tuple:
+    def kernel_args(self) -> Tiles:
         """The coder as numba kernels take it (see :func:`add_keys`, :func:`finalize`)."""
-        return (
-            self.low,
-            self.span,
-            self.inv_width,
-            self.offsets,
-            self.mult,
-            self.base,
-            self.per_dim,
-            self.memory_size,
-            self.bias_index,
+        return Tiles(
+            low=self.low,
+            span=self.span,
+            inv_width=self.inv_width,
+            offsets=self.offsets,
+            mult=self.mult,
+            base=self.base,
+            per_dim=self.per_dim,
+            memory_size=self.memory_size,
+            bias_index=self.bias_index,
         )
 
     def _inputs(self, x) -> np.ndarray:
@@ -273,18 +294,17 @@ def finalize(key, memory_size):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def _active_many(x, tiles):  # pragma: no cover - compiled
-    low, span, inv_width, offsets, mult, base, per_dim, memory_size, bias_index = tiles
-    n_tilings = base.shape[0]
-    n_active = n_tilings + (1 if bias_index >= 0 else 0)
+    n_tilings = tiles.base.shape[0]
+    n_active = n_tilings + (1 if tiles.bias_index >= 0 else 0)
     out = np.empty((x.shape[0], n_active), dtype=np.int64)
     u = np.empty(x.shape[1])
     keys = np.empty(n_tilings, dtype=np.uint64)
     for n in range(x.shape[0]):
-        normalize(x[n], low, span, u)
-        keys[:] = base
-        add_keys(u, 0, inv_width, offsets, mult, per_dim, keys)
+        normalize(x[n], tiles.low, tiles.span, u)
+        keys[:] = tiles.base
+        add_keys(u, 0, tiles.inv_width, tiles.offsets, tiles.mult, tiles.per_dim, keys)
         for t in range(n_tilings):
-            out[n, t] = finalize(keys[t], memory_size)
-        if bias_index >= 0:
-            out[n, n_tilings] = bias_index
+            out[n, t] = finalize(keys[t], tiles.memory_size)
+        if tiles.bias_index >= 0:
+            out[n, n_tilings] = tiles.bias_index
     return out

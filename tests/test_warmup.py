@@ -21,9 +21,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(bound(WARMUP_S + 60))]
 #: (cache folder prefix, module.function) of the kernels the predictor, horde and neural_predictor nodes
 #: and `arm train` call; inline="always" helpers are compiled into these.
 KERNELS = [
-    ("linear", "kernels._learn_one"),
-    ("linear", "kernels._predict_many"),
-    ("linear", "kernels._learn_many"),
+    ("linear", "kernels.learn_one"),
+    ("linear", "kernels.predict_many"),
+    ("linear", "kernels.learn_many"),
     ("horde", "kernels.constant_step"),
     ("horde", "kernels.autostep_step"),
     ("horde", "kernels.predict"),

@@ -138,7 +138,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.bench.linear import _machine, pin_to_one_core
+    from gamma_net_core.bench.linear import machine, pin_to_one_core
     from gamma_net_core.cli import UsageError
     from gamma_net_core.linear import GammaNetConfig
 
@@ -196,4 +196,4 @@ def run(args: argparse.Namespace) -> Report:
         goals.add(
             f"TD(lambda) Horde >= {GOAL_STEPS_PER_SECOND:.0f} steps/s", f"{rate:,.1f}", rate >= GOAL_STEPS_PER_SECOND
         )
-    return Report(tables=[table, goals], data={"core": core, **r, "machine": _machine()})
+    return Report(tables=[table, goals], data={"core": core, **r, "machine": machine()})

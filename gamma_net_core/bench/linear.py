@@ -254,10 +254,11 @@ def run(args: argparse.Namespace) -> Report:
         f"{arm['learn_lambda_cost']:.2f}x",
         arm["learn_lambda_cost"] <= GOAL_LAMBDA_COST,
     )
-    return Report(tables=[table, traces, goals], data={"core": core, "rows": rows, "machine": _machine()})
+    return Report(tables=[table, traces, goals], data={"core": core, "rows": rows, "machine": machine()})
 
 
-def _machine() -> str:
+def machine() -> str:
+    """This machine in words for a benchmark's report: CPU model, cores, Python version."""
     import platform
 
     model = platform.processor() or platform.machine()

@@ -326,11 +326,11 @@ def run(args: argparse.Namespace) -> Report:
     check_range("--ensemble", args.ensemble, low=0)
     import torch
 
-    from gamma_net_core.neural.learner import EMBEDDINGS, _device
+    from gamma_net_core.neural.learner import EMBEDDINGS, torch_device
 
     check(args.embedding in EMBEDDINGS, f"--embedding must be one of {list(EMBEDDINGS)}; got {args.embedding!r}")
     try:
-        _device(args.device)
+        torch_device(args.device)
     except ValueError as exc:  # torch lists every device type it knows: too long for one line
         message, cut, _ = str(exc).replace("NeuralConfig.device", "--device").partition(": Expected one of")
         raise UsageError(message + (" (e.g. cpu, cuda, cuda:1)" if cut else "")) from None

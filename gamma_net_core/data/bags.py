@@ -218,7 +218,13 @@ class JointStateMessage:
     effort: np.ndarray
 
 
-def _open_reader(path: pathlib.Path):
+def open_reader(path: pathlib.Path):
+    """A rosbags reader of the bag at ``path`` (rosbag2 directory, .mcap, .db3, or rosbag1 .bag), opened.
+
+    Raises:
+      FileNotFoundError: no bag there.
+      BagError: not a readable bag.
+    """
     from rosbags.highlevel import AnyReader, AnyReaderError
     from rosbags.rosbag1 import ReaderError as Rosbag1Error
     from rosbags.rosbag2 import ReaderError as Rosbag2Error
@@ -296,7 +302,7 @@ def iter_joint_states(path: str | pathlib.Path, *, topic: str = DEFAULT_TOPIC) -
         iterating, a bag damaged part-way (see :func:`read_messages`).
     """
     path = pathlib.Path(path)
-    reader = _open_reader(path)
+    reader = open_reader(path)
     try:
         connections = _topic_connections(reader, path, topic)
     except BaseException:

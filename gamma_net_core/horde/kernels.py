@@ -15,7 +15,7 @@ c_q of S_{t+1} (0 where its termination holds, which stops the return)::
     W[:, q]    += alpha[q] * sum_k delta[q, k] x(S_t, gamma_k)
 
 Autostep (Mahmood et al. 2012) keeps a step size per question and feature instead
-(:func:`autostep_update`; :mod:`gamma_net_core.horde.adaptive` is its plain reference).
+(:func:`autostep_step`; :mod:`gamma_net_core.horde.adaptive` is its plain reference).
 
 TD(lambda) (:func:`lambda_step`; the trace form is :mod:`gamma_net_core.linear.traces`'s) keeps one
 trace per fixed gamma_k and continuation group (questions whose continuations are always equal share
@@ -26,10 +26,12 @@ order, so again N questions equal N single learners bit for bit.
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 import numba
 import numpy as np
 
-from gamma_net_core.linear.kernels import _n_timescale_dims, _output_scale, _state_keys, _timescale_keys
+from gamma_net_core.linear.kernels import n_timescale_dims, named_coding, output_scale, state_keys, timescale_keys
 from gamma_net_core.linear.traces import decay_and_add, restore_support, save_support
 from gamma_net_core.tilecoding import finalize
 
@@ -37,12 +39,91 @@ CONSTANT = 0
 AUTOSTEP = 1
 
 
+class Scratch(NamedTuple):
+    """Work arrays of every step kernel (:func:`make_scratch`), allocated once per learner.
+
+    ``keys_t``, ``keys_tp1``, ``keys_timescale`` [n_tilings] are tile keys of S_t, S_{t+1} and one
+    gamma; ``u_state`` [n_state] and ``u_timescale`` normalize inputs; ``idx_t``, ``idx_tp1`` [K_max,
+    n_tilings] are the active tiles of (S_t, gamma_k), (S_{t+1}, gamma_k); ``f_t``, ``f_tp1`` [Q] the
+    outputs of one gamma; ``deltas`` [Q, K_max] the TD errors (delta_V on return); ``steps`` [Q,
+    K_max] and ``ok`` [Q] each question's step and whether it may take it.
+    """
+
+    keys_t: np.ndarray
+    keys_tp1: np.ndarray
+    keys_timescale: np.ndarray
+    u_state: np.ndarray
+    u_timescale: np.ndarray
+    idx_t: np.ndarray
+    idx_tp1: np.ndarray
+    f_t: np.ndarray
+    f_tp1: np.ndarray
+    deltas: np.ndarray
+    steps: np.ndarray
+    ok: np.ndarray
+
+
+class Autostep(NamedTuple):
+    """Autostep's state, [n_features, Q] each: step sizes ``alphas``, the traces ``h`` of recent weight
+    changes, the gradient scale ``v``; with its meta step size mu and 1 / tau."""
+
+    alphas: np.ndarray
+    h: np.ndarray
+    v: np.ndarray
+    meta_step_size: float
+    inv_trace_tau: float
+
+
+class AutostepWork(NamedTuple):
+    """Zeroed scratch of :func:`autostep_step` (:func:`make_autostep_work`), left zeroed.
+
+    ``gradient``, ``new_alpha``, ``new_v`` [n_features, Q]; ``z`` (sum_k x_k,i^2), ``count``
+    [n_features]; ``order`` [n_features] lists the features active this step.
+    """
+
+    gradient: np.ndarray
+    new_alpha: np.ndarray
+    new_v: np.ndarray
+    z: np.ndarray
+    count: np.ndarray
+    order: np.ndarray
+
+
+class TraceGroups(NamedTuple):
+    """Questions sharing TD(lambda) traces: ``of_question[q]`` is question q's group,
+    ``members[g, :n_members[g]]`` the group's questions in order, ``continuation_t[g]`` the group's
+    continuation of S_t (:func:`lambda_step` sets it to that of S_{t+1})."""
+
+    of_question: np.ndarray
+    members: np.ndarray
+    n_members: np.ndarray
+    continuation_t: np.ndarray
+
+
+class LambdaWork(NamedTuple):
+    """Clean scratch of :func:`lambda_step` (:func:`make_lambda_work`), left clean.
+
+    ``dw`` [n_features, Q] sums each question's update; per group, ``mark``, ``touched`` [G,
+    n_features] and ``n_touched`` [G] the features it touches; ``old_z``, ``old_support`` [G, K,
+    n_features], ``old_n``, ``old_max`` [G, K] keep the traces a refused step restores.
+    """
+
+    dw: np.ndarray
+    mark: np.ndarray
+    touched: np.ndarray
+    n_touched: np.ndarray
+    old_z: np.ndarray
+    old_support: np.ndarray
+    old_n: np.ndarray
+    old_max: np.ndarray
+
+
 @numba.njit(cache=True, inline="always")
-def active_indices(keys_t, keys_tp1, gammas, ts, tiles, u_ts, keys_ts, idx_t, idx_tp1):  # pragma: no cover
+def active_indices(keys_t, keys_tp1, gammas, coding, u_ts, keys_ts, idx_t, idx_tp1):  # pragma: no cover
     """idx_t[k, t], idx_tp1[k, t]: the active tile of tiling t for (S_t, gamma_k) and (S_{t+1}, gamma_k)."""
-    memory_size = tiles[7]
+    memory_size = coding.tiles.memory_size
     for k in range(gammas.shape[0]):
-        _timescale_keys(gammas[k], ts, tiles, u_ts, keys_ts)
+        timescale_keys(gammas[k], coding, u_ts, keys_ts)
         for t in range(keys_t.shape[0]):
             idx_t[k, t] = finalize(keys_t[t] + keys_ts[t], memory_size)
             idx_tp1[k, t] = finalize(keys_tp1[t] + keys_ts[t], memory_size)
@@ -69,13 +150,67 @@ def td_errors(
                 f_t[q] += W[bias_index, q]
                 f_tp1[q] += W[bias_index, q]
         gamma = gammas[k]
-        s = _output_scale(gamma, loss_scaling)
+        s = output_scale(gamma, loss_scaling)
         for q in range(Q):
             c = continuations[q]
             if c == 0.0:
                 deltas[q, k] = s * cumulants[q] - f_t[q]
             else:
                 deltas[q, k] = s * cumulants[q] + gamma * c * f_tp1[q] - f_t[q]
+
+
+@numba.njit(cache=True, inline="always")
+def _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch):  # pragma: no cover
+    """The step's shared part: active tiles of (S_t, gamma_k) and (S_{t+1}, gamma_k) into
+    ``scratch.idx_t``, ``idx_tp1`` and the TD errors delta_f into ``scratch.deltas``."""
+    K = gammas.shape[0]
+    tiles = coding.tiles
+    u_state = scratch.u_state
+    keys_t = scratch.keys_t
+    keys_tp1 = scratch.keys_tp1
+    idx_t = scratch.idx_t[:K]
+    idx_tp1 = scratch.idx_tp1[:K]
+    state_keys(state_t, tiles, u_state, keys_t)
+    state_keys(state_tp1, tiles, u_state, keys_tp1)
+    active_indices(keys_t, keys_tp1, gammas, coding, scratch.u_timescale, scratch.keys_timescale, idx_t, idx_tp1)
+    td_errors(
+        W, idx_t, idx_tp1, gammas, cumulants, continuations, coding.loss_scaling, tiles.bias_index, scratch.f_t,
+        scratch.f_tp1, scratch.deltas[:, :K],
+    )  # fmt: skip
+
+
+@numba.njit(cache=True, inline="always")
+def _to_cumulant_units(deltas, gammas, loss_scaling):  # pragma: no cover - compiled
+    """deltas[q, k] /= s(gamma_k): delta_f to delta_V, in each cumulant's units."""
+    for q in range(deltas.shape[0]):
+        for k in range(gammas.shape[0]):
+            deltas[q, k] /= output_scale(gammas[k], loss_scaling)
+
+
+@numba.njit(cache=True, inline="always")
+def _first_refused(ok):  # pragma: no cover - compiled
+    """The first question whose step was refused."""
+    for q in range(ok.shape[0]):
+        if not ok[q]:
+            return q
+    return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _within_limit(W, q, reach, w_max, w_limit):  # pragma: no cover - compiled
+    """Whether question q's weights stay within w_limit after moving at most ``reach`` each.
+
+    ``w_max[q]`` bounds max |W[:, q]| from above; when it is too loose it is recomputed exactly.
+    """
+    if not np.isfinite(reach):
+        return False
+    if w_max[q] + reach <= w_limit:
+        return True
+    m = 0.0
+    for i in range(W.shape[0]):
+        m = max(m, abs(W[i, q]))
+    w_max[q] = m
+    return m + reach <= w_limit
 
 
 @numba.njit(cache=True, inline="always")
@@ -113,38 +248,33 @@ def _bounded(W, steps, n_active, w_max, w_limit, ok_q):  # pragma: no cover - co
 
 @numba.njit(cache=True)
 def constant_step(
-    W, state_t, state_tp1, gammas, cumulants, continuations, alpha, loss_scaling, ts, tiles, w_max, w_limit, scratch
+    W, state_t, state_tp1, gammas, cumulants, continuations, alpha, plain_coding, w_max, scratch
 ):  # pragma: no cover - compiled
     """One transition for every question at step size ``alpha`` (per active feature).
 
     Returns:
       -1 when applied; else the first question whose update would make a weight non-finite or
-      too large, with W unchanged. ``scratch`` (from :func:`make_scratch`) holds the TD errors
-      delta_V [Q, K] (cumulant units) on return.
+      too large, with W unchanged. ``scratch`` (:class:`Scratch`) holds the TD errors delta_V [Q, K]
+      (cumulant units) on return.
     """
-    keys_t, keys_tp1, keys_ts, u, u_ts, idx_t, idx_tp1, f_t, f_tp1, deltas, steps, ok_q = scratch
+    coding = named_coding(plain_coding)
     K = gammas.shape[0]
     Q = W.shape[1]
-    n_tilings = keys_t.shape[0]
-    bias_index = tiles[8]
-    _state_keys(state_t, tiles, u, keys_t)
-    _state_keys(state_tp1, tiles, u, keys_tp1)
-    active_indices(keys_t, keys_tp1, gammas, ts, tiles, u_ts, keys_ts, idx_t[:K], idx_tp1[:K])
-    td_errors(
-        W, idx_t[:K], idx_tp1[:K], gammas, cumulants, continuations, loss_scaling, bias_index, f_t, f_tp1, deltas[:, :K]
-    )
+    idx_t = scratch.idx_t
+    deltas = scratch.deltas
+    steps = scratch.steps
+    ok_q = scratch.ok
+    n_tilings = idx_t.shape[1]
+    bias_index = coding.tiles.bias_index
+    _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
     for q in range(Q):
         for k in range(K):
             steps[q, k] = alpha * deltas[q, k]
     n_active = n_tilings + (1 if bias_index >= 0 else 0)
-    ok = _bounded(W, steps[:, :K], n_active, w_max, w_limit, ok_q)
-    for q in range(Q):
-        for k in range(K):
-            deltas[q, k] /= _output_scale(gammas[k], loss_scaling)
+    ok = _bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, ok_q)
+    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
-        for q in range(Q):
-            if not ok_q[q]:
-                return q
+        return _first_refused(ok_q)
     for k in range(K):
         for t in range(n_tilings):
             i = idx_t[k, t]
@@ -156,53 +286,16 @@ def constant_step(
     return -1
 
 
-@numba.njit(cache=True)
-def autostep_step(
-    W,
-    state_t,
-    state_tp1,
-    gammas,
-    cumulants,
-    continuations,
-    loss_scaling,
-    ts,
-    tiles,
-    w_max,
-    w_limit,
-    alphas,
-    h,
-    v,
-    mu,
-    inv_tau,
-    scratch,
-    dense,
-):  # pragma: no cover - compiled
-    """One transition for every question with Autostep's step size per question and feature.
-
-    Autostep (Mahmood et al. 2012) on the step's gradient g_i = sum_k delta_k x_{k,i} (TD errors of
-    f) with z_i = sum_k x_{k,i}^2 standing for x_i^2, for the features active at S_t::
-
-        v_i  = max(|g_i h_i|, v_i + alpha_i z_i (|g_i h_i| - v_i) / tau)
-        alpha_i *= exp(mu g_i h_i / v_i)            (where v_i > 0)
-        alpha_i /= max(sum_i alpha_i z_i, 1)        (over the active features)
-        w_i  += alpha_i g_i;   h_i = h_i (1 - alpha_i z_i) + alpha_i g_i
-
-    ``alphas``, ``h``, ``v`` are [n_features, Q]; ``dense`` = (g, new_alpha, new_v [n_features, Q],
-    z [n_features], count [n_features], order [n_features] int) is zeroed scratch, left zeroed.
-    Returns like :func:`constant_step`; nothing changes when the step is refused.
-    """
-    keys_t, keys_tp1, keys_ts, u, u_ts, idx_t, idx_tp1, f_t, f_tp1, deltas, steps, ok_q = scratch
-    g, new_alpha, new_v, z, count, order = dense
-    K = gammas.shape[0]
-    Q = W.shape[1]
-    n_tilings = keys_t.shape[0]
-    bias_index = tiles[8]
-    _state_keys(state_t, tiles, u, keys_t)
-    _state_keys(state_tp1, tiles, u, keys_tp1)
-    active_indices(keys_t, keys_tp1, gammas, ts, tiles, u_ts, keys_ts, idx_t[:K], idx_tp1[:K])
-    td_errors(
-        W, idx_t[:K], idx_tp1[:K], gammas, cumulants, continuations, loss_scaling, bias_index, f_t, f_tp1, deltas[:, :K]
-    )
+@numba.njit(cache=True, inline="always")
+def _autostep_gradient(idx_t, deltas, K, bias_index, work):  # pragma: no cover - compiled
+    """g_i = sum_k delta_k x_{k,i} and z_i = sum_k x_{k,i}^2 of the features active at S_t, listed in
+    ``work.order`` in first-touch order; returns how many."""
+    n_tilings = idx_t.shape[1]
+    g = work.gradient
+    z = work.z
+    count = work.count
+    order = work.order
+    Q = g.shape[1]
     n = 0
     for k in range(K):
         # x_{k,i} is how often feature i is active for gamma_k (a hashed tile may repeat).
@@ -227,96 +320,143 @@ def autostep_step(
             z[i] += c * c
             for q in range(Q):
                 g[i, q] += c * deltas[q, k]
+    return n
+
+
+@numba.njit(cache=True, inline="always")
+def _autostep_step_sizes(q, n, autostep, work):  # pragma: no cover - compiled
+    """Question q's new step sizes and v on the n active features, normalized; returns the largest
+    weight change they make."""
+    alphas = autostep.alphas
+    h = autostep.h
+    v = autostep.v
+    mu = autostep.meta_step_size
+    inv_tau = autostep.inv_trace_tau
+    g = work.gradient
+    z = work.z
+    order = work.order
+    new_alpha = work.new_alpha
+    new_v = work.new_v
+    norm = 0.0
+    for j in range(n):
+        i = order[j]
+        gh = g[i, q] * h[i, q]
+        a = abs(gh)
+        vi = max(a, v[i, q] + inv_tau * alphas[i, q] * z[i] * (a - v[i, q]))
+        al = alphas[i, q]
+        if vi > 0.0:
+            al *= np.exp(mu * gh / vi)
+        new_v[i, q] = vi
+        new_alpha[i, q] = al
+        norm += al * z[i]
+    norm = max(norm, 1.0)
+    reach = 0.0
+    for j in range(n):
+        i = order[j]
+        new_alpha[i, q] /= norm
+        reach = max(reach, abs(new_alpha[i, q] * g[i, q]))
+    return reach
+
+
+@numba.njit(cache=True, inline="always")
+def _autostep_apply(W, q, n, autostep, work):  # pragma: no cover - compiled
+    """w_i += alpha_i g_i and h_i = h_i (1 - alpha_i z_i) + alpha_i g_i; the new alpha and v kept."""
+    alphas = autostep.alphas
+    h = autostep.h
+    v = autostep.v
+    g = work.gradient
+    z = work.z
+    order = work.order
+    new_alpha = work.new_alpha
+    new_v = work.new_v
+    for j in range(n):
+        i = order[j]
+        al = new_alpha[i, q]
+        step = al * g[i, q]
+        W[i, q] += step
+        h[i, q] = h[i, q] * (1.0 - al * z[i]) + step
+        alphas[i, q] = al
+        v[i, q] = new_v[i, q]
+
+
+@numba.njit(cache=True)
+def autostep_step(
+    W, state_t, state_tp1, gammas, cumulants, continuations, plain_coding, w_max, autostep, scratch, work
+):  # pragma: no cover - compiled
+    """One transition for every question with Autostep's step size per question and feature.
+
+    Autostep (Mahmood et al. 2012) on the step's gradient g_i = sum_k delta_k x_{k,i} (TD errors of
+    f) with z_i = sum_k x_{k,i}^2 standing for x_i^2, for the features active at S_t::
+
+        v_i  = max(|g_i h_i|, v_i + alpha_i z_i (|g_i h_i| - v_i) / tau)
+        alpha_i *= exp(mu g_i h_i / v_i)            (where v_i > 0)
+        alpha_i /= max(sum_i alpha_i z_i, 1)        (over the active features)
+        w_i  += alpha_i g_i;   h_i = h_i (1 - alpha_i z_i) + alpha_i g_i
+
+    ``autostep`` (:class:`Autostep`) is its state; ``work`` (:class:`AutostepWork`) zeroed scratch,
+    left zeroed. Returns like :func:`constant_step`; nothing changes when the step is refused.
+    """
+    coding = named_coding(plain_coding)
+    Q = W.shape[1]
+    steps = scratch.steps
+    ok_q = scratch.ok
+    w_limit = coding.w_limit
+    order = work.order
+    z = work.z
+    g = work.gradient
+    _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
+    n = _autostep_gradient(scratch.idx_t, scratch.deltas, gammas.shape[0], coding.tiles.bias_index, work)
     ok = True
     for q in range(Q):
-        norm = 0.0
-        for j in range(n):
-            i = order[j]
-            gh = g[i, q] * h[i, q]
-            a = abs(gh)
-            vi = max(a, v[i, q] + inv_tau * alphas[i, q] * z[i] * (a - v[i, q]))
-            al = alphas[i, q]
-            if vi > 0.0:
-                al *= np.exp(mu * gh / vi)
-            new_v[i, q] = vi
-            new_alpha[i, q] = al
-            norm += al * z[i]
-        norm = max(norm, 1.0)
-        reach = 0.0
-        for j in range(n):
-            i = order[j]
-            new_alpha[i, q] /= norm
-            reach = max(reach, abs(new_alpha[i, q] * g[i, q]))
-        ok_q[q] = np.isfinite(reach) and w_max[q] + reach <= w_limit
-        if not ok_q[q] and np.isfinite(reach):
-            m = 0.0
-            for i in range(W.shape[0]):
-                m = max(m, abs(W[i, q]))
-            w_max[q] = m
-            ok_q[q] = m + reach <= w_limit
+        reach = _autostep_step_sizes(q, n, autostep, work)
+        ok_q[q] = _within_limit(W, q, reach, w_max, w_limit)
         steps[q, 0] = reach
         ok &= ok_q[q]
     if ok:
         for q in range(Q):
             w_max[q] += steps[q, 0]
-            for j in range(n):
-                i = order[j]
-                al = new_alpha[i, q]
-                step = al * g[i, q]
-                W[i, q] += step
-                h[i, q] = h[i, q] * (1.0 - al * z[i]) + step
-                alphas[i, q] = al
-                v[i, q] = new_v[i, q]
+            _autostep_apply(W, q, n, autostep, work)
     for j in range(n):
         i = order[j]
         z[i] = 0.0
         for q in range(Q):
             g[i, q] = 0.0
-    for q in range(Q):
-        for k in range(K):
-            deltas[q, k] /= _output_scale(gammas[k], loss_scaling)
+    _to_cumulant_units(scratch.deltas, gammas, coding.loss_scaling)
     if not ok:
-        for q in range(Q):
-            if not ok_q[q]:
-                return q
+        return _first_refused(ok_q)
     return -1
 
 
-@numba.njit(cache=True)
-def lambda_step(
-    W, state_t, state_tp1, gammas, cumulants, continuations, alpha, loss_scaling, ts, tiles, w_max, w_limit, scratch,
-    lam, traces, groups, members, n_members, continuation_t, work,
-):  # pragma: no cover - compiled  # fmt: skip
-    """One TD(lambda) transition for every question on the traces' fixed Gamma ``gammas`` [K].
-
-    ``groups[q]`` is question q's continuation group (its traces), ``members[g, :n_members[g]]`` the
-    group's questions in order, ``continuation_t[g]`` the group's
-    continuation of S_t (set to that of S_{t+1} on return). ``work`` is :func:`make_lambda_work`'s.
-    Returns like :func:`constant_step`; a refused step leaves W, the traces and ``continuation_t`` as
-    they were.
-    """
-    keys_t, keys_tp1, keys_ts, u, u_ts, idx_t, idx_tp1, f_t, f_tp1, deltas, steps, ok_q = scratch
-    dw, mark, touched, n_touched, old_z, old_support, old_n, old_max = work
-    K = gammas.shape[0]
-    Q = W.shape[1]
-    G = continuation_t.shape[0]
-    bias_index = tiles[8]
-    z, _, support, n_support, z_max = traces
-    _state_keys(state_t, tiles, u, keys_t)
-    _state_keys(state_tp1, tiles, u, keys_tp1)
-    active_indices(keys_t, keys_tp1, gammas, ts, tiles, u_ts, keys_ts, idx_t[:K], idx_tp1[:K])
-    td_errors(
-        W, idx_t[:K], idx_tp1[:K], gammas, cumulants, continuations, loss_scaling, bias_index, f_t, f_tp1, deltas[:, :K]
-    )
-    for g in range(G):
-        for k in range(K):
+@numba.njit(cache=True, inline="always")
+def _decay_traces(gammas, lam, idx_t, bias_index, traces, groups, work):  # pragma: no cover - compiled
+    """Every group's trace of every gamma_k decayed by gamma_k lambda c_t and x(S_t, gamma_k) added,
+    after keeping what a refused step restores."""
+    _, _, _, n_support, z_max = traces
+    continuation_t = groups.continuation_t
+    old_z = work.old_z
+    old_support = work.old_support
+    old_n = work.old_n
+    old_max = work.old_max
+    for g in range(continuation_t.shape[0]):
+        for k in range(gammas.shape[0]):
             save_support(traces, g, k, old_z[g], old_support[g])
             old_n[g, k] = n_support[g, k]
             old_max[g, k] = z_max[g, k]
             decay_and_add(traces, g, k, gammas[k] * lam * continuation_t[g], idx_t[k], bias_index)
-    # dw[i, q] = sum_k delta[q, k] z_k[i] over the group's supports, k in order (as the single learner).
+
+
+@numba.njit(cache=True, inline="always")
+def _sum_traced(deltas, K, traces, groups, work):  # pragma: no cover - compiled
+    """dw[i, q] = sum_k delta[q, k] z_k[i] over the group's supports, k in order (as the single learner)."""
+    z, _, support, n_support, _ = traces
+    members = groups.members
+    n_members = groups.n_members
+    dw = work.dw
+    mark = work.mark
+    touched = work.touched
+    n_touched = work.n_touched
     for k in range(K):
-        for g in range(G):
+        for g in range(n_touched.shape[0]):
             n = n_touched[g]
             for j in range(n_support[g, k]):
                 i = support[g, k, j]
@@ -329,23 +469,64 @@ def lambda_step(
                     q = members[g, m]
                     dw[i, q] += deltas[q, k] * zz
             n_touched[g] = n
+
+
+@numba.njit(cache=True)
+def lambda_step(
+    W,
+    state_t,
+    state_tp1,
+    gammas,
+    cumulants,
+    continuations,
+    alpha,
+    plain_coding,
+    w_max,
+    scratch,
+    lam,
+    traces,
+    groups,
+    work,
+):  # pragma: no cover - compiled
+    """One TD(lambda) transition for every question on the traces' fixed Gamma ``gammas`` [K].
+
+    ``traces`` is :attr:`gamma_net_core.linear.traces.Traces.kernel_args` (one trace per group and
+    gamma), ``groups`` the :class:`TraceGroups`, ``work`` a :class:`LambdaWork`. Returns like
+    :func:`constant_step`; a refused step leaves W, the traces and ``groups.continuation_t`` as
+    they were.
+    """
+    coding = named_coding(plain_coding)
+    K = gammas.shape[0]
+    Q = W.shape[1]
+    of_question = groups.of_question
+    continuation_t = groups.continuation_t
+    G = continuation_t.shape[0]
+    deltas = scratch.deltas
+    steps = scratch.steps
+    ok_q = scratch.ok
+    dw = work.dw
+    mark = work.mark
+    touched = work.touched
+    n_touched = work.n_touched
+    old_z = work.old_z
+    old_support = work.old_support
+    old_n = work.old_n
+    old_max = work.old_max
+    w_limit = coding.w_limit
+    _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
+    _decay_traces(gammas, lam, scratch.idx_t, coding.tiles.bias_index, traces, groups, work)
+    _sum_traced(deltas, K, traces, groups, work)
     ok = True
     for q in range(Q):
-        g = groups[q]
+        g = of_question[q]
         reach = 0.0
         for j in range(n_touched[g]):
             reach = max(reach, abs(alpha * dw[touched[g, j], q]))
-        ok_q[q] = np.isfinite(reach) and w_max[q] + reach <= w_limit
-        if not ok_q[q] and np.isfinite(reach):
-            m = 0.0
-            for i in range(W.shape[0]):
-                m = max(m, abs(W[i, q]))
-            w_max[q] = m
-            ok_q[q] = m + reach <= w_limit
+        ok_q[q] = _within_limit(W, q, reach, w_max, w_limit)
         steps[q, 0] = reach
         ok &= ok_q[q]
     for q in range(Q):
-        g = groups[q]
+        g = of_question[q]
         if ok:
             w_max[q] += steps[q, 0]
         for j in range(n_touched[g]):
@@ -360,84 +541,83 @@ def lambda_step(
         for k in range(K):
             if not ok:
                 restore_support(traces, g, k, old_z[g], old_support[g], old_n[g, k], old_max[g, k])
-    for q in range(Q):
-        for k in range(K):
-            deltas[q, k] /= _output_scale(gammas[k], loss_scaling)
+    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
-        for q in range(Q):
-            if not ok_q[q]:
-                return q
+        return _first_refused(ok_q)
     for q in range(Q):
-        continuation_t[groups[q]] = continuations[q]
+        continuation_t[of_question[q]] = continuations[q]
     return -1
 
 
-def make_lambda_work(n_features: int, n_questions: int, n_groups: int, n_gammas: int) -> tuple:
+def make_lambda_work(n_features: int, n_questions: int, n_groups: int, n_gammas: int) -> LambdaWork:
     """Clean scratch of :func:`lambda_step`."""
-    return (
-        np.zeros((n_features, n_questions)),
-        np.zeros((n_groups, n_features), dtype=np.bool_),
-        np.zeros((n_groups, n_features), dtype=np.int64),
-        np.zeros(n_groups, dtype=np.int64),
-        np.zeros((n_groups, n_gammas, n_features)),
-        np.zeros((n_groups, n_gammas, n_features), dtype=np.int64),
-        np.zeros((n_groups, n_gammas), dtype=np.int64),
-        np.zeros((n_groups, n_gammas)),
+    return LambdaWork(
+        dw=np.zeros((n_features, n_questions)),
+        mark=np.zeros((n_groups, n_features), dtype=np.bool_),
+        touched=np.zeros((n_groups, n_features), dtype=np.int64),
+        n_touched=np.zeros(n_groups, dtype=np.int64),
+        old_z=np.zeros((n_groups, n_gammas, n_features)),
+        old_support=np.zeros((n_groups, n_gammas, n_features), dtype=np.int64),
+        old_n=np.zeros((n_groups, n_gammas), dtype=np.int64),
+        old_max=np.zeros((n_groups, n_gammas)),
     )
 
 
 @numba.njit(cache=True)
-def predict(W, state, gammas, loss_scaling, ts, tiles, out):  # pragma: no cover - compiled
+def predict(W, state, gammas, plain_coding, out):  # pragma: no cover - compiled
     """out[q, g] = V_q(state, gammas[g]) in each question's cumulant units."""
-    n_tilings = tiles[5].shape[0]
-    memory_size = tiles[7]
-    bias_index = tiles[8]
+    coding = named_coding(plain_coding)
+    tiles = coding.tiles
+    n_tilings = tiles.base.shape[0]
+    memory_size = tiles.memory_size
+    bias_index = tiles.bias_index
+    loss_scaling = coding.loss_scaling
     Q = W.shape[1]
     u = np.empty(state.shape[0])
-    u_ts = np.empty(_n_timescale_dims(ts[0]))
+    u_ts = np.empty(n_timescale_dims(coding.timescale_input))
     keys = np.empty(n_tilings, dtype=np.uint64)
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
-    _state_keys(state, tiles, u, keys)
+    state_keys(state, tiles, u, keys)
     for k in range(gammas.shape[0]):
-        _timescale_keys(gammas[k], ts, tiles, u_ts, keys_ts)
+        timescale_keys(gammas[k], coding, u_ts, keys_ts)
         for q in range(Q):
             out[q, k] = 0.0
         for t in range(n_tilings):
             i = finalize(keys[t] + keys_ts[t], memory_size)
             for q in range(Q):
                 out[q, k] += W[i, q]
-        s = _output_scale(gammas[k], loss_scaling)
+        s = output_scale(gammas[k], loss_scaling)
         for q in range(Q):
             if bias_index >= 0:
                 out[q, k] += W[bias_index, q]
             out[q, k] /= s
 
 
-def make_scratch(n_state: int, n_ts_dims: int, n_tilings: int, k_max: int, n_questions: int) -> tuple:
-    """Work arrays of :func:`constant_step` / :func:`autostep_step`, allocated once per learner."""
-    return (
-        np.empty(n_tilings, dtype=np.uint64),
-        np.empty(n_tilings, dtype=np.uint64),
-        np.empty(n_tilings, dtype=np.uint64),
-        np.empty(n_state),
-        np.empty(max(n_ts_dims, 1)),
-        np.empty((k_max, n_tilings), dtype=np.int64),
-        np.empty((k_max, n_tilings), dtype=np.int64),
-        np.empty(n_questions),
-        np.empty(n_questions),
-        np.empty((n_questions, k_max)),
-        np.empty((n_questions, k_max)),
-        np.empty(n_questions, dtype=np.bool_),
+def make_scratch(n_state: int, n_ts_dims: int, n_tilings: int, k_max: int, n_questions: int) -> Scratch:
+    """Work arrays of the step kernels for up to ``k_max`` gammas a step, allocated once per learner."""
+    return Scratch(
+        keys_t=np.empty(n_tilings, dtype=np.uint64),
+        keys_tp1=np.empty(n_tilings, dtype=np.uint64),
+        keys_timescale=np.empty(n_tilings, dtype=np.uint64),
+        u_state=np.empty(n_state),
+        u_timescale=np.empty(max(n_ts_dims, 1)),
+        idx_t=np.empty((k_max, n_tilings), dtype=np.int64),
+        idx_tp1=np.empty((k_max, n_tilings), dtype=np.int64),
+        f_t=np.empty(n_questions),
+        f_tp1=np.empty(n_questions),
+        deltas=np.empty((n_questions, k_max)),
+        steps=np.empty((n_questions, k_max)),
+        ok=np.empty(n_questions, dtype=np.bool_),
     )
 
 
-def make_dense(n_features: int, n_questions: int) -> tuple:
+def make_autostep_work(n_features: int, n_questions: int) -> AutostepWork:
     """Zeroed scratch of :func:`autostep_step`."""
-    return (
-        np.zeros((n_features, n_questions)),
-        np.zeros((n_features, n_questions)),
-        np.zeros((n_features, n_questions)),
-        np.zeros(n_features),
-        np.zeros(n_features),
-        np.zeros(n_features, dtype=np.int64),
+    return AutostepWork(
+        gradient=np.zeros((n_features, n_questions)),
+        new_alpha=np.zeros((n_features, n_questions)),
+        new_v=np.zeros((n_features, n_questions)),
+        z=np.zeros(n_features),
+        count=np.zeros(n_features),
+        order=np.zeros(n_features, dtype=np.int64),
     )

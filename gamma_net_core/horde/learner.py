@@ -48,10 +48,10 @@ from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_n
 from gamma_net_core.horde import kernels
 from gamma_net_core.horde.questions import AdaptationConfig, HordeSpec, Readout
 from gamma_net_core.horde.readouts import readout_weights
-from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
-from gamma_net_core.linear.kernels import _alpha
+from gamma_net_core.linear import GammaNetConfig, coding
 from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
 from gamma_net_core.linear.traces import Traces
+from gamma_net_core.tilecoding import TileCoder
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas, validate_taus
 
 VERSION = 1
@@ -94,14 +94,18 @@ class HordeLearner:
         adaptation = AdaptationConfig() if adaptation is None else adaptation
         if not names or len(set(names)) != len(names):
             raise ValueError(f"names must be distinct and at least one; got {list(names)}")
-        # The single-question learner owns the tile coder and input checks; its weights stay unused.
+        if not isinstance(config, GammaNetConfig):
+            raise TypeError(f"HordeLearner needs a GammaNetConfig; got {type(config).__name__}")
+        # The tile coder, input checks and step size are the single-question learner's (linear/coding.py).
         if _state is None:
             if rng is None:
                 raise ValueError("a new learner needs rng, a numpy Generator for its tile offsets and Gamma_t")
-            self._net = LinearGammaNet(config, rng=rng)
+            self._coder = coding.make_coder(config, config.timescale_input, rng=rng)
         else:
-            self._net = LinearGammaNet(config, _state={"tiles": _state, "weights": np.zeros(0), "update_count": 0})
+            self._coder = coding.make_coder(config, config.timescale_input, state=_state)
             rng = np.random.default_rng()
+        self._coding = coding.make_coding(config, config.timescale_input, self._coder)
+        self._plain_coding = self._coding.plain()  # as the kernels take it (see Coding.plain)
         self.config = config
         self.names = names
         self.timescales = timescales
@@ -116,23 +120,29 @@ class HordeLearner:
         self._readout_weights = {
             r.name: readout_weights(r, rate_hz=self.rate_hz, tau_max=timescales.tau_max) for r in readouts
         }
-        Q, F = len(names), self._net.n_features
+        Q, F = len(names), self._coder.n_features
         self._W = np.zeros((F, Q))
         self._w_max = np.zeros(Q)
         self.update_count = 0
         self._previous: np.ndarray | None = None
         self._autostep = adaptation.method == "autostep"
         k_max = max(timescales.size, 1)
-        self._scratch = kernels.make_scratch(
-            config.n_state, N_TIMESCALE_DIMS[config.timescale_input], self._net.coder.n_tilings, k_max, Q
-        )
+        self._scratch = self._make_scratch(k_max)
         if config.lam > 0.0:
             self._init_traces(np.zeros(Q, dtype=np.int64) if trace_groups is None else trace_groups)
         if self._autostep:
-            self._alphas = np.full((F, Q), config.step_size / self._net.n_active)
-            self._h = np.zeros((F, Q))
-            self._v = np.zeros((F, Q))
-            self._dense = kernels.make_dense(F, Q)
+            self._set_autostep(
+                np.full((F, Q), config.step_size / self._coder.n_active), np.zeros((F, Q)), np.zeros((F, Q))
+            )
+            self._autostep_work = kernels.make_autostep_work(F, Q)
+
+    def _make_scratch(self, k_max: int) -> kernels.Scratch:
+        n_ts = N_TIMESCALE_DIMS[self.config.timescale_input]
+        return kernels.make_scratch(self.config.n_state, n_ts, self._coder.n_tilings, k_max, len(self.names))
+
+    def _set_autostep(self, alphas: np.ndarray, h: np.ndarray, v: np.ndarray) -> None:
+        a = self.adaptation
+        self._autostep_state = kernels.Autostep(alphas, h, v, a.meta_step_size, 1.0 / a.trace_tau)
 
     def _init_traces(self, trace_groups) -> None:
         groups = np.asarray(trace_groups)
@@ -142,22 +152,22 @@ class HordeLearner:
         # Renumber in order of first appearance, so groups are 0..G-1.
         _, first, inverse = np.unique(groups, return_index=True, return_inverse=True)
         order = np.argsort(np.argsort(first))
-        self._groups = np.ascontiguousarray(order[inverse], dtype=np.int64)
-        G = int(self._groups.max()) + 1
-        self._members = np.zeros((G, Q), dtype=np.int64)
-        self._n_members = np.zeros(G, dtype=np.int64)
-        for q, g in enumerate(self._groups):
-            self._members[g, self._n_members[g]] = q
-            self._n_members[g] += 1
+        of_question = np.ascontiguousarray(order[inverse], dtype=np.int64)
+        G = int(of_question.max()) + 1
+        members = np.zeros((G, Q), dtype=np.int64)
+        n_members = np.zeros(G, dtype=np.int64)
+        for q, g in enumerate(of_question):
+            members[g, n_members[g]] = q
+            n_members[g] += 1
         ladder = self.sampler.sample()
         self._traces = Traces(G, ladder, self.n_features)
-        self._continuation_t = np.ones(G)
+        self._groups = kernels.TraceGroups(of_question, members, n_members, np.ones(G))
         self._lambda_work = kernels.make_lambda_work(self.n_features, Q, G, ladder.shape[0])
 
     @property
     def trace_groups(self) -> np.ndarray | None:
         """[Q]: each question's continuation group (lam > 0), else None."""
-        return None if self.config.lam == 0.0 else self._groups.copy()
+        return None if self.config.lam == 0.0 else self._groups.of_question.copy()
 
     @property
     def traces(self) -> np.ndarray | None:
@@ -198,11 +208,11 @@ class HordeLearner:
 
     @property
     def n_features(self) -> int:
-        return self._net.n_features
+        return self._coder.n_features
 
     @property
-    def coder(self):
-        return self._net.coder
+    def coder(self) -> TileCoder:
+        return self._coder
 
     @property
     def weights(self) -> np.ndarray:
@@ -215,13 +225,12 @@ class HordeLearner:
     def step_sizes(self) -> np.ndarray:
         """[Q, n_features] step sizes per active feature (Autostep), or alpha / n_active broadcast."""
         if self._autostep:
-            return self._alphas.T.copy()
+            return self._autostep_state.alphas.T.copy()
         return np.full((self.n_questions, self.n_features), self.step_size())
 
     def step_size(self) -> float:
         """The constant method's alpha per active feature for the next update (after decay)."""
-        cfg = self.config
-        return float(_alpha(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self._net.n_active))
+        return coding.step_size(self.config, self.update_count, self._coder.n_active)
 
     # -- learning
 
@@ -238,7 +247,7 @@ class HordeLearner:
           The TD errors delta_V [Q, K] before the update, or None on the first step (or after
           :meth:`restart`), which only records the inputs.
         """
-        s = self._net._state(inputs, "inputs")
+        s = coding.check_state(inputs, self.config.n_state, "inputs")
         if self._previous is None:
             self._previous = s
             return None
@@ -258,7 +267,7 @@ class HordeLearner:
         """Cut every TD(lambda) trace (the next transition does not continue from the last)."""
         if self.config.lam > 0.0:
             self._traces.reset()
-            self._continuation_t[:] = 1.0
+            self._groups.continuation_t[:] = 1.0
 
     def learn(self, state_t, cumulants, state_tp1, continuations=None, *, gammas=None) -> np.ndarray:
         """One TD(0) update of every question on (S_t, C_{t+1}, S_{t+1}), summed over Gamma_t.
@@ -266,8 +275,8 @@ class HordeLearner:
         Returns:
           The TD errors delta_V [Q, K] before the update, in each cumulant's units.
         """
-        s_t = self._net._state(state_t, "state_t")
-        s_tp1 = self._net._state(state_tp1, "state_tp1")
+        s_t = coding.check_state(state_t, self.config.n_state, "state_t")
+        s_tp1 = coding.check_state(state_tp1, self.config.n_state, "state_tp1")
         c = self._per_question(cumulants, "cumulants")
         cont = (
             np.ones(self.n_questions) if continuations is None else self._per_question(continuations, "continuations")
@@ -279,30 +288,20 @@ class HordeLearner:
             g = self.sampler.sample()
         else:
             g = np.ascontiguousarray(validate_gammas(gammas, name="Gamma_t"))
-        if g.shape[0] > self._scratch[5].shape[0]:
-            self._scratch = kernels.make_scratch(
-                self.config.n_state,
-                N_TIMESCALE_DIMS[self.config.timescale_input],
-                self._net.coder.n_tilings,
-                g.shape[0],
-                self.n_questions,
-            )
-        ls = self.config.loss_scaling
-        net = self._net
+        if g.shape[0] > self._scratch.idx_t.shape[0]:
+            self._scratch = self._make_scratch(g.shape[0])
         if self.config.lam > 0.0:
             return self._learn_lambda(s_t, c, s_tp1, cont, g)
         if self._autostep:
-            a = self.adaptation
             bad = kernels.autostep_step(
-                self._W, s_t, s_tp1, g, c, cont, ls, net._ts, net._tiles, self._w_max, net._w_limit,
-                self._alphas, self._h, self._v, a.meta_step_size, 1.0 / a.trace_tau, self._scratch, self._dense,
+                self._W, s_t, s_tp1, g, c, cont, self._plain_coding, self._w_max, self._autostep_state, self._scratch,
+                self._autostep_work,
             )  # fmt: skip
         else:
             bad = kernels.constant_step(
-                self._W, s_t, s_tp1, g, c, cont, self.step_size(), ls, net._ts, net._tiles, self._w_max,
-                net._w_limit, self._scratch,
-            )  # fmt: skip
-        deltas = self._scratch[9][:, : g.shape[0]].copy()
+                self._W, s_t, s_tp1, g, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch
+            )
+        deltas = self._scratch.deltas[:, : g.shape[0]].copy()
         if bad >= 0:
             raise FloatingPointError(
                 f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
@@ -318,7 +317,7 @@ class HordeLearner:
                 f"TD(lambda) keeps one trace per timescale, so Gamma_t must be the sampling's fixed ladder "
                 f"{self._traces.gammas.tolist()}; got {g.tolist()}"
             )
-        first = self._members[self._groups, 0]
+        first = self._groups.members[self._groups.of_question, 0]
         if np.any(cont != cont[first]):
             q = int(np.flatnonzero(cont != cont[first])[0])
             raise ValueError(
@@ -326,13 +325,11 @@ class HordeLearner:
                 f"continuations differ ({float(cont[first[q]])!r} and {float(cont[q])!r}): give them different "
                 "trace_groups"
             )
-        net = self._net
         bad = kernels.lambda_step(
-            self._W, s_t, s_tp1, g, c, cont, self.step_size(), self.config.loss_scaling, net._ts, net._tiles,
-            self._w_max, net._w_limit, self._scratch, self.config.lam, self._traces.kernel_args, self._groups,
-            self._members, self._n_members, self._continuation_t, self._lambda_work,
+            self._W, s_t, s_tp1, g, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch,
+            self.config.lam, self._traces.kernel_args, self._groups, self._lambda_work,
         )  # fmt: skip
-        deltas = self._scratch[9][:, : g.shape[0]].copy()
+        deltas = self._scratch.deltas[:, : g.shape[0]].copy()
         if bad >= 0:
             raise FloatingPointError(
                 f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
@@ -366,10 +363,9 @@ class HordeLearner:
         if (gammas is None) == (taus is None):
             raise ValueError("give exactly one of gammas or taus")
         g = validate_gammas(gammas, name="gammas") if gammas is not None else 1.0 - 1.0 / validate_taus(taus)
-        s = self._net._state(inputs, "inputs")
+        s = coding.check_state(inputs, self.config.n_state, "inputs")
         out = np.empty((self.n_questions, g.shape[0]))
-        net = self._net
-        kernels.predict(self._W, s, np.ascontiguousarray(g), self.config.loss_scaling, net._ts, net._tiles, out)
+        kernels.predict(self._W, s, np.ascontiguousarray(g), self._plain_coding, out)
         return out
 
     @property
@@ -401,16 +397,17 @@ class HordeLearner:
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
         """Atomically write the whole state (see the module docstring)."""
-        arrays = {"weights": self._W.T.copy(), **self._net.coder.to_state_dict()}
+        arrays = {"weights": self._W.T.copy(), **self._coder.to_state_dict()}
         arrays["previous"] = np.zeros(self.n_inputs) if self._previous is None else self._previous.copy()
         if self._autostep:
-            arrays.update(alphas=self._alphas.T.copy(), h=self._h.T.copy(), v=self._v.T.copy())
+            a = self._autostep_state
+            arrays.update(alphas=a.alphas.T.copy(), h=a.h.T.copy(), v=a.v.T.copy())
         if self.config.lam > 0.0:
             arrays.update(
                 traces=self._traces.z.copy(),
                 trace_gammas=self._traces.gammas.copy(),
-                trace_groups=self._groups.copy(),
-                continuation_t=self._continuation_t.copy(),
+                trace_groups=self._groups.of_question.copy(),
+                continuation_t=self._groups.continuation_t.copy(),
             )
         meta = {
             "update_count": int(self.update_count),
@@ -471,9 +468,7 @@ class HordeLearner:
         learner._W = np.ascontiguousarray(arrays["weights"].T)
         learner._w_max = np.abs(learner._W).max(axis=0)
         if learner._autostep:
-            learner._alphas = np.ascontiguousarray(arrays["alphas"].T)
-            learner._h = np.ascontiguousarray(arrays["h"].T)
-            learner._v = np.ascontiguousarray(arrays["v"].T)
+            learner._set_autostep(*(np.ascontiguousarray(arrays[name].T) for name in ("alphas", "h", "v")))
         learner.update_count = count
         learner._previous = arrays["previous"].copy() if meta.get("has_previous") else None
         if config.lam > 0.0:
@@ -482,7 +477,11 @@ class HordeLearner:
 
     def _load_traces(self, arrays, where: str) -> None:
         t = self._traces
-        want = {"traces": t.z.shape, "trace_gammas": t.gammas.shape, "continuation_t": self._continuation_t.shape}
+        want = {
+            "traces": t.z.shape,
+            "trace_gammas": t.gammas.shape,
+            "continuation_t": self._groups.continuation_t.shape,
+        }
         for name, shape in want.items():
             a = arrays.get(name)
             if a is None or a.dtype != np.float64 or a.shape != shape or not np.all(np.isfinite(a)):
@@ -491,4 +490,4 @@ class HordeLearner:
         if not np.array_equal(arrays["trace_gammas"], t.gammas):
             raise CheckpointError(f"{where}: trace_gammas differ from the sampling's ladder {t.gammas.tolist()}")
         self._traces = Traces.from_arrays(t.gammas, arrays["traces"])
-        self._continuation_t = arrays["continuation_t"].copy()
+        self._groups.continuation_t[:] = arrays["continuation_t"]

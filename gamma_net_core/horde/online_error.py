@@ -39,6 +39,7 @@ against::
 from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -181,95 +182,251 @@ COMPONENT_TAIL = 1e-17
 ANCHOR_TAIL = 1e-4
 
 
-@numba.njit(cache=True, error_model="numpy")
-def _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0):  # pragma: no cover
-    """Component m's share of the return of the prediction in slot s (its entry cs), as of now."""
-    return coefficient[m] * (F[anchor_offset[m] + which[cs, q], q] - F0[cs, q]) / D0[cs, q]
+def _starts(sizes: np.ndarray) -> np.ndarray:
+    """Where each of consecutive blocks of these sizes starts."""
+    return np.concatenate([[0], np.cumsum(sizes)[:-1]]).astype(np.int64)
+
+
+class _Columns(NamedTuple):
+    """The fixed layout: per column p (a gamma or a readout) its ``horizon`` H and its ring's first slot
+    ``ring_offset``, its components ``first[p]`` to ``last[p]``; per component m its ``gamma`` and
+    ``coefficient``, its window W (``window``: steps until its part is complete), its anchors' period,
+    their count ``n_anchors`` and first row ``anchor_offset``, and its entries' first row ``entry_offset``."""
+
+    horizon: np.ndarray
+    ring_offset: np.ndarray
+    first: np.ndarray
+    last: np.ndarray
+    gamma: np.ndarray
+    coefficient: np.ndarray
+    window: np.ndarray
+    period: np.ndarray
+    n_anchors: np.ndarray
+    anchor_offset: np.ndarray
+    entry_offset: np.ndarray
+
+
+class _Anchors(NamedTuple):
+    """Per anchor row and question: the running sum F, the factor D, the step it started; per component
+    and question the ``latest`` anchor (0 .. n_anchors - 1)."""
+
+    F: np.ndarray
+    D: np.ndarray
+    start: np.ndarray
+    latest: np.ndarray
+
+
+class _Waiting(NamedTuple):
+    """The predictions waiting for their returns: per ring slot the step it was made (``start``, -1: none)
+    and per slot and question the ``prediction`` (nan once closed), the yardstick's ``baseline`` and the
+    ``completed`` components' parts of its return; per component entry the anchor it was made under
+    (``which``) and that anchor's F0 and D0 then."""
+
+    start: np.ndarray
+    prediction: np.ndarray
+    baseline: np.ndarray
+    completed: np.ndarray
+    F0: np.ndarray
+    D0: np.ndarray
+    which: np.ndarray
+
+
+class _Scores(NamedTuple):
+    """Per question and column: squared errors of the predictions and of the yardstick, the sum of the
+    completed returns and their count; per question the step of its last termination."""
+
+    sq: np.ndarray
+    sq_baseline: np.ndarray
+    sum_returns: np.ndarray
+    counts: np.ndarray
+    last_termination: np.ndarray
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _close(p, s, q, ret, prediction, baseline, sq, sq_baseline, sum_returns, counts):  # pragma: no cover
-    sq[q, p] += (prediction[s, q] - ret) ** 2
-    sq_baseline[q, p] += (baseline[s, q] - ret) ** 2
-    sum_returns[q, p] += ret
-    counts[q, p] += 1
+def _part(m, cs, q, anchor_offset, coefficient, F, waiting):  # pragma: no cover - compiled
+    """Component m's share of a pending prediction's return (its entry cs), as of now."""
+    F_now = F[anchor_offset[m] + waiting.which[cs, q], q]
+    return coefficient[m] * (F_now - waiting.F0[cs, q]) / waiting.D0[cs, q]
+
+
+@numba.njit(cache=True, error_model="numpy")
+def _close(p, s, q, ret, waiting, scores):  # pragma: no cover - compiled
+    """Score the prediction in slot s of question q against its return ``ret``."""
+    prediction = waiting.prediction
+    scores.sq[q, p] += (prediction[s, q] - ret) ** 2
+    scores.sq_baseline[q, p] += (waiting.baseline[s, q] - ret) ** 2
+    scores.sum_returns[q, p] += ret
+    scores.counts[q, p] += 1
     prediction[s, q] = np.nan  # closed: a slot waits for its next prediction
 
 
+# Each kernel reads the bundles' fields it uses into locals, one a line, before its loops: the compiler
+# does not hoist a field read out of a loop (see gamma_net_core.linear.kernels). Each local array costs a
+# reference count where it is read, so the inlined helpers loop over the questions themselves: read per
+# question, they made a step 4.7x slower. _part and _close are small calls, as they always were.
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _add_cumulants(now, cumulants, continuations, p, columns, anchors, waiting):  # pragma: no cover - compiled
+    """Column p's anchors sum this step's cumulants; the components complete now add their parts."""
+    Q = cumulants.shape[0]
+    h = columns.horizon[p]
+    ring_offset = columns.ring_offset[p]
+    gammas = columns.gamma
+    coefficient = columns.coefficient
+    window = columns.window
+    n_anchors = columns.n_anchors
+    anchor_offset = columns.anchor_offset
+    entry_offset = columns.entry_offset
+    F = anchors.F
+    D = anchors.D
+    start = waiting.start
+    prediction = waiting.prediction
+    completed = waiting.completed
+    for m in range(columns.first[p], columns.last[p]):
+        gamma = gammas[m]
+        for k in range(anchor_offset[m], anchor_offset[m] + n_anchors[m]):
+            for q in range(Q):
+                F[k, q] += D[k, q] * cumulants[q]
+                D[k, q] *= gamma * continuations[q]
+        # the prediction made W steps ago has all of this component's part now
+        made = now - window[m]
+        s = ring_offset + made % h
+        if made >= 0 and start[s] == made:
+            cs = entry_offset[m] + made % window[m]
+            for q in range(Q):
+                if not np.isnan(prediction[s, q]):
+                    completed[s, q] += _part(m, cs, q, anchor_offset, coefficient, F, waiting)
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _terminate(now, continuations, p, columns, anchors, waiting, scores):  # pragma: no cover - compiled
+    """Each question that terminates now: close column p's pending returns of it, restart its anchors."""
+    h = columns.horizon[p]
+    ring_offset = columns.ring_offset[p]
+    first = columns.first[p]
+    last = columns.last[p]
+    coefficient = columns.coefficient
+    window = columns.window
+    n_anchors = columns.n_anchors
+    anchor_offset = columns.anchor_offset
+    entry_offset = columns.entry_offset
+    F = anchors.F
+    D = anchors.D
+    anchor_start = anchors.start
+    start = waiting.start
+    prediction = waiting.prediction
+    completed = waiting.completed
+    latest = anchors.latest
+    last_termination = scores.last_termination
+    for q in range(continuations.shape[0]):
+        if continuations[q] != 0.0:
+            continue
+        # a termination completes the pending returns of its question: those made since its previous
+        # one (the prediction at that step included), so each is visited once
+        n_waiting = min(now - max(last_termination[q], 0), h - 1)
+        for age in range(n_waiting):
+            made = now - 1 - age
+            s = ring_offset + made % h
+            if start[s] == made and not np.isnan(prediction[s, q]):
+                ret = completed[s, q]
+                for m in range(first, last):
+                    if now - made < window[m]:
+                        cs = entry_offset[m] + made % window[m]
+                        ret += _part(m, cs, q, anchor_offset, coefficient, F, waiting)
+                _close(p, s, q, ret, waiting, scores)
+        for m in range(first, last):
+            for k in range(anchor_offset[m], anchor_offset[m] + n_anchors[m]):
+                F[k, q] = 0.0
+                D[k, q] = 1.0
+                anchor_start[k, q] = now
+            latest[m, q] = 0
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _renew_anchors(now, continuations, p, columns, anchors):  # pragma: no cover - compiled
+    """For each question that continues, start a new anchor where column p's latest is a period old."""
+    period = columns.period
+    n_anchors = columns.n_anchors
+    anchor_offset = columns.anchor_offset
+    F = anchors.F
+    D = anchors.D
+    anchor_start = anchors.start
+    latest = anchors.latest
+    first = columns.first[p]
+    last = columns.last[p]
+    for q in range(continuations.shape[0]):
+        if continuations[q] == 0.0:
+            continue
+        for m in range(first, last):
+            offset = anchor_offset[m]
+            if now - anchor_start[offset + latest[m, q], q] >= period[m]:
+                # a new anchor in turn: the one it replaces serves no pending prediction any more
+                fresh = (latest[m, q] + 1) % n_anchors[m]
+                k = offset + fresh
+                F[k, q] = 0.0
+                D[k, q] = 1.0
+                anchor_start[k, q] = now
+                latest[m, q] = fresh
+
+
+@numba.njit(cache=True, error_model="numpy", inline="always")
+def _record(now, p, slot, predictions, columns, anchors, waiting, scores):  # pragma: no cover - compiled
+    """Column p's predictions made now wait in ``slot``, with the yardstick and each component's anchor."""
+    first = columns.first[p]
+    last = columns.last[p]
+    window = columns.window
+    anchor_offset = columns.anchor_offset
+    entry_offset = columns.entry_offset
+    F = anchors.F
+    D = anchors.D
+    latest = anchors.latest
+    prediction = waiting.prediction
+    baseline = waiting.baseline
+    completed = waiting.completed
+    which = waiting.which
+    F0 = waiting.F0
+    D0 = waiting.D0
+    counts = scores.counts
+    sum_returns = scores.sum_returns
+    waiting.start[slot] = now
+    for q in range(predictions.shape[0]):
+        prediction[slot, q] = predictions[q, p]
+        baseline[slot, q] = sum_returns[q, p] / counts[q, p] if counts[q, p] > 0 else 0.0
+        completed[slot, q] = 0.0
+        for m in range(first, last):
+            cs = entry_offset[m] + now % window[m]
+            k = latest[m, q]
+            which[cs, q] = k
+            F0[cs, q] = F[anchor_offset[m] + k, q]
+            D0[cs, q] = D[anchor_offset[m] + k, q]
+
+
 @numba.njit(cache=True, error_model="numpy")
-def _observe(  # pragma: no cover
-    now, c, cont, new, H, ring_offset, first, last, gamma, coefficient, W, period, K, anchor_offset, entry_offset,
-    F, D, anchor, latest, start, prediction, baseline, acc, F0, D0, which,
-    sq, sq_baseline, sum_returns, counts, last_termination,
-):  # fmt: skip
+def _observe(now, cumulants, continuations, predictions, columns, anchors, waiting, scores):  # pragma: no cover
     """One step of every timescale and readout: sums, completed parts and returns, anchors, new predictions."""
-    Q = c.shape[0]
-    for p in range(H.shape[0]):
-        h = H[p]
+    Q = cumulants.shape[0]
+    horizon = columns.horizon
+    ring_offset = columns.ring_offset
+    start = waiting.start
+    prediction = waiting.prediction
+    completed = waiting.completed
+    last_termination = scores.last_termination
+    for p in range(horizon.shape[0]):
+        h = horizon[p]
         slot = ring_offset[p] + now % h
-        for m in range(first[p], last[p]):
-            g = gamma[m]
-            for k in range(anchor_offset[m], anchor_offset[m] + K[m]):
-                for q in range(Q):
-                    F[k, q] += D[k, q] * c[q]
-                    D[k, q] *= g * cont[q]
-            # the prediction made W steps ago has all of this component's part now
-            made = now - W[m]
-            s = ring_offset[p] + made % h
-            if made >= 0 and start[s] == made:
-                cs = entry_offset[m] + made % W[m]
-                for q in range(Q):
-                    if not np.isnan(prediction[s, q]):
-                        acc[s, q] += _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0)
+        _add_cumulants(now, cumulants, continuations, p, columns, anchors, waiting)
         # the prediction made H steps ago is complete now
         if start[slot] == now - h:
             for q in range(Q):
                 if not np.isnan(prediction[slot, q]):
-                    _close(p, slot, q, acc[slot, q], prediction, baseline, sq, sq_baseline, sum_returns, counts)
-        for q in range(Q):
-            if cont[q] == 0.0:
-                # a termination completes the pending returns of its question: those made since its previous
-                # one (the prediction at that step included), so each is visited once
-                waiting = min(now - max(last_termination[q], 0), h - 1)
-                for age in range(waiting):
-                    made = now - 1 - age
-                    s = ring_offset[p] + made % h
-                    if start[s] == made and not np.isnan(prediction[s, q]):
-                        ret = acc[s, q]
-                        for m in range(first[p], last[p]):
-                            if now - made < W[m]:
-                                cs = entry_offset[m] + made % W[m]
-                                ret += _part(m, s, cs, q, coefficient, F, anchor_offset, which, F0, D0)
-                        _close(p, s, q, ret, prediction, baseline, sq, sq_baseline, sum_returns, counts)
-                for m in range(first[p], last[p]):
-                    for k in range(anchor_offset[m], anchor_offset[m] + K[m]):
-                        F[k, q] = 0.0
-                        D[k, q] = 1.0
-                        anchor[k, q] = now
-                    latest[m, q] = 0
-            else:
-                for m in range(first[p], last[p]):
-                    if now - anchor[anchor_offset[m] + latest[m, q], q] >= period[m]:
-                        # a new anchor in turn: the one it replaces serves no pending prediction any more
-                        fresh = (latest[m, q] + 1) % K[m]
-                        k = anchor_offset[m] + fresh
-                        F[k, q] = 0.0
-                        D[k, q] = 1.0
-                        anchor[k, q] = now
-                        latest[m, q] = fresh
-        start[slot] = now
-        for q in range(Q):
-            prediction[slot, q] = new[q, p]
-            baseline[slot, q] = sum_returns[q, p] / counts[q, p] if counts[q, p] > 0 else 0.0
-            acc[slot, q] = 0.0
-            for m in range(first[p], last[p]):
-                cs = entry_offset[m] + now % W[m]
-                k = latest[m, q]
-                which[cs, q] = k
-                F0[cs, q] = F[anchor_offset[m] + k, q]
-                D0[cs, q] = D[anchor_offset[m] + k, q]
+                    _close(p, slot, q, completed[slot, q], waiting, scores)
+        # per question, a termination or the anchors' renewal (each touches its own question only)
+        _terminate(now, continuations, p, columns, anchors, waiting, scores)
+        _renew_anchors(now, continuations, p, columns, anchors)
+        _record(now, p, slot, predictions, columns, anchors, waiting, scores)
     for q in range(Q):
-        if cont[q] == 0.0:
+        if continuations[q] == 0.0:
             last_termination[q] = now
 
 
@@ -311,39 +468,52 @@ class OnlineError:
                 parts.append((float(g), float(a), w, min(w, horizon(float(g), ANCHOR_TAIL))))
             columns.append((H, parts))
             self.labels.append(name)
-        self._H = np.array([H for H, _ in columns], dtype=np.int64)
-        self._ring_offset = np.concatenate([[0], np.cumsum(self._H)[:-1]]).astype(np.int64)
-        counts = np.array([len(parts) for _, parts in columns], dtype=np.int64)
-        self._first = np.concatenate([[0], np.cumsum(counts)[:-1]]).astype(np.int64)
-        self._last = np.cumsum(counts).astype(np.int64)
+        H = np.array([h for h, _ in columns], dtype=np.int64)
+        n_parts = np.array([len(parts) for _, parts in columns], dtype=np.int64)
         parts = [part for _, ps in columns for part in ps]
-        self._gamma = np.array([g for g, _, _, _ in parts])
-        self._coefficient = np.array([a for _, a, _, _ in parts])
-        self._W = np.array([w for _, _, w, _ in parts], dtype=np.int64)
-        self._period = np.array([period for _, _, _, period in parts], dtype=np.int64)
+        window = np.array([w for _, _, w, _ in parts], dtype=np.int64)
+        period = np.array([period for _, _, _, period in parts], dtype=np.int64)
         # enough anchors that the one replaced in turn has served its last prediction's W steps
-        self._K = (-(-self._W // self._period) + 1).astype(np.int64)
-        self._anchor_offset = np.concatenate([[0], np.cumsum(self._K)[:-1]]).astype(np.int64)
-        self._entry_offset = np.concatenate([[0], np.cumsum(self._W)[:-1]]).astype(np.int64)
-        P, Q, A, E, S = len(columns), n_questions, int(self._K.sum()), int(self._W.sum()), int(self._H.sum())
-        self._F = np.zeros((A, Q))
-        self._D = np.ones((A, Q))
-        self._anchor = np.full((A, Q), -1, dtype=np.int64)  # an anchor at a has summed nothing after a
-        self._latest = np.zeros((len(parts), Q), dtype=np.int64)
-        # the pending predictions: a ring of H slots per column, one after another
-        self._start = np.full(S, -1, dtype=np.int64)
-        self._prediction = np.full((S, Q), np.nan)
-        self._baseline = np.zeros((S, Q))
-        self._acc = np.zeros((S, Q))  # the completed components' parts of each pending return
-        # each component's sums at its pending predictions: a ring of W entries per component
-        self._F0 = np.zeros((E, Q))
-        self._D0 = np.ones((E, Q))
-        self._which = np.zeros((E, Q), dtype=np.int64)
-        self.counts = np.zeros((Q, P), dtype=np.int64)
-        self._sq = np.zeros((Q, P))
-        self._sq_baseline = np.zeros((Q, P))
-        self._sum_returns = np.zeros((Q, P))
-        self._last_termination = np.full(Q, -1, dtype=np.int64)
+        n_anchors = (-(-window // period) + 1).astype(np.int64)
+        self._columns = _Columns(
+            horizon=H,
+            ring_offset=_starts(H),
+            first=_starts(n_parts),
+            last=np.cumsum(n_parts).astype(np.int64),
+            gamma=np.array([g for g, _, _, _ in parts]),
+            coefficient=np.array([a for _, a, _, _ in parts]),
+            window=window,
+            period=period,
+            n_anchors=n_anchors,
+            anchor_offset=_starts(n_anchors),
+            entry_offset=_starts(window),
+        )
+        P, Q, A, E, S = len(columns), n_questions, int(n_anchors.sum()), int(window.sum()), int(H.sum())
+        self._anchors = _Anchors(
+            F=np.zeros((A, Q)),
+            D=np.ones((A, Q)),
+            start=np.full((A, Q), -1, dtype=np.int64),  # an anchor at a has summed nothing after a
+            latest=np.zeros((len(parts), Q), dtype=np.int64),
+        )
+        # the pending predictions: a ring of H slots per column, one after another; each component's
+        # sums at its pending predictions: a ring of W entries per component
+        self._waiting = _Waiting(
+            start=np.full(S, -1, dtype=np.int64),
+            prediction=np.full((S, Q), np.nan),
+            baseline=np.zeros((S, Q)),
+            completed=np.zeros((S, Q)),
+            F0=np.zeros((E, Q)),
+            D0=np.ones((E, Q)),
+            which=np.zeros((E, Q), dtype=np.int64),
+        )
+        self._scores = _Scores(
+            sq=np.zeros((Q, P)),
+            sq_baseline=np.zeros((Q, P)),
+            sum_returns=np.zeros((Q, P)),
+            counts=np.zeros((Q, P), dtype=np.int64),
+            last_termination=np.full(Q, -1, dtype=np.int64),
+        )
+        self.counts = self._scores.counts
         self._now = 0
 
     for_learner = classmethod(PlainOnlineError.for_learner.__func__)
@@ -351,16 +521,16 @@ class OnlineError:
     @property
     def horizons(self) -> list[int]:
         """Steps each timescale's return takes to complete (without a termination)."""
-        return [int(h) for h in self._H]
+        return [int(h) for h in self._columns.horizon]
 
     def restart(self) -> None:
         """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors."""
-        self._start[:] = -1
-        self._prediction[:] = np.nan
-        self._F[:] = 0.0
-        self._D[:] = 1.0
-        self._anchor[:] = self._now - 1  # the next step's cumulant is the first summed
-        self._latest[:] = 0
+        self._waiting.start[:] = -1
+        self._waiting.prediction[:] = np.nan
+        self._anchors.F[:] = 0.0
+        self._anchors.D[:] = 1.0
+        self._anchors.start[:] = self._now - 1  # the next step's cumulant is the first summed
+        self._anchors.latest[:] = 0
 
     def observe(self, cumulants, continuations, predictions) -> None:
         """Add this step's cumulants to the pending returns, close the complete ones, then record new predictions.
@@ -370,7 +540,7 @@ class OnlineError:
           continuations: c_n [Q] of S_n (0 where a question's termination holds); None: all 1.
           predictions: [Q, P] made at S_n, one column per timescale (gammas, then readouts).
         """
-        Q, P = self.n_questions, self._H.shape[0]
+        Q, P = self.n_questions, self._columns.horizon.shape[0]
         c = np.asarray(cumulants, dtype=np.float64)
         cont = np.ones(Q) if continuations is None else np.asarray(continuations, dtype=np.float64)
         pred = np.ascontiguousarray(predictions, dtype=np.float64)
@@ -378,21 +548,15 @@ class OnlineError:
             raise ValueError(f"predictions must be [{Q}, {P}]; got shape {pred.shape}")
         if c.shape != (Q,) or cont.shape != (Q,):
             raise ValueError(f"cumulants and continuations must be [{Q}]; got {c.shape}, {cont.shape}")
-        _observe(
-            self._now, c, cont, pred, self._H, self._ring_offset, self._first, self._last, self._gamma,
-            self._coefficient, self._W, self._period, self._K, self._anchor_offset, self._entry_offset,
-            self._F, self._D, self._anchor, self._latest, self._start, self._prediction, self._baseline, self._acc,
-            self._F0, self._D0, self._which, self._sq, self._sq_baseline, self._sum_returns, self.counts,
-            self._last_termination,
-        )  # fmt: skip
+        _observe(self._now, c, cont, pred, self._columns, self._anchors, self._waiting, self._scores)
         self._now += 1
 
     def rmse(self) -> np.ndarray:
         """[Q, P]: root mean squared error of the completed predictions (nan before the first)."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.sqrt(self._sq / self.counts)
+            return np.sqrt(self._scores.sq / self.counts)
 
     def baseline_rmse(self) -> np.ndarray:
         """[Q, P]: the same for the running mean of earlier returns."""
         with np.errstate(invalid="ignore", divide="ignore"):
-            return np.sqrt(self._sq_baseline / self.counts)
+            return np.sqrt(self._scores.sq_baseline / self.counts)

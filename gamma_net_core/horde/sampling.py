@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gamma_net_core.data.bags import BagError, _open_reader, read_messages
+from gamma_net_core.data.bags import BagError, open_reader, read_messages
 from gamma_net_core.data.joints import NANOSECONDS
 from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.questions import HordeSpec
@@ -61,7 +61,7 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
     """
     path = pathlib.Path(path)
     topics = spec.topics()
-    reader = _open_reader(path)
+    reader = open_reader(path)
     try:
         found = {c.topic: c.msgtype for c in reader.connections}
         signals = spec.signals()

@@ -61,7 +61,9 @@ Input dimensions are the state's, then gamma and/or tau / tau_scale. A file of a
 kind, version, configuration or array shape is refused with :class:`~gamma_net_core.checkpoint.CheckpointError`.
 
 Modules: :mod:`~gamma_net_core.linear.settings` (the configurations),
-:mod:`~gamma_net_core.linear.kernels` (numba tile keys and TD(0) updates, shared with the
+:mod:`~gamma_net_core.linear.coding` (what every linear learner is built from: the tile coder over
+state and timescale, input checks, the step size, the kernels' view of a learner; the Horde builds
+from it too), :mod:`~gamma_net_core.linear.kernels` (numba tile keys and TD(0) updates, shared with the
 multi-question kernels of :mod:`gamma_net_core.horde`), :mod:`~gamma_net_core.linear.learners`
 (the two learners), :mod:`~gamma_net_core.linear.traces` (TD(lambda)'s traces),
 :mod:`~gamma_net_core.linear.td_delta` (TD(Delta), a baseline learning a ladder of value differences) and

@@ -1,49 +1,156 @@
 """numba kernels of the linear Γ-nets: tile keys of state and timescale, values, TD(0) and TD(lambda) updates.
 
-Arguments follow one convention: ``tiles`` is :attr:`gamma_net_core.tilecoding.TileCoder.kernel_args`,
-``ts`` = (timescale input code, tau_scale, n_state) with the code from
-:data:`gamma_net_core.linear.settings.TIMESCALE_INPUTS`; a state's keys and a timescale's keys are
-computed apart and summed per tiling, so a state's keys are computed once per step and shared by
-every gamma (and, in :mod:`gamma_net_core.horde.kernels`, by every question).
+Arguments follow one convention: ``coding`` is a :class:`Coding` (the tile coder's
+:class:`~gamma_net_core.tilecoding.Tiles`, how the timescale enters as input, the output scale and
+the weight limit), fixed when a learner is built (:func:`gamma_net_core.linear.coding.make_coding`);
+kernels called from Python take it as ``coding.plain()`` (``plain_coding``; why in :meth:`Coding.plain`).
+A state's keys and a timescale's keys are computed apart and summed per tiling, so a state's keys
+are computed once per step and shared by every gamma (and, in :mod:`gamma_net_core.horde.kernels`,
+by every question). The public kernels here are the linear package's internal interface; the
+Horde's kernels build on :func:`state_keys`, :func:`timescale_keys`, :func:`n_timescale_dims` and
+:func:`output_scale`.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 import numba
 import numpy as np
 
 from gamma_net_core.linear.traces import decay_and_add, restore_support, save_support
-from gamma_net_core.tilecoding import add_keys, finalize, normalize
+from gamma_net_core.tilecoding import Tiles, add_keys, finalize, normalize
+
+
+class Coding(NamedTuple):
+    """A linear learner's features and output as the kernels take them, fixed at construction.
+
+    ``timescale_input`` is the code of :data:`gamma_net_core.linear.settings.TIMESCALE_INPUTS`
+    (0 none, 1 gamma, 2 tau / tau_scale, 3 both), whose dimensions follow the ``n_state`` state
+    inputs in ``tiles``; ``loss_scaling`` makes the weights' output f = (1 - gamma) V; a step that
+    would move a weight beyond ``w_limit`` in magnitude is refused.
+    """
+
+    tiles: Tiles
+    timescale_input: int
+    tau_scale: float
+    n_state: int
+    loss_scaling: bool
+    w_limit: float
+
+    def plain(self) -> tuple:
+        """This coding as plain tuples, as the kernels take it (:func:`named_coding` names it again).
+
+        numba finds a compiled kernel by a fingerprint of its arguments, and a named tuple's spells out
+        its class and field names: about 3 µs for a Coding against 0.2 µs for its plain form, a tenth of
+        a per-message update. Every kernel is called with the plain form; inside it is named.
+        """
+        return (tuple(self.tiles), self.timescale_input, self.tau_scale, self.n_state, self.loss_scaling, self.w_limit)
 
 
 @numba.njit(cache=True, inline="always")
-def _n_timescale_dims(mode):  # pragma: no cover - compiled
-    return 0 if mode == 0 else (2 if mode == 3 else 1)
+def named_coding(plain):  # pragma: no cover - compiled
+    """The :class:`Coding` whose :meth:`Coding.plain` is ``plain`` (free: the compiler sees through it)."""
+    tiles, timescale_input, tau_scale, n_state, loss_scaling, w_limit = plain
+    return Coding(Tiles(*tiles), timescale_input, tau_scale, n_state, loss_scaling, w_limit)
+
+
+class Recording(NamedTuple):
+    """A recording's transitions for :func:`learn_many`: ``cumulants[n]`` is C_{n+1}; ``terminals[n]``: S_{n+1} ends."""
+
+    states_t: np.ndarray
+    states_tp1: np.ndarray
+    cumulants: np.ndarray
+    terminals: np.ndarray
+
+
+class Schedule(NamedTuple):
+    """The step size of update number ``first_count + n`` is :func:`alpha_at` of these."""
+
+    step_size: float
+    decay_steps: int
+    first_count: int
+    n_active: int
+
+
+class Probes(NamedTuple):
+    """Online predictions recorded by :func:`learn_many`.
+
+    ``predictions[n - record_from, j]`` = V(S_n, probe j) before update n: the probe's timescale
+    keys ``keys[j]`` (:func:`timescale_key_table`), divided by its output scale ``scales[j]``.
+    """
+
+    keys: np.ndarray
+    scales: np.ndarray
+    record_from: int
+    predictions: np.ndarray
+
+
+class TraceWork(NamedTuple):
+    """Scratch of the TD(lambda) kernels (:func:`traced_work`), left clean by them.
+
+    ``dw`` [n_features] sums a step's update, ``mark`` / ``touched`` the features it touches;
+    ``old_z``, ``old_support`` [K, n_features], ``old_n``, ``old_max`` [K] keep the traces a refused
+    step restores.
+    """
+
+    dw: np.ndarray
+    mark: np.ndarray
+    touched: np.ndarray
+    old_z: np.ndarray
+    old_support: np.ndarray
+    old_n: np.ndarray
+    old_max: np.ndarray
+
+
+# A kernel reads the fields it uses into locals, one a line, before its loops: the compiler does not hoist
+# a field read out of a loop (memory_size read in _value's loop made predictions 2-4x slower), and fields
+# passed straight into inlined helpers cost some 8% of a prediction.
 
 
 @numba.njit(cache=True, inline="always")
-def _timescale_keys(gamma, ts, tiles, u, keys):  # pragma: no cover - compiled
-    """keys[t] = the timescale dimensions' part of tiling t's key for ``gamma``."""
-    mode, tau_scale, n_state = ts
-    low, span, inv_width, offsets, mult, _, per_dim, _, _ = tiles
+def n_timescale_dims(timescale_input):  # pragma: no cover - compiled
+    """Input dimensions a timescale input code adds: 0 (none), 1 (gamma or tau), 2 (both)."""
+    return 0 if timescale_input == 0 else (2 if timescale_input == 3 else 1)
+
+
+@numba.njit(cache=True, inline="always")
+def timescale_keys(gamma, coding, u, keys):  # pragma: no cover - compiled
+    """keys[t] = the timescale dimensions' part of tiling t's key for ``gamma`` (``u``: scratch)."""
+    tiles = coding.tiles
+    timescale_input = coding.timescale_input
+    tau_scale = coding.tau_scale
+    n_state = coding.n_state
     keys[:] = 0
-    if mode == 0:
+    if timescale_input == 0:
         return
-    if mode == 1:
+    if timescale_input == 1:
         u[0] = gamma
-    elif mode == 2:
+    elif timescale_input == 2:
         u[0] = 1.0 / (1.0 - gamma) / tau_scale
     else:
         u[0] = gamma
         u[1] = 1.0 / (1.0 - gamma) / tau_scale
+    low = tiles.low
+    span = tiles.span
+    inv_width = tiles.inv_width
+    offsets = tiles.offsets
+    mult = tiles.mult
+    per_dim = tiles.per_dim
     normalize(u, low[n_state:], span[n_state:], u)
     add_keys(u, n_state, inv_width, offsets, mult, per_dim, keys)
 
 
 @numba.njit(cache=True, inline="always")
-def _state_keys(state, tiles, u, keys):  # pragma: no cover - compiled
-    """keys[t] = base[t] + the state dimensions' part of tiling t's key."""
-    low, span, inv_width, offsets, mult, base, per_dim, _, _ = tiles
+def state_keys(state, tiles, u, keys):  # pragma: no cover - compiled
+    """keys[t] = base[t] + the state dimensions' part of tiling t's key (``u``: scratch)."""
+    low = tiles.low
+    span = tiles.span
+    inv_width = tiles.inv_width
+    offsets = tiles.offsets
+    mult = tiles.mult
+    base = tiles.base
+    per_dim = tiles.per_dim
     n_state = state.shape[0]
     normalize(state, low[:n_state], span[:n_state], u)
     keys[:] = base
@@ -51,36 +158,36 @@ def _state_keys(state, tiles, u, keys):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _value(w, state_keys, ts_keys, tiles):  # pragma: no cover - compiled
-    memory_size = tiles[7]
-    bias_index = tiles[8]
+def _value(w, keys_state, keys_timescale, tiles):  # pragma: no cover - compiled
+    memory_size, bias_index = tiles.memory_size, tiles.bias_index
     v = 0.0
-    for t in range(state_keys.shape[0]):
-        v += w[finalize(state_keys[t] + ts_keys[t], memory_size)]
+    for t in range(keys_state.shape[0]):
+        v += w[finalize(keys_state[t] + keys_timescale[t], memory_size)]
     if bias_index >= 0:
         v += w[bias_index]
     return v
 
 
 @numba.njit(cache=True, inline="always")
-def _output_scale(gamma, loss_scaling):  # pragma: no cover - compiled
+def output_scale(gamma, loss_scaling):  # pragma: no cover - compiled
     """s(gamma): the weights' output is f = s V, so s = 1 - gamma with loss scaling, else 1."""
     return 1.0 - gamma if loss_scaling else 1.0
 
 
 @numba.njit(cache=True, inline="always")
-def _td_errors(
-    w, keys_t, keys_tp1, gammas, cumulant, terminal, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas
-):  # pragma: no cover
+def _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas):  # pragma: no cover
     """Fill idx[k] with the active tiles of (S_t, gamma_k) and deltas[k] with the TD error of the weights' output.
 
     That output is f = s V (s = 1 - gamma_k with loss scaling, else 1), so deltas[k] is
     delta_f = s C + gamma_k f(S_{t+1}) - f(S_t) = s delta_V; w is untouched.
     """
-    memory_size = tiles[7]
+    tiles = coding.tiles
+    memory_size = tiles.memory_size
+    bias_index = tiles.bias_index
+    loss_scaling = coding.loss_scaling
     for k in range(gammas.shape[0]):
         gamma = gammas[k]
-        _timescale_keys(gamma, ts, tiles, u_ts, keys_ts)
+        timescale_keys(gamma, coding, u_ts, keys_ts)
         f_t = 0.0
         f_tp1 = 0.0
         for t in range(keys_t.shape[0]):
@@ -89,10 +196,10 @@ def _td_errors(
             f_t += w[i]
             if not terminal:
                 f_tp1 += w[finalize(keys_tp1[t] + keys_ts[t], memory_size)]
-        if tiles[8] >= 0:
-            f_t += w[tiles[8]]
-            f_tp1 += w[tiles[8]]
-        scaled = _output_scale(gamma, loss_scaling) * cumulant
+        if bias_index >= 0:
+            f_t += w[bias_index]
+            f_tp1 += w[bias_index]
+        scaled = output_scale(gamma, loss_scaling) * cumulant
         if terminal:
             deltas[k] = scaled - f_t
         else:
@@ -110,30 +217,37 @@ def _step_sizes(deltas, alpha, steps):  # pragma: no cover - compiled
     return ok
 
 
+@numba.njit(cache=True, inline="always")
+def _to_cumulant_units(deltas, gammas, loss_scaling):  # pragma: no cover - compiled
+    """deltas[k] /= s(gamma_k): delta_f to delta_V."""
+    for k in range(gammas.shape[0]):
+        deltas[k] /= output_scale(gammas[k], loss_scaling)
+
+
 @numba.njit(cache=True)
-def _learn_one(
-    w, state_t, state_tp1, gammas, cumulant, terminal, alpha, loss_scaling, ts, tiles, w_limit, deltas
-):  # pragma: no cover
+def learn_one(w, state_t, state_tp1, gammas, cumulant, terminal, alpha, plain_coding, deltas):  # pragma: no cover
     """One transition; returns True, or False with w unchanged when a weight would leave [-w_limit, w_limit].
 
     On return deltas[k] holds the TD error in the cumulant's units, delta_V = delta_f / s.
     """
-    n_tilings = tiles[5].shape[0]
-    bias_index = tiles[8]
+    coding = named_coding(plain_coding)
+    tiles = coding.tiles
+    w_limit = coding.w_limit
+    n_tilings = tiles.base.shape[0]
+    bias_index = tiles.bias_index
     K = gammas.shape[0]
     u = np.empty(state_t.shape[0])
-    u_ts = np.empty(_n_timescale_dims(ts[0]))
+    u_ts = np.empty(n_timescale_dims(coding.timescale_input))
     keys_t = np.empty(n_tilings, dtype=np.uint64)
     keys_tp1 = np.empty(n_tilings, dtype=np.uint64)
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
     idx = np.empty((K, n_tilings), dtype=np.int64)
     steps = np.empty(K)
-    _state_keys(state_t, tiles, u, keys_t)
-    _state_keys(state_tp1, tiles, u, keys_tp1)
-    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas)
+    state_keys(state_t, tiles, u, keys_t)
+    state_keys(state_tp1, tiles, u, keys_tp1)
+    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas)
     ok = _step_sizes(deltas, alpha, steps)
-    for k in range(K):
-        deltas[k] /= _output_scale(gammas[k], loss_scaling)
+    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
         return False
     # Undo log: old values in write order, restored in reverse, so repeated indices come back exactly.
@@ -163,51 +277,47 @@ def _learn_one(
     return ok
 
 
-@numba.njit(cache=True)
-def _learn_many(
-    w,
-    states_t,
-    states_tp1,
-    cumulants,
-    terminals,
-    gammas,
-    step_size,
-    decay_steps,
-    count,
-    n_active,
-    loss_scaling,
-    ts,
-    tiles,
-    w_limit,
-    probe_keys,
-    probe_scales,
-    record_from,
-    predictions,
-):  # pragma: no cover - compiled
-    """A recording's transitions in order; returns -1, or the first step that put a weight beyond w_limit.
+@numba.njit(cache=True, inline="always")
+def _record_probes(w, keys_t, tiles, probes, n):  # pragma: no cover - compiled
+    """The probes' predictions V(S_n) (``keys_t``: S_n's keys) before update n, from ``record_from`` on."""
+    keys, scales, record_from, predictions = probes.keys, probes.scales, probes.record_from, probes.predictions
+    if n >= record_from:
+        for j in range(keys.shape[0]):
+            predictions[n - record_from, j] = _value(w, keys_t, keys[j], tiles) / scales[j]
 
-    predictions[n - record_from, j] = f(S_n, probe j) / probe_scales[j], V in the cumulant's units.
+
+@numba.njit(cache=True)
+def learn_many(w, recording, gammas, schedule, plain_coding, probes):  # pragma: no cover - compiled
+    """A recording's transitions in order, Gamma_t ``gammas[n]``; returns -1, or the first step that put a
+    weight beyond w_limit.
+
+    ``probes`` records V in the cumulant's units (see :class:`Probes`).
     """
-    n_tilings = tiles[5].shape[0]
-    bias_index = tiles[8]
+    coding = named_coding(plain_coding)
+    tiles = coding.tiles
+    w_limit = coding.w_limit
+    n_tilings = tiles.base.shape[0]
+    bias_index = tiles.bias_index
     K = gammas.shape[1]
-    u = np.empty(states_t.shape[1])
-    u_ts = np.empty(_n_timescale_dims(ts[0]))
+    u = np.empty(recording.states_t.shape[1])
+    u_ts = np.empty(n_timescale_dims(coding.timescale_input))
     keys_t = np.empty(n_tilings, dtype=np.uint64)
     keys_tp1 = np.empty(n_tilings, dtype=np.uint64)
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
     idx = np.empty((K, n_tilings), dtype=np.int64)
     deltas = np.empty(K)
     steps = np.empty(K)
+    states_t, states_tp1 = recording.states_t, recording.states_tp1
+    cumulants, terminals = recording.cumulants, recording.terminals
+    step_size, decay_steps = schedule.step_size, schedule.decay_steps
+    first_count, n_active = schedule.first_count, schedule.n_active
     for n in range(states_t.shape[0]):
-        _state_keys(states_t[n], tiles, u, keys_t)
-        if n >= record_from:
-            for j in range(probe_keys.shape[0]):
-                predictions[n - record_from, j] = _value(w, keys_t, probe_keys[j], tiles) / probe_scales[j]
-        _state_keys(states_tp1[n], tiles, u, keys_tp1)
+        state_keys(states_t[n], tiles, u, keys_t)
+        _record_probes(w, keys_t, tiles, probes, n)
+        state_keys(states_tp1[n], tiles, u, keys_tp1)
         g, c, end = gammas[n], cumulants[n], terminals[n]
-        _td_errors(w, keys_t, keys_tp1, g, c, end, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas)
-        alpha = _alpha(step_size, decay_steps, count + n, n_active)
+        _td_errors(w, keys_t, keys_tp1, g, c, end, coding, u_ts, keys_ts, idx, deltas)
+        alpha = alpha_at(step_size, decay_steps, first_count + n, n_active)
         if not _step_sizes(deltas, alpha, steps):
             return n
         ok = True
@@ -258,95 +368,65 @@ def _apply_traced(w, alpha, dw, mark, touched, n, w_limit):  # pragma: no cover 
 
 
 @numba.njit(cache=True)
-def _learn_one_lambda(
-    w,
-    state_t,
-    state_tp1,
-    gammas,
-    cumulant,
-    terminal,
-    alpha,
-    loss_scaling,
-    ts,
-    tiles,
-    w_limit,
-    deltas,
-    lam,
-    traces,
-    work,
+def learn_one_lambda(
+    w, state_t, state_tp1, gammas, cumulant, terminal, alpha, plain_coding, deltas, lam, traces, work
 ):  # pragma: no cover
     """One TD(lambda) transition on the fixed ``gammas`` with their traces (group 0 of ``traces``).
 
-    Returns like :func:`_learn_one`; when the step is refused the weights and traces are as before.
-    ``work`` is :func:`traced_work` scratch, left clean.
+    ``traces`` is :attr:`gamma_net_core.linear.traces.Traces.kernel_args`. Returns like
+    :func:`learn_one`; when the step is refused the weights and traces are as before. ``work`` is
+    :func:`traced_work` scratch, left clean.
     """
-    dw, mark, touched, old_z, old_support, old_n, old_max = work
-    n_tilings = tiles[5].shape[0]
-    bias_index = tiles[8]
+    coding = named_coding(plain_coding)
+    tiles = coding.tiles
+    n_tilings = tiles.base.shape[0]
+    bias_index = tiles.bias_index
     K = gammas.shape[0]
     u = np.empty(state_t.shape[0])
-    u_ts = np.empty(_n_timescale_dims(ts[0]))
+    u_ts = np.empty(n_timescale_dims(coding.timescale_input))
     keys_t = np.empty(n_tilings, dtype=np.uint64)
     keys_tp1 = np.empty(n_tilings, dtype=np.uint64)
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
     idx = np.empty((K, n_tilings), dtype=np.int64)
     steps = np.empty(K)
-    _state_keys(state_t, tiles, u, keys_t)
-    _state_keys(state_tp1, tiles, u, keys_tp1)
-    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas)
+    state_keys(state_t, tiles, u, keys_t)
+    state_keys(state_tp1, tiles, u, keys_tp1)
+    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas)
     ok = _step_sizes(deltas, alpha, steps)
     if ok:
-        n_support = traces[3]
+        _, _, _, n_support, z_max = traces
+        dw, mark, touched = work.dw, work.mark, work.touched
+        old_z, old_support, old_n, old_max = work.old_z, work.old_support, work.old_n, work.old_max
         for k in range(K):
             save_support(traces, 0, k, old_z, old_support)
             old_n[k] = n_support[0, k]
-            old_max[k] = traces[4][0, k]
+            old_max[k] = z_max[0, k]
             decay_and_add(traces, 0, k, gammas[k] * lam, idx[k], bias_index)
         n = _accumulate(traces, 0, deltas, dw, mark, touched, 0)
-        ok = _apply_traced(w, alpha, dw, mark, touched, n, w_limit)
+        ok = _apply_traced(w, alpha, dw, mark, touched, n, coding.w_limit)
         if not ok:
             for k in range(K):
                 restore_support(traces, 0, k, old_z, old_support, old_n[k], old_max[k])
-    for k in range(K):
-        deltas[k] /= _output_scale(gammas[k], loss_scaling)
+    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
     return ok
 
 
 @numba.njit(cache=True)
-def _learn_many_lambda(
-    w,
-    states_t,
-    states_tp1,
-    cumulants,
-    terminals,
-    gammas,
-    step_size,
-    decay_steps,
-    count,
-    n_active,
-    loss_scaling,
-    ts,
-    tiles,
-    w_limit,
-    probe_keys,
-    probe_scales,
-    record_from,
-    predictions,
-    lam,
-    traces,
-    work,
+def learn_many_lambda(
+    w, recording, gammas, schedule, plain_coding, probes, lam, traces, work
 ):  # pragma: no cover - compiled
-    """:func:`_learn_many` with TD(lambda) traces on the fixed Gamma ``gammas`` [K] (the same every step).
+    """:func:`learn_many` with TD(lambda) traces on the fixed Gamma ``gammas`` [K] (the same every step).
 
     A terminal transition cuts the traces after its update. Returns -1, or the first step whose
     update was refused (weights and traces then hold that step's partial state: the caller restores).
     """
-    dw, mark, touched = work[0], work[1], work[2]
-    n_tilings = tiles[5].shape[0]
-    bias_index = tiles[8]
+    coding = named_coding(plain_coding)
+    tiles = coding.tiles
+    n_tilings = tiles.base.shape[0]
+    bias_index = tiles.bias_index
     K = gammas.shape[0]
-    u = np.empty(states_t.shape[1])
-    u_ts = np.empty(_n_timescale_dims(ts[0]))
+    u = np.empty(recording.states_t.shape[1])
+    u_ts = np.empty(n_timescale_dims(coding.timescale_input))
     keys_t = np.empty(n_tilings, dtype=np.uint64)
     keys_tp1 = np.empty(n_tilings, dtype=np.uint64)
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
@@ -356,15 +436,18 @@ def _learn_many_lambda(
     decays = np.empty(K)
     for k in range(K):
         decays[k] = gammas[k] * lam
+    states_t, states_tp1 = recording.states_t, recording.states_tp1
+    cumulants, terminals = recording.cumulants, recording.terminals
+    step_size, decay_steps = schedule.step_size, schedule.decay_steps
+    first_count, n_active = schedule.first_count, schedule.n_active
+    dw, mark, touched, w_limit = work.dw, work.mark, work.touched, coding.w_limit
     for n in range(states_t.shape[0]):
-        _state_keys(states_t[n], tiles, u, keys_t)
-        if n >= record_from:
-            for j in range(probe_keys.shape[0]):
-                predictions[n - record_from, j] = _value(w, keys_t, probe_keys[j], tiles) / probe_scales[j]
-        _state_keys(states_tp1[n], tiles, u, keys_tp1)
+        state_keys(states_t[n], tiles, u, keys_t)
+        _record_probes(w, keys_t, tiles, probes, n)
+        state_keys(states_tp1[n], tiles, u, keys_tp1)
         end = terminals[n]
-        _td_errors(w, keys_t, keys_tp1, gammas, cumulants[n], end, loss_scaling, ts, tiles, u_ts, keys_ts, idx, deltas)
-        alpha = _alpha(step_size, decay_steps, count + n, n_active)
+        _td_errors(w, keys_t, keys_tp1, gammas, cumulants[n], end, coding, u_ts, keys_ts, idx, deltas)
+        alpha = alpha_at(step_size, decay_steps, first_count + n, n_active)
         if not _step_sizes(deltas, alpha, steps):
             return n
         for k in range(K):
@@ -378,51 +461,56 @@ def _learn_many_lambda(
     return -1
 
 
-def traced_work(n_features: int, n_gammas: int) -> tuple:
-    """Scratch of the TD(lambda) kernels: (dw, mark, touched, old_z, old_support, old_n, old_max), clean."""
-    return (
-        np.zeros(n_features),
-        np.zeros(n_features, dtype=np.bool_),
-        np.zeros(n_features, dtype=np.int64),
-        np.zeros((n_gammas, n_features)),
-        np.zeros((n_gammas, n_features), dtype=np.int64),
-        np.zeros(n_gammas, dtype=np.int64),
-        np.zeros(n_gammas),
+def traced_work(n_features: int, n_gammas: int) -> TraceWork:
+    """Clean scratch of the TD(lambda) kernels."""
+    return TraceWork(
+        dw=np.zeros(n_features),
+        mark=np.zeros(n_features, dtype=np.bool_),
+        touched=np.zeros(n_features, dtype=np.int64),
+        old_z=np.zeros((n_gammas, n_features)),
+        old_support=np.zeros((n_gammas, n_features), dtype=np.int64),
+        old_n=np.zeros(n_gammas, dtype=np.int64),
+        old_max=np.zeros(n_gammas),
     )
 
 
 @numba.njit(cache=True)
-def _alpha(step_size, decay_steps, count, n_active):  # pragma: no cover - compiled
-    """alpha for update number ``count`` (0-based), per active feature."""
+def alpha_at(step_size, decay_steps, count, n_active):  # pragma: no cover - compiled
+    """alpha for update number ``count`` (0-based), per active feature: ``step_size`` decayed linearly to 0
+    over ``decay_steps`` updates (0: constant), divided by the ``n_active`` active features."""
     if decay_steps > 0:
         return step_size * max(0.0, 1.0 - count / decay_steps) / n_active
     return step_size / n_active
 
 
 @numba.njit(cache=True)
-def _predict_many(w, states, gammas, loss_scaling, ts, tiles):  # pragma: no cover - compiled
+def predict_many(w, states, gammas, plain_coding):  # pragma: no cover - compiled
     """V(S_n, gamma_k) = f / s(gamma_k) for each state and gamma: [N, G], in the cumulant's units."""
-    n_tilings = tiles[5].shape[0]
+    coding = named_coding(plain_coding)
+    tiles = coding.tiles
+    n_tilings = tiles.base.shape[0]
     out = np.empty((states.shape[0], gammas.shape[0]))
     u = np.empty(states.shape[1])
-    u_ts = np.empty(_n_timescale_dims(ts[0]))
+    u_ts = np.empty(n_timescale_dims(coding.timescale_input))
     keys_ts = np.empty((gammas.shape[0], n_tilings), dtype=np.uint64)
     scales = np.empty(gammas.shape[0])
     for k in range(gammas.shape[0]):
-        _timescale_keys(gammas[k], ts, tiles, u_ts, keys_ts[k])
-        scales[k] = _output_scale(gammas[k], loss_scaling)
+        timescale_keys(gammas[k], coding, u_ts, keys_ts[k])
+        scales[k] = output_scale(gammas[k], coding.loss_scaling)
     keys = np.empty(n_tilings, dtype=np.uint64)
     for n in range(states.shape[0]):
-        _state_keys(states[n], tiles, u, keys)
+        state_keys(states[n], tiles, u, keys)
         for k in range(gammas.shape[0]):
             out[n, k] = _value(w, keys, keys_ts[k], tiles) / scales[k]
     return out
 
 
-def _timescale_keys_py(gamma, ts, tiles, u, keys):
-    _timescale_keys_kernel(float(gamma), ts, tiles, u, keys)
-
-
 @numba.njit(cache=True)
-def _timescale_keys_kernel(gamma, ts, tiles, u, keys):  # pragma: no cover - compiled
-    _timescale_keys(gamma, ts, tiles, u, keys)
+def timescale_key_table(gammas, plain_coding):  # pragma: no cover - compiled
+    """[G, n_tilings]: each gamma's part of every tiling's key (:func:`timescale_keys`)."""
+    coding = named_coding(plain_coding)
+    keys = np.empty((gammas.shape[0], coding.tiles.base.shape[0]), dtype=np.uint64)
+    u = np.empty(n_timescale_dims(coding.timescale_input))
+    for k in range(gammas.shape[0]):
+        timescale_keys(gammas[k], coding, u, keys[k])
+    return keys

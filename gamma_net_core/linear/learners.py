@@ -11,26 +11,21 @@ import pathlib
 
 import numpy as np
 
-from gamma_net_core.linear import checkpoints
+from gamma_net_core.linear import checkpoints, coding
 from gamma_net_core.linear.kernels import (
-    _alpha,
-    _learn_many,
-    _learn_many_lambda,
-    _learn_one,
-    _learn_one_lambda,
-    _predict_many,
-    _timescale_keys_py,
+    Probes,
+    Recording,
+    Schedule,
+    TraceWork,
+    learn_many,
+    learn_many_lambda,
+    learn_one,
+    learn_one_lambda,
+    predict_many,
     traced_work,
 )
-from gamma_net_core.linear.settings import (
-    N_TIMESCALE_DIMS,
-    TIMESCALE_INPUTS,
-    FixedTimescaleConfig,
-    GammaNetConfig,
-    LinearTDConfig,
-)
+from gamma_net_core.linear.settings import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
 from gamma_net_core.linear.traces import Traces
-from gamma_net_core.tilecoding import TileCoder
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
 
 #: Steps of Gamma_t drawn at a time by ``learn_recording`` (bounds memory on long recordings).
@@ -45,35 +40,21 @@ class _LinearTD:
 
     def __init__(self, config: LinearTDConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
         self.config = config
-        n_ts = N_TIMESCALE_DIMS[self._mode]
-        spec = {
-            "low": tuple(config.state_low) + (0.0,) * n_ts,
-            "high": tuple(config.state_high) + (1.0,) * n_ts,
-            "tilings": config.tilings,
-            "widths": config.tile_widths,
-            "memory_size": config.memory_size,
-            "bias": config.bias,
-        }
         if _state is None:
             if rng is None:
                 raise ValueError("a new learner needs rng, a numpy Generator for its tile offsets")
-            self.coder = TileCoder(**spec, rng=rng)
+            self.coder = coding.make_coder(config, self._mode, rng=rng)
             self._weights = np.zeros(self.coder.n_features)
             self.update_count = 0
         else:
-            self.coder = TileCoder(**spec, state=_state["tiles"])
+            self.coder = coding.make_coder(config, self._mode, state=_state["tiles"])
             self._weights = _state["weights"]
             self.update_count = _state["update_count"]
-        tau_scale = float(getattr(config, "tau_scale", 1.0))
-        self._ts = (TIMESCALE_INPUTS[self._mode], tau_scale, config.n_state)
-        self._tiles = self.coder.kernel_args
-        # A prediction sums n_active weights (then, with loss scaling, divides by 1 - gamma >= 2**-53, the
-        # smallest for a float gamma < 1): bounding each weight keeps every prediction finite.
-        headroom = 2.0**-53 if config.loss_scaling else 1.0
-        self._w_limit = float(np.finfo(np.float64).max) * headroom / self.coder.n_active
+        self._coding = coding.make_coding(config, self._mode, self.coder)
+        self._plain_coding = self._coding.plain()
         # TD(lambda): the traces of the fixed Gamma, made on the first update (see linear/traces.py).
         self._traces: Traces | None = None
-        self._work: tuple | None = None
+        self._work: TraceWork | None = None
 
     # -- TD(lambda) traces
 
@@ -132,34 +113,15 @@ class _LinearTD:
 
     def step_size(self) -> float:
         """alpha per active feature for the next update (after decay)."""
-        return float(_alpha(self.config.step_size, self.config.step_size_decay_steps, self.update_count, self.n_active))
+        return coding.step_size(self.config, self.update_count, self.n_active)
 
     # -- validation
 
     def _state(self, x, name: str) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        n = self.config.n_state
-        if x.ndim == 0 and n == 1:
-            x = x.reshape(1)
-        if x.ndim != 1 or x.shape[0] != n:
-            raise ValueError(f"{name} must have {n} state inputs; got shape {x.shape}")
-        if not np.all(np.isfinite(x)):
-            d = int(np.flatnonzero(~np.isfinite(x))[0])
-            raise ValueError(f"{name} must be finite; got {float(x[d])!r} at input {d}")
-        return np.ascontiguousarray(x)
+        return coding.check_state(x, self.config.n_state, name)
 
     def _states(self, x, name: str, rows: int | None = None) -> np.ndarray:
-        x = np.asarray(x, dtype=np.float64)
-        n = self.config.n_state
-        if x.ndim == 1 and n == 1:
-            x = x[:, None]
-        if x.ndim != 2 or x.shape[1] != n or (rows is not None and x.shape[0] != rows):
-            want = f"[{rows if rows is not None else 'T'}, {n}]"
-            raise ValueError(f"{name} must be {want}; got shape {x.shape}")
-        if not np.all(np.isfinite(x)):
-            step, d = (int(i) for i in np.argwhere(~np.isfinite(x))[0])
-            raise ValueError(f"{name} must be finite; got {float(x[step, d])!r} at step {step}, input {d}")
-        return np.ascontiguousarray(x)
+        return coding.check_states(x, self.config.n_state, name, rows)
 
     @staticmethod
     def _cumulant(c) -> float:
@@ -179,16 +141,14 @@ class _LinearTD:
         s_tp1 = s_t if (terminal and state_tp1 is None) else self._state(state_tp1, "state_tp1")
         c = self._cumulant(cumulant)
         deltas = np.empty(gammas.shape[0])
-        args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self.config.loss_scaling)
+        args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self._plain_coding, deltas)
         if self.config.lam > 0.0:
             traces = self._traces_for(gammas)
-            ok = _learn_one_lambda(
-                *args, self._ts, self._tiles, self._w_limit, deltas, self.config.lam, traces.kernel_args, self._work
-            )
+            ok = learn_one_lambda(*args, self.config.lam, traces.kernel_args, self._work)
             if ok and terminal:
                 traces.reset()
         else:
-            ok = _learn_one(*args, self._ts, self._tiles, self._w_limit, deltas)
+            ok = learn_one(*args)
         if not ok:
             raise FloatingPointError(
                 f"update {self.update_count} would make weights non-finite or predictions overflow (TD errors "
@@ -216,8 +176,8 @@ class _LinearTD:
         if not 0 <= record_from <= T:
             raise ValueError(f"record_from must be in [0, {T}]; got {record_from!r}")
         probes = np.empty(0) if probe_gammas is None else validate_gammas(probe_gammas, name="probe_gammas")
-        probe_keys = self._timescale_keys(probes)
-        probe_scales = 1.0 - probes if self.config.loss_scaling else np.ones_like(probes)
+        probe_keys = coding.timescale_keys(self._coding, probes)
+        probe_scales = coding.output_scales(probes, self.config.loss_scaling)
         predictions = np.empty((T - record_from, probes.shape[0]))
         # A failure part way restores these, so the learner is as it was before the call.
         before, count = self._weights.copy(), self.update_count
@@ -228,11 +188,9 @@ class _LinearTD:
             gammas = gammas_of(start, stop)
             rf = min(max(record_from - start, 0), stop - start)
             out = predictions[max(start - record_from, 0) : max(stop - record_from, 0)]
-            args = (
-                self._weights, s_t[start:stop], s_tp1[start:stop], c[start:stop], ends[start:stop], gammas,
-                cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active, cfg.loss_scaling,
-                self._ts, self._tiles, self._w_limit, probe_keys, probe_scales, rf, out,
-            )  # fmt: skip
+            recording = Recording(s_t[start:stop], s_tp1[start:stop], c[start:stop], ends[start:stop])
+            schedule = Schedule(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active)
+            probes_here = Probes(probe_keys, probe_scales, rf, out)
             if cfg.lam > 0.0 and stop > start:
                 try:
                     traces = self._traces_for(np.ascontiguousarray(gammas[0]))
@@ -244,10 +202,12 @@ class _LinearTD:
                     self.update_count = count
                     self._traces = traces_before
                     raise
-                args = args[:5] + (traces.gammas,) + args[6:]
-                bad = _learn_many_lambda(*args, cfg.lam, traces.kernel_args, self._work)
+                bad = learn_many_lambda(
+                    self._weights, recording, traces.gammas, schedule, self._plain_coding, probes_here, cfg.lam,
+                    traces.kernel_args, self._work,
+                )  # fmt: skip
             else:
-                bad = _learn_many(*args)
+                bad = learn_many(self._weights, recording, gammas, schedule, self._plain_coding, probes_here)
             if bad >= 0:
                 self._weights[:] = before
                 self.update_count = count
@@ -259,22 +219,14 @@ class _LinearTD:
             self.update_count += stop - start
         return predictions if probe_gammas is not None else None
 
-    def _timescale_keys(self, gammas: np.ndarray) -> np.ndarray:
-        keys = np.empty((gammas.shape[0], self.coder.n_tilings), dtype=np.uint64)
-        u = np.empty(N_TIMESCALE_DIMS[self._mode])
-        for k, g in enumerate(gammas):
-            _timescale_keys_py(g, self._ts, self._tiles, u, keys[k])
-        return keys
-
     def _predict(self, state, gammas: np.ndarray) -> np.ndarray:
         """[G] for one state ([n_state], or a scalar with one state input), [N, G] for [N, n_state] or [N]."""
         x = np.asarray(state, dtype=np.float64)
         n = self.config.n_state
-        scaling = self.config.loss_scaling
         if x.ndim == 0 or (x.ndim == 1 and x.shape[0] == n):
             one = self._state(x, "state")[None, :]
-            return _predict_many(self._weights, one, gammas, scaling, self._ts, self._tiles)[0]
-        return _predict_many(self._weights, self._states(x, "states"), gammas, scaling, self._ts, self._tiles)
+            return predict_many(self._weights, one, gammas, self._plain_coding)[0]
+        return predict_many(self._weights, self._states(x, "states"), gammas, self._plain_coding)
 
     # -- checkpoints (format: :mod:`gamma_net_core.linear.checkpoints`)
 

@@ -27,7 +27,7 @@ from __future__ import annotations
 import numba
 import numpy as np
 
-from gamma_net_core.linear.kernels import _alpha
+from gamma_net_core.linear.kernels import alpha_at
 from gamma_net_core.linear.settings import LinearTDConfig
 from gamma_net_core.tilecoding import TileCoder
 from gamma_net_core.timescales import validate_gammas
@@ -134,7 +134,7 @@ def _learn_many(
                 target = (gammas[l] - gammas[l - 1]) * v_below + gammas[l] * d_tp1[l]
             deltas[l] = target - d_t[l]
             v_below += d_tp1[l]
-        alpha = _alpha(step_size, decay_steps, count + n, n_active)
+        alpha = alpha_at(step_size, decay_steps, count + n, n_active)
         for l in range(L):  # noqa: E741
             step = alpha * deltas[l]
             for j in range(x_t.shape[1]):

@@ -53,12 +53,12 @@ from gamma_net_core.neural.learner import (
     PORTABLE_SETTINGS,
     NeuralConfig,
     NeuralLearner,
-    _device,
     build_network,
     learner_seeds,
+    torch_device,
 )
 from gamma_net_core.neural.networks import output_scale
-from gamma_net_core.neural.replay import PrioritizedReplay, _rng_to_array, importance_weights, priorities_from_losses
+from gamma_net_core.neural.replay import PrioritizedReplay, importance_weights, priorities_from_losses, rng_to_array
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas
 
 #: Settings in which the members of one ensemble may differ (everything else must be equal).
@@ -180,7 +180,7 @@ class StackedGroup:
         check_stackable(configs)
         self.configs = list(configs)
         c = self.config = configs[0]
-        self.device = _device(c.device)
+        self.device = torch_device(c.device)
         self.K = len(configs)
         self.is_gamma_net = c.network == "gamma_net"
         #: Priority sets per member: 1 for a Γ-net, one per probe (member k's are k·P ... k·P + P - 1).
@@ -464,7 +464,7 @@ class StackedGroup:
                     for key, v in self.replay.trees[self.first + k * self.P + p].to_state_dict().items()
                 }
             )
-        replay["rng"] = _rng_to_array(self.replay_rngs[k])
+        replay["rng"] = rng_to_array(self.replay_rngs[k])
         return {
             "format": CHECKPOINT_FORMAT,
             "version": CHECKPOINT_VERSION,
@@ -573,7 +573,7 @@ class LearnerEnsemble:
         self.configs = list(configs)
         c = self.config = configs[0]
         self.K = len(configs)
-        self.device = _device(c.device)
+        self.device = torch_device(c.device)
         by_shape: dict[tuple, list[int]] = {}
         for k, config in enumerate(configs):
             by_shape.setdefault(stack_key(config), []).append(k)

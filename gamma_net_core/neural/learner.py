@@ -216,7 +216,8 @@ class TrainingDiverged(RuntimeError):
     """The loss became NaN or infinite: training stopped, nothing was learned from it, nothing is saved."""
 
 
-def _device(name: str) -> torch.device:
+def torch_device(name: str) -> torch.device:
+    """The torch device a ``NeuralConfig.device`` names, checked to be usable here (else ValueError naming it)."""
     try:
         device = torch.device(name)
     except RuntimeError as exc:
@@ -264,7 +265,7 @@ class NeuralLearner:
 
     def __init__(self, config: NeuralConfig | None = None) -> None:
         self.config = config = config if config is not None else NeuralConfig()
-        self.device = _device(config.device)
+        self.device = torch_device(config.device)
         replay_seed, timescale_seed, weight_seed = learner_seeds(config)
         self.is_gamma_net = config.network == "gamma_net"
         self.replay = PrioritizedReplay(

@@ -145,7 +145,8 @@ def _assemble(
         bootstrap[i] = boot
 
 
-def _rng_to_array(rng: np.random.Generator) -> np.ndarray:
+def rng_to_array(rng: np.random.Generator) -> np.ndarray:
+    """A generator's state as uint8 JSON bytes, for an ``.npz`` checkpoint (read back by the replay's loader)."""
     return np.frombuffer(json.dumps(rng.bit_generator.state).encode("utf-8"), dtype=np.uint8).copy()
 
 
@@ -379,7 +380,7 @@ class PrioritizedReplay:
             "terminals": self.terminals[:held].copy(),
             "truncateds": self.truncateds[:held].copy(),
             **{f"{_tree_key(i)}{k}": v for i, tree in enumerate(self.trees) for k, v in tree.to_state_dict().items()},
-            "rng": _rng_to_array(self.rng),
+            "rng": rng_to_array(self.rng),
         }
 
     def from_state_dict(self, state) -> None:

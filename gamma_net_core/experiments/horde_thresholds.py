@@ -85,14 +85,14 @@ def parse_event(text: str) -> EventSpec:
 
 def sampling_spec(spec, event: EventSpec, bag: pathlib.Path):
     """``spec`` with the event's field as one more (unlearned) column, its type as the bag has it."""
-    from gamma_net_core.data.bags import BagError, _open_reader
+    from gamma_net_core.data.bags import BagError, open_reader
     from gamma_net_core.horde.fields import parse_field
     from gamma_net_core.horde.questions import Cumulant, Question
 
     if event.question is not None:
         return spec
     parse_field(event.field)  # a malformed field path is named before the bag is read
-    reader = _open_reader(bag)
+    reader = open_reader(bag)
     try:
         found = {c.topic: c.msgtype for c in reader.connections}
     finally:

@@ -90,11 +90,12 @@ def test_a_reflex_that_cannot_start_ends_the_launch_in_one_line(tmp_path):
     assert "servo bus lost" not in output, output
 
 
-def test_a_reflex_killed_mid_run_ends_the_launch(tmp_path):
+@pytest.mark.parametrize("process", ["reflex", "dynamixel_driver"])
+def test_a_reflex_or_driver_killed_mid_run_ends_the_launch(tmp_path, process):
     run = launch("gamma_net_ros", "reflex.launch.py", cwd=tmp_path, log_path=tmp_path / "launch.log")
     try:
         assert NODES <= wait_for_nodes(NODES, timeout=120, launched=run), run.output
-        os.kill(started_pid(run.output, "reflex"), signal.SIGKILL)
+        os.kill(started_pid(run.output, process), signal.SIGKILL)
         code = ended(run, timeout=60)
         assert code == 1, run.output
         assert wait_until(lambda: group_gone(run), timeout=10), run.output
@@ -104,7 +105,7 @@ def test_a_reflex_killed_mid_run_ends_the_launch(tmp_path):
     assert "Traceback" not in output, output
     launch_errors = [line for line in output.splitlines() if "[ERROR] [launch]" in line]
     assert launch_errors == [
-        "[ERROR] [launch]: Caught exception in launch (see debug for traceback): reflex was killed by SIGKILL"
+        f"[ERROR] [launch]: Caught exception in launch (see debug for traceback): {process} was killed by SIGKILL"
     ], output
     # The rest were stopped as on Ctrl-C: each ended by itself, the driver before the servos.
     assert output.count("process has finished cleanly") == len(PROCESSES) - 1, output

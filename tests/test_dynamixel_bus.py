@@ -317,3 +317,17 @@ def test_slow_replies_for_a_moment_at_connect_are_waited_out(emulator, bus):
         passes.cancel()
     assert bus.stats.reply_timeout_ms <= 10.0
     np.testing.assert_allclose(bus.read().position, HELD, atol=0.002)
+
+
+def test_waiting_for_a_reply_leaves_the_cpu_to_others(emulator, bus):
+    # The SDK polls the port until its reply comes; a read that never waits spins a core meanwhile,
+    # which on a busy machine starves the very process the reply comes from (issue 23: at 100 Hz
+    # under load the driver's cycles were late 5-15 % of the time, 0.5-1.5 % once reads waited).
+    bus.connect(OperatingMode.VELOCITY)
+    emulator.set_faults(latency_s=0.005)  # every reply held 5 ms, as an adapter's latency timer
+    cpu, wall = time.thread_time(), time.monotonic()
+    for _ in range(40):
+        bus.read()
+    cpu, wall = time.thread_time() - cpu, time.monotonic() - wall
+    assert wall >= 40 * 0.005 and bus.stats.failed_reads == 0
+    assert cpu < 0.25 * wall, f"{cpu:.3f} s of CPU in {wall:.3f} s of reads"

@@ -57,6 +57,7 @@ from gamma_net_ros.hardware import control_table as ct
 
 STALE_TOLERANCE_MIN_MS = 2.0  # Realtime Tick counts whole ms: fresh replies may look up to 1 ms old
 SDK_TIMEOUT_MS = 2.0 * LATENCY_TIMER + 2.0  # what dynamixel_sdk waits for a short reply
+READ_WAIT_S = 0.001  # s a read of the port waits for bytes (the SDK's own reads never wait: they spin)
 LATENCY_WINDOW_S = 2.0  # s a round trip too slow for the cycle is measured again before it is refused
 MIN_REPLY_MARGIN_MS = 2.0  # a reply timeout must exceed the fastest round trip by at least this
 # What a vanished device raises from inside the SDK (termios.error is not an OSError).
@@ -112,13 +113,22 @@ class ExclusivePortHandler(PortHandler):
     The lock is taken right after the device is opened, before its settings are changed or its
     input flushed: a refused second opener leaves the holder's line untouched. The SDK's own
     ``setupPort`` opens the port without it.
+
+    A read waits for its bytes in the kernel for up to ``READ_WAIT_S`` instead of returning at
+    once: the SDK polls the port in a loop until its reply timeout, and with reads that never
+    wait that loop spins a whole core for every reply, starving the processes the reply depends
+    on (the servo emulator, or the USB stack's) on a busy machine.
     """
 
     def setupPort(self, cflag_baud):  # the SDK calls it by this name
         if self.is_open:
             self.closePort()
         self.ser = serial.Serial(
-            port=self.port_name, baudrate=self.baudrate, bytesize=serial.EIGHTBITS, timeout=0, exclusive=True
+            port=self.port_name,
+            baudrate=self.baudrate,
+            bytesize=serial.EIGHTBITS,
+            timeout=READ_WAIT_S,
+            exclusive=True,
         )
         self.is_open = True
         self.ser.reset_input_buffer()

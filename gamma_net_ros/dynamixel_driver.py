@@ -27,6 +27,12 @@ driver on the same port is refused at start in one line naming the process that 
 would read each other's replies). Servo limits read back impossible (a minimum above the
 maximum, beyond one revolution, a speed the register cannot hold) are never taken.
 
+Timing: a cycle that starts half a period or more after it was due (the timer keeps its phase,
+so a gap of k periods is k - 1 late cycles) is counted in ``late_cycles``, with ``on_time_rate``
+and the last period's longest gap and work on /diagnostics: the measure of a ``rate_hz`` (100 Hz
+in launch/reflex.launch.py) that the machine cannot keep. Lateness is the scheduler's, not the
+bus's, so it leaves the status OK and is said in its message.
+
 Faults: a failed read is retried within the cycle (see gamma_net_ros.hardware.bus); a cycle
 without a good read publishes nothing and is counted as missed. If the port disappears the
 node keeps trying to reopen it every ``reconnect_interval_s`` and resumes publishing when it

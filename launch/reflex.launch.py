@@ -135,6 +135,9 @@ def generate_launch_description():
         DeclareLaunchArgument(
             "checkpoint_path", default_value="", description="the Horde's learner ('' = in memory, from scratch)"
         ),
+        # A tick per JointState: a prediction follows each state within the driver's cycle. The
+        # questions file's rate_hz stays the time base of its taus and seconds (config/horde.yaml:
+        # 30 Hz), so ticking at driver_rate_hz shortens each in wall time by rate_hz / driver_rate_hz.
         DeclareLaunchArgument(
             "tick_topic",
             default_value="/joint_states",

@@ -27,6 +27,12 @@ driver on the same port is refused at start in one line naming the process that 
 would read each other's replies). Servo limits read back impossible (a minimum above the
 maximum, beyond one revolution, a speed the register cannot hold) are never taken.
 
+Timing: a cycle that starts half a period or more after it was due (the timer keeps its phase,
+so a gap of k periods is k - 1 late cycles) is counted in ``late_cycles``, with ``on_time_rate``
+and the last period's longest gap and work on /diagnostics: the measure of a ``rate_hz`` (100 Hz
+in launch/reflex.launch.py) that the machine cannot keep. Lateness is the scheduler's, not the
+bus's, so it leaves the status OK and is said in its message.
+
 Faults: a failed read is retried within the cycle (see gamma_net_ros.hardware.bus); a cycle
 without a good read publishes nothing and is counted as missed. If the port disappears the
 node keeps trying to reopen it every ``reconnect_interval_s`` and resumes publishing when it
@@ -136,8 +142,8 @@ class DynamixelDriver(Node):
         self.rate_hz = p["rate_hz"]
         self.torque_constant = p["torque_constant"]
         self.reconnect_interval = p["reconnect_interval_s"]
-        names = ("cycles", "published", "missed_cycles", "reconnects", "commands", "rejected_commands",
-                 "clamped_commands")  # fmt: skip
+        names = ("cycles", "late_cycles", "published", "missed_cycles", "reconnects", "commands",
+                 "rejected_commands", "clamped_commands")  # fmt: skip
         self.counts = dict.fromkeys(names, 0)
         self.models: tuple[int, ...] = ()
         self.last_position: np.ndarray | None = None
@@ -145,6 +151,10 @@ class DynamixelDriver(Node):
         self._silent_cycles, self._last_good = 0, time.monotonic()
         self.down_reason = ""
         self._last_attempts = self._last_failed = 0
+        # On time: each cycle starts within half a period of when it was due (see _count_late).
+        self.period = 1.0 / self.rate_hz
+        self._cycle_start: float | None = None
+        self._recent = {"late": 0, "cycles": 0, "gap": 0.0, "work": 0.0}  # since the last /diagnostics
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
         self.create_subscription(JointState, "joint_commands", self._on_command, 10)
@@ -203,7 +213,30 @@ class DynamixelDriver(Node):
         self._silent_cycles, self._last_good = 0, time.monotonic()
 
     def _cycle(self) -> None:
+        start = time.monotonic()
+        self._count_late(start)
+        try:
+            self._read_and_write()
+        finally:
+            self._recent["work"] = max(self._recent["work"], time.monotonic() - start)
+
+    def _count_late(self, start: float) -> None:
+        """Count the slots this cycle missed: a start 1.5 periods or more after the last one is late.
+
+        The timer keeps its phase (rcl skips to the next slot when behind), so a gap of k periods
+        means k - 1 writes that did not go out when due: a changed command waited that much longer.
+        """
         self.counts["cycles"] += 1
+        self._recent["cycles"] += 1
+        if self._cycle_start is not None:
+            gap = start - self._cycle_start
+            late = max(0, round(gap / self.period) - 1)
+            self.counts["late_cycles"] += late
+            self._recent["late"] += late
+            self._recent["gap"] = max(self._recent["gap"], gap)
+        self._cycle_start = start
+
+    def _read_and_write(self) -> None:
         if not self.bus.is_open:
             self.counts["missed_cycles"] += 1
             if time.monotonic() >= self._next_reconnect and self._connect():
@@ -298,6 +331,10 @@ class DynamixelDriver(Node):
             level, message = WARN, f"{failed} of {attempts} reads failed in the last period"
         else:
             level, message = OK, f"{self.rate_hz:g} Hz, reads fine"
+        timing, self._recent = self._recent, {"late": 0, "cycles": 0, "gap": 0.0, "work": 0.0}
+        if level == OK and timing["late"]:  # a busy machine's, not the bus's: said, not a warning
+            message += f"; {timing['late']} of {timing['cycles'] + timing['late']} cycles late"
+        due = self.counts["cycles"] + self.counts["late_cycles"]  # slots, the skipped ones included
         values = {
             "port_state": "open" if self.bus.is_open else "lost",
             "read_success_rate": success,
@@ -313,6 +350,10 @@ class DynamixelDriver(Node):
             "last_error": stats.last_error,
             "model_numbers": list(self.models),
             "command_timeouts": self.goals.timeouts,
+            "on_time_rate": f"{1.0 - self.counts['late_cycles'] / due:.4f}" if due else "n/a",
+            "late_cycles_recent": timing["late"],
+            "cycle_gap_max_ms_recent": f"{timing['gap'] * 1e3:.1f}",
+            "cycle_work_max_ms_recent": f"{timing['work'] * 1e3:.2f}",
             **self.counts,
         }
         return Health(level, message, values)

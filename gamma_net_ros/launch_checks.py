@@ -11,6 +11,7 @@ launch ...: <reason>", exit code 1) before any process exists.
 
 import difflib
 import os
+import signal
 import sys
 
 from ament_index_python.packages import PackageNotFoundError, get_package_prefix
@@ -87,8 +88,9 @@ def end_the_launch_with(name):
     """An ``on_exit`` for a node the others cannot do without: when it ends, the launch ends.
 
     A node that failed (say, a driver refused because another holds its port) stops
-    `ros2 launch` with one line and exit code 1; one that ended cleanly (Ctrl-C) just shuts
-    the rest down.
+    `ros2 launch` with one line and exit code 1, after every other process has been stopped;
+    so does one killed by a signal, the line naming it. One that ended cleanly (Ctrl-C) just
+    shuts the rest down.
 
     Args:
         name: the node, as the line names it.
@@ -98,8 +100,20 @@ def end_the_launch_with(name):
     """
 
     def on_exit(event, context):
-        if event.returncode not in (0, None) and not context.is_shutdown:
-            raise LaunchRefused(f"{name} ended with exit code {event.returncode} (its line above says why)")
+        if context.is_shutdown:
+            return None  # already stopping (Ctrl-C, or another's end): nothing to add
+        code = event.returncode
+        if code not in (0, None):
+            if code < 0:  # killed: it had no chance to say why
+                raise LaunchRefused(f"{name} was killed by {_signal_name(-code)}")
+            raise LaunchRefused(f"{name} ended with exit code {code} (its line above says why)")
         return [Shutdown(reason=f"{name} ended")]
 
     return on_exit
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"

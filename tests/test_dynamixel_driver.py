@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -367,3 +368,21 @@ def test_a_second_driver_on_the_same_port_is_refused_and_the_first_is_undisturbe
     # The first driver never lost its bus (before the lock: 7 reconnects in 15 s), torque still on.
     assert first.counts["reconnects"] == 0 and first.bus.stats.port_losses == 0, first.counts
     assert first.bus.stats.opens == 1 and servo_state(client, "torque").all()
+
+
+def test_cycles_that_start_late_are_counted_on_diagnostics(emulator, executor, spin):
+    port, _client = emulator
+    listener = Listener(executor)
+    start_driver(executor, port, rate_hz=100.0)
+    assert spin(executor, lambda: len(listener.states) >= 10 and listener.status(), timeout=15)
+    before = int(listener.status()["late_cycles"])
+
+    def hold_the_executor():  # another callback holds the driver's executor for 30 cycles (no CPU for it)
+        stall.cancel()
+        time.sleep(0.3)  # the stall under test, not a wait
+
+    stall = listener.node.create_timer(0.01, hold_the_executor)
+    assert spin(executor, lambda: int(listener.status().get("late_cycles", 0)) >= before + 20, timeout=15)
+    status = listener.status()
+    assert float(status["on_time_rate"]) < 1.0 and float(status["cycle_gap_max_ms_recent"]) >= 0.0
+    assert int(status["cycles"]) > 0

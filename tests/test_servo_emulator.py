@@ -168,3 +168,50 @@ def test_bad_settings_are_refused_in_one_line_and_make_nothing(folder, args, nam
     (line,) = result.stderr.strip().splitlines()
     assert named in line, line
     assert list(folder.iterdir()) == []
+
+
+def test_on_ctrl_c_the_servos_answer_until_the_driver_lets_go_of_the_port(folder):
+    # One Ctrl-C reaches a whole launch at once: the emulator must not vanish under the driver.
+    link = folder / "ttyDXL"
+    process = start(COMMANDS["module"], "--link", str(link))
+    client = EmulatorClient(f"{link}.ctl")
+    client.wait_ready(timeout=bound(10.0))
+    bus = DynamixelBus(str(link), ids=[1, 2])
+    bus.connect(OperatingMode.VELOCITY)
+    try:
+        process.send_signal(signal.SIGINT)
+        for _ in range(50):  # the emulator's loop sees a stop within 5 ms: 50 reads outlast it
+            bus.read()  # raises PortLost or ReadFailed if the servos are gone
+        assert process.poll() is None and bus.stats.failed_reads == 0
+    finally:
+        bus.close()  # torque off, answered; then the port is let go and the emulator ends
+    out, err = process.communicate(timeout=bound(10))
+    assert process.returncode == 0 and "Traceback" not in out + err, out + err
+    assert list(folder.iterdir()) == []
+
+
+@pytest.mark.parametrize("sig", [signal.SIGINT, signal.SIGTERM])
+def test_a_port_never_let_go_ends_the_emulator_after_its_grace_and_sigterm_at_once(folder, sig):
+    link = folder / "ttyDXL"
+    process = start(COMMANDS["module"], "--link", str(link), "--grace-s", "0.5")
+    EmulatorClient(f"{link}.ctl").wait_ready(timeout=bound(10.0))
+    held = os.open(link, os.O_RDWR | os.O_NOCTTY)  # a host that never closes the port
+    try:
+        code, output = stop(process, sig)
+    finally:
+        os.close(held)
+    assert code == 0 and "Traceback" not in output, output
+    assert list(folder.iterdir()) == []
+
+
+def test_a_bad_grace_is_refused_in_one_line(folder):
+    result = subprocess.run(
+        [*COMMANDS["module"], "--link", str(folder / "ttyDXL"), "--grace-s", "nan"],
+        capture_output=True,
+        text=True,
+        timeout=bound(30),
+    )
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        "servo_emulator: error: --grace-s must be within 0..60 s; got nan"
+    ], result.stderr
+    assert list(folder.iterdir()) == []

@@ -57,6 +57,8 @@ from gamma_net_ros.hardware import control_table as ct
 
 STALE_TOLERANCE_MIN_MS = 2.0  # Realtime Tick counts whole ms: fresh replies may look up to 1 ms old
 SDK_TIMEOUT_MS = 2.0 * LATENCY_TIMER + 2.0  # what dynamixel_sdk waits for a short reply
+READ_WAIT_S = 0.001  # s a read of the port waits for bytes (the SDK's own reads never wait: they spin)
+LATENCY_WINDOW_S = 2.0  # s a round trip too slow for the cycle is measured again before it is refused
 MIN_REPLY_MARGIN_MS = 2.0  # a reply timeout must exceed the fastest round trip by at least this
 # What a vanished device raises from inside the SDK (termios.error is not an OSError).
 PORT_ERRORS = (OSError, serial.SerialException, termios.error)
@@ -111,13 +113,22 @@ class ExclusivePortHandler(PortHandler):
     The lock is taken right after the device is opened, before its settings are changed or its
     input flushed: a refused second opener leaves the holder's line untouched. The SDK's own
     ``setupPort`` opens the port without it.
+
+    A read waits for its bytes in the kernel for up to ``READ_WAIT_S`` instead of returning at
+    once: the SDK polls the port in a loop until its reply timeout, and with reads that never
+    wait that loop spins a whole core for every reply, starving the processes the reply depends
+    on (the servo emulator, or the USB stack's) on a busy machine.
     """
 
     def setupPort(self, cflag_baud):  # the SDK calls it by this name
         if self.is_open:
             self.closePort()
         self.ser = serial.Serial(
-            port=self.port_name, baudrate=self.baudrate, bytesize=serial.EIGHTBITS, timeout=0, exclusive=True
+            port=self.port_name,
+            baudrate=self.baudrate,
+            bytesize=serial.EIGHTBITS,
+            timeout=READ_WAIT_S,
+            exclusive=True,
         )
         self.is_open = True
         self.ser.reset_input_buffer()
@@ -565,7 +576,9 @@ class DynamixelBus:
 
         The timeout becomes the longer of the requested one (``timeout_ms``, or the SDK's own)
         and the median round trip plus a margin (a quarter of it, at least 5 ms), capped at
-        ``budget_ms`` (a control cycle). Refused only if even the fastest trip cannot fit.
+        ``budget_ms`` (a control cycle). Refused only if even the fastest trip cannot fit, and
+        only once that has lasted ``LATENCY_WINDOW_S``: a host busy starting other processes (a
+        launch) delays some replies for a moment; an adapter's latency timer delays every one.
 
         Returns:
           The median round trip, ms.
@@ -578,7 +591,12 @@ class DynamixelBus:
         # node whose servos are silent (then the ping that follows names the cause).
         limit_ms = max(4.0 * budget_ms, 100.0)
         trips, failures, last = [], 0, ""
-        while len(trips) < samples and failures <= self.retries:
+        until = time.monotonic() + LATENCY_WINDOW_S
+        while failures <= self.retries:
+            if len(trips) >= samples:
+                if min(trips) + MIN_REPLY_MARGIN_MS <= budget_ms or time.monotonic() >= until:
+                    break
+                time.sleep(0.01)  # spread the next samples out: a burst of load passes
             if self._poisoned:
                 self._guard(self._drain)
             start = time.monotonic()
@@ -593,7 +611,7 @@ class DynamixelBus:
             where = f"sync read of servos {self.ids} on {self.port_name}"
             raise ReadFailed(f"{where}: no reply within {limit_ms:g} ms: {last}")
         # The fastest trip is the adapter's and servos' own delay; slower ones add host scheduling.
-        fastest, round_trip = min(trips), float(np.median(trips))
+        fastest, round_trip = min(trips), float(np.median(trips[-samples:]))
         if fastest + MIN_REPLY_MARGIN_MS > budget_ms:
             raise LatencyTooHigh(
                 f"servo replies on {self.port_name} take {fastest:.1f} ms (round trip), too long for a "

@@ -46,6 +46,12 @@ def parser() -> argparse.ArgumentParser:
         "--stall-current", type=float, default=2.3, help="A, Present Current pushing into an obstacle (XM430-W350)"
     )
     parser.add_argument("--seed", type=int, default=0, help="seed of the fault draws")
+    parser.add_argument(
+        "--grace-s",
+        type=float,
+        default=3.0,
+        help="on SIGINT, serve on until the driver has closed the port, at most this long, s (SIGTERM: at once)",
+    )
     return parser
 
 
@@ -57,7 +63,7 @@ def _number(text: str, kind, what: str):
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run an emulator until SIGINT/SIGTERM; exit 2 with one line on a bad argument or a taken path."""
+    """Run an emulator until SIGINT (once the port is let go) or SIGTERM; exit 2 with one line on a bad argument."""
     args = parser().parse_args(argv)
     link = pathlib.Path(args.link)
     control = pathlib.Path(args.control or f"{args.link}.ctl")
@@ -73,6 +79,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 _number(high, float, "--obstacle HIGH"),
                 stall_current=args.stall_current,
             )
+        if not 0.0 <= args.grace_s <= 60.0:  # also refuses nan
+            raise ValueError(f"--grace-s must be within 0..60 s; got {args.grace_s}")
         faults = Faults(
             drop=args.drop, corrupt=args.corrupt, delay=args.delay, delay_s=args.delay_s, latency_s=args.latency_s
         )
@@ -80,13 +88,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"servo_emulator: error: {exc}", file=sys.stderr)
         return 2
     emulator = ServoEmulator(bank, link=link, faults=faults, rng=np.random.default_rng(args.seed), control=control)
-    stop = threading.Event()
-    for sig in (signal.SIGINT, signal.SIGTERM):
-        signal.signal(sig, lambda *_: stop.set())
+    stop, wind_down = threading.Event(), threading.Event()
+    # Ctrl-C reaches every process of a launch at once: the servos outlive the driver's last
+    # read and torque-off (until it closes the port) rather than vanish under it. SIGTERM: now.
+    signal.signal(signal.SIGINT, lambda *_: wind_down.set())
+    signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
         emulator.open_port()
         print(f"servo emulator: ids {args.ids} on {emulator.port} -> {emulator.device}; control {control}", flush=True)
-        emulator.serve(stop)
+        emulator.serve(stop, wind_down=wind_down, grace_s=args.grace_s)
     except OSError as exc:  # the path was taken between the check and now, or cannot be made
         print(f"servo_emulator: error: {exc}", file=sys.stderr)
         return 2

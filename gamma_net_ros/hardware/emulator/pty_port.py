@@ -9,6 +9,7 @@ gone).
 
 from __future__ import annotations
 
+import errno
 import os
 import pathlib
 import tty
@@ -43,6 +44,7 @@ class PtyPort:
         self.master: int | None = None
         self._slave: int | None = None
         self.slave_name = ""
+        self.hung_up = False  # the master read EIO: no process holds the slave end any more
         self._made_link = ""  # the target of the symlink we made last (ours while it still points there)
 
     @property
@@ -69,6 +71,7 @@ class PtyPort:
         tty.setraw(slave)  # no echo or line editing before the SDK configures the port
         os.set_blocking(master, False)
         self.master, self._slave, self.slave_name = master, slave, os.ttyname(slave)
+        self.hung_up = False
         if self.link:
             self.link.parent.mkdir(parents=True, exist_ok=True)
             tmp = self.link.with_name(f".{self.link.name}.{os.getpid()}.tmp")
@@ -85,6 +88,16 @@ class PtyPort:
                 raise
             self._made_link = self.slave_name
 
+    def let_go(self) -> None:
+        """Close our own hold on the slave end: the master reads EIO (:attr:`hung_up`) once the host's is closed too.
+
+        The slave is kept open otherwise so that a host closing and reopening the port (a driver's
+        reconnect) never hangs the pty up.
+        """
+        if self._slave is not None:
+            os.close(self._slave)
+            self._slave = None
+
     def close(self) -> None:
         """Close the pty; the link goes too, if it is still ours."""
         if self.link and self._owns_link():
@@ -100,7 +113,9 @@ class PtyPort:
             return os.read(self.master, 4096)
         except (BlockingIOError, InterruptedError):
             return b""
-        except OSError:  # EIO: nothing holds the slave end (cannot happen while we keep it open)
+        except OSError as exc:  # EIO: nothing holds the slave end (only once we let go of it)
+            if exc.errno == errno.EIO:
+                self.hung_up = True
             return b""
 
     def write(self, frame: bytes) -> bool:

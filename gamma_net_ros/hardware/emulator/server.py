@@ -196,8 +196,14 @@ class ServoEmulator:
             done.set()
 
     # -- serving -----------------------------------------------------------------------------
-    def serve(self, stop: threading.Event | None = None) -> None:
+    def serve(
+        self, stop: threading.Event | None = None, wind_down: threading.Event | None = None, grace_s: float = 3.0
+    ) -> None:
         """Answer packets until ``stop`` is set (the calling thread owns the pty from now on).
+
+        Once ``wind_down`` is set the servos go on answering until the host has closed the port
+        (or ``grace_s`` has passed): a driver stopped at the same moment (one Ctrl-C reaches a
+        whole launch) still reads, and turns the torque off, instead of finding its port gone.
 
         Raises:
           FileExistsError: the link or control path exists and is not an emulator's.
@@ -206,13 +212,20 @@ class ServoEmulator:
         if not self.connected:
             self.open_port()
         self._serving = threading.current_thread()
+        until = None  # while winding down: the latest end
         try:
             if self._control is not None and not self._control.running:
                 self._control.start()
             while not stop.is_set():
                 self._run_calls()
                 now = time.monotonic()
-                if not self.connected and self._reconnect_at is not None and now >= self._reconnect_at:
+                if wind_down is not None and wind_down.is_set():
+                    if until is None:
+                        until = now + grace_s
+                        self._port.let_go()
+                    if not self.connected or self._port.hung_up or now >= until:
+                        break
+                elif not self.connected and self._reconnect_at is not None and now >= self._reconnect_at:
                     try:
                         with self._lock:
                             self.open_port()

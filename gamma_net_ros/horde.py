@@ -54,7 +54,7 @@ from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
-from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, refuse
+from gamma_net_ros.prediction_serving import PublishedTimescales, TimescaleRequests, refuse
 
 
 def _doubles(values) -> array.array:

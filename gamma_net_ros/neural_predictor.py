@@ -56,7 +56,7 @@ from gamma_net_ros.flow_control import TakenReporter
 from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
-from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
+from gamma_net_ros.prediction_serving import PublishedTimescales, TimescaleRequests, answer, refuse
 
 
 class NeuralPredictor(CheckpointHooks, Node):

@@ -20,8 +20,8 @@ from waiting import bound, spin_for
 
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.data.joints import JointsConfig
+from gamma_net_core.joint_stream import OnlineGammaNet
 from gamma_net_core.linear import GammaNetConfig
-from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.returns import periodic_returns
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.conversions import seconds_to_stamp

@@ -28,13 +28,13 @@ def seconds_to_stamp(seconds: float) -> Time:
 def prediction_msg(
     *,
     stamp: Time,
-    cumulant: str,
+    question: str,
     gammas: Sequence[float],
     values: Sequence[float],
     update_count: int,
     frame_id: str = "",
 ) -> Prediction:
-    """A Prediction of ``cumulant``'s discounted return at each gamma (values in the cumulant's units)."""
+    """A Prediction of ``question``'s discounted return at each gamma (values in the cumulant's units)."""
     gammas = np.asarray(gammas, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
     if gammas.shape != values.shape:
@@ -42,7 +42,7 @@ def prediction_msg(
     msg = Prediction()
     msg.header.stamp = stamp
     msg.header.frame_id = frame_id
-    msg.cumulant = cumulant
+    msg.question = question
     # array.array is taken as is; a list would be checked element by element.
     msg.gammas = array.array("d", gammas.tobytes())
     msg.values = array.array("d", values.tobytes())

@@ -332,7 +332,7 @@ class Horde(CheckpointHooks, Node):
             return refuse(response, exc)
         response.success = True
         response.header.stamp = self.latest_stamp
-        response.cumulant = self.names[question]
+        response.question = self.names[question]
         response.gammas = _doubles(gammas)
         response.values = _doubles(values)
         response.update_count = int(self.learner.update_count)

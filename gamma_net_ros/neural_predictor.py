@@ -251,7 +251,7 @@ class NeuralPredictor(CheckpointHooks, Node):
 
     def _prediction(self, gammas, values, stamp: float, updates: int) -> Prediction:
         return prediction_msg(
-            stamp=seconds_to_stamp(stamp), cumulant=self.cumulant, gammas=gammas, values=values, update_count=updates
+            stamp=seconds_to_stamp(stamp), question=self.cumulant, gammas=gammas, values=values, update_count=updates
         )
 
     def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:

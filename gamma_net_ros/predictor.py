@@ -153,7 +153,7 @@ class Predictor(CheckpointHooks, Node):
     def _prediction(self, gammas: np.ndarray, stamp) -> Prediction:
         return prediction_msg(
             stamp=stamp,
-            cumulant=self.online.cumulant_name,
+            question=self.online.cumulant_name,
             gammas=gammas,
             values=self.online.predict(gammas),
             update_count=self.online.update_count,

@@ -208,7 +208,7 @@ def _echo_main() -> int:
     def echo(msg: JointState) -> None:
         out = Prediction()
         out.header = msg.header
-        out.cumulant = "echo"
+        out.question = "echo"
         out.gammas = gammas
         out.values = [0.0] * len(gammas)
         publisher.publish(out)

@@ -7,7 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from gamma_net_msgs.msg import Prediction
+from gamma_net_msgs.msg import Prediction, Transition
 from rclpy.node import Node
 
 
@@ -47,4 +47,18 @@ def prediction_msg(
     msg.gammas = array.array("d", gammas.tobytes())
     msg.values = array.array("d", values.tobytes())
     msg.update_count = int(update_count)
+    return msg
+
+
+def transition_msg(row, stamp: Time) -> Transition:
+    """A Transition of one recorded step ``row``: (features [F], cumulant, terminal, truncated, episode, step)."""
+    features, cumulant, terminal, truncated, episode, step = row
+    msg = Transition()
+    msg.header.stamp = stamp
+    msg.features = array.array("f", np.ascontiguousarray(features, dtype=np.float32).tobytes())
+    msg.cumulant = cumulant
+    msg.terminal = terminal
+    msg.truncated = truncated
+    msg.episode = episode
+    msg.step = step
     return msg

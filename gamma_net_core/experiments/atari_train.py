@@ -546,7 +546,23 @@ def _check_same_play(shards_meta: dict[str, Any], points_config: dict[str, Any],
             )
 
 
-def run(args: argparse.Namespace) -> Report:
+@dataclasses.dataclass(frozen=True)
+class StudyInputs:
+    """What every run of a study shares: the reference learner, the recording's prefix, the points."""
+
+    reference: Any  # NeuralConfig
+    params: pathlib.Path
+    reader: Any  # ShardReader
+    steps: int
+    eval_every: int
+    schedule: np.ndarray
+    points_file: pathlib.Path
+    points: Any  # EvaluationPoints
+    taus: np.ndarray
+
+
+def parse_arguments(args: argparse.Namespace) -> list[str]:
+    """Check the arguments before anything is read (one-line UsageErrors); the series named."""
     from gamma_net_core.cli import UsageError, check_range, input_path, output_dir
     from gamma_net_core.experiments.atari_series import parse_series
 
@@ -567,22 +583,15 @@ def run(args: argparse.Namespace) -> Report:
     output_dir("--out", args.out)
     if args.ray_address is not None:
         import ray  # noqa: F401  (without Ray: refused now, in one line, not after the data is read)
+    return series
 
+
+def read_inputs(args: argparse.Namespace) -> StudyInputs:
+    """Read the reference configuration, the recording and the evaluation points, and check they fit."""
     # The heavy imports (torch) only once the arguments are known to be good.
     from gamma_net_core.atari.evaluation_points import EvaluationPoints
-    from gamma_net_core.atari.policies import file_sha256
-    from gamma_net_core.config import to_mapping
     from gamma_net_core.data.shards import ShardReader
-    from gamma_net_core.experiments.atari_series import (
-        PREDICTIONS,
-        STUDY,
-        RunPredictions,
-        run_path,
-        series_config,
-        study_taus,
-    )
-    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
-    from gamma_net_core.report import write_json
+    from gamma_net_core.experiments.atari_series import study_taus
 
     reference, params = reference_config(args.params, args.set)
     reader = ShardReader(args.shards, feature_size=reference.feature_size)
@@ -606,18 +615,35 @@ def run(args: argparse.Namespace) -> Report:
         )
     _check_same_play(reader.meta, points.config, args.shards, points_file)
     taus = study_taus(reference.probe_taus)
+    return StudyInputs(reference, params, reader, steps, eval_every, schedule, points_file, points, taus)
+
+
+def study_identity(inputs: StudyInputs, cumulant: str) -> dict[str, Any]:
+    """What makes two commands the same study (a later one may only add series or seeds)."""
+    from gamma_net_core.atari.policies import file_sha256
+    from gamma_net_core.config import to_mapping
+    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
+
     identity = {
         # The device changes where a run computes, not what it learns (as for checkpoints).
-        "reference": {k: v for k, v in to_mapping(reference).items() if k not in PORTABLE_SETTINGS},
-        "shards": {"meta": reader.meta, "transitions": int(steps)},
-        "points": {"sha256": file_sha256(points_file), "count": len(points)},
-        "schedule": schedule.tolist(),
-        "taus": taus.tolist(),
+        "reference": {k: v for k, v in to_mapping(inputs.reference).items() if k not in PORTABLE_SETTINGS},
+        "shards": {"meta": inputs.reader.meta, "transitions": int(inputs.steps)},
+        "points": {"sha256": file_sha256(inputs.points_file), "count": len(inputs.points)},
+        "schedule": inputs.schedule.tolist(),
+        "taus": inputs.taus.tolist(),
     }
-    if args.cumulant != "raw":  # absent: the raw reward (every study before the clipped column existed)
-        identity["cumulant"] = args.cumulant
+    if cumulant != "raw":  # absent: the raw reward (every study before the clipped column existed)
+        identity["cumulant"] = cumulant
+    return identity
+
+
+def write_study(args: argparse.Namespace, inputs: StudyInputs, identity: dict[str, Any]) -> pathlib.Path:
+    """Check the recording, refuse an ``--out`` of another study, and write its ``study.json``."""
+    from gamma_net_core.experiments.atari_series import STUDY
+    from gamma_net_core.report import write_json
+
     # A corrupt shard is refused before the study's folder and study.json are made, not by a worker after.
-    reader.check(steps)
+    inputs.reader.check(inputs.steps)
     out = pathlib.Path(args.out)
     study_file = out / STUDY
     if study_file.is_file():
@@ -631,16 +657,27 @@ def run(args: argparse.Namespace) -> Report:
         study_file,
         {
             "identity": identity,
-            "params": str(params),
+            "params": str(inputs.params),
             "sets": list(args.set),
             "shards": str(pathlib.Path(args.shards).resolve()),
         },
     )
+    return study_file
 
+
+def build_tasks(
+    args: argparse.Namespace, series: list[str], inputs: StudyInputs, identity: dict[str, Any]
+) -> tuple[list[RunTask], list[Any]]:
+    """One task per (series, seed) still to train, and the runs already trained (RunPredictions)."""
+    from gamma_net_core.config import to_mapping
+    from gamma_net_core.experiments.atari_series import PREDICTIONS, RunPredictions, run_path, series_config
+    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
+
+    out = pathlib.Path(args.out)
     tasks, skipped = [], []
     for name in series:
         for seed in range(args.seeds):
-            config = to_mapping(series_config(reference, name, seed))
+            config = to_mapping(series_config(inputs.reference, name, seed))
             where = run_path(out, name, seed)
             if (where / PREDICTIONS).is_file():
                 saved = RunPredictions.load(where / PREDICTIONS)
@@ -655,10 +692,10 @@ def run(args: argparse.Namespace) -> Report:
                     seed=seed,
                     config=config,
                     shards=str(args.shards),
-                    steps=steps,
-                    schedule=tuple(int(s) for s in schedule),
-                    features=np.ascontiguousarray(points.features, dtype=np.float32),
-                    taus=tuple(float(t) for t in taus),
+                    steps=inputs.steps,
+                    schedule=tuple(int(s) for s in inputs.schedule),
+                    features=np.ascontiguousarray(inputs.points.features, dtype=np.float32),
+                    taus=tuple(float(t) for t in inputs.taus),
                     out=str(where),
                     checkpoint=not args.no_checkpoints,
                     resume_every=args.resume_every,
@@ -666,6 +703,11 @@ def run(args: argparse.Namespace) -> Report:
                     cumulant=args.cumulant,
                 )
             )
+    return tasks, skipped
+
+
+def train_tasks(args: argparse.Namespace, tasks: list[RunTask]) -> tuple[list[dict[str, Any]], int, float]:
+    """Train the tasks on the workers asked for: (each run's summary, workers used, seconds)."""
     started = time.perf_counter()
     workers = min(args.workers, len(ensemble_groups(tasks, args.ensemble)))
     results = (
@@ -679,8 +721,24 @@ def run(args: argparse.Namespace) -> Report:
         if tasks
         else []
     )
-    seconds = time.perf_counter() - started
+    return results, workers, time.perf_counter() - started
 
+
+def study_report(
+    args: argparse.Namespace,
+    series: list[str],
+    inputs: StudyInputs,
+    study_file: pathlib.Path,
+    results: list[dict[str, Any]],
+    skipped: list[Any],
+    workers: int,
+    seconds: float,
+) -> Report:
+    """The table of runs (trained, diverged, already trained) and the report's data and files."""
+    from gamma_net_core.config import to_mapping
+    from gamma_net_core.experiments.atari_series import run_path
+
+    steps, schedule, points = inputs.steps, inputs.schedule, inputs.points
     table = Table(
         f"atari train: {steps} transitions, {len(schedule)} evaluations at {len(points)} points, "
         f"{workers} worker(s){f', ensembles of up to {args.ensemble}' if args.ensemble > 1 else ''}, "
@@ -704,13 +762,25 @@ def run(args: argparse.Namespace) -> Report:
         "skipped": [(s.config["series"], s.config["seed"]) for s in skipped],
         "seconds": seconds,
         "steps": steps,
-        "eval_every": eval_every,
-        "reference": to_mapping(reference),
+        "eval_every": inputs.eval_every,
+        "reference": to_mapping(inputs.reference),
     }
     if any(r["stopped"] for r in results):
         print("some runs diverged: their predictions after the divergence are NaN", file=sys.stderr)
+    out = pathlib.Path(args.out)
     return Report(
         tables=[table],
         data=data,
         files=[str(study_file), *(str(run_path(out, r["series"], r["seed"])) for r in results)],
     )
+
+
+def run(args: argparse.Namespace) -> Report:
+    """Parse, read the inputs, write the study's identity, train what is left, and report."""
+    series = parse_arguments(args)
+    inputs = read_inputs(args)
+    identity = study_identity(inputs, args.cumulant)
+    study_file = write_study(args, inputs, identity)
+    tasks, skipped = build_tasks(args, series, inputs, identity)
+    results, workers, seconds = train_tasks(args, tasks)
+    return study_report(args, series, inputs, study_file, results, skipped, workers, seconds)

@@ -9,6 +9,7 @@ import numpy as np
 from builtin_interfaces.msg import Time
 from gamma_net_msgs.msg import Prediction, Transition
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 
 
 def clock_seconds(node: Node) -> float:
@@ -61,4 +62,15 @@ def transition_msg(row, stamp: Time) -> Transition:
     msg.truncated = truncated
     msg.episode = episode
     msg.step = step
+    return msg
+
+
+def joint_state_msg(message) -> JointState:
+    """A JointState of a recorded one (:class:`~gamma_net_core.data.bags.JointStateMessage`), its stamp kept."""
+    msg = JointState()
+    msg.header.stamp = seconds_to_stamp(message.stamp)
+    msg.name = list(message.names)
+    msg.position = [float(v) for v in message.position]
+    msg.velocity = [float(v) for v in message.velocity]
+    msg.effort = [float(v) for v in message.effort]
     return msg

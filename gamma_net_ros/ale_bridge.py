@@ -23,108 +23,34 @@ feature size than ``feature_size`` stops the node at start with a clear error (e
 
 from __future__ import annotations
 
-import array
 import sys
 import time
-from collections.abc import Iterator
 
-import numpy as np
 from gamma_net_msgs.msg import Transition
 from rclpy.duration import Duration
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from rclpy.task import Future
 
-from gamma_net_core.atari.env import AtariConfig
-from gamma_net_core.atari.policies import EVAL_EPSILON
-from gamma_net_core.data.shards import ShardError, ShardReader
+from gamma_net_core.data.shards import ShardError
+from gamma_net_ros.ale_sources import declare_settings, open_source
+from gamma_net_ros.conversions import transition_msg
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.flow_control import ConsumerWindow
 from gamma_net_ros.node_main import run_node
-from gamma_net_ros.params import declare, declare_config
 
-#: (features float32 [F], cumulant, terminal, truncated, episode, step): one row of a recording.
-Row = tuple[np.ndarray, float, bool, bool, int, int]
 #: Seconds one pump call may publish for before the executor serves reports and timers again.
 PUMP_BUDGET = 0.02
-
-
-def recorded_rows(reader: ShardReader) -> Iterator[Row]:
-    """A recording's rows in order, each shard validated (SHA-256, layout, order) before its first row."""
-    for batch in reader.batches():
-        for i in range(len(batch)):
-            yield (
-                batch.features[i],
-                float(batch.cumulants[i]),
-                bool(batch.terminals[i]),
-                bool(batch.truncated[i]),
-                int(batch.episodes[i]),
-                int(batch.steps[i]),
-            )
-
-
-def live_rows(env, policy, rng: np.random.Generator, *, steps: int) -> Iterator[Row]:
-    """Play ``policy`` in ``env`` (an AtariEnv) and yield each step as it happens; ``steps`` 0: forever."""
-    episode, taken, observation = 0, 0, None
-    while steps == 0 or taken < steps:
-        if env.episode_over:
-            observation = env.reset()
-        action, phi = policy.act_with_features(observation, rng)
-        step = env.step(action)
-        yield phi, float(step.reward), bool(step.terminal), bool(step.truncated), episode, env.episode_step - 1
-        observation = step.observation
-        episode += int(step.terminal or step.truncated)
-        taken += 1
 
 
 class AleBridge(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("ale_bridge", **kwargs)
-        self.source = declare(
-            self, "source", "shards", "shards (replay a recording) or live (play ALE)", read_only=True
-        )
-        if self.source not in ("shards", "live"):
-            raise ValueError(f"source must be 'shards' or 'live'; got {self.source!r}")
-        feature_size = declare(
-            self, "feature_size", 512, "φ size the consumers' network takes (0: any)", low=0, high=10**6, read_only=True
-        )
-        self.rate = declare(
-            self, "rate", 0.0, "messages per second at most (0: no limit)", low=0.0, high=1e7, read_only=True
-        )
-        self.consumers = declare(
-            self,
-            "consumers",
-            1,
-            "acknowledging consumers to wait for (0: no flow control)",
-            low=0,
-            high=1000,
-            read_only=True,
-        )
-        depth = declare(
-            self, "queue_depth", 2000, "reliable KEEP_LAST depth of the publisher", low=1, high=10**6, read_only=True
-        )
-        self.window = declare(
-            self,
-            "window",
-            1000,
-            "messages in flight per consumer at most; <= queue_depth and <= the consumers' depth",
-            low=1,
-            high=10**6,
-            read_only=True,
-        )
-        if self.window > depth:
-            raise ValueError(f"window {self.window} must not exceed queue_depth {depth}: resent samples would be gone")
-        self.exit_at_end = declare(
-            self, "exit_at_end", False, "exit (code 0) once every message is taken", read_only=True
-        )
-        self.progress_period = declare(
-            self, "progress_period", 5.0, "s between progress lines", low=0.1, high=1e6, read_only=True
-        )
-        timeout = declare(
-            self, "consumer_timeout", 10.0, "s without a report: consumer gone", low=0.5, high=1e6, read_only=True
-        )
-
-        self.rows, self.total, self.what = self._open_source(feature_size if feature_size else None)
+        settings = declare_settings(self)
+        self.source, self.rate, self.consumers = settings.source, settings.rate, settings.consumers
+        self.window, self.exit_at_end = settings.window, settings.exit_at_end
+        self.progress_period, depth, timeout = settings.progress_period, settings.depth, settings.timeout
+        self.rows, self.total, self.what = open_source(self, self.source, settings.feature_size)
         self.publisher = self.create_publisher(
             Transition, "transitions", QoSProfile(depth=depth, reliability=ReliabilityPolicy.RELIABLE)
         )
@@ -144,62 +70,6 @@ class AleBridge(Node):
         pace = f"at most {self.rate:g}/s" if self.rate else "no rate limit"
         flow = f"window {self.window} for {self.consumers} consumer(s)" if self.consumers else "no flow control"
         self.get_logger().info(f"{self.what}: {pace}, {flow}, on {self.publisher.topic_name}")
-
-    def _open_source(self, feature_size: int | None) -> tuple[Iterator[Row], int | None, str]:
-        # Both sources' parameters are declared whichever is chosen: one YAML section holds both.
-        directory = declare(self, "shard_dir", "", "recording directory (gamma-net atari record)", read_only=True)
-        verify = declare(self, "verify", True, "check every shard before the first message", read_only=True)
-        live = self._declare_live()
-        if self.source == "live":
-            return self._open_live(feature_size, **live)
-        if not directory:
-            raise ValueError("shard_dir is empty: give the recording's directory (-p shard_dir:=DIR)")
-        reader = ShardReader(directory, feature_size=feature_size)  # FileNotFoundError / ShardError
-        if verify:
-            started = time.perf_counter()
-            for _ in reader.batches():  # hashes, layouts, NaNs and row order of every shard
-                pass
-            self.get_logger().info(
-                f"{directory}: {len(reader.shards)} shards, {reader.count} transitions, "
-                f"checked in {time.perf_counter() - started:.2f} s"
-            )
-        return recorded_rows(reader), reader.count, f"replaying {reader.count} transitions from {directory}"
-
-    def _declare_live(self) -> dict:
-        return dict(
-            config=declare_config(self, AtariConfig, "env"),
-            spec=declare(self, "policy", "random", "random, a Q-network file, or py:module:factory", read_only=True),
-            seed=declare(
-                self, "seed", 0, "seeds sticky actions and the policy's draws", low=0, high=2**31 - 1, read_only=True
-            ),
-            epsilon=declare(
-                self,
-                "epsilon",
-                EVAL_EPSILON,
-                "ε of a Q-network policy (paper: 1e-4)",
-                low=0.0,
-                high=1.0,
-                read_only=True,
-            ),
-            feature_seed=declare(
-                self, "feature_seed", 0, "seed of the random policy's φ network", low=0, high=2**31 - 1, read_only=True
-            ),
-            steps=declare(self, "steps", 0, "steps to play (0: until stopped)", low=0, high=2**62, read_only=True),
-        )
-
-    def _open_live(
-        self, feature_size: int | None, *, config, spec, seed, epsilon, feature_seed, steps
-    ) -> tuple[Iterator[Row], int | None, str]:
-        import torch
-
-        from gamma_net_core.atari.record import make_player
-
-        torch.set_num_threads(1)  # batch-1 forward passes: one thread is fastest, and the cores are shared
-        env, policy, rng = make_player(config, spec, seed=seed, epsilon=epsilon, feature_seed=feature_seed)
-        if feature_size is not None and policy.feature_size != feature_size:
-            raise ValueError(f"policy {spec!r} gives φ of size {policy.feature_size}; feature_size is {feature_size}")
-        rows = live_rows(env, policy, rng, steps=steps)
-        return rows, steps or None, f"playing {env.game} live with policy {spec!r}"
 
     # -- publishing
 
@@ -250,7 +120,7 @@ class AleBridge(Node):
                     self.get_logger().error(self.error)
                     self.state = "draining"
                     break
-                self.publisher.publish(self._message(row))
+                self.publisher.publish(transition_msg(row, self.get_clock().now().to_msg()))
                 self.published += 1
                 allowed -= 1
         if self.state == "draining" and self._all_taken():
@@ -262,18 +132,6 @@ class AleBridge(Node):
             self.get_logger().info(f"{self.state}: {self.summary()}")
             self.health.publish()
             self.finished.set_result(1 if self.error else 0)
-
-    def _message(self, row: Row) -> Transition:
-        features, cumulant, terminal, truncated, episode, step = row
-        msg = Transition()
-        msg.header.stamp = self.get_clock().now().to_msg()
-        msg.features = array.array("f", np.ascontiguousarray(features, dtype=np.float32).tobytes())
-        msg.cumulant = cumulant
-        msg.terminal = terminal
-        msg.truncated = truncated
-        msg.episode = episode
-        msg.step = step
-        return msg
 
     def _all_taken(self) -> bool:
         if self.consumers:

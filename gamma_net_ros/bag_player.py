@@ -35,7 +35,7 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_core.data.bags import DEFAULT_TOPIC, BagError, iter_joint_states
-from gamma_net_ros.conversions import seconds_to_stamp
+from gamma_net_ros.conversions import joint_state_msg
 from gamma_net_ros.flow_control import ConsumerWindow
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
@@ -206,13 +206,7 @@ class BagPlayer(Node):
         super().destroy_node()
 
     def _publish(self, message) -> None:
-        msg = JointState()
-        msg.header.stamp = seconds_to_stamp(message.stamp)
-        msg.name = list(message.names)
-        msg.position = [float(v) for v in message.position]
-        msg.velocity = [float(v) for v in message.velocity]
-        msg.effort = [float(v) for v in message.effort]
-        self.publisher.publish(msg)
+        self.publisher.publish(joint_state_msg(message))
         self.published += 1
 
 

@@ -100,7 +100,7 @@ class PredictionView:
             )
         self.msg = msg
         if isinstance(msg, Prediction):
-            self._published = PublishedPredictions([msg.cumulant], msg.gammas, msg.values)
+            self._published = PublishedPredictions([msg.question], msg.gammas, msg.values)
         else:
             self._published = PublishedPredictions(
                 msg.questions, msg.gammas, msg.values, msg.readouts, msg.readout_values
@@ -341,7 +341,7 @@ def _answer(question: str, response: PredictAt.Response) -> Answer:
     if not response.success:
         raise PredictionError(f"predict_at refused {question!r}: {response.message}")
     return Answer(
-        question=response.cumulant,
+        question=response.question,
         gammas=np.asarray(response.gammas, dtype=np.float64),
         values=np.asarray(response.values, dtype=np.float64),
         update_count=int(response.update_count),

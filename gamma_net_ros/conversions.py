@@ -7,8 +7,9 @@ from collections.abc import Sequence
 
 import numpy as np
 from builtin_interfaces.msg import Time
-from gamma_net_msgs.msg import Prediction
+from gamma_net_msgs.msg import Prediction, Transition
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 
 
 def clock_seconds(node: Node) -> float:
@@ -28,13 +29,13 @@ def seconds_to_stamp(seconds: float) -> Time:
 def prediction_msg(
     *,
     stamp: Time,
-    cumulant: str,
+    question: str,
     gammas: Sequence[float],
     values: Sequence[float],
     update_count: int,
     frame_id: str = "",
 ) -> Prediction:
-    """A Prediction of ``cumulant``'s discounted return at each gamma (values in the cumulant's units)."""
+    """A Prediction of ``question``'s discounted return at each gamma (values in the cumulant's units)."""
     gammas = np.asarray(gammas, dtype=np.float64)
     values = np.asarray(values, dtype=np.float64)
     if gammas.shape != values.shape:
@@ -42,9 +43,34 @@ def prediction_msg(
     msg = Prediction()
     msg.header.stamp = stamp
     msg.header.frame_id = frame_id
-    msg.cumulant = cumulant
+    msg.question = question
     # array.array is taken as is; a list would be checked element by element.
     msg.gammas = array.array("d", gammas.tobytes())
     msg.values = array.array("d", values.tobytes())
     msg.update_count = int(update_count)
+    return msg
+
+
+def transition_msg(row, stamp: Time) -> Transition:
+    """A Transition of one recorded step ``row``: (features [F], cumulant, terminal, truncated, episode, step)."""
+    features, cumulant, terminal, truncated, episode, step = row
+    msg = Transition()
+    msg.header.stamp = stamp
+    msg.features = array.array("f", np.ascontiguousarray(features, dtype=np.float32).tobytes())
+    msg.cumulant = cumulant
+    msg.terminal = terminal
+    msg.truncated = truncated
+    msg.episode = episode
+    msg.step = step
+    return msg
+
+
+def joint_state_msg(message) -> JointState:
+    """A JointState of a recorded one (:class:`~gamma_net_core.data.bags.JointStateMessage`), its stamp kept."""
+    msg = JointState()
+    msg.header.stamp = seconds_to_stamp(message.stamp)
+    msg.name = list(message.names)
+    msg.position = [float(v) for v in message.position]
+    msg.velocity = [float(v) for v in message.velocity]
+    msg.effort = [float(v) for v in message.effort]
     return msg

@@ -54,7 +54,7 @@ from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
-from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, refuse
+from gamma_net_ros.prediction_serving import PublishedTimescales, TimescaleRequests, refuse
 
 
 def _doubles(values) -> array.array:
@@ -332,7 +332,7 @@ class Horde(CheckpointHooks, Node):
             return refuse(response, exc)
         response.success = True
         response.header.stamp = self.latest_stamp
-        response.cumulant = self.names[question]
+        response.question = self.names[question]
         response.gammas = _doubles(gammas)
         response.values = _doubles(values)
         response.update_count = int(self.learner.update_count)

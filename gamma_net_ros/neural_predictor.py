@@ -35,7 +35,6 @@ shutdown, and resumed on start; a checkpoint of another configuration is refused
 
 from __future__ import annotations
 
-import os
 import pathlib
 import sys
 import threading
@@ -51,57 +50,26 @@ from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingD
 from gamma_net_core.neural.online import TransitionStream
 from gamma_net_core.warmup import warm_neural
 from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, stamp_to_seconds
-from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
+from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
 from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
+from gamma_net_ros.neural_health import progress_line, stream_health
+from gamma_net_ros.neural_settings import declare_settings
 from gamma_net_ros.node_main import run_node
-from gamma_net_ros.params import declare, declare_config
-from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
+from gamma_net_ros.prediction_serving import TimescaleRequests, answer, refuse
+from gamma_net_ros.training_worker import TrainingWorker
 
 
 class NeuralPredictor(CheckpointHooks, Node):
     def __init__(self, *, take_input_now: bool = True, **kwargs) -> None:
         super().__init__("neural_predictor", **kwargs)
         # A node refused half-way is still destroyed (by rclpy's shutdown): nothing to stop or save yet.
-        self._worker: threading.Thread | None = None
+        self._worker: TrainingWorker | None = None
         self._built = False
-        config = declare_config(self, NeuralConfig, "learner")
-        threads = declare(
-            self, "torch_threads", 1, "torch CPU threads (1: best on a shared CPU)", low=1, high=256, read_only=True
-        )
-        import torch
-
-        torch.set_num_threads(threads)
-        self.cumulant = declare(self, "cumulant_name", "reward", "name of the predicted signal", read_only=True)
-        self.published = PublishedTimescales(self, config.tau_max)
-        rate = declare(
-            self, "publish_rate", 10.0, "predictions per second at most (0: none)", low=0.0, high=1000.0, read_only=True
-        )
-        depth = declare(
-            self,
-            "queue_depth",
-            2000,
-            "reliable KEEP_LAST depth; >= the bridge's window",
-            low=1,
-            high=10**6,
-            read_only=True,
-        )
-        lag = declare(self, "max_update_lag", 0, "owed updates before intake waits (0: no bound)", low=0, high=2**62)
-        every = declare(
-            self,
-            "report_every",
-            32,
-            "messages between taken reports (< bridge window)",
-            low=1,
-            high=10**6,
-            read_only=True,
-        )
-        self.worker_nice = declare(
-            self, "worker_nice", 10, "nice increment of the training thread (0: none)", low=0, high=19, read_only=True
-        )
-        self.progress_period = declare(
-            self, "progress_period", 10.0, "s between progress lines", low=0.1, high=1e6, read_only=True
-        )
+        s = declare_settings(self)
+        config, rate, depth, lag, every = s.config, s.rate, s.depth, s.lag, s.every
+        self.cumulant, self.published = s.cumulant, s.published
+        self.worker_nice, self.progress_period = s.worker_nice, s.progress_period
         keeper = LearnerCheckpoint(self, interval=300.0, interval_read_only=True)
         self.stream: TransitionStream | None = None
         keeper.resume(lambda path: self._resume(path, config, lag))
@@ -122,11 +90,10 @@ class NeuralPredictor(CheckpointHooks, Node):
         self.health = Diagnostics(self, self.cumulant, self.report_health)
         self.create_timer(self.progress_period, self.log_progress)
         self._published_about = None  # (state, updates) of the last Prediction
-        self._diverged_logged = False
-        self._stop = threading.Event()
-        self._worker = threading.Thread(target=self._work, name="neural_predictor.train", daemon=True)
-        self._worker.start()
-        # Saved in the worker thread, between updates (see _work_once), from here on.
+        self._worker = TrainingWorker(
+            self.stream, self.get_logger(), nice=self.worker_nice, between=self._between_updates, alive=self.context.ok
+        )
+        # Saved in the worker thread, between updates (see _between_updates), from here on.
         self.keeper = keeper.start(self.stream.save, when_due=self._checkpoint_due.set)
         self._built = True
         c = config
@@ -180,30 +147,8 @@ class NeuralPredictor(CheckpointHooks, Node):
             )
             self.reporter.report()
 
-    def _work(self) -> None:
-        """The worker thread: intake into the replay, owed updates, predictions, reports, checkpoints."""
-        if self.worker_nice:
-            # Linux schedules threads apart: a nicer worker leaves the receiving thread the CPU it needs.
-            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), self.worker_nice)
-        while not self._stop.is_set():
-            try:
-                busy = self._work_once()
-            except Exception as exc:  # the worker must not die quietly; at shutdown the context goes first
-                if not self.context.ok():
-                    return
-                self.get_logger().error(f"worker: {type(exc).__name__}: {exc}", throttle_duration_sec=5.0)
-                busy = 0
-            if not busy:
-                self.stream.wait(0.05)
-
-    def _work_once(self) -> int:
-        try:
-            busy = self.stream.work(max_updates=1)
-        except TrainingDiverged as exc:
-            busy = 1
-            if not self._diverged_logged:
-                self._diverged_logged = True
-                self.get_logger().error(f"training stopped: {exc}")
+    def _between_updates(self) -> None:
+        """In the worker thread, between updates: taken reports, due predictions, due checkpoints."""
         self.reporter.report()
         if self._prediction_due.is_set():
             self._prediction_due.clear()
@@ -211,21 +156,12 @@ class NeuralPredictor(CheckpointHooks, Node):
         if self._checkpoint_due.is_set():
             self._checkpoint_due.clear()
             self.save_checkpoint()
-        return busy
 
     def stop_worker(self) -> None:
         """Stop the worker thread, then move whatever is still queued into the replay (no update)."""
-        if self._worker is None:
-            return
-        self._stop.set()
-        self.stream.wake()
-        if self._worker.is_alive():
-            self._worker.join()
-        self._worker = None
-        # Received is kept: what waits behind a max_update_lag bound goes in too, its updates owed.
-        self.stream.max_update_lag = 0
-        while self.stream.queued and self.stream.work(max_updates=0):
-            pass
+        if self._worker is not None:
+            self._worker.stop()
+            self._worker = None
 
     def destroy_node(self) -> None:
         """Stop training, write the last checkpoint, then release the node (safe on a node refused half-way)."""
@@ -251,7 +187,7 @@ class NeuralPredictor(CheckpointHooks, Node):
 
     def _prediction(self, gammas, values, stamp: float, updates: int) -> Prediction:
         return prediction_msg(
-            stamp=seconds_to_stamp(stamp), cumulant=self.cumulant, gammas=gammas, values=values, update_count=updates
+            stamp=seconds_to_stamp(stamp), question=self.cumulant, gammas=gammas, values=values, update_count=updates
         )
 
     def on_predict_at(self, request: PredictAt.Request, response: PredictAt.Response) -> PredictAt.Response:
@@ -281,43 +217,13 @@ class NeuralPredictor(CheckpointHooks, Node):
         except TrainingDiverged as exc:  # nothing worth keeping: the previous checkpoint stays
             self.get_logger().error(str(exc), throttle_duration_sec=60.0)
 
-    def _training_state(self) -> str:
-        s = self.stream
-        if s.learner.stopped is not None:
-            return "stopped: " + s.learner.stopped
-        if s.learner.transitions < s.config.min_replay_history:
-            return f"filling the replay ({s.learner.transitions} of {s.config.min_replay_history} steps)"
-        return "training" if s.owed_updates <= 1 else f"training, {s.owed_updates} updates behind"
-
     def report_health(self) -> Health:
-        s = self.stream
-        skipped = s.skipped_total
-        if s.learner.stopped is not None:
-            level = ERROR
-        else:
-            level = WARN if skipped else OK
-        values = {
-            "received": s.received + skipped,
-            "taken": s.taken,
-            "queued": s.queued,
-            "skipped": skipped,
-            "gaps": s.gaps,
-            "transitions": s.learner.transitions,
-            "replay_size": s.learner.replay.size,
-            "updates": s.learner.updates,
-            "updates_behind": s.owed_updates,
-            "last_checkpoint": self.keeper.last_text,
-            **{f"skipped.{kind}": count for kind, count in s.skipped.items()},
-        }
-        return Health(level, self._training_state() + (f"; {skipped} messages skipped" if skipped else ""), values)
+        return stream_health(self.stream, self.keeper.last_text)
 
     def log_progress(self) -> None:
-        s = self.stream
-        if s.received or s.skipped_total:
-            self.get_logger().info(
-                f"{s.received} transitions received, {s.skipped_total} skipped, {s.gaps} gaps; "
-                f"{s.learner.updates} updates; {self._training_state()}"
-            )
+        line = progress_line(self.stream)
+        if line is not None:
+            self.get_logger().info(line)
 
 
 def main(args=None) -> int:

@@ -28,7 +28,7 @@ def format_prediction(msg: Prediction, *, scaled: bool = False) -> str:
         shown = value * (1.0 - gamma) if scaled else value
         parts.append(f"tau={tau_from_gamma(gamma):.4g}:{shown:+.4f}")
     stamp = msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9
-    return f"[{stamp:.3f}] {msg.cumulant} (updates {msg.update_count}) " + " ".join(parts)
+    return f"[{stamp:.3f}] {msg.question} (updates {msg.update_count}) " + " ".join(parts)
 
 
 class PredictionMonitor(Node):

@@ -9,7 +9,7 @@ with the state's stamp. ``predict_at`` (``gamma_net_msgs/PredictAt``) answers fo
 timescales. The learner is checkpointed atomically every ``checkpoint_interval`` seconds
 and on shutdown, and resumed on start. Unusable messages are skipped, counted, reported
 on ``/diagnostics`` and warned about at a throttled rate. The learning itself is
-:class:`gamma_net_core.online.OnlineGammaNet`; this node only moves messages.
+:class:`gamma_net_core.joint_stream.OnlineGammaNet`; this node only moves messages.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_core.data.joints import DEFAULT_MAX_GAP, JointsConfig, Skip, stamp_seconds
+from gamma_net_core.joint_stream import OnlineGammaNet
 from gamma_net_core.linear import GammaNetConfig
-from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_core.warmup import warm_linear
 from gamma_net_ros.conversions import clock_seconds, prediction_msg, seconds_to_stamp
@@ -36,7 +36,7 @@ from gamma_net_ros.flow_control import TakenReporter
 from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare, declare_config
-from gamma_net_ros.predictions import PublishedTimescales, TimescaleRequests, answer, refuse
+from gamma_net_ros.prediction_serving import PublishedTimescales, TimescaleRequests, answer, refuse
 
 
 class Predictor(CheckpointHooks, Node):
@@ -153,7 +153,7 @@ class Predictor(CheckpointHooks, Node):
     def _prediction(self, gammas: np.ndarray, stamp) -> Prediction:
         return prediction_msg(
             stamp=stamp,
-            cumulant=self.online.cumulant_name,
+            question=self.online.cumulant_name,
             gammas=gammas,
             values=self.online.predict(gammas),
             update_count=self.online.update_count,

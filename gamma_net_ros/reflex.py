@@ -135,7 +135,7 @@ class Reflex(Node):
         self._observe(self.horde_rules, msg.questions, msg.gammas, msg.values, msg.readouts, msg.readout_values)
 
     def on_predictor_prediction(self, msg: Prediction) -> None:
-        self._observe(self.predictor_rules, [msg.cumulant], msg.gammas, msg.values)
+        self._observe(self.predictor_rules, [msg.question], msg.gammas, msg.values)
 
     def _observe(self, indices: list[int], *arrays) -> None:
         try:

@@ -17,8 +17,8 @@ from gamma_net_core.config import load_config
 from gamma_net_core.data.bags import JointStateBagWriter, read_joint_states, write_recording
 from gamma_net_core.data.joints import JointsConfig
 from gamma_net_core.experiments import arm_train as study
+from gamma_net_core.joint_stream import OnlineGammaNet
 from gamma_net_core.linear import GammaNetConfig
-from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.signals.arm_recording import simulate_arm
 from gamma_net_core.timescales import TimescaleSampling
 

@@ -289,7 +289,7 @@ def test_predict_at_from_another_threads_executor_and_from_callbacks(executor, s
 
 
 def test_prediction_view_of_a_predictor_message_and_of_malformed_ones():
-    msg = Prediction(cumulant="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
+    msg = Prediction(question="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
     view = PredictionView(msg)
     assert view.questions == ["shoulder/velocity/abs"] and view.readouts == []
     assert view.value("shoulder/velocity/abs", gamma=0.9).value == 4.0

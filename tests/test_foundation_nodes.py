@@ -28,7 +28,7 @@ def test_prediction_monitor_prints_predictions_from_another_process(executor, sp
         while monitor.running and sent < 200:
             msg = prediction_msg(
                 stamp=seconds_to_stamp(12.5),
-                cumulant="|shoulder.velocity|",
+                question="|shoulder.velocity|",
                 gammas=[0.0, 0.9, 0.99],
                 values=[0.5, 4.0, 30.0],
                 update_count=sent,

@@ -230,7 +230,7 @@ def test_learns_four_questions_from_two_topic_types_against_exact_returns(execut
 
     answer = rig.call(executor, spin, "voltage", TAUS)
     assert answer.success, answer.message
-    assert answer.cumulant == "voltage" and answer.update_count == last.update_count
+    assert answer.question == "voltage" and answer.update_count == last.update_count
     np.testing.assert_allclose(answer.values, np.reshape(last.values, (4, 3))[2])
     assert answer.header.stamp == last.header.stamp
 
@@ -286,7 +286,7 @@ def test_a_single_question_answers_an_empty_name_like_the_predictor(executor, sp
     assert not answer.success and "no sampled state yet" in answer.message
     play(executor, spin, horde, rig, range(3))
     answer = rig.call(executor, spin, "", [10.0])
-    assert answer.success and answer.cumulant == "shoulder_speed"
+    assert answer.success and answer.question == "shoulder_speed"
 
 
 def test_silent_and_stale_topics_skip_ticks_and_are_reported(executor, spin, tmp_path):

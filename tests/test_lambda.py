@@ -325,7 +325,7 @@ def test_a_checkpoint_from_before_lambda_resumes_as_td0(tmp_path):
 def test_the_online_learner_takes_lambda_cuts_traces_at_a_gap_and_refuses_another_on_resume(tmp_path):
     """What the predictor node runs: lam from its learner settings, the fixed ladder, traces cut at episode starts."""
     from gamma_net_core.data.joints import JointsConfig
-    from gamma_net_core.online import OnlineGammaNet
+    from gamma_net_core.joint_stream import OnlineGammaNet
 
     joints = JointsConfig(input_joints=("shoulder", "elbow"), input_fields=("position", "position"),
                           input_low=(-1.0, -1.0), input_high=(1.0, 1.0), cumulant_joint="shoulder",

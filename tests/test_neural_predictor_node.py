@@ -128,7 +128,7 @@ def test_learns_from_the_bridge_and_predict_at_matches_what_it_publishes(executo
 
     assert spin(executor, published_final, timeout=10)
     last = rig.predictions[-1]
-    assert last.cumulant == "reward"
+    assert last.question == "reward"
     np.testing.assert_allclose(1 / (1 - np.asarray(last.gammas)), TAUS)
     answer = rig.call(executor, spin, TAUS, PredictAt.Request.SCALE_TAU)
     assert answer.success, answer.message

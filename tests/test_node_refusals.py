@@ -205,8 +205,8 @@ def _predictor_checkpoint() -> bytes:
     import tempfile
 
     from gamma_net_core.data.joints import JointsConfig
+    from gamma_net_core.joint_stream import OnlineGammaNet
     from gamma_net_core.linear import GammaNetConfig
-    from gamma_net_core.online import OnlineGammaNet
     from gamma_net_core.timescales import TimescaleSampling
 
     online = OnlineGammaNet(

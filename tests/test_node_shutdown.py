@@ -26,10 +26,10 @@ from sensor_msgs.msg import JointState
 from waiting import bound, spin_for
 
 from gamma_net_core.data.joints import JointsConfig
+from gamma_net_core.joint_stream import OnlineGammaNet
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.neural.learner import NeuralConfig
 from gamma_net_core.neural.online import TransitionStream
-from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.conversions import seconds_to_stamp
 

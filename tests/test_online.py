@@ -7,8 +7,8 @@ import pytest
 
 from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
 from gamma_net_core.data.joints import JointsConfig, Skip
+from gamma_net_core.joint_stream import KIND, VERSION, OnlineGammaNet
 from gamma_net_core.linear import GammaNetConfig
-from gamma_net_core.online import KIND, VERSION, OnlineGammaNet
 from gamma_net_core.timescales import TimescaleSampling
 
 NAMES = ["shoulder", "elbow"]

@@ -20,8 +20,8 @@ from waiting import bound, spin_for
 
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.data.joints import JointsConfig
+from gamma_net_core.joint_stream import OnlineGammaNet
 from gamma_net_core.linear import GammaNetConfig
-from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.returns import periodic_returns
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_ros.conversions import seconds_to_stamp
@@ -89,7 +89,7 @@ def test_learns_from_a_stream_and_predict_at_matches_published(executor, spin):
     steps = 40 * PERIOD
     _feed(executor, spin, rig, [reading(i) for i in range(steps)])
     last = rig.predictions[-1]
-    assert last.cumulant == "|shoulder.velocity|"
+    assert last.question == "|shoulder.velocity|"
     assert last.update_count == steps - 1  # the first reading has no predecessor
     assert last.header.stamp == reading(steps - 1).header.stamp
     np.testing.assert_allclose(1 / (1 - np.asarray(last.gammas)), taus)

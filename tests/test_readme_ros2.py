@@ -169,7 +169,7 @@ def test_readme_horde_lines_on_the_shipped_questions(tmp_path):
         call = ros2(shell_line=call_line, cwd=tmp_path, timeout=120)
         assert call.returncode == 0, call.stdout
         response = call.stdout.split("response:", 1)[-1]
-        assert "success=True" in response and "cumulant='shoulder_speed'" in response, call.stdout
+        assert "success=True" in response and "question='shoulder_speed'" in response, call.stdout
         values = re.search(r"values=\[([^\]]*)\]", response)
         assert values and len(values.group(1).split(",")) == 2, call.stdout  # timescales: [10, 100]
     finally:

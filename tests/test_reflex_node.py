@@ -170,7 +170,7 @@ def test_a_rule_from_the_predictor_reads_its_prediction_message(tmp_path, execut
     predictor = rig.node.create_publisher(Prediction, "predictions", 10)
 
     def predict(speed: float) -> None:
-        msg = Prediction(cumulant="|shoulder.velocity|", gammas=GAMMAS.tolist())
+        msg = Prediction(question="|shoulder.velocity|", gammas=GAMMAS.tolist())
         msg.values = (speed / (1.0 - GAMMAS)).tolist()
         predictor.publish(msg)
 

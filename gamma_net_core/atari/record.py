@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import dataclasses
 import signal
 import sys
 import threading
@@ -80,6 +81,97 @@ def make_player(config, policy: str, *, seed: int, epsilon: float, feature_seed:
     return env, agent, np.random.default_rng(policy_seed)
 
 
+@dataclasses.dataclass
+class Recorder:
+    """A game being recorded: the player, the shard writer, and the episode counter (all resumed together)."""
+
+    env: Any
+    agent: Any
+    rng: np.random.Generator
+    description: dict[str, Any]
+    writer: Any  # ShardWriter
+    episode: int = 0
+
+    def resume_state(self) -> dict[str, Any]:
+        """What a later command restores to continue as if the recording had not stopped."""
+        return {
+            "env": self.env.get_state().to_json(),
+            "policy_rng": self.rng.bit_generator.state,
+            "episode": self.episode,
+            "policy_path": self.description.get("path"),
+        }
+
+
+def open_recorder(
+    out, *, config, policy: str, seed: int, epsilon: float, feature_seed: int, shard_size: int
+) -> Recorder:
+    """Make the player and the writer of ``out``, restoring the state of a recording it already holds.
+
+    Raises:
+      ValueError: ``out`` holds a recording made with other settings, or rows without a resume state.
+    """
+    from gamma_net_core.atari.env import EnvState
+    from gamma_net_core.data.shards import ShardWriter
+
+    env, agent, rng = make_player(config, policy, seed=seed, epsilon=epsilon, feature_seed=feature_seed)
+    description = agent.describe()
+    meta = {
+        "game": env.game,
+        "env": {**to_mapping(config), "game": env.game},
+        "policy": _policy_identity(description),
+        "seed": int(seed),
+    }
+    writer = ShardWriter(out, feature_size=agent.feature_size, shard_size=shard_size, meta=meta)
+    recorder = Recorder(env, agent, rng, description, writer)
+    if writer.resume is not None:
+        env.set_state(EnvState.from_json(writer.resume["env"]))
+        rng.bit_generator.state = writer.resume["policy_rng"]
+        recorder.episode = int(writer.resume["episode"])
+    elif writer.count:
+        raise ValueError(f"{out}: the recording has rows but no resume state; it cannot be continued")
+    return recorder
+
+
+def play(recorder: Recorder, *, steps: int, progress: bool, on_step: Callable[[int], None] | None) -> bool:
+    """Play and write rows until ``steps`` are recorded or Ctrl-C; commit. True if stopped by Ctrl-C."""
+    from tqdm import tqdm
+
+    from gamma_net_core.atari.networks import torch_threads
+    from gamma_net_core.data.shards import clip_reward
+
+    env, agent, rng, writer = recorder.env, recorder.agent, recorder.rng, recorder.writer
+    stop = {"stop": False}
+    bar = tqdm(total=steps, initial=min(writer.count, steps), unit="step", file=sys.stderr, disable=not progress)
+    observation = env.observation()
+    # One torch thread: a batch of one observation gains nothing from more, and loses on a busy machine.
+    with _stop_on_sigint(stop), bar, torch_threads(1):
+        while writer.count < steps and not stop["stop"]:
+            if env.episode_over:
+                observation = env.reset()
+            action, phi = agent.act_with_features(observation, rng)
+            step = env.step(action)
+            ended = step.terminal or step.truncated
+            writer.append(
+                features=phi,
+                cumulant=step.reward,
+                clipped_cumulant=clip_reward(step.reward),
+                terminal=step.terminal,
+                truncated=step.truncated,
+                episode=recorder.episode,
+                step=env.episode_step - 1,
+            )
+            observation = step.observation
+            if ended:
+                recorder.episode += 1
+            if writer.shard_full:
+                writer.commit(recorder.resume_state())
+            bar.update(1)
+            if on_step is not None:
+                on_step(writer.count)
+        writer.commit(recorder.resume_state())
+    return bool(stop["stop"])
+
+
 def record(
     out,
     *,
@@ -115,83 +207,33 @@ def record(
     Raises:
       ValueError: bad arguments, or ``out`` holds a recording made with other settings.
     """
-    from tqdm import tqdm
-
-    from gamma_net_core.atari.env import AtariConfig, EnvState
-    from gamma_net_core.atari.networks import torch_threads
+    from gamma_net_core.atari.env import AtariConfig
     from gamma_net_core.atari.policies import EVAL_EPSILON
-    from gamma_net_core.data.shards import ShardWriter, clip_reward
 
     if steps < 0:
         raise ValueError(f"steps must be >= 0; got {steps}")
-    config = config or AtariConfig()
-    epsilon = EVAL_EPSILON if epsilon is None else epsilon
-    env, agent, rng = make_player(config, policy, seed=seed, epsilon=epsilon, feature_seed=feature_seed)
-    description = agent.describe()
-    meta = {
-        "game": env.game,
-        "env": {**to_mapping(config), "game": env.game},
-        "policy": _policy_identity(description),
-        "seed": int(seed),
-    }
-    writer = ShardWriter(out, feature_size=agent.feature_size, shard_size=shard_size, meta=meta)
-    episode = 0
-    if writer.resume is not None:
-        env.set_state(EnvState.from_json(writer.resume["env"]))
-        rng.bit_generator.state = writer.resume["policy_rng"]
-        episode = int(writer.resume["episode"])
-    elif writer.count:
-        raise ValueError(f"{out}: the recording has rows but no resume state; it cannot be continued")
-
-    def resume_state() -> dict[str, Any]:
-        return {
-            "env": env.get_state().to_json(),
-            "policy_rng": rng.bit_generator.state,
-            "episode": episode,
-            "policy_path": description.get("path"),
-        }
-
-    start_count = writer.count
-    stop = {"stop": False}
+    recorder = open_recorder(
+        out,
+        config=config or AtariConfig(),
+        policy=policy,
+        seed=seed,
+        epsilon=EVAL_EPSILON if epsilon is None else epsilon,
+        feature_seed=feature_seed,
+        shard_size=shard_size,
+    )
+    start_count = recorder.writer.count
     started = time.perf_counter()
-    bar = tqdm(total=steps, initial=min(start_count, steps), unit="step", file=sys.stderr, disable=not progress)
-    observation = env.observation()
-    # One torch thread: a batch of one observation gains nothing from more, and loses on a busy machine.
-    with _stop_on_sigint(stop), bar, torch_threads(1):
-        while writer.count < steps and not stop["stop"]:
-            if env.episode_over:
-                observation = env.reset()
-            action, phi = agent.act_with_features(observation, rng)
-            step = env.step(action)
-            ended = step.terminal or step.truncated
-            writer.append(
-                features=phi,
-                cumulant=step.reward,
-                clipped_cumulant=clip_reward(step.reward),
-                terminal=step.terminal,
-                truncated=step.truncated,
-                episode=episode,
-                step=env.episode_step - 1,
-            )
-            observation = step.observation
-            if ended:
-                episode += 1
-            if writer.shard_full:
-                writer.commit(resume_state())
-            bar.update(1)
-            if on_step is not None:
-                on_step(writer.count)
-        writer.commit(resume_state())
+    stopped = play(recorder, steps=steps, progress=progress, on_step=on_step)
     seconds = time.perf_counter() - started
-    recorded = writer.count - start_count
+    recorded = recorder.writer.count - start_count
     return {
         "directory": str(out),
-        "game": env.game,
-        "policy": description,
+        "game": recorder.env.game,
+        "policy": recorder.description,
         "recorded": recorded,
-        "total": writer.count,
-        "episodes_completed": episode,
-        "interrupted": bool(stop["stop"]) and writer.count < steps,
+        "total": recorder.writer.count,
+        "episodes_completed": recorder.episode,
+        "interrupted": stopped and recorder.writer.count < steps,
         "seconds": seconds,
         "steps_per_second": recorded / seconds if seconds > 0 else float("nan"),
     }

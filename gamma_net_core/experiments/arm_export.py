@@ -16,13 +16,13 @@ def save_resumable(net, config, path: pathlib.Path, *, joints, timescales, max_g
     The study decays alpha to zero over the recording; a checkpoint saved with that schedule would
     never learn again once resumed, so the learner is saved with ``config`` (the node's constant
     alpha) and differs from the trained one in its step-size schedule only; anything else that
-    differs is refused. The file is an :class:`~gamma_net_core.online.OnlineGammaNet` checkpoint
+    differs is refused. The file is an :class:`~gamma_net_core.joint_stream.OnlineGammaNet` checkpoint
     (with the joint selection, Gamma_t sampling and episode gap the node checks on resume):
     ``checkpoint_path`` of the `predictor` node can point at it.
     """
     from gamma_net_core.config import to_mapping
+    from gamma_net_core.joint_stream import OnlineGammaNet
     from gamma_net_core.linear import LinearGammaNet
-    from gamma_net_core.online import OnlineGammaNet
 
     trained, wanted = to_mapping(net.config), to_mapping(config)
     differ = sorted(k for k in trained if trained[k] != wanted[k] and k != "step_size_decay_steps")

@@ -577,16 +577,39 @@ def nanmean(values, axis=None):
         return np.nanmean(np.asarray(values, dtype=np.float64), axis=axis)
 
 
-def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.cli import check, check_range, input_path, output_dir
-    from gamma_net_core.experiments.atari_series import COMPARISONS, INTERPOLATION_TAUS, columns
-    from gamma_net_core.plots import compact_png, plot_comparison
+@dataclasses.dataclass(frozen=True)
+class EvaluationInputs:
+    """A trained study, its evaluation points and returns, and the columns and steady state read from them."""
+
+    study: dict[str, Any]
+    runs: dict[str, SeriesRuns]
+    points: Any  # EvaluationPoints
+    returns: Any  # PointReturns
+    out: pathlib.Path
+    probe_taus: np.ndarray
+    probe_cols: np.ndarray
+    between_cols: np.ndarray | None  # None: the returns hold no τ between the probes
+    between_note: str | None
+    transitions: np.ndarray
+    last: int
+
+
+def parse_arguments(args: argparse.Namespace) -> None:
+    """Check the arguments before anything is read (one-line UsageErrors)."""
+    from gamma_net_core.cli import check_range, input_path, output_dir
 
     check_range("--seeds", args.seeds, low=1)
     check_range("--episode", args.episode, low=0)
     input_path("--run", args.run, kind="dir")
     input_path("--points", args.points, kind="dir")
     output_dir("--out", args.out or pathlib.Path(args.run) / "evaluation")
+
+
+def load_inputs(args: argparse.Namespace) -> EvaluationInputs:
+    """Read the study and the points, check they belong together, and make the output folder."""
+    from gamma_net_core.cli import check
+    from gamma_net_core.experiments.atari_series import INTERPOLATION_TAUS, columns
+
     study, runs = load_study(args.run, seeds=args.seeds)
     points, returns = load_points(args.points, study)
     if "reference" in runs:  # the figure along one episode: refused now, not after the other figures
@@ -606,7 +629,6 @@ def run(args: argparse.Namespace) -> Report:
     probe_taus = np.sort(np.asarray(study["identity"]["reference"]["probe_taus"], dtype=np.float64))
     probe_cols = columns(returns.taus, probe_taus, what=f"{args.points}/returns.npz")
     transitions = next(iter(runs.values())).transitions
-    last = steady_state_count(transitions)
     between_note = None
     try:
         between_cols = columns(returns.taus, INTERPOLATION_TAUS, what=f"{args.points}/returns.npz")
@@ -614,91 +636,130 @@ def run(args: argparse.Namespace) -> Report:
         between_cols = None
         taus_text = " ".join(f"{t:g}" for t in sorted({*probe_taus.tolist(), *INTERPOLATION_TAUS}))
         between_note = f"not run: {exc}; make the returns with `gamma-net atari points --taus {taus_text}`"
+    return EvaluationInputs(
+        study,
+        runs,
+        points,
+        returns,
+        out,
+        probe_taus,
+        probe_cols,
+        between_cols,
+        between_note,
+        transitions,
+        steady_state_count(transitions),
+    )
 
+
+def comparison_table(spec, result: ComparisonResult, taus: np.ndarray) -> Table:
+    """One comparison's steady-state MSE by τ, normalized bars, correlation and filter, per series."""
+    pc = result.points
+    table = Table(
+        f"{spec.title}: steady-state MSE by τ (mean over seeds), normalized bars, correlation\n"
+        f"  the paper: {PAPER[spec.name]}" + (f"\n  note: {result.note}" if result.note else ""),
+        ["series", "seeds", "bar mean", "bar var", "corr", "filter", "per-τ: passes", "per-τ bar",
+         *[f"τ={t:g}" for t in taus]],
+    )  # fmt: skip
+    for j, label in enumerate(result.labels):
+        kept = pc.comparison is not None and label in pc.comparison.names
+        i = pc.comparison.names.index(label) if kept else None
+        table.add(
+            label,
+            result.steady_mse[label].shape[0],
+            float(pc.comparison.bar_mean[i]) if kept else float("nan"),
+            float(pc.comparison.bar_var[i]) if kept else float("nan"),
+            float(nanmean(pc.correlations[label])),
+            ("fails" if label in result.failing else "passes") + ("" if kept else ", dropped"),
+            f"{int(result.per_tau.passed[j])}/{taus.size}",
+            float(result.per_tau.bar_mean[j]),
+            *nanmean(result.steady_mse[label], axis=0).tolist(),
+        )
+    return table
+
+
+def comparison_figures(args: argparse.Namespace, spec, result: ComparisonResult, inputs: EvaluationInputs) -> list[str]:
+    """Write one comparison's bar figure (or why nothing is shown) and its learning curves; their paths."""
+    from gamma_net_core.plots import compact_png, plot_comparison
+
+    out, pc = inputs.out, result.points
+    files = []
+    if pc.comparison is None:  # every series failed the filter: say so where its figure would be
+        files.append(str(compact_png(plot_nothing_kept(spec.title, result.failing, out / f"{spec.name}.png"))))
+    else:
+        with _quiet():  # NaN correlation where the returns are equal at every point
+            path = plot_comparison(
+                pc.comparison,
+                out / f"{spec.name}.png",
+                title=f"{spec.title} (steady state, {len(next(iter(inputs.runs.values())).seeds)} seeds"
+                + (", no filter)" if args.no_filter else ")"),
+                correlation=pc.correlations,
+                reference=spec.reference_label,
+            )
+        files.append(str(compact_png(path)))
+    files.append(str(compact_png(plot_learning_curves(result, out / f"{spec.name}_learning.png", last=inputs.last))))
+    return files
+
+
+def run_comparisons(
+    args: argparse.Namespace, inputs: EvaluationInputs
+) -> tuple[dict[str, ComparisonResult], Table, list[Table], list[str]]:
+    """Evaluate every comparison: (results, the summary table, a table each, the figures written)."""
+    from gamma_net_core.experiments.atari_series import COMPARISONS, INTERPOLATION_TAUS
+
+    transitions, last = inputs.transitions, inputs.last
     files: list[str] = []
     results: dict[str, ComparisonResult] = {}
     tables: list[Table] = []
     summary = Table(
-        f"atari evaluate{' (--no-filter)' if args.no_filter else ''}: {len(points)} points, "
+        f"atari evaluate{' (--no-filter)' if args.no_filter else ''}: {len(inputs.points)} points, "
         f"steady state = last {last} of {transitions.size} evaluations "
         f"(after {int(0.75 * transitions[-1])} of {int(transitions[-1])} transitions)",
         ["comparison", "best (lowest bar mean)", "failing the filter", "best, per-τ filter", "not trained"],
     )
     for spec in COMPARISONS:
         if spec.at == "between":
-            if between_cols is None:
+            if inputs.between_cols is None:
                 results[spec.name] = ComparisonResult(
-                    spec, np.asarray(INTERPOLATION_TAUS), (), (), None, {}, {}, transitions, between_note
+                    spec, np.asarray(INTERPOLATION_TAUS), (), (), None, {}, {}, transitions, inputs.between_note
                 )
                 summary.add(spec.name, "-", "-", "-", "needs returns between the probes")
                 continue
-            taus, cols = np.asarray(INTERPOLATION_TAUS), between_cols
+            taus, cols = np.asarray(INTERPOLATION_TAUS), inputs.between_cols
         else:
-            taus, cols = probe_taus, probe_cols
+            taus, cols = inputs.probe_taus, inputs.probe_cols
         result = evaluate_comparison(
-            spec, runs, returns.returns[:, cols], taus, last=last, apply_filter=not args.no_filter
+            spec, inputs.runs, inputs.returns.returns[:, cols], taus, last=last, apply_filter=not args.no_filter
         )
         results[spec.name] = result
         if result.points is None:
             summary.add(spec.name, "-", "-", "-", ", ".join(result.missing) or "-")
             continue
+        files.extend(comparison_figures(args, spec, result, inputs))
+        tables.append(comparison_table(spec, result, taus))
         pc = result.points
-        if pc.comparison is None:  # every series failed the filter: say so where its figure would be
-            files.append(str(compact_png(plot_nothing_kept(spec.title, result.failing, out / f"{spec.name}.png"))))
-        else:
-            with _quiet():  # NaN correlation where the returns are equal at every point
-                path = plot_comparison(
-                    pc.comparison,
-                    out / f"{spec.name}.png",
-                    title=f"{spec.title} (steady state, {len(next(iter(runs.values())).seeds)} seeds"
-                    + (", no filter)" if args.no_filter else ")"),
-                    correlation=pc.correlations,
-                    reference=spec.reference_label,
-                )
-            files.append(str(compact_png(path)))
-        files.append(str(compact_png(plot_learning_curves(result, out / f"{spec.name}_learning.png", last=last))))
-        table = Table(
-            f"{spec.title}: steady-state MSE by τ (mean over seeds), normalized bars, correlation\n"
-            f"  the paper: {PAPER[spec.name]}" + (f"\n  note: {result.note}" if result.note else ""),
-            ["series", "seeds", "bar mean", "bar var", "corr", "filter", "per-τ: passes", "per-τ bar",
-             *[f"τ={t:g}" for t in taus]],
-        )  # fmt: skip
-        for j, label in enumerate(result.labels):
-            kept = pc.comparison is not None and label in pc.comparison.names
-            i = pc.comparison.names.index(label) if kept else None
-            table.add(
-                label,
-                result.steady_mse[label].shape[0],
-                float(pc.comparison.bar_mean[i]) if kept else float("nan"),
-                float(pc.comparison.bar_var[i]) if kept else float("nan"),
-                float(nanmean(pc.correlations[label])),
-                ("fails" if label in result.failing else "passes") + ("" if kept else ", dropped"),
-                f"{int(result.per_tau.passed[j])}/{taus.size}",
-                float(result.per_tau.bar_mean[j]),
-                *nanmean(result.steady_mse[label], axis=0).tolist(),
-            )
-        tables.append(table)
         best = pc.comparison.best() if pc.comparison is not None else "-"
         per_tau_best = result.per_tau.best() or "-"
         summary.add(spec.name, best, ", ".join(result.failing) or "-", per_tau_best, ", ".join(result.missing) or "-")
+    return results, summary, tables, files
 
-    figure = plot_predictions_in_time(runs, points, returns, out, episode=args.episode)
-    if figure is not None:
-        files.append(str(compact_png(figure)))
-    check = against_the_mean(runs, returns.returns[:, probe_cols], probe_taus, last=last)
-    if check is not None:
-        files.append(str(compact_png(plot_against_the_mean(check, out / "against_the_mean.png", last=last))))
-        against = Table(
-            "Against a constant: steady-state MSE / the MSE of predicting the points' mean return (mean over "
-            "seeds; below 1 beats the constant), and the curve's fall over the steady state (first half to second; "
-            "near 0: flat)",
-            ["series", "worst τ", "mean over τ", "fall", *[f"τ={t:g}" for t in probe_taus]],
-        )
-        for i, name in enumerate(check.names):
-            with _quiet():
-                worst, mean = float(np.nanmax(check.steady[i])), float(np.nanmean(check.steady[i]))
-            against.add(name, worst, mean, float(check.change[i]), *check.steady[i].tolist())
-        tables.append(against)
+
+def against_the_mean_table(check: AgainstTheMean, probe_taus: np.ndarray) -> Table:
+    """Each series' steady-state MSE over that of predicting the points' mean return, by τ."""
+    against = Table(
+        "Against a constant: steady-state MSE / the MSE of predicting the points' mean return (mean over "
+        "seeds; below 1 beats the constant), and the curve's fall over the steady state (first half to second; "
+        "near 0: flat)",
+        ["series", "worst τ", "mean over τ", "fall", *[f"τ={t:g}" for t in probe_taus]],
+    )
+    for i, name in enumerate(check.names):
+        with _quiet():
+            worst, mean = float(np.nanmax(check.steady[i])), float(np.nanmean(check.steady[i]))
+        against.add(name, worst, mean, float(check.change[i]), *check.steady[i].tolist())
+    return against
+
+
+def noise_table(returns) -> tuple[Table, np.ndarray]:
+    """The Monte-Carlo targets by τ, with their noise floor (also returned, by τ)."""
     se = returns.standard_errors
     floor = np.nanmean(se**2, axis=0) if np.isfinite(se).any() else np.full(returns.taus.shape, np.nan)
     noise = Table(
@@ -709,8 +770,20 @@ def run(args: argparse.Namespace) -> Report:
     for g, tau in enumerate(returns.taus):
         column = returns.returns[:, g]
         noise.add(float(tau), float(column.mean()), float(np.mean(column**2)), float(column.var()), float(floor[g]))
-    data = {
-        "study": study,
+    return noise, floor
+
+
+def evaluation_data(
+    args: argparse.Namespace,
+    inputs: EvaluationInputs,
+    results: dict[str, ComparisonResult],
+    check: AgainstTheMean | None,
+    floor: np.ndarray,
+) -> dict[str, Any]:
+    """What ``atari_evaluate.json`` holds: the study, the targets, the steady state and every comparison."""
+    points, returns, transitions = inputs.points, inputs.returns, inputs.transitions
+    return {
+        "study": inputs.study,
         "points": {
             "count": len(points),
             "episodes": sorted(set(points.episodes.tolist())),
@@ -723,17 +796,39 @@ def run(args: argparse.Namespace) -> Report:
             "mse_of_mean": returns.returns.var(axis=0),
             "noise_floor": floor,
         },
-        "steady_state": {"evaluations": last, "of": int(transitions.size), "transitions": transitions},
+        "steady_state": {"evaluations": inputs.last, "of": int(transitions.size), "transitions": transitions},
         "series": {
             s.name: {"seeds": s.seeds, "seconds": s.seconds, "stopped": s.stopped, "taus": s.taus}
-            for s in runs.values()
+            for s in inputs.runs.values()
         },
         "comparisons": {name: r.to_json() for name, r in results.items()},
         "against_the_mean": check.to_json() if check is not None else None,
         "paper": PAPER,
         "filter_applied": not args.no_filter,
     }
-    json_path = out / "atari_evaluate.json"
+
+
+def run(args: argparse.Namespace) -> Report:
+    """Parse, read the study and points, run the comparisons, and write the figures, tables and JSON."""
+    from gamma_net_core.plots import compact_png
+
+    parse_arguments(args)
+    inputs = load_inputs(args)
+    results, summary, tables, files = run_comparisons(args, inputs)
+    figure = plot_predictions_in_time(inputs.runs, inputs.points, inputs.returns, inputs.out, episode=args.episode)
+    if figure is not None:
+        files.append(str(compact_png(figure)))
+    check = against_the_mean(
+        inputs.runs, inputs.returns.returns[:, inputs.probe_cols], inputs.probe_taus, last=inputs.last
+    )
+    if check is not None:
+        files.append(
+            str(compact_png(plot_against_the_mean(check, inputs.out / "against_the_mean.png", last=inputs.last)))
+        )
+        tables.append(against_the_mean_table(check, inputs.probe_taus))
+    noise, floor = noise_table(inputs.returns)
+    data = evaluation_data(args, inputs, results, check, floor)
+    json_path = inputs.out / "atari_evaluate.json"
     files.append(str(write_json(json_path, data, digits=4, compact=True)))  # compact: committed beside the figures
     return Report(
         tables=[summary, *tables, noise],

@@ -135,18 +135,32 @@ def _member_taus(task: RunTask, config) -> np.ndarray:
     return np.asarray(task.taus, dtype=np.float64)
 
 
-def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
-    """Train runs (any mix of series) as one :class:`~gamma_net_core.neural.ensemble.LearnerEnsemble`.
+@dataclasses.dataclass
+class EnsembleRuns:
+    """Runs trained as one ensemble: what they share, and their state part-way (saved and resumed together)."""
 
-    Each run writes what :func:`train_run` would write for it; ``progress`` is called with the transitions
-    just observed (once for the whole ensemble). Every ``resume_every`` evaluations the whole ensemble and
-    what the runs have predicted so far are saved to ``ensemble.pt`` in the first run's folder (atomically),
-    and a later call with the same runs continues from there; the file is removed once every run's files
-    are written. Returns one summary per run, as :func:`train_run`.
-    """
-    from gamma_net_core.checkpoint import CheckpointError
+    tasks: list[RunTask]
+    data: Any  # TransitionBatch of the recording's prefix
+    cumulants: np.ndarray
+    taus: list[np.ndarray]
+    gammas: list[np.ndarray]
+    schedule: np.ndarray
+    resume_file: pathlib.Path
+    ensemble: Any = None  # LearnerEnsemble
+    done: int = 0  # the last evaluation made
+    predictions: list[np.ndarray] = dataclasses.field(default_factory=list)
+    updates: np.ndarray | None = None  # [K, evaluations]
+    losses: list[np.ndarray] = dataclasses.field(default_factory=list)
+    started: float = 0.0  # perf_counter() less the seconds of a resumed part
+
+    @property
+    def members(self) -> list[str]:
+        return [t.key for t in self.tasks]
+
+
+def _build_ensemble_runs(tasks: list[RunTask]) -> tuple[EnsembleRuns, list]:
+    """Read the data the runs share and where each predicts; (the runs, their NeuralConfigs)."""
     from gamma_net_core.config import from_mapping
-    from gamma_net_core.neural.ensemble import LearnerEnsemble
     from gamma_net_core.neural.learner import NeuralConfig
     from gamma_net_core.timescales import gamma_from_tau
 
@@ -154,55 +168,79 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
     configs = [from_mapping(NeuralConfig, t.config, where=t.key) for t in tasks]
     first = tasks[0]
     data = read_rows(first.shards, first.steps, configs[0].feature_size)
-    cumulants = cumulants_of(data, first.cumulant)
     taus = [_member_taus(t, c) for t, c in zip(tasks, configs)]
-    gammas = [np.atleast_1d(gamma_from_tau(t)) for t in taus]
-    schedule = np.asarray(first.schedule, dtype=np.int64)
-    K = len(tasks)
-    members = [t.key for t in tasks]
-    resume_file = pathlib.Path(first.out) / ENSEMBLE_CHECKPOINT
+    runs = EnsembleRuns(
+        tasks=tasks,
+        data=data,
+        cumulants=cumulants_of(data, first.cumulant),
+        taus=taus,
+        gammas=[np.atleast_1d(gamma_from_tau(t)) for t in taus],
+        schedule=np.asarray(first.schedule, dtype=np.int64),
+        resume_file=pathlib.Path(first.out) / ENSEMBLE_CHECKPOINT,
+        started=started,
+    )
+    return runs, configs
+
+
+def _resume_or_start(runs: EnsembleRuns, configs: list, progress) -> None:
+    """Continue from the ensemble's last save where there is one of these runs, else start afresh."""
+    from gamma_net_core.checkpoint import CheckpointError
+    from gamma_net_core.neural.ensemble import LearnerEnsemble
+
+    first, schedule, members = runs.tasks[0], runs.schedule, runs.members
     ensemble = None
-    if first.resume_every > 0 and resume_file.is_file():
+    if first.resume_every > 0 and runs.resume_file.is_file():
         try:
-            ensemble, extra = LearnerEnsemble.load(resume_file, configs)
+            ensemble, extra = LearnerEnsemble.load(runs.resume_file, configs)
             if extra.get("members") != members or extra.get("schedule") != schedule.tolist():
-                raise CheckpointError(f"{resume_file} holds the ensemble of {extra.get('members')}, not of {members}")
+                raise CheckpointError(
+                    f"{runs.resume_file} holds the ensemble of {extra.get('members')}, not of {members}"
+                )
         except CheckpointError as exc:
             print(f"not resuming: {str(exc).splitlines()[0]}; training the ensemble from the start", file=sys.stderr)
             ensemble = None
     if ensemble is not None:
-        done = int(extra["evaluation"])
-        predictions = [p.numpy() for p in extra["predictions"]]
-        updates = extra["updates"].numpy()
-        losses = [extra["losses"].numpy()]
-        started -= float(extra["seconds"])
+        runs.ensemble = ensemble
+        runs.done = int(extra["evaluation"])
+        runs.predictions = [p.numpy() for p in extra["predictions"]]
+        runs.updates = extra["updates"].numpy()
+        runs.losses = [extra["losses"].numpy()]
+        runs.started -= float(extra["seconds"])
         print(
-            f"resuming the ensemble of {', '.join(members)} at evaluation {done} of {schedule.size - 1}",
+            f"resuming the ensemble of {', '.join(members)} at evaluation {runs.done} of {schedule.size - 1}",
             file=sys.stderr,
         )
         if progress is not None:
-            progress(int(schedule[done]))
+            progress(int(schedule[runs.done]))
     else:
-        ensemble = LearnerEnsemble(configs)
-        done = 0
-        predictions = [np.full((schedule.size, first.features.shape[0], t.size), np.nan) for t in taus]
-        updates = np.zeros((K, schedule.size), dtype=np.int64)
-        losses = []
+        runs.ensemble = LearnerEnsemble(configs)
+        runs.done = 0
+        runs.predictions = [np.full((schedule.size, first.features.shape[0], t.size), np.nan) for t in runs.taus]
+        runs.updates = np.zeros((len(runs.tasks), schedule.size), dtype=np.int64)
+        runs.losses = []
 
-    def predict(training: np.ndarray, e: int) -> None:
-        for group, ks in zip(ensemble.groups, ensemble.group_members):
-            if training[ks].any():
-                values = group.predict(first.features, gammas[ks[0]])
-                for j, k in enumerate(ks):
-                    if training[k]:
-                        predictions[k][e] = values[j]
 
-    if done == 0:
-        predict(np.ones(K, dtype=bool), 0)
-    for e in range(done + 1, schedule.size):
+def _predict_members(runs: EnsembleRuns, training: np.ndarray, e: int) -> None:
+    """Evaluation ``e``: each member still training predicts at the points (one pass per stacked group)."""
+    features = runs.tasks[0].features
+    for group, ks in zip(runs.ensemble.groups, runs.ensemble.group_members):
+        if training[ks].any():
+            values = group.predict(features, runs.gammas[ks[0]])
+            for j, k in enumerate(ks):
+                if training[k]:
+                    runs.predictions[k][e] = values[j]
+
+
+def _train_ensemble_runs(runs: EnsembleRuns, progress) -> np.ndarray:
+    """Observe the data up to each evaluation, predict there, and save every ``resume_every``; the losses [N, K]."""
+    data, cumulants, schedule, ensemble = runs.data, runs.cumulants, runs.schedule, runs.ensemble
+    K, resume_every = len(runs.tasks), runs.tasks[0].resume_every
+    if runs.done == 0:
+        _predict_members(runs, np.ones(K, dtype=bool), 0)
+    for e in range(runs.done + 1, schedule.size):
         for start in range(int(schedule[e - 1]), int(schedule[e]), PROGRESS_CHUNK):
             stop = min(start + PROGRESS_CHUNK, int(schedule[e]))
-            losses.append(
+            runs.losses.append(
                 ensemble.observe_many(
                     data.features[start:stop],
                     cumulants[start:stop],
@@ -212,37 +250,42 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
             )
             if progress is not None:
                 progress(stop - start)
-        loss = np.concatenate(losses) if losses else np.zeros((0, K))
-        updates[:, e] = np.isfinite(loss).sum(axis=0)  # a stopped member's count stays where it stopped
+        loss = np.concatenate(runs.losses) if runs.losses else np.zeros((0, K))
+        runs.updates[:, e] = np.isfinite(loss).sum(axis=0)  # a stopped member's count stays where it stopped
         training = np.array([s is None for s in ensemble.stopped])
         if not training.any():
-            updates[:, e + 1 :] = updates[:, e : e + 1]
+            runs.updates[:, e + 1 :] = runs.updates[:, e : e + 1]
             break
-        predict(training, e)
-        if first.resume_every > 0 and e % first.resume_every == 0 and e < schedule.size - 1:
-            resume_file.parent.mkdir(parents=True, exist_ok=True)
+        _predict_members(runs, training, e)
+        if resume_every > 0 and e % resume_every == 0 and e < schedule.size - 1:
+            runs.resume_file.parent.mkdir(parents=True, exist_ok=True)
             ensemble.save(
-                resume_file,
-                members=members,
+                runs.resume_file,
+                members=runs.members,
                 schedule=schedule.tolist(),
                 evaluation=e,
-                predictions=[torch_tensor(p) for p in predictions],
-                updates=torch_tensor(updates),
+                predictions=[torch_tensor(p) for p in runs.predictions],
+                updates=torch_tensor(runs.updates),
                 losses=torch_tensor(loss),
-                seconds=time.perf_counter() - started,
+                seconds=time.perf_counter() - runs.started,
             )
-    loss = np.concatenate(losses) if losses else np.zeros((0, K))
-    seconds = time.perf_counter() - started
+    return np.concatenate(runs.losses) if runs.losses else np.zeros((0, K))
+
+
+def _write_ensemble_runs(runs: EnsembleRuns, loss: np.ndarray) -> list[dict[str, Any]]:
+    """Write each run's files as :func:`train_run` would, remove the ensemble's save; one summary per run."""
+    ensemble, K = runs.ensemble, len(runs.tasks)
+    seconds = time.perf_counter() - runs.started
     summaries = []
-    for k, task in enumerate(tasks):
+    for k, task in enumerate(runs.tasks):
         own = loss[:, k][np.isfinite(loss[:, k])]
         _finish_run(
             task,
-            schedule=schedule,
-            updates=updates[k],
-            taus=taus[k],
-            gammas=gammas[k],
-            predictions=predictions[k],
+            schedule=runs.schedule,
+            updates=runs.updates[k],
+            taus=runs.taus[k],
+            gammas=runs.gammas[k],
+            predictions=runs.predictions[k],
             losses=own,
             seconds=seconds,
             stopped=ensemble.stopped[k],
@@ -253,15 +296,30 @@ def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
                 "series": task.series,
                 "seed": task.seed,
                 "transitions": int(ensemble.transitions),
-                "updates": int(updates[k, -1]),
+                "updates": int(runs.updates[k, -1]),
                 "seconds": seconds,
                 "final_loss": float(own[-100:].mean()) if own.size else float("nan"),
                 "stopped": ensemble.stopped[k],
                 "ensemble": K,
             }
         )
-    resume_file.unlink(missing_ok=True)  # every run's files are written: nothing left to resume
+    runs.resume_file.unlink(missing_ok=True)  # every run's files are written: nothing left to resume
     return summaries
+
+
+def train_ensemble(tasks: list[RunTask], progress=None) -> list[dict[str, Any]]:
+    """Train runs (any mix of series) as one :class:`~gamma_net_core.neural.ensemble.LearnerEnsemble`.
+
+    Each run writes what :func:`train_run` would write for it; ``progress`` is called with the transitions
+    just observed (once for the whole ensemble). Every ``resume_every`` evaluations the whole ensemble and
+    what the runs have predicted so far are saved to ``ensemble.pt`` in the first run's folder (atomically),
+    and a later call with the same runs continues from there; the file is removed once every run's files
+    are written. Returns one summary per run, as :func:`train_run`.
+    """
+    runs, configs = _build_ensemble_runs(tasks)
+    _resume_or_start(runs, configs, progress)
+    loss = _train_ensemble_runs(runs, progress)
+    return _write_ensemble_runs(runs, loss)
 
 
 def torch_tensor(array: np.ndarray):
@@ -546,7 +604,23 @@ def _check_same_play(shards_meta: dict[str, Any], points_config: dict[str, Any],
             )
 
 
-def run(args: argparse.Namespace) -> Report:
+@dataclasses.dataclass(frozen=True)
+class StudyInputs:
+    """What every run of a study shares: the reference learner, the recording's prefix, the points."""
+
+    reference: Any  # NeuralConfig
+    params: pathlib.Path
+    reader: Any  # ShardReader
+    steps: int
+    eval_every: int
+    schedule: np.ndarray
+    points_file: pathlib.Path
+    points: Any  # EvaluationPoints
+    taus: np.ndarray
+
+
+def parse_arguments(args: argparse.Namespace) -> list[str]:
+    """Check the arguments before anything is read (one-line UsageErrors); the series named."""
     from gamma_net_core.cli import UsageError, check_range, input_path, output_dir
     from gamma_net_core.experiments.atari_series import parse_series
 
@@ -567,22 +641,15 @@ def run(args: argparse.Namespace) -> Report:
     output_dir("--out", args.out)
     if args.ray_address is not None:
         import ray  # noqa: F401  (without Ray: refused now, in one line, not after the data is read)
+    return series
 
+
+def read_inputs(args: argparse.Namespace) -> StudyInputs:
+    """Read the reference configuration, the recording and the evaluation points, and check they fit."""
     # The heavy imports (torch) only once the arguments are known to be good.
     from gamma_net_core.atari.evaluation_points import EvaluationPoints
-    from gamma_net_core.atari.policies import file_sha256
-    from gamma_net_core.config import to_mapping
     from gamma_net_core.data.shards import ShardReader
-    from gamma_net_core.experiments.atari_series import (
-        PREDICTIONS,
-        STUDY,
-        RunPredictions,
-        run_path,
-        series_config,
-        study_taus,
-    )
-    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
-    from gamma_net_core.report import write_json
+    from gamma_net_core.experiments.atari_series import study_taus
 
     reference, params = reference_config(args.params, args.set)
     reader = ShardReader(args.shards, feature_size=reference.feature_size)
@@ -606,18 +673,35 @@ def run(args: argparse.Namespace) -> Report:
         )
     _check_same_play(reader.meta, points.config, args.shards, points_file)
     taus = study_taus(reference.probe_taus)
+    return StudyInputs(reference, params, reader, steps, eval_every, schedule, points_file, points, taus)
+
+
+def study_identity(inputs: StudyInputs, cumulant: str) -> dict[str, Any]:
+    """What makes two commands the same study (a later one may only add series or seeds)."""
+    from gamma_net_core.atari.policies import file_sha256
+    from gamma_net_core.config import to_mapping
+    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
+
     identity = {
         # The device changes where a run computes, not what it learns (as for checkpoints).
-        "reference": {k: v for k, v in to_mapping(reference).items() if k not in PORTABLE_SETTINGS},
-        "shards": {"meta": reader.meta, "transitions": int(steps)},
-        "points": {"sha256": file_sha256(points_file), "count": len(points)},
-        "schedule": schedule.tolist(),
-        "taus": taus.tolist(),
+        "reference": {k: v for k, v in to_mapping(inputs.reference).items() if k not in PORTABLE_SETTINGS},
+        "shards": {"meta": inputs.reader.meta, "transitions": int(inputs.steps)},
+        "points": {"sha256": file_sha256(inputs.points_file), "count": len(inputs.points)},
+        "schedule": inputs.schedule.tolist(),
+        "taus": inputs.taus.tolist(),
     }
-    if args.cumulant != "raw":  # absent: the raw reward (every study before the clipped column existed)
-        identity["cumulant"] = args.cumulant
+    if cumulant != "raw":  # absent: the raw reward (every study before the clipped column existed)
+        identity["cumulant"] = cumulant
+    return identity
+
+
+def write_study(args: argparse.Namespace, inputs: StudyInputs, identity: dict[str, Any]) -> pathlib.Path:
+    """Check the recording, refuse an ``--out`` of another study, and write its ``study.json``."""
+    from gamma_net_core.experiments.atari_series import STUDY
+    from gamma_net_core.report import write_json
+
     # A corrupt shard is refused before the study's folder and study.json are made, not by a worker after.
-    reader.check(steps)
+    inputs.reader.check(inputs.steps)
     out = pathlib.Path(args.out)
     study_file = out / STUDY
     if study_file.is_file():
@@ -631,16 +715,27 @@ def run(args: argparse.Namespace) -> Report:
         study_file,
         {
             "identity": identity,
-            "params": str(params),
+            "params": str(inputs.params),
             "sets": list(args.set),
             "shards": str(pathlib.Path(args.shards).resolve()),
         },
     )
+    return study_file
 
+
+def build_tasks(
+    args: argparse.Namespace, series: list[str], inputs: StudyInputs, identity: dict[str, Any]
+) -> tuple[list[RunTask], list[Any]]:
+    """One task per (series, seed) still to train, and the runs already trained (RunPredictions)."""
+    from gamma_net_core.config import to_mapping
+    from gamma_net_core.experiments.atari_series import PREDICTIONS, RunPredictions, run_path, series_config
+    from gamma_net_core.neural.learner import PORTABLE_SETTINGS
+
+    out = pathlib.Path(args.out)
     tasks, skipped = [], []
     for name in series:
         for seed in range(args.seeds):
-            config = to_mapping(series_config(reference, name, seed))
+            config = to_mapping(series_config(inputs.reference, name, seed))
             where = run_path(out, name, seed)
             if (where / PREDICTIONS).is_file():
                 saved = RunPredictions.load(where / PREDICTIONS)
@@ -655,10 +750,10 @@ def run(args: argparse.Namespace) -> Report:
                     seed=seed,
                     config=config,
                     shards=str(args.shards),
-                    steps=steps,
-                    schedule=tuple(int(s) for s in schedule),
-                    features=np.ascontiguousarray(points.features, dtype=np.float32),
-                    taus=tuple(float(t) for t in taus),
+                    steps=inputs.steps,
+                    schedule=tuple(int(s) for s in inputs.schedule),
+                    features=np.ascontiguousarray(inputs.points.features, dtype=np.float32),
+                    taus=tuple(float(t) for t in inputs.taus),
                     out=str(where),
                     checkpoint=not args.no_checkpoints,
                     resume_every=args.resume_every,
@@ -666,6 +761,11 @@ def run(args: argparse.Namespace) -> Report:
                     cumulant=args.cumulant,
                 )
             )
+    return tasks, skipped
+
+
+def train_tasks(args: argparse.Namespace, tasks: list[RunTask]) -> tuple[list[dict[str, Any]], int, float]:
+    """Train the tasks on the workers asked for: (each run's summary, workers used, seconds)."""
     started = time.perf_counter()
     workers = min(args.workers, len(ensemble_groups(tasks, args.ensemble)))
     results = (
@@ -679,8 +779,24 @@ def run(args: argparse.Namespace) -> Report:
         if tasks
         else []
     )
-    seconds = time.perf_counter() - started
+    return results, workers, time.perf_counter() - started
 
+
+def study_report(
+    args: argparse.Namespace,
+    series: list[str],
+    inputs: StudyInputs,
+    study_file: pathlib.Path,
+    results: list[dict[str, Any]],
+    skipped: list[Any],
+    workers: int,
+    seconds: float,
+) -> Report:
+    """The table of runs (trained, diverged, already trained) and the report's data and files."""
+    from gamma_net_core.config import to_mapping
+    from gamma_net_core.experiments.atari_series import run_path
+
+    steps, schedule, points = inputs.steps, inputs.schedule, inputs.points
     table = Table(
         f"atari train: {steps} transitions, {len(schedule)} evaluations at {len(points)} points, "
         f"{workers} worker(s){f', ensembles of up to {args.ensemble}' if args.ensemble > 1 else ''}, "
@@ -704,13 +820,25 @@ def run(args: argparse.Namespace) -> Report:
         "skipped": [(s.config["series"], s.config["seed"]) for s in skipped],
         "seconds": seconds,
         "steps": steps,
-        "eval_every": eval_every,
-        "reference": to_mapping(reference),
+        "eval_every": inputs.eval_every,
+        "reference": to_mapping(inputs.reference),
     }
     if any(r["stopped"] for r in results):
         print("some runs diverged: their predictions after the divergence are NaN", file=sys.stderr)
+    out = pathlib.Path(args.out)
     return Report(
         tables=[table],
         data=data,
         files=[str(study_file), *(str(run_path(out, r["series"], r["seed"])) for r in results)],
     )
+
+
+def run(args: argparse.Namespace) -> Report:
+    """Parse, read the inputs, write the study's identity, train what is left, and report."""
+    series = parse_arguments(args)
+    inputs = read_inputs(args)
+    identity = study_identity(inputs, args.cumulant)
+    study_file = write_study(args, inputs, identity)
+    tasks, skipped = build_tasks(args, series, inputs, identity)
+    results, workers, seconds = train_tasks(args, tasks)
+    return study_report(args, series, inputs, study_file, results, skipped, workers, seconds)

@@ -45,6 +45,23 @@ def message_type_name(message) -> str:
     return cls.__name__
 
 
+def prediction_question(message) -> str:
+    """The question a Prediction (or PredictAt reply) names, from a recording of any age.
+
+    The field was called ``cumulant`` before it was renamed ``question``; the wire format did
+    not change, but rosbags deserializes a bag by the definition stored in it, so an old
+    recording's messages carry ``cumulant``.
+
+    Raises:
+      ValueError: ``message`` has neither field.
+    """
+    for field in ("question", "cumulant"):
+        name = getattr(message, field, None)
+        if isinstance(name, str):
+            return name
+    raise ValueError(f"{message_type_name(message)} has neither a 'question' nor a 'cumulant' name")
+
+
 @dataclass(frozen=True)
 class FieldPath:
     """A parsed field path: ``steps`` are ("attr", name), ("index", k) or ("name", word)."""

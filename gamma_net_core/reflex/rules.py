@@ -75,7 +75,7 @@ class PredictorSpec:
     """What a predictor node publishes, so a ``from: predictor`` rule is checked against it.
 
     Attributes:
-      cumulants: the names its Prediction messages carry (``cumulant``), e.g. ``|shoulder.velocity|``.
+      cumulants: the names its Prediction messages carry (``question``), e.g. ``|shoulder.velocity|``.
       tau_max: the largest timescale it learns, steps.
     """
 
@@ -117,7 +117,7 @@ class Rule:
     Attributes:
       name: the rule's name, unique in its file (events carry it).
       origin: ``horde`` (a question of the Horde's PredictionArray) or ``predictor`` (the
-        predictor node's Prediction, whose ``cumulant`` is ``question``).
+        predictor node's Prediction, whose ``question`` field names it).
       source: ``prediction`` or ``signal``.
       question: the Horde question whose prediction (or cumulant) is watched.
       tau: the timescale in steps, for a prediction (None with a readout or a signal).

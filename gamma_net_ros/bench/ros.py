@@ -168,8 +168,8 @@ def _compute_reference(n: int = 3000) -> np.ndarray:
     """Seconds per reading of the predictor's own work (observe + predict at 9 taus), no ROS."""
     from gamma_net_core.config import load_config, load_section
     from gamma_net_core.data.joints import JointsConfig
+    from gamma_net_core.joint_stream import OnlineGammaNet
     from gamma_net_core.linear import GammaNetConfig
-    from gamma_net_core.online import OnlineGammaNet
     from gamma_net_core.timescales import TimescaleSampling, to_gammas
     from gamma_net_ros.paths import config_file
 
@@ -208,7 +208,7 @@ def _echo_main() -> int:
     def echo(msg: JointState) -> None:
         out = Prediction()
         out.header = msg.header
-        out.cumulant = "echo"
+        out.question = "echo"
         out.gammas = gammas
         out.values = [0.0] * len(gammas)
         publisher.publish(out)

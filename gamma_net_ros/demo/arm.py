@@ -36,8 +36,8 @@ from gamma_net_core.config import load_config
 from gamma_net_core.data.bags import read_joint_states, write_recording
 from gamma_net_core.data.joints import JointsConfig, JointSelector, stamp_seconds
 from gamma_net_core.evaluation import cumulative_absolute_error
+from gamma_net_core.joint_stream import OnlineGammaNet
 from gamma_net_core.linear import GammaNetConfig
-from gamma_net_core.online import OnlineGammaNet
 from gamma_net_core.plots import plot_predictions
 from gamma_net_core.report import Report, Table, write_json
 from gamma_net_core.returns import discounted_returns

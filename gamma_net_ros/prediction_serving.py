@@ -162,7 +162,7 @@ def answer(response: PredictAt.Response, prediction: Prediction) -> PredictAt.Re
     """A successful PredictAt response carrying ``prediction``."""
     response.success = True
     response.header = prediction.header
-    response.cumulant = prediction.cumulant
+    response.question = prediction.question
     response.gammas = prediction.gammas
     response.values = prediction.values
     response.update_count = prediction.update_count

@@ -156,7 +156,15 @@ class LiveView(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("live_view", **kwargs)
         host = declare(self, "host", "127.0.0.1", "address to serve on ('0.0.0.0': every interface)", read_only=True)
-        port = declare(self, "port", 8765, "WebSocket port (Foxglove's default; 0: any free one)", low=0, high=65535)
+        port = declare(
+            self,
+            "port",
+            8765,
+            "WebSocket port (Foxglove's default; 0: any free one)",
+            low=0,
+            high=65535,
+            read_only=True,
+        )
         topics = {
             "predictions": (PredictionArray, "horde/predictions", "a Horde's PredictionArray topic ('' = none)"),
             "errors": (PredictionErrors, "horde/errors", "a Horde's PredictionErrors topic ('' = none)"),
@@ -166,7 +174,9 @@ class LiveView(Node):
         try:
             self.server = foxglove.start_server(name="gamma_net live_view", host=host, port=port)
         except RuntimeError as exc:
-            raise ValueError(f"cannot serve on {host}:{port}: {exc}") from None
+            raise ValueError(
+                f"cannot serve on {host}:{port} ({exc}); give another port: -p port:=N (0: any free one)"
+            ) from None
         for key, (kind, default, description) in topics.items():
             if topic := declare(self, f"{key}_topic", default, description, read_only=True):
                 topic = self.resolve_topic_name(topic)

@@ -189,6 +189,20 @@ def test_a_foxglove_client_receives_what_the_horde_topics_carry(executor, tmp_pa
     assert single["question"] == "x" and single["scaled"] == [2.0] and single["taus"] == [2.0]
 
 
+@pytest.mark.ros
+def test_a_port_in_use_is_refused_in_one_line_naming_it(tmp_path):
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        log = tmp_path / "live_view.log"
+        with NodeProcess(node_command("gamma_net_ros.live_view", params={"port": port}), log) as view:
+            assert view.wait(timeout=bound(60)) == 1
+    output = log.read_text()
+    assert f"refusing to start: cannot serve on 127.0.0.1:{port}" in output and "-p port:=N" in output, output
+    assert "Traceback" not in output and len(output.strip().splitlines()) == 1, output
+
+
 #: A robot stand-in that is not the arm: one wrist joint swinging with a period of 2 s at 50 Hz and an
 #: effort spike at each grip (a tenth of the period, late in it), what the questions predict.
 PERIOD_TICKS, RATE_HZ = 100, 50.0

@@ -72,7 +72,7 @@ setup(
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
-        (f"share/{PACKAGE}/config", glob("config/*.yaml")),
+        (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.json")),
     ],
     # gamma_net_core's own needs. torch: install the build you want first
     # (e.g. `pip install torch==2.13.0` for CPU); an unpinned torch pulls a CUDA build.

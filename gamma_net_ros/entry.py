@@ -46,6 +46,7 @@ NODES = {
     "transition_counter": "gamma_net_ros.transition_counter",
     "horde": "gamma_net_ros.horde",
     "reflex": "gamma_net_ros.reflex",
+    "live_view": "gamma_net_ros.live_view",
 }
 #: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

@@ -44,6 +44,33 @@ def test_prediction_monitor_prints_predictions_from_another_process(executor, sp
     assert "tau=1:+0.5000 tau=10:+0.4000 tau=100:+0.3000" in lines[0]
 
 
+def test_prediction_monitor_prints_a_horde_prediction_array_a_line_per_question(executor, spin, tmp_path):
+    """`prediction_monitor -p topic:=/horde/predictions` prints the Horde's PredictionArray (it printed nothing)."""
+    from gamma_net_msgs.msg import PredictionArray
+
+    node = Node("test_horde_talker")
+    publisher = node.create_publisher(PredictionArray, "/horde/predictions", 10)
+    executor.add_node(node)
+    log = tmp_path / "monitor.log"
+    params = {"topic": "/horde/predictions", "count": 2, "scaled": True}
+    monitor = NodeProcess(node_command("gamma_net_ros.prediction_monitor", params=params), log)
+    with monitor:
+        assert spin(executor, lambda: publisher.get_subscription_count() >= 1, timeout=30), log.read_text()
+        sent = 0
+        while monitor.running and sent < 200:
+            msg = PredictionArray(questions=["speed", "effort"], gammas=[0.0, 0.9], readouts=["next_2s"])
+            msg.header.stamp.sec = 3
+            msg.values, msg.readout_values, msg.update_count = [0.5, 4.0, 1.0, 20.0], [7.0, 8.0], sent
+            publisher.publish(msg)
+            sent += 1
+            spin_for(executor, 0.05)
+        assert monitor.wait(timeout=bound(10)) == 0
+    lines = [line for line in log.read_text().splitlines() if "(updates" in line]
+    assert len(lines) == 4, log.read_text()  # count 2: two arrays of two questions
+    assert lines[0].startswith("[3.000] speed (updates") and "tau=1:+0.5000 tau=10:+0.4000 next_2s:+7.0000" in lines[0]
+    assert lines[1].startswith("[3.000] effort (updates") and "tau=1:+1.0000 tau=10:+2.0000 next_2s:+8.0000" in lines[1]
+
+
 def test_out_of_range_parameter_is_refused(executor):
     from rclpy.parameter import Parameter
 

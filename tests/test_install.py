@@ -128,6 +128,7 @@ def test_the_wheel_holds_the_sources_and_the_ros_package_data_nothing_else(wheel
     assert modules == {n for n in tracked if n.endswith(".py")}  # nothing stale from a build/ folder
     data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     shipped = {f"share/gamma_net_ros/config/{p.name}" for p in (REPO / "config").glob("*.yaml")}
+    shipped |= {f"share/gamma_net_ros/config/{p.name}" for p in (REPO / "config").glob("*.json")}  # Foxglove layouts
     shipped |= {f"share/gamma_net_ros/launch/{p.name}" for p in (REPO / "launch").glob("*.launch.py")}
     shipped |= {"share/gamma_net_ros/package.xml", "share/ament_index/resource_index/packages/gamma_net_ros"}
     assert data == shipped

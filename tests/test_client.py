@@ -411,7 +411,7 @@ def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(execu
 
 
 def test_the_average_is_one_minus_gamma_times_v_and_is_interpolated_as_such():
-    msg = Prediction(cumulant="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
+    msg = Prediction(question="shoulder/velocity/abs", gammas=[0.0, 0.9], values=[0.5, 4.0], update_count=7)
     view = PredictionView(msg)
     reading = view.average("shoulder/velocity/abs", gamma=0.9)  # (1 - 0.9) x 4.0
     assert reading.scaled and not reading.interpolated and reading.value == pytest.approx(0.4)

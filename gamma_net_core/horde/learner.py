@@ -6,9 +6,10 @@ question has its own weight vector (``weights`` [Q, n_features]) and its own con
 single-question learner's (:class:`gamma_net_core.linear.LinearGammaNet`, its oracle: N questions
 here equal N single learners fed the same stream), see :mod:`gamma_net_core.horde.kernels`.
 With ``adaptation.method == "autostep"`` each question and feature has its own step size.
-With ``config.lam`` > 0 it learns by TD(lambda) on the sampling's fixed ladder of timescales
-(:mod:`gamma_net_core.linear.traces`), one set of traces per continuation group: questions with
-the same termination (or none) share them, so a Horde pays for its traces once per group.
+With ``config.lam`` > 0 it learns by TD(lambda) on the sampling's fixed ladder of timescales, each
+step after a TD(0) update between the ladder's rungs (:mod:`gamma_net_core.linear.traces`), one
+set of traces per continuation group: questions with the same termination (or none) share them,
+so a Horde pays for its traces once per group.
 
 A node's loop (a fixed clock sampling the latest message of each topic)::
 
@@ -51,7 +52,7 @@ from gamma_net_core.horde.readouts import readout_weights
 from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
 from gamma_net_core.linear.kernels import _alpha
 from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
-from gamma_net_core.linear.traces import Traces
+from gamma_net_core.linear.traces import Traces, between_rungs
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas, validate_taus
 
 VERSION = 1
@@ -326,14 +327,32 @@ class HordeLearner:
                 f"continuations differ ({float(cont[first[q]])!r} and {float(cont[q])!r}): give them different "
                 "trace_groups"
             )
-        net = self._net
+        net, cfg = self._net, self.config
+        # TD(0) between the rungs, then TD(lambda) on them (linear/traces.py); a refusal undoes both.
+        between = between_rungs(g, self.update_count)
+        before, w_max = self._W.copy(), self._w_max.copy()
+        bad = kernels.constant_step(
+            self._W, s_t, s_tp1, between, c, cont, self.step_size(), cfg.loss_scaling, net._ts, net._tiles,
+            self._w_max, net._w_limit, self._scratch,
+        )  # fmt: skip
+        if bad >= 0:
+            deltas = self._scratch[9][:, : between.shape[0]].copy()
+            raise FloatingPointError(
+                f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
+                f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "
+                "learner unchanged: lower step_size or lam, or check the cumulant's scale"
+            )
+        alpha = float(_alpha(cfg.step_size * (1.0 - cfg.lam), cfg.step_size_decay_steps, self.update_count,
+                             net.n_active))  # fmt: skip
         bad = kernels.lambda_step(
-            self._W, s_t, s_tp1, g, c, cont, self.step_size(), self.config.loss_scaling, net._ts, net._tiles,
+            self._W, s_t, s_tp1, g, c, cont, alpha, self.config.loss_scaling, net._ts, net._tiles,
             self._w_max, net._w_limit, self._scratch, self.config.lam, self._traces.kernel_args, self._groups,
             self._members, self._n_members, self._continuation_t, self._lambda_work,
         )  # fmt: skip
         deltas = self._scratch[9][:, : g.shape[0]].copy()
         if bad >= 0:
+            self._W[:] = before
+            self._w_max[:] = w_max
             raise FloatingPointError(
                 f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
                 f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "

@@ -15,13 +15,13 @@ from gamma_net_core.linear import checkpoints
 from gamma_net_core.linear.kernels import (
     _alpha,
     _learn_many,
-    _learn_many_lambda,
     _learn_one,
     _learn_one_lambda,
     _predict_many,
     _timescale_keys_py,
     traced_work,
 )
+from gamma_net_core.linear.laddered import learn_many_laddered
 from gamma_net_core.linear.settings import (
     N_TIMESCALE_DIMS,
     TIMESCALE_INPUTS,
@@ -29,7 +29,7 @@ from gamma_net_core.linear.settings import (
     GammaNetConfig,
     LinearTDConfig,
 )
-from gamma_net_core.linear.traces import Traces
+from gamma_net_core.linear.traces import Traces, between_rungs
 from gamma_net_core.tilecoding import TileCoder
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
 
@@ -182,9 +182,20 @@ class _LinearTD:
         args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self.config.loss_scaling)
         if self.config.lam > 0.0:
             traces = self._traces_for(gammas)
-            ok = _learn_one_lambda(
-                *args, self._ts, self._tiles, self._w_limit, deltas, self.config.lam, traces.kernel_args, self._work
-            )
+            # TD(0) between the rungs, then TD(lambda) on them (linear/traces.py); a refusal undoes both.
+            between = between_rungs(traces.gammas, self.update_count)
+            before = self._weights.copy()
+            ok = _learn_one(*args[:3], between, *args[4:], self._ts, self._tiles, self._w_limit, np.empty(between.size))
+            if ok:
+                cfg = self.config
+                alpha = float(_alpha(cfg.step_size * (1.0 - cfg.lam), cfg.step_size_decay_steps, self.update_count,
+                                     self.n_active))  # fmt: skip
+                lam_args = args[:6] + (alpha,) + args[7:]
+                ok = _learn_one_lambda(
+                    *lam_args, self._ts, self._tiles, self._w_limit, deltas, cfg.lam, traces.kernel_args, self._work
+                )
+                if not ok:
+                    self._weights[:] = before
             if ok and terminal:
                 traces.reset()
         else:
@@ -244,8 +255,10 @@ class _LinearTD:
                     self.update_count = count
                     self._traces = traces_before
                     raise
-                args = args[:5] + (traces.gammas,) + args[6:]
-                bad = _learn_many_lambda(*args, cfg.lam, traces.kernel_args, self._work)
+                between = between_rungs(traces.gammas, np.arange(self.update_count, self.update_count + stop - start))
+                traced_step = cfg.step_size * (1.0 - cfg.lam)
+                args = args[:5] + (between, traces.gammas, cfg.step_size, traced_step) + args[7:]
+                bad = learn_many_laddered(*args, cfg.lam, traces.kernel_args, self._work)
             else:
                 bad = _learn_many(*args)
             if bad >= 0:

@@ -1,23 +1,39 @@
-"""Eligibility traces of TD(lambda) for the linear Γ-nets: one trace per fixed training timescale.
+"""TD(lambda) for the linear Γ-nets: traces on a fixed ladder of timescales, TD(0) between its rungs.
 
 Why a fixed set. The backward view of TD(lambda) at one discount gamma keeps
 z_t = gamma lambda z_{t-1} + x(S_t, gamma) and moves the weights by alpha delta_t z_t; z_t is the
 sum of that gamma's past feature vectors, so it only exists for a gamma trained on at every past
 step. Algorithm 1 draws Gamma_t afresh each step: a drawn gamma has no past, and a trace per slot
-of Gamma_t would mix feature vectors of unrelated timescales. So with lambda > 0 the learner
-trains every step on one fixed Gamma = {gamma_1 .. gamma_K}, the sampling's ladder
+of Gamma_t would mix feature vectors of unrelated timescales. So with lambda > 0 the traces belong
+to one fixed Gamma = {gamma_1 .. gamma_K}, the sampling's ladder
 (:func:`gamma_net_core.timescales.ladder`: the bounds and the midpoints of equal-probability
-strata, the same size and spread as a draw), and keeps one trace per gamma_k::
+strata, the same size and spread as a draw), one trace per gamma_k::
 
     z_k   = gamma_k lambda c_t z_k + x(S_t, gamma_k)      (c_t: continuation of S_t; 0 cuts the trace)
     delta_k = s_k C_{t+1} + gamma_k c_{t+1} f(S_{t+1}, gamma_k) - f(S_t, gamma_k)
-    w    += alpha * sum_k delta_k z_k
+    w    += alpha (1 - lambda) * sum_k delta_k z_k
 
 (accumulating traces; s_k, f and the TD errors are those of :mod:`gamma_net_core.linear`, with the
-weights before the step). Between the ladder's gammas the timescale inputs' tile coding
-generalizes, as it does between draws. For one gamma this is linear TD(lambda) on f, whose fixed
-point on-policy with a representable value is the exact value for every lambda; lambda = 0 is
-TD(0) on the ladder (the learners keep Algorithm 1's draws and kernels when lambda is 0).
+weights before that update). The step is alpha (1 - lambda): an accumulating trace sums about
+1 / (1 - gamma lambda) feature vectors, so at alpha itself a TD(lambda) step reaches some ten
+times further than a TD(0) step at lambda 0.9 (and diverged on the Horde's event question).
+
+Between the rungs. Training only the ladder's gammas leaves the timescales between them to the
+timescale inputs' tile coding, which does not carry the rungs' values there: with tiles narrower
+than the gap between two rungs some tiles between them are never trained, and with wider ones the
+coding interpolates linearly between the rungs, not the value's curve (on an 8-state ring with
+tiles of 1/16, TD(lambda) on the 32-rung arm ladder was 20x worse at tau 3.7, between its rungs
+2.71 and 6.12, than TD(0) on drawn Gamma_t). So each step first makes one TD(0) update (Algorithm
+1, at alpha) on K - 1 timescales between the rungs, one in each gap of the sorted ladder, at a
+point that moves through the gap from step to step (:func:`between_rungs`: the fractional part of
+a golden-ratio sequence of the update count, so no generator state, bit for bit the same through
+both doors and after a resume), then the TD(lambda) update above. Over the steps every timescale
+between tau_min and tau_max is trained by TD(0), as a draw trains it, while the traces carry long
+returns and events back on the rungs. The cost is about that of a TD(0) step more than the traces
+alone (docs/results.md measures both). For one gamma TD(lambda) is linear TD(lambda) on f, whose
+fixed point on-policy with a representable value is the exact value for every lambda, and TD(0)
+shares it, so the two updates pull to the same values. lambda = 0 is Algorithm 1 unchanged (its
+draws and kernels; no ladder).
 A termination (``terminal``, or a question's continuation 0) cuts the traces, so no TD error
 reaches back past it. In a Horde the features are shared, so questions with the same
 continuation share their traces: the cost is paid once per continuation, not per question.
@@ -34,6 +50,8 @@ nothing, so the rebuilt support gives the same updates).
 
 from __future__ import annotations
 
+import math
+
 import numba
 import numpy as np
 
@@ -41,6 +59,34 @@ import numpy as np
 #: Without it an entry of a state not revisited decays for ever, through subnormal numbers whose arithmetic
 #: is some 100x slower on x86: a long stream's TD(lambda) step slowed 27x (docs/benchmarks.md).
 DROP = 1e-12
+
+
+#: The golden ratio's fractional part: u_n = frac(1/2 + n PHI) spreads over [0, 1) as evenly as a sequence can.
+PHI = (math.sqrt(5.0) - 1.0) / 2.0
+#: The shift of the point from one gap to the next (sqrt 2's fractional part), so the gaps are not sampled in step.
+GAP_SHIFT = math.sqrt(2.0) - 1.0
+
+
+def between_rungs(ladder: np.ndarray, counts) -> np.ndarray:
+    """The timescales between the ladder's rungs that update number ``counts`` trains by TD(0).
+
+    One in each gap of the sorted ladder (gaps of zero width skipped), at fraction
+    u = frac(1/2 + count PHI + gap GAP_SHIFT) of the gap on the tau scale: over the updates each
+    gap is swept evenly, without a generator (the update count is the learner's state already).
+
+    Args:
+      ladder: the fixed Gamma [K].
+      counts: one update number, or [T] of them.
+
+    Returns:
+      float64 [K - 1] gammas for one count, [T, K - 1] for many (fewer columns where rungs repeat).
+    """
+    g = np.unique(ladder)
+    tau = 1.0 / (1.0 - g)
+    gap = np.arange(tau.shape[0] - 1, dtype=np.float64)
+    n = np.asarray(counts, dtype=np.float64)[..., None]
+    u = np.modf(0.5 + n * PHI + gap * GAP_SHIFT)[0]
+    return np.ascontiguousarray(1.0 - 1.0 / (tau[:-1] + u * (tau[1:] - tau[:-1])))
 
 
 class Traces:

@@ -5,7 +5,7 @@ Nothing here is compiled or tuned. :class:`ReferenceTileCoder` computes the indi
 constants); :class:`ReferenceLinearTD` is Algorithm 1 of the paper line by line, a
 Python loop over the gammas in Gamma_t, with loss scaling as the paper derives it (the
 weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)), and with ``lam`` > 0
-TD(0) between the rungs of a fixed Gamma then TD(lambda) with one dense trace per rung (why:
+TD(0) on a draw then TD(lambda) with one dense trace per rung of a fixed ladder (why:
 :mod:`gamma_net_core.linear.traces`). Tests check that the fast learners in
 :mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
 """
@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
-from gamma_net_core.linear.traces import DROP, between_rungs
+from gamma_net_core.linear.traces import DROP
 from gamma_net_core.tilecoding import draw_tilings
 from gamma_net_core.timescales import TimescaleSampler
 
@@ -159,17 +159,20 @@ class ReferenceLinearTD:
         return np.array(deltas_v)
 
     def _learn_lambda(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas: np.ndarray) -> np.ndarray:
-        """TD(lambda): z_k = gamma_k lambda z_k + x(S_t, gamma_k); w += alpha sum_k delta_k z_k; a terminal cuts z."""
+        """TD(0) on the draw (Gamma_t's second half), then TD(lambda) on the ladder (its first half).
+
+        z_k = gamma_k lambda z_k + x(S_t, gamma_k); w += alpha (1 - lambda) sum_k delta_k z_k; a terminal cuts z.
+        """
+        K = gammas.shape[0] // 2 if self.timescale_input != "none" else gammas.shape[0]  # the baseline draws nothing
+        gammas, drawn = gammas[:K], gammas[K:]
         if self.z is None:
             self.trace_gammas = gammas.copy()
             self.z = np.zeros((gammas.shape[0], self.coder.n_features))
         elif not np.array_equal(gammas, self.trace_gammas):
-            raise ValueError(f"TD(lambda) needs the same Gamma_t every step; got {gammas} after {self.trace_gammas}")
-        # First TD(0) on the timescales between the rungs (Algorithm 1 at alpha), then TD(lambda) on the rungs.
-        between = between_rungs(self.trace_gammas, self.update_count)
+            raise ValueError(f"TD(lambda) needs the same ladder every step; got {gammas} after {self.trace_gammas}")
         self.lam, lam = 0.0, self.lam
         try:
-            self.learn(state_t, cumulant, state_tp1, terminal, between)
+            self.learn(state_t, cumulant, state_tp1, terminal, drawn)
         finally:
             self.lam = lam
         self.update_count -= 1

@@ -117,10 +117,12 @@ def linear_curves(stream: dict, config, sampling, budget: Budget) -> dict:
         name = _name("Γ-net", lam, fixed_ladder)
         cfg = dataclasses.replace(config, lam=lam)
         net = LinearGammaNet(cfg, rng=np.random.default_rng(rng.integers(2**32)))
-        sampler = TimescaleSampler(sampling, np.random.default_rng(rng.integers(2**32)), fixed=fixed_ladder)
+        sampler = TimescaleSampler(sampling, np.random.default_rng(rng.integers(2**32)), fixed=lam > 0.0)
+        only_ladder = fixed_ladder and lam == 0.0  # the control: TD(0) on the ladder alone, nothing drawn
 
-        def learn(a, b, net=net, sampler=sampler):
-            net.learn_recording(states_t=s_t[a:b], cumulants=c[a:b], states_tp1=s_tp1[a:b], timescales=sampler)
+        def learn(a, b, net=net, sampler=sampler, only_ladder=only_ladder):
+            timescales = np.broadcast_to(sampler.ladder, (b - a, sampler.ladder.size)) if only_ladder else sampler
+            net.learn_recording(states_t=s_t[a:b], cumulants=c[a:b], states_tp1=s_tp1[a:b], timescales=timescales)
 
         learners[name] = (learn, lambda net=net: net.predict(s_t[scored], gammas))
     fixed = [
@@ -241,7 +243,9 @@ def horde_curves(recording, budget: Budget) -> dict:
             started = time.perf_counter()
             try:
                 for t in range(a, b):
-                    g = ladder_gammas if fixed_ladder else None  # None: drawn by the Horde's sampler
+                    # The control trains the ladder alone; None: Gamma_t from the Horde's sampler (with lam > 0
+                    # the ladder, then a draw).
+                    g = ladder_gammas if fixed_ladder and lam == 0.0 else None
                     horde.learn(inputs[t], cumulants[t + 1], inputs[t + 1], continuations[t + 1], gammas=g)
             except FloatingPointError as exc:
                 failed = f"diverged at step {t}: {exc}"

@@ -7,7 +7,7 @@ single-question learner's (:class:`gamma_net_core.linear.LinearGammaNet`, its or
 here equal N single learners fed the same stream), see :mod:`gamma_net_core.horde.kernels`.
 With ``adaptation.method == "autostep"`` each question and feature has its own step size.
 With ``config.lam`` > 0 it learns by TD(lambda) on the sampling's fixed ladder of timescales, each
-step after a TD(0) update between the ladder's rungs (:mod:`gamma_net_core.linear.traces`), one
+step after a TD(0) update on a draw (Gamma_t is the ladder, then the draw: :mod:`gamma_net_core.linear.traces`), one
 set of traces per continuation group: questions with the same termination (or none) share them,
 so a Horde pays for its traces once per group.
 
@@ -52,7 +52,7 @@ from gamma_net_core.horde.readouts import readout_weights
 from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
 from gamma_net_core.linear.kernels import _alpha
 from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
-from gamma_net_core.linear.traces import Traces, between_rungs
+from gamma_net_core.linear.traces import Traces
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas, validate_taus
 
 VERSION = 1
@@ -150,7 +150,7 @@ class HordeLearner:
         for q, g in enumerate(self._groups):
             self._members[g, self._n_members[g]] = q
             self._n_members[g] += 1
-        ladder = self.sampler.sample()
+        ladder = self.sampler.ladder
         self._traces = Traces(G, ladder, self.n_features)
         self._continuation_t = np.ones(G)
         self._lambda_work = kernels.make_lambda_work(self.n_features, Q, G, ladder.shape[0])
@@ -313,11 +313,13 @@ class HordeLearner:
         self.update_count += 1
         return deltas
 
-    def _learn_lambda(self, s_t, c, s_tp1, cont, g) -> np.ndarray:
-        if not np.array_equal(g, self._traces.gammas):
+    def _learn_lambda(self, s_t, c, s_tp1, cont, gammas) -> np.ndarray:
+        K = self._traces.gammas.shape[0]
+        g, drawn = np.ascontiguousarray(gammas[:K]), np.ascontiguousarray(gammas[K:])
+        if gammas.shape[0] != 2 * K or not np.array_equal(g, self._traces.gammas):
             raise ValueError(
                 f"TD(lambda) keeps one trace per timescale, so Gamma_t must be the sampling's fixed ladder "
-                f"{self._traces.gammas.tolist()}; got {g.tolist()}"
+                f"{self._traces.gammas.tolist()} then a draw of {K}; got {gammas.tolist()}"
             )
         first = self._members[self._groups, 0]
         if np.any(cont != cont[first]):
@@ -328,15 +330,14 @@ class HordeLearner:
                 "trace_groups"
             )
         net, cfg = self._net, self.config
-        # TD(0) between the rungs, then TD(lambda) on them (linear/traces.py); a refusal undoes both.
-        between = between_rungs(g, self.update_count)
+        # TD(0) on the draw, then TD(lambda) on the ladder (linear/traces.py); a refusal undoes both.
         before, w_max = self._W.copy(), self._w_max.copy()
         bad = kernels.constant_step(
-            self._W, s_t, s_tp1, between, c, cont, self.step_size(), cfg.loss_scaling, net._ts, net._tiles,
+            self._W, s_t, s_tp1, drawn, c, cont, self.step_size(), cfg.loss_scaling, net._ts, net._tiles,
             self._w_max, net._w_limit, self._scratch,
         )  # fmt: skip
         if bad >= 0:
-            deltas = self._scratch[9][:, : between.shape[0]].copy()
+            deltas = self._scratch[9][:, : drawn.shape[0]].copy()
             raise FloatingPointError(
                 f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
                 f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "

@@ -1,4 +1,4 @@
-"""TD(lambda) over a recording: each step TD(0) between the ladder's rungs, then TD(lambda) on the rungs.
+"""TD(lambda) over a recording: each step TD(0) on the draw, then TD(lambda) on the ladder's rungs.
 
 The numba loop of :meth:`gamma_net_core.linear.LinearGammaNet.learn_recording` with ``lam`` > 0
 (the update: :mod:`gamma_net_core.linear.traces`). It calls the TD(0) and TD(lambda) kernels of
@@ -20,7 +20,7 @@ def learn_many_laddered(
     states_tp1,
     cumulants,
     terminals,
-    between,
+    drawn,
     ladder,
     step_size,
     traced_step_size,
@@ -39,7 +39,7 @@ def learn_many_laddered(
     traces,
     work,
 ):  # pragma: no cover - compiled
-    """Each transition: TD(0) on ``between[n]`` at ``step_size``, then TD(lambda) on ``ladder`` at ``traced_step_size``.
+    """Each transition: TD(0) on ``drawn[n]`` at ``step_size``, then TD(lambda) on ``ladder`` at ``traced_step_size``.
 
     Predictions are recorded before the step, as :func:`_learn_many` records them. Returns -1, or
     the first step whose update was refused (the caller restores weights and traces).
@@ -52,7 +52,7 @@ def learn_many_laddered(
         else:
             out, rf = predictions[:0], 1
         bad = _learn_many(
-            w, states_t[one], states_tp1[one], cumulants[one], terminals[one], between[one], step_size, decay_steps,
+            w, states_t[one], states_tp1[one], cumulants[one], terminals[one], drawn[one], step_size, decay_steps,
             count + n, n_active, loss_scaling, ts, tiles, w_limit, probe_keys, probe_scales, rf, out,
         )  # fmt: skip
         if bad >= 0:

@@ -29,7 +29,7 @@ from gamma_net_core.linear.settings import (
     GammaNetConfig,
     LinearTDConfig,
 )
-from gamma_net_core.linear.traces import Traces, between_rungs
+from gamma_net_core.linear.traces import Traces
 from gamma_net_core.tilecoding import TileCoder
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
 
@@ -42,6 +42,7 @@ class _LinearTD:
 
     kind = ""
     _mode = "none"
+    _draws = True  # with lam > 0, Gamma_t is the ladder then a draw (linear/traces.py)
 
     def __init__(self, config: LinearTDConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
         self.config = config
@@ -106,9 +107,9 @@ class _LinearTD:
             self._work = traced_work(self.n_features, gammas.shape[0])
         elif not np.array_equal(gammas, self._traces.gammas):
             raise ValueError(
-                f"TD(lambda) keeps one trace per timescale, so Gamma_t must be the same every step: got "
-                f"{gammas.tolist()} after {self._traces.gammas.tolist()} (TimescaleSampler(..., fixed=True) gives "
-                "the sampling's fixed ladder)"
+                f"TD(lambda) keeps one trace per timescale, so the ladder in Gamma_t must be the same every step: "
+                f"got {gammas.tolist()} after {self._traces.gammas.tolist()} (TimescaleSampler(..., fixed=True) gives "
+                "the sampling's fixed ladder, then a draw)"
             )
         return self._traces
 
@@ -181,16 +182,17 @@ class _LinearTD:
         deltas = np.empty(gammas.shape[0])
         args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self.config.loss_scaling)
         if self.config.lam > 0.0:
-            traces = self._traces_for(gammas)
-            # TD(0) between the rungs, then TD(lambda) on them (linear/traces.py); a refusal undoes both.
-            between = between_rungs(traces.gammas, self.update_count)
+            ladder, drawn = _split(gammas, self._draws)
+            traces = self._traces_for(ladder)
+            deltas = np.empty(ladder.shape[0])
+            # TD(0) on the draw, then TD(lambda) on the ladder (linear/traces.py); a refusal undoes both.
             before = self._weights.copy()
-            ok = _learn_one(*args[:3], between, *args[4:], self._ts, self._tiles, self._w_limit, np.empty(between.size))
+            ok = _learn_one(*args[:3], drawn, *args[4:], self._ts, self._tiles, self._w_limit, np.empty(drawn.size))
             if ok:
                 cfg = self.config
                 alpha = float(_alpha(cfg.step_size * (1.0 - cfg.lam), cfg.step_size_decay_steps, self.update_count,
                                      self.n_active))  # fmt: skip
-                lam_args = args[:6] + (alpha,) + args[7:]
+                lam_args = args[:3] + (ladder,) + args[4:6] + (alpha,) + args[7:]
                 ok = _learn_one_lambda(
                     *lam_args, self._ts, self._tiles, self._w_limit, deltas, cfg.lam, traces.kernel_args, self._work
                 )
@@ -246,18 +248,20 @@ class _LinearTD:
             )  # fmt: skip
             if cfg.lam > 0.0 and stop > start:
                 try:
-                    traces = self._traces_for(np.ascontiguousarray(gammas[0]))
-                    if not np.all(gammas == gammas[:1]):
-                        row = int(np.flatnonzero(np.any(gammas != gammas[:1], axis=1))[0])
-                        self._traces_for(gammas[row])  # raises, naming both
+                    ladder, _ = _split(gammas[0], self._draws)
+                    K = ladder.shape[0]
+                    traces = self._traces_for(ladder)
+                    if not np.all(gammas[:, :K] == ladder[None, :]):
+                        row = int(np.flatnonzero(np.any(gammas[:, :K] != ladder[None, :], axis=1))[0])
+                        self._traces_for(np.ascontiguousarray(gammas[row, :K]))  # raises, naming both
                 except ValueError:
                     self._weights[:] = before
                     self.update_count = count
                     self._traces = traces_before
                     raise
-                between = between_rungs(traces.gammas, np.arange(self.update_count, self.update_count + stop - start))
+                drawn = np.ascontiguousarray(gammas[:, K:]) if self._draws else np.empty((stop - start, 0))
                 traced_step = cfg.step_size * (1.0 - cfg.lam)
-                args = args[:5] + (between, traces.gammas, cfg.step_size, traced_step) + args[7:]
+                args = args[:5] + (drawn, traces.gammas, cfg.step_size, traced_step) + args[7:]
                 bad = learn_many_laddered(*args, cfg.lam, traces.kernel_args, self._work)
             else:
                 bad = _learn_many(*args)
@@ -420,6 +424,7 @@ class FixedTimescaleTD(_LinearTD):
 
     kind = "linear_fixed_timescale"
     _config_class = FixedTimescaleConfig
+    _draws = False  # one gamma: TD(lambda) on it alone
 
     def __init__(self, config: FixedTimescaleConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
         if not isinstance(config, FixedTimescaleConfig):
@@ -453,6 +458,22 @@ class FixedTimescaleTD(_LinearTD):
         """Predicted return at the baseline's gamma: a float for one state [n_state], [N] for many."""
         out = self._predict(state, self._gammas)
         return float(out[0]) if out.ndim == 1 else out[:, 0]
+
+
+def _split(gammas: np.ndarray, draws: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """TD(lambda)'s Gamma_t [2K]: the ladder its traces follow [K], then the draw it trains by TD(0) [K].
+
+    Without ``draws`` (the fixed-timescale baseline: one gamma, nothing between) all of it is the ladder.
+    """
+    if not draws:
+        return np.ascontiguousarray(gammas), np.empty(0)
+    if gammas.shape[0] % 2:
+        raise ValueError(
+            f"with lam > 0 Gamma_t is the ladder then a draw (an even count; TimescaleSampler(..., fixed=True) gives "
+            f"it); got {gammas.shape[0]} gammas"
+        )
+    K = gammas.shape[0] // 2
+    return np.ascontiguousarray(gammas[:K]), np.ascontiguousarray(gammas[K:])
 
 
 def _gamma_source(timescales, T: int):

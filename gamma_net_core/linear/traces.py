@@ -1,4 +1,4 @@
-"""TD(lambda) for the linear Γ-nets: traces on a fixed ladder of timescales, TD(0) between its rungs.
+"""TD(lambda) for the linear Γ-nets: traces on a fixed ladder of timescales, TD(0) on a draw beside it.
 
 Why a fixed set. The backward view of TD(lambda) at one discount gamma keeps
 z_t = gamma lambda z_{t-1} + x(S_t, gamma) and moves the weights by alpha delta_t z_t; z_t is the
@@ -22,17 +22,17 @@ Between the rungs. Training only the ladder's gammas leaves the timescales betwe
 timescale inputs' tile coding, which does not carry the rungs' values there: with tiles narrower
 than the gap between two rungs some tiles between them are never trained, and with wider ones the
 coding interpolates linearly between the rungs, not the value's curve (on an 8-state ring with
-tiles of 1/16, TD(lambda) on the 32-rung arm ladder was 20x worse at tau 3.7, between its rungs
-2.71 and 6.12, than TD(0) on drawn Gamma_t). So each step first makes one TD(0) update (Algorithm
-1, at alpha) on K - 1 timescales between the rungs, one in each gap of the sorted ladder, at a
-point that moves through the gap from step to step (:func:`between_rungs`: the fractional part of
-a golden-ratio sequence of the update count, so no generator state, bit for bit the same through
-both doors and after a resume), then the TD(lambda) update above. Over the steps every timescale
-between tau_min and tau_max is trained by TD(0), as a draw trains it, while the traces carry long
-returns and events back on the rungs. The cost is about that of a TD(0) step more than the traces
-alone (docs/results.md measures both). For one gamma TD(lambda) is linear TD(lambda) on f, whose
-fixed point on-policy with a representable value is the exact value for every lambda, and TD(0)
-shares it, so the two updates pull to the same values. lambda = 0 is Algorithm 1 unchanged (its
+8 tilings of 1/8, TD(lambda) on the 32-rung arm ladder alone was 0.18 off at tau 3.7, between its
+rungs 2.71 and 6.12, where TD(0) on drawn Gamma_t was 0.008: docs/results.md). So with lambda > 0
+Gamma_t is the ladder followed by a draw of the sampling (``TimescaleSampler(..., fixed=True)``
+gives both, [2K]), and each step first makes Algorithm 1's TD(0) update on the draw (at alpha),
+then the TD(lambda) update above on the ladder, with the weights the first left. Every timescale
+between tau_min and tau_max is trained as Algorithm 1 trains it, while the traces carry long
+returns and events back on the rungs. Denser ladders (rungs no further apart than the timescale
+tiles generalize) were measured too and did worse between the rungs (docs/results.md). The cost
+is a TD(0) step more than the traces alone. For one gamma TD(lambda) is linear TD(lambda) on f,
+whose fixed point on-policy with a representable value is the exact value for every lambda, and
+TD(0) shares it, so the two updates pull to the same values. lambda = 0 is Algorithm 1 unchanged (its
 draws and kernels; no ladder).
 A termination (``terminal``, or a question's continuation 0) cuts the traces, so no TD error
 reaches back past it. In a Horde the features are shared, so questions with the same
@@ -50,8 +50,6 @@ nothing, so the rebuilt support gives the same updates).
 
 from __future__ import annotations
 
-import math
-
 import numba
 import numpy as np
 
@@ -59,34 +57,6 @@ import numpy as np
 #: Without it an entry of a state not revisited decays for ever, through subnormal numbers whose arithmetic
 #: is some 100x slower on x86: a long stream's TD(lambda) step slowed 27x (docs/benchmarks.md).
 DROP = 1e-12
-
-
-#: The golden ratio's fractional part: u_n = frac(1/2 + n PHI) spreads over [0, 1) as evenly as a sequence can.
-PHI = (math.sqrt(5.0) - 1.0) / 2.0
-#: The shift of the point from one gap to the next (sqrt 2's fractional part), so the gaps are not sampled in step.
-GAP_SHIFT = math.sqrt(2.0) - 1.0
-
-
-def between_rungs(ladder: np.ndarray, counts) -> np.ndarray:
-    """The timescales between the ladder's rungs that update number ``counts`` trains by TD(0).
-
-    One in each gap of the sorted ladder (gaps of zero width skipped), at fraction
-    u = frac(1/2 + count PHI + gap GAP_SHIFT) of the gap on the tau scale: over the updates each
-    gap is swept evenly, without a generator (the update count is the learner's state already).
-
-    Args:
-      ladder: the fixed Gamma [K].
-      counts: one update number, or [T] of them.
-
-    Returns:
-      float64 [K - 1] gammas for one count, [T, K - 1] for many (fewer columns where rungs repeat).
-    """
-    g = np.unique(ladder)
-    tau = 1.0 / (1.0 - g)
-    gap = np.arange(tau.shape[0] - 1, dtype=np.float64)
-    n = np.asarray(counts, dtype=np.float64)[..., None]
-    u = np.modf(0.5 + n * PHI + gap * GAP_SHIFT)[0]
-    return np.ascontiguousarray(1.0 - 1.0 / (tau[:-1] + u * (tau[1:] - tau[:-1])))
 
 
 class Traces:

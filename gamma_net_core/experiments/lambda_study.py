@@ -17,7 +17,7 @@ truncates; the last half on a stream shorter than 10 tau_max). Three domains, ea
 
 Learners: the Γ-net with TD(0) on drawn Gamma_t (the paper's Algorithm 1), with TD(0) on the fixed
 ladder only (a control), and with TD(lambda) for each ``--lams`` (traces on the fixed ladder, TD(0)
-between its rungs, :mod:`gamma_net_core.linear.traces`); per probe tau a fixed-timescale TD(0)
+on a draw beside it, :mod:`gamma_net_core.linear.traces`); per probe tau a fixed-timescale TD(0)
 learner (the paper's baseline), and two TD(Delta) learners on the ladder of the probe taus
 (:mod:`gamma_net_core.linear.td_delta`): one setting for every component (which is fixed-timescale
 TD(0), by construction) and per-component settings (:data:`DELTA_LAMBDA`); for the Horde, TD(0),
@@ -77,7 +77,7 @@ def _variants(budget: Budget) -> list[tuple[float, bool]]:
 
     TD(0) on drawn Gamma_t (the paper's), TD(0) on the fixed ladder only (the control that shows
     what training only the rungs costs between them), then each lambda: TD(lambda) on the ladder
-    with TD(0) between its rungs (:mod:`gamma_net_core.linear.traces`; its traced step is alpha
+    with TD(0) on a draw beside it (:mod:`gamma_net_core.linear.traces`; its traced step is alpha
     (1 - lambda), built in).
     """
     return [(0.0, False), (0.0, True)] + [(lam, True) for lam in budget.lams]

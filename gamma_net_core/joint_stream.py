@@ -3,7 +3,7 @@
 :class:`OnlineGammaNet` joins the pieces a robot's stream needs and that a recording read
 offline does not: joint selection and validation per message, pairing each reading with
 the previous one into a transition (S_{t-1}, C_t, S_t), a fresh Gamma_t per step (with TD(lambda),
-``learner.lam`` > 0, the sampling's fixed ladder, its traces cut at every episode start), episode
+``learner.lam`` > 0, the sampling's fixed ladder then a draw, the traces cut at every episode start), episode
 boundaries when time jumps back by more than ``max_gap`` (a bag played again) or stalls
 longer than ``max_gap`` (a robot paused), a smaller step back skipped as a bad message (the
 rule is :class:`~gamma_net_core.data.joints.JointSelector`'s, which the offline reader of
@@ -90,7 +90,7 @@ class OnlineGammaNet:
         self.learning = learn
         self.selector = JointSelector(joints, max_gap=self.max_gap)
         self.net = _net if _net is not None else LinearGammaNet(learner, rng=rng)
-        # TD(lambda) traces belong to fixed timescales: the sampling's ladder every step (linear/traces.py).
+        # TD(lambda) traces belong to fixed timescales: the sampling's ladder, then a draw (linear/traces.py).
         self.sampler = TimescaleSampler(timescales, rng, fixed=learner.lam > 0.0)
         self.latest: JointSample | None = None
         self.episodes = 0

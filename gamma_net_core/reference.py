@@ -5,7 +5,7 @@ Nothing here is compiled or tuned. :class:`ReferenceTileCoder` computes the indi
 constants); :class:`ReferenceLinearTD` is Algorithm 1 of the paper line by line, a
 Python loop over the gammas in Gamma_t, with loss scaling as the paper derives it (the
 weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)), and with ``lam`` > 0
-TD(lambda) with one dense trace per gamma of a fixed Gamma (why fixed:
+TD(0) on a draw then TD(lambda) with one dense trace per rung of a fixed ladder (why:
 :mod:`gamma_net_core.linear.traces`). Tests check that the fast learners in
 :mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
 """
@@ -159,14 +159,25 @@ class ReferenceLinearTD:
         return np.array(deltas_v)
 
     def _learn_lambda(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas: np.ndarray) -> np.ndarray:
-        """TD(lambda): z_k = gamma_k lambda z_k + x(S_t, gamma_k); w += alpha sum_k delta_k z_k; a terminal cuts z."""
+        """TD(0) on the draw (Gamma_t's second half), then TD(lambda) on the ladder (its first half).
+
+        z_k = gamma_k lambda z_k + x(S_t, gamma_k); w += alpha (1 - lambda) sum_k delta_k z_k; a terminal cuts z.
+        """
+        K = gammas.shape[0] // 2 if self.timescale_input != "none" else gammas.shape[0]  # the baseline draws nothing
+        gammas, drawn = gammas[:K], gammas[K:]
         if self.z is None:
             self.trace_gammas = gammas.copy()
             self.z = np.zeros((gammas.shape[0], self.coder.n_features))
         elif not np.array_equal(gammas, self.trace_gammas):
-            raise ValueError(f"TD(lambda) needs the same Gamma_t every step; got {gammas} after {self.trace_gammas}")
+            raise ValueError(f"TD(lambda) needs the same ladder every step; got {gammas} after {self.trace_gammas}")
+        self.lam, lam = 0.0, self.lam
+        try:
+            self.learn(state_t, cumulant, state_tp1, terminal, drawn)
+        finally:
+            self.lam = lam
+        self.update_count -= 1
         deltas_f = []
-        for gamma in gammas:  # every TD error with the weights before the step
+        for gamma in gammas:  # every TD error with the weights after the TD(0) part
             f_t = self.output(state_t, gamma)
             f_tp1 = 0.0 if terminal else self.output(state_tp1, gamma)
             deltas_f.append(self.scale(gamma) * cumulant + gamma * f_tp1 - f_t)
@@ -176,7 +187,11 @@ class ReferenceLinearTD:
             self.z[k][np.abs(self.z[k]) < DROP] = 0.0  # entries decayed to nothing leave the trace
             np.add.at(self.z[k], self.features(state_t, gamma), 1.0)  # a repeated hashed tile counts twice
             Delta += deltas_f[k] * self.z[k]
-        self.w += self.step_size() * Delta
+        alpha, decay = self.config.step_size * (1.0 - self.lam), self.config.step_size_decay_steps
+        if decay > 0:
+            self.w += alpha * max(0.0, 1.0 - self.update_count / decay) / self.n_active * Delta
+        else:
+            self.w += alpha / self.n_active * Delta
         if terminal:
             self.z[:] = 0.0
         self.update_count += 1

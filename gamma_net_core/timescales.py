@@ -130,9 +130,9 @@ def ladder(sampling: TimescaleSampling) -> np.ndarray:
     The bounds (when ``include_bounds``), then ``n_gamma`` gammas at the midpoints of equal
     slices of [gamma(tau_min), gamma(tau_max)], then ``n_tau`` at the midpoints of equal slices
     of [tau_min, tau_max] (rounded down to integers with ``integer_tau``): the same size and
-    order as a draw, spread over the same distribution. TD(lambda) trains on it every step,
+    order as a draw, spread over the same distribution. TD(lambda) keeps its traces on it,
     because an eligibility trace belongs to one timescale and a timescale drawn afresh has no
-    past to trace (:mod:`gamma_net_core.linear.traces`).
+    past to trace, and trains TD(0) on a draw beside it (:mod:`gamma_net_core.linear.traces`).
 
     Returns:
       float64 [sampling.size] gammas.
@@ -153,7 +153,9 @@ class TimescaleSampler:
     Args:
       sampling: how Gamma_t is drawn.
       rng: the draws' generator.
-      fixed: give :func:`ladder` every step instead, drawing nothing (TD(lambda) needs it).
+      fixed: give :func:`ladder`, then a draw, every step: [2 size] (TD(lambda) needs it: traces on
+        the ladder, TD(0) on the draw, :mod:`gamma_net_core.linear.traces`); the draws are those
+        the sampler gives without ``fixed``, from the same generator.
     """
 
     def __init__(self, sampling: TimescaleSampling, rng: np.random.Generator, *, fixed: bool = False) -> None:
@@ -165,10 +167,18 @@ class TimescaleSampler:
         self._bounds = np.array([self.gamma_min, self.gamma_max]) if sampling.include_bounds else np.empty(0)
         self._ladder = ladder(sampling)
 
+    @property
+    def ladder(self) -> np.ndarray:
+        """:func:`ladder` of the sampling (a copy)."""
+        return self._ladder.copy()
+
     def sample(self) -> np.ndarray:
-        """One Gamma_t: float64 [size], each gamma in [gamma(tau_min), gamma(tau_max)]."""
+        """One Gamma_t: float64 [size] (with ``fixed``: the ladder, then the draw, [2 size]), each in the bounds."""
         if self.fixed:
-            return self._ladder.copy()
+            return np.concatenate([self._ladder, self._draw()])
+        return self._draw()
+
+    def _draw(self) -> np.ndarray:
         s = self.sampling
         on_gamma = self.rng.uniform(self.gamma_min, self.gamma_max, size=s.n_gamma)
         if s.integer_tau:
@@ -189,10 +199,13 @@ class TimescaleSampler:
         if n < 0:
             raise ValueError(f"n must be >= 0; got {n!r}")
         if self.fixed:
-            return np.repeat(self._ladder[None, :], n, axis=0)
+            return np.concatenate([np.repeat(self._ladder[None, :], n, axis=0), self._draw_many(n)], axis=1)
+        return self._draw_many(n)
+
+    def _draw_many(self, n: int) -> np.ndarray:
         s = self.sampling
         if s.integer_tau and s.n_tau:
-            rows = [self.sample() for _ in range(n)]
+            rows = [self._draw() for _ in range(n)]
             return np.stack(rows) if rows else np.empty((0, s.size))
         u = self.rng.random((n, s.n_gamma + s.n_tau))
         on_gamma = self.gamma_min + (self.gamma_max - self.gamma_min) * u[:, : s.n_gamma]

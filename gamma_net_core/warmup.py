@@ -116,7 +116,8 @@ def warm_offline(learner: GammaNetConfig, timescales: TimescaleSampling) -> None
         states_t=states,
         cumulants=np.zeros(4),
         states_tp1=states,
-        timescales=TimescaleSampler(timescales, rng),
+        # As `arm train` draws them: with TD(lambda) the ladder, then a draw (its kernel: linear/laddered.py).
+        timescales=TimescaleSampler(timescales, rng, fixed=learner.lam > 0.0),
         probe_gammas=np.array([0.5, 0.9]),
     )
 

@@ -21,6 +21,7 @@ from gamma_net_core.horde.readouts import (
     horizon,
     ideal_discount,
     readout_weights,
+    relative_gain,
 )
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.returns import discounted_returns
@@ -41,9 +42,11 @@ def test_readouts_approximate_their_discount_functions():
     assert np.max(np.abs(d[:60] - 1.0 / (1.0 + 0.5 * t))) < 0.021
     g, c = readout_weights(WINDOW, rate_hz=10.0, tau_max=100.0)
     d = discount_function(g, c, np.arange(700))
-    assert abs(d.sum() - 10.0) < 0.5  # the sum over the next 10 steps, about
-    # a box from decaying exponentials: about 1 early in the window, a soft edge, a small undershoot after
-    assert np.all(d[:6] > 0.85) and np.mean(d[:10]) > 0.85 and np.max(np.abs(d[25:])) < 0.05
+    assert abs(d.sum() - 10.0) < 1.0  # the sum over the next 10 steps, about
+    # a box from decaying exponentials: about 1 early in the window, a soft edge, a small undershoot after;
+    # much softer than the least-squares box, for a bounded gain (relative_gain 2.2 where the box's was 12.7)
+    assert np.all(d[:3] > 0.95) and np.mean(d[:10]) > 0.7 and np.max(np.abs(d[25:])) < 0.08
+    assert relative_gain(g, c, 10.0) < 2.5 and np.abs(c).sum() < 2.0
 
 
 def test_exact_readout_returns_are_the_discount_function_applied_to_the_signal():
@@ -281,3 +284,43 @@ def test_a_learner_on_the_chain_forecasts_its_expected_cumulants():
         # measured 0.14, 0.14, 0.15 (of a cumulant in [-1, 1]): the kernel's width plus learning noise
         assert np.max(np.abs(learned - exact)) < 0.2, r.name
         assert np.max(np.abs(learned - exact)) < 0.5 * np.max(np.abs(c - exact)), r.name
+
+
+@pytest.mark.parametrize("seconds", [1.0, 2.0])
+def test_a_learned_window_readout_is_within_twice_the_value_error_at_its_length(seconds):
+    """A Horde learns a ring chain (cumulant 1 + cos, so returns grow with tau) at the readout's gammas and at
+    tau = N, the window's length in steps. Both against exact targets from linear algebra: the readout's
+    learned error, relative to its exact return, within 2x the value's at tau = N. Measured: 0.008 for both
+    windows against values 0.013 and 0.008 off; the least-squares fit of before (relative gain 8.7-8.8 at
+    tau_max 30) gave 0.007 and 0.012."""
+    STEPS = 100_000  # alpha 0.3 decayed to 0: every readout tau, up to 30, learned to within 1 %
+    P, c = ring_chain()
+    c = 1.0 + c
+    rate, tau_max = 10.0, 30.0
+    window = Readout(name="w", kind="window", seconds=seconds)
+    n = seconds * rate
+    config = GammaNetConfig(tilings=(1,), tile_widths=(0.01,), memory_size=0, bias=False, step_size=0.3,
+                            step_size_decay_steps=STEPS, state_low=(0.0,), state_high=(float(RING),),
+                            timescale_input="both", tau_scale=50.0)  # fmt: skip
+    horde = HordeLearner(config, names=["ring"], readouts=[window], rate_hz=rate,
+                         timescales=TimescaleSampling(n_gamma=0, n_tau=1, tau_max=tau_max),
+                         rng=np.random.default_rng(0))  # fmt: skip
+    g, a = horde.readout_weights("w")
+    at_n = 1.0 - 1.0 / n
+    train = np.unique(np.append(g, at_n))
+    rng = np.random.default_rng(1)
+    cumulative = np.cumsum(P, axis=1)
+    s = 0
+    for _ in range(STEPS):
+        s_next = min(int(np.searchsorted(cumulative[s], rng.random())), RING - 1)
+        horde.learn([s + 0.5], [c[s_next]], [s_next + 0.5], gammas=train)
+        s = s_next
+    states = [[x + 0.5] for x in range(RING)]
+    exact_value = chain_values(P, c, [at_n])[:, 0]
+    exact_readout = chain_values(P, c, g) @ a  # the readout's exact return, from exact values
+    value = np.array([horde.predict(x, [at_n])[0, 0] for x in states])
+    readout = np.array([horde.readout(x, "w")[0] for x in states])
+    value_error = np.sqrt(np.mean((value - exact_value) ** 2) / np.mean(exact_value**2))
+    readout_error = np.sqrt(np.mean((readout - exact_readout) ** 2) / np.mean(exact_readout**2))
+    assert value_error > 1e-3  # a learned value, not an exact one
+    assert readout_error < 2.0 * value_error, (readout_error, value_error)

@@ -66,7 +66,7 @@ def test_lambda_zero_is_the_td0_learner_bit_for_bit_on_a_stream():
 def test_fast_td_lambda_equals_its_numpy_oracle_on_a_stream(lam):
     config = dataclasses.replace(ARM, lam=lam)
     s_t, c, s_tp1, ends = arm_data(600)
-    gammas = np.broadcast_to(ladder(ARM_SAMPLING), (600, 32))
+    gammas = TimescaleSampler(ARM_SAMPLING, np.random.default_rng(9), fixed=True).sample_many(600)  # ladder, draw
     fast = LinearGammaNet(config, rng=np.random.default_rng(0))
     one = LinearGammaNet(config, rng=np.random.default_rng(0))
     ref = ReferenceLinearTD(config, rng=np.random.default_rng(0))
@@ -74,14 +74,14 @@ def test_fast_td_lambda_equals_its_numpy_oracle_on_a_stream(lam):
     ref.learn_recording(states_t=s_t, cumulants=c, states_tp1=s_tp1, timescales=gammas, terminals=ends)
     sampler = TimescaleSampler(ARM_SAMPLING, np.random.default_rng(9), fixed=True)
     for t in range(600):
-        one.learn(s_t[t], c[t], s_tp1[t], ends[t], sampler.sample())
+        one.learn(s_t[t], c[t], s_tp1[t], ends[t], sampler.sample())  # the same ladder and draws, one at a time
     assert np.abs(ref.w).max() > 0.01 and np.abs(ref.z).max() > 1.0  # it learned, and traces accumulated
     np.testing.assert_allclose(fast.weights, ref.w, rtol=0, atol=1e-12)
     np.testing.assert_allclose(fast.traces, ref.z, rtol=0, atol=1e-12)
     np.testing.assert_array_equal(one.weights, fast.weights)  # the node's door equals the offline one exactly
     np.testing.assert_array_equal(one.traces, fast.traces)
-    # One more step: the same TD errors in the cumulant's units.
-    g = ladder(ARM_SAMPLING)
+    # One more step: the same TD errors (of the ladder) in the cumulant's units.
+    g = gammas[5]
     np.testing.assert_allclose(
         fast.learn(s_t[5], c[5], s_tp1[5], False, g), ref.learn(s_t[5], c[5], s_tp1[5], False, g), atol=1e-12
     )
@@ -90,7 +90,7 @@ def test_fast_td_lambda_equals_its_numpy_oracle_on_a_stream(lam):
 def test_td_lambda_differs_from_td0_and_a_terminal_cuts_the_traces():
     config = dataclasses.replace(ARM, lam=0.9)
     s_t, c, s_tp1, _ = arm_data(50)
-    g = ladder(ARM_SAMPLING)
+    g = TimescaleSampler(ARM_SAMPLING, np.random.default_rng(0), fixed=True).sample()  # the ladder, then a draw
     net, td0 = LinearGammaNet(config, rng=np.random.default_rng(0)), LinearGammaNet(ARM, rng=np.random.default_rng(0))
     for t in range(49):
         net.learn(s_t[t], c[t], s_tp1[t], False, g)
@@ -103,13 +103,15 @@ def test_td_lambda_differs_from_td0_and_a_terminal_cuts_the_traces():
 
 def test_a_changing_gamma_t_is_refused_with_the_learner_unchanged():
     net = LinearGammaNet(dataclasses.replace(ARM, lam=0.5), rng=np.random.default_rng(0))
-    g = ladder(ARM_SAMPLING)
+    g = TimescaleSampler(ARM_SAMPLING, np.random.default_rng(0), fixed=True).sample()
     net.learn([0.5, 0.5], 1.0, [0.5, 0.6], False, g)
     w, z = net.weights.copy(), net.traces.copy()
     drawn = TimescaleSampler(ARM_SAMPLING, np.random.default_rng(0)).sample()
     with pytest.raises(ValueError, match="same every step"):
-        net.learn([0.5, 0.6], 1.0, [0.5, 0.7], False, drawn)
-    rows = np.stack([g, g, drawn])
+        net.learn([0.5, 0.6], 1.0, [0.5, 0.7], False, np.concatenate([drawn, drawn]))
+    with pytest.raises(ValueError, match="an even count"):
+        net.learn([0.5, 0.6], 1.0, [0.5, 0.7], False, drawn[:31])
+    rows = np.stack([g, g, np.concatenate([drawn, drawn])])
     with pytest.raises(ValueError, match="same every step"):
         net.learn_recording(states_t=np.full((3, 2), 0.5), cumulants=np.ones(3), states_tp1=np.full((3, 2), 0.5),
                             timescales=rows)  # fmt: skip
@@ -118,14 +120,16 @@ def test_a_changing_gamma_t_is_refused_with_the_learner_unchanged():
     assert net.update_count == 1
 
 
-def test_the_fixed_ladder_spreads_over_the_sampling_like_a_draw():
+def test_the_fixed_ladder_spreads_over_the_sampling_like_a_draw_and_comes_with_the_draw():
     g = ladder(ARM_SAMPLING)
     taus = 1.0 / (1.0 - g)
     assert g.shape == (32,) and taus[0] == 1.0 and taus[1] == pytest.approx(100.0)
     assert np.all(np.diff(taus[3:]) > 0) and taus[3] > 1.0 and taus[-1] < 100.0
     sampler = TimescaleSampler(ARM_SAMPLING, np.random.default_rng(0), fixed=True)
-    np.testing.assert_array_equal(sampler.sample(), g)
-    np.testing.assert_array_equal(sampler.sample_many(3), np.stack([g, g, g]))
+    drawing = TimescaleSampler(ARM_SAMPLING, np.random.default_rng(0))
+    np.testing.assert_array_equal(sampler.sample(), np.concatenate([g, drawing.sample()]))
+    many = np.concatenate([np.stack([g, g, g]), drawing.sample_many(3)], axis=1)
+    np.testing.assert_array_equal(sampler.sample_many(3), many)
 
 
 # ------------------------------------------------------------------------------ exact values on a Markov chain
@@ -165,6 +169,10 @@ def chain_config(lam, steps):
 CHAIN_STEPS = 40_000
 #: Stated error: after 40,000 steps (alpha 0.1 decayed to 0), every value within 5 % of the largest exact value.
 CHAIN_TOLERANCE = 0.05
+#: With lambda > 0 each step also trains TD(0) between the rungs, and on this coding a rung's tile spans
+#: tau +-1 around it: the tile holds about the mean value over that span, not the rung's (the event
+#: question's value changes fastest with tau: 5.8 % off at tau 5.5, lambda 0.9, measured).
+BETWEEN_TOLERANCE = 0.08
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.5, 0.9])
@@ -172,8 +180,9 @@ def test_td_lambda_reaches_the_exact_values_on_a_markov_chain(lam):
     P, c, _, x_t, cumulants, x_tp1 = chain(CHAIN_STEPS)
     net = LinearGammaNet(chain_config(lam, CHAIN_STEPS), rng=np.random.default_rng(0))
     g = ladder(CHAIN_SAMPLING)
+    gamma_t = np.concatenate([g, g]) if lam > 0 else g  # lam > 0: the ladder, then the rungs again as the "draw"
     net.learn_recording(states_t=x_t, cumulants=cumulants, states_tp1=x_tp1,
-                        timescales=np.broadcast_to(g, (CHAIN_STEPS, g.size)))  # fmt: skip
+                        timescales=np.broadcast_to(gamma_t, (CHAIN_STEPS, gamma_t.size)))  # fmt: skip
     states = (np.arange(N_STATES) + 0.5) / N_STATES
     for gamma in g:
         want = exact(P, c, gamma)
@@ -213,7 +222,7 @@ def test_horde_td_lambda_reaches_the_exact_values_of_the_event_question(lam):
         got = np.array([horde.predict([x], [gamma])[:, 0] for x in states])  # [state, question]
         for q, cont in enumerate([None, beta]):
             want = exact(P, c, gamma, cont)
-            assert np.abs(got[:, q] - want).max() < CHAIN_TOLERANCE * np.abs(want).max(), (lam, gamma, q)
+            assert np.abs(got[:, q] - want).max() < BETWEEN_TOLERANCE * np.abs(want).max(), (lam, gamma, q)
 
 
 def test_horde_td_lambda_equals_single_learners_bit_for_bit():
@@ -221,9 +230,10 @@ def test_horde_td_lambda_equals_single_learners_bit_for_bit():
     steps = 3000
     horde, _, _, _, x_t, cumulants, x_tp1, conts = horde_on_chain(0.9, steps)
     singles = [LinearGammaNet(chain_config(0.9, steps), rng=np.random.default_rng(0)) for _ in range(2)]
-    g = ladder(CHAIN_SAMPLING)
+    sampler = TimescaleSampler(CHAIN_SAMPLING, np.random.default_rng(5), fixed=True)
     for t in range(steps):
-        horde.learn(x_t[t], cumulants[t], x_tp1[t], conts[t])
+        g = sampler.sample()  # the ladder, then a draw
+        horde.learn(x_t[t], cumulants[t], x_tp1[t], conts[t], gammas=g)
         for q, net in enumerate(singles):
             net.learn(x_t[t], cumulants[t, q], x_tp1[t], conts[t, q] == 0.0, g)
     for q, net in enumerate(singles):
@@ -244,7 +254,7 @@ def test_horde_questions_sharing_traces_must_share_their_continuation():
 def test_linear_checkpoint_with_traces_resumes_exactly_and_refuses_another_lambda(tmp_path):
     config = dataclasses.replace(ARM, lam=0.9)
     s_t, c, s_tp1, _ = arm_data(400, seed=5)
-    g = np.broadcast_to(ladder(ARM_SAMPLING), (400, 32))
+    g = TimescaleSampler(ARM_SAMPLING, np.random.default_rng(1), fixed=True).sample_many(400)
     a = LinearGammaNet(config, rng=np.random.default_rng(0))
     a.learn_recording(states_t=s_t[:200], cumulants=c[:200], states_tp1=s_tp1[:200], timescales=g[:200])
     a.save(tmp_path / "a.npz")

@@ -55,3 +55,20 @@ def test_warmup_fills_an_empty_cache_with_every_kernel_the_nodes_use(tmp_path):
     assert not missing, (missing, sorted(cached))
     data = json.loads((tmp_path / "warmup.json").read_text())["data"]
     assert str(cache) in data["cache_dir"]
+
+
+def test_offline_warmup_with_td_lambda_compiles_the_laddered_kernel():
+    """With lam > 0 `arm train` learns a recording through linear/laddered.py: the offline warm-up takes that door."""
+    import dataclasses
+
+    from gamma_net_core.config import load_config
+    from gamma_net_core.linear import GammaNetConfig
+    from gamma_net_core.linear.laddered import learn_many_laddered
+    from gamma_net_core.paths import config_file
+    from gamma_net_core.timescales import TimescaleSampling
+    from gamma_net_core.warmup import warm_offline
+
+    arm = config_file("arm")
+    learner = dataclasses.replace(load_config(GammaNetConfig, arm, "predictor", "learner"), lam=0.9)
+    warm_offline(learner, load_config(TimescaleSampling, arm, "predictor", "timescales"))
+    assert learn_many_laddered.signatures

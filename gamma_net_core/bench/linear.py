@@ -10,7 +10,8 @@ configuration, transitions and Gamma_t sequence, sampling included):
 Settings: square wave (70 tilings, one feature per tile, |Gamma_t| = 6) and robot arm
 (100 tilings hashed into 2048 features + bias, |Gamma_t| = 32, alpha decayed over the
 data), the arm's joint positions a bounded random walk. In each setting TD(lambda) (``--lam``,
-traces on the sampling's fixed ladder, alpha scaled by (1 - lambda) / |Gamma_t| to stay finite) is timed through
+TD(0) on a draw beside traces on the sampling's fixed ladder, alpha scaled by (1 - lambda) / |Gamma_t| to stay
+finite) is timed through
 both fast doors beside TD(0), in the same run: their ratio is what the traces cost a step. The
 process is pinned to one core and numba to one thread; each timing is the best of ``--repeats`` (other work on a shared
 machine only ever slows a run down).
@@ -128,9 +129,9 @@ def measure(setting: Setting, *, reference_steps: int, fast_steps: int, repeats:
     warm = LinearGammaNet(config, rng=np.random.default_rng(1))
     warm.learn_recording(states_t=s_t[:10], cumulants=c[:10], states_tp1=s_tp1[:10], timescales=np.full((10, 1), 0.5))
     warm.learn(s_t[0], c[0], s_tp1[0], False, [0.5])
-    warm = LinearGammaNet(traced, rng=np.random.default_rng(1))
-    warm.learn_recording(states_t=s_t[:10], cumulants=c[:10], states_tp1=s_tp1[:10], timescales=np.full((10, 1), 0.5))
-    warm.learn(s_t[0], c[0], s_tp1[0], False, [0.5])
+    warm = LinearGammaNet(traced, rng=np.random.default_rng(1))  # Gamma_t with lam > 0: the ladder, then a draw
+    warm.learn_recording(states_t=s_t[:10], cumulants=c[:10], states_tp1=s_tp1[:10], timescales=np.full((10, 2), 0.5))
+    warm.learn(s_t[0], c[0], s_tp1[0], False, [0.5, 0.5])
     ref_rate = _best_rate(reference_steps, repeats, reference)
     fast_lambda_rate = _best_rate(fast_steps, repeats, recording_lambda)
     step_lambda_rate = _best_rate(per_step_steps, repeats, per_step_lambda)

@@ -146,7 +146,7 @@ def train_seed(task: tuple) -> dict:
     gammas = np.array(settings.gammas)
     streams = _seeds(settings.seed, run, len(gammas))
     net = LinearGammaNet(settings.learner, rng=np.random.default_rng(streams[0]))
-    # TD(lambda) trains on the sampling's fixed ladder (gamma_net_core.linear.traces).
+    # TD(lambda): traces on the sampling's fixed ladder, TD(0) on a draw beside it (gamma_net_core.linear.traces).
     sampler = TimescaleSampler(settings.sampling, np.random.default_rng(streams[1]), fixed=settings.learner.lam > 0)
     started = time.perf_counter()
     net.learn_recording(

@@ -15,11 +15,13 @@ truncates; the last half on a stream shorter than 10 tau_max). Three domains, ea
 - the Horde of ``config/horde.yaml`` on the same arm stream: its four questions, among them the
   event question (the elbow's speed until the elbow passes 2.0 rad), whose return stops there.
 
-Learners: the Γ-net with TD(0) on drawn Gamma_t (the paper's Algorithm 1) and with TD(lambda) for
-each ``--lams`` (on the fixed ladder, :mod:`gamma_net_core.linear.traces`), at the domain's alpha
-and at alpha (1 - lambda); per probe tau a
-fixed-timescale TD(0) learner (the paper's baseline) and one TD(Delta) learner on the ladder of
-the probe taus (:mod:`gamma_net_core.linear.td_delta`); for the Horde, TD(0) and the same lambdas. Each
+Learners: the Γ-net with TD(0) on drawn Gamma_t (the paper's Algorithm 1), with TD(0) on the fixed
+ladder only (a control), and with TD(lambda) for each ``--lams`` (traces on the fixed ladder, TD(0)
+on a draw beside it, :mod:`gamma_net_core.linear.traces`); per probe tau a fixed-timescale TD(0)
+learner (the paper's baseline), and two TD(Delta) learners on the ladder of the probe taus
+(:mod:`gamma_net_core.linear.td_delta`): one setting for every component (which is fixed-timescale
+TD(0), by construction) and per-component settings (:data:`DELTA_LAMBDA`); for the Horde, TD(0),
+the ladder control and the same lambdas. Each
 learner's wall time is kept (steps per second on a loaded machine: a relative cost only).
 Writes ``lambda_study.json`` and one PNG of learning curves per domain.
 """
@@ -70,22 +72,26 @@ def _chunks(steps: int, evaluations: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.pairwise(edges) if b > a]
 
 
-def _variants(budget: Budget) -> list[tuple[float, bool, bool]]:
-    """(lambda, alpha scaled by 1 - lambda, fixed ladder) of each Γ-net run.
+def _variants(budget: Budget) -> list[tuple[float, bool]]:
+    """(lambda, fixed ladder) of each Γ-net run.
 
-    TD(0) on drawn Gamma_t (the paper's), TD(0) on the fixed ladder (the control that separates
-    the ladder's effect from the traces'), then each lambda at the domain's alpha and at alpha
-    (1 - lambda): an accumulating trace sums about 1 / (1 - gamma lambda) feature vectors, so at
-    the same alpha a TD(lambda) step reaches that much further than a TD(0) step.
+    TD(0) on drawn Gamma_t (the paper's), TD(0) on the fixed ladder only (the control that shows
+    what training only the rungs costs between them), then each lambda: TD(lambda) on the ladder
+    with TD(0) on a draw beside it (:mod:`gamma_net_core.linear.traces`; its traced step is alpha
+    (1 - lambda), built in).
     """
-    runs = [(0.0, False, False), (0.0, False, True)]
-    return runs + [(lam, scaled, True) for lam in budget.lams for scaled in (False, True)]
+    return [(0.0, False), (0.0, True)] + [(lam, True) for lam in budget.lams]
 
 
-def _name(learner: str, lam: float, scaled: bool, fixed: bool) -> str:
+def _name(learner: str, lam: float, fixed: bool) -> str:
     if lam == 0.0:
         return f"{learner} TD(0)" + (", fixed ladder" if fixed else "")
-    return f"{learner} TD(λ={lam})" + (", α(1−λ)" if scaled else "")
+    return f"{learner} TD(λ={lam})"
+
+
+#: TD(Delta)'s per-component settings in the study (Romoff et al. 2019: each difference its own horizon and
+#: step): D_0 by TD(0) at alpha, every difference by TD(DELTA_LAMBDA) at alpha (1 - DELTA_LAMBDA).
+DELTA_LAMBDA = 0.9
 
 
 def linear_curves(stream: dict, config, sampling, budget: Budget) -> dict:
@@ -107,14 +113,16 @@ def linear_curves(stream: dict, config, sampling, budget: Budget) -> dict:
     chunks = _chunks(T, budget.evaluations)
     rng = np.random.default_rng(budget.seed)
     learners = {}
-    for lam, scaled, fixed_ladder in _variants(budget):
-        name = _name("Γ-net", lam, scaled, fixed_ladder)
-        cfg = dataclasses.replace(config, lam=lam, step_size=config.step_size * ((1.0 - lam) if scaled else 1.0))
+    for lam, fixed_ladder in _variants(budget):
+        name = _name("Γ-net", lam, fixed_ladder)
+        cfg = dataclasses.replace(config, lam=lam)
         net = LinearGammaNet(cfg, rng=np.random.default_rng(rng.integers(2**32)))
-        sampler = TimescaleSampler(sampling, np.random.default_rng(rng.integers(2**32)), fixed=fixed_ladder)
+        sampler = TimescaleSampler(sampling, np.random.default_rng(rng.integers(2**32)), fixed=lam > 0.0)
+        only_ladder = fixed_ladder and lam == 0.0  # the control: TD(0) on the ladder alone, nothing drawn
 
-        def learn(a, b, net=net, sampler=sampler):
-            net.learn_recording(states_t=s_t[a:b], cumulants=c[a:b], states_tp1=s_tp1[a:b], timescales=sampler)
+        def learn(a, b, net=net, sampler=sampler, only_ladder=only_ladder):
+            timescales = np.broadcast_to(sampler.ladder, (b - a, sampler.ladder.size)) if only_ladder else sampler
+            net.learn_recording(states_t=s_t[a:b], cumulants=c[a:b], states_tp1=s_tp1[a:b], timescales=timescales)
 
         learners[name] = (learn, lambda net=net: net.predict(s_t[scored], gammas))
     fixed = [
@@ -127,11 +135,16 @@ def linear_curves(stream: dict, config, sampling, budget: Budget) -> dict:
             base.learn_recording(states_t=s_t[a:b], cumulants=c[a:b], states_tp1=s_tp1[a:b])
 
     learners["fixed-timescale TD(0)"] = (learn_fixed, lambda: np.column_stack([b.predict(s_t[scored]) for b in fixed]))
-    delta = TDDelta(config, gammas, rng=np.random.default_rng(rng.integers(2**32)))
-    learners["TD(Δ)"] = (
-        lambda a, b: delta.learn_recording(states_t=s_t[a:b], cumulants=c[a:b], states_tp1=s_tp1[a:b]),
-        lambda: delta.predict(s_t[scored]),
-    )
+    own_lams = np.full(gammas.shape[0], DELTA_LAMBDA)
+    own_lams[0] = 0.0
+    own_steps = config.step_size * (1.0 - own_lams)
+    for name, settings in (("TD(Δ)", {}), ("TD(Δ), per-component λ, α", {"lams": own_lams, "step_sizes": own_steps})):
+        delta = TDDelta(dataclasses.replace(config, lam=0.0), gammas, rng=np.random.default_rng(rng.integers(2**32)),
+                        **settings)  # fmt: skip
+        learners[name] = (
+            lambda a, b, delta=delta: delta.learn_recording(states_t=s_t[a:b], cumulants=c[a:b], states_tp1=s_tp1[a:b]),
+            lambda delta=delta: delta.predict(s_t[scored]),
+        )
     out = {}
     for name, (learn, predict) in learners.items():
         curve, seconds, failed = [], 0.0, None
@@ -221,17 +234,18 @@ def horde_curves(recording, budget: Budget) -> dict:
     chunks = _chunks(T, budget.evaluations)
     out = {"questions": list(spec.names)}
     ladder_gammas = ladder(spec.timescales)
-    for lam, scaled, fixed_ladder in _variants(budget):
-        alpha = spec.learner.step_size * ((1.0 - lam) if scaled else 1.0)
-        learner = dataclasses.replace(spec.learner, lam=lam, step_size=alpha)
+    for lam, fixed_ladder in _variants(budget):
+        learner = dataclasses.replace(spec.learner, lam=lam)
         horde = HordeLearner.from_spec(dataclasses.replace(spec, learner=learner))
-        name = _name("Horde", lam, scaled, fixed_ladder)
+        name = _name("Horde", lam, fixed_ladder)
         curve, seconds, failed = [], 0.0, None
         for a, b in chunks:
             started = time.perf_counter()
             try:
                 for t in range(a, b):
-                    g = ladder_gammas if fixed_ladder else None  # None: drawn by the Horde's sampler
+                    # The control trains the ladder alone; None: Gamma_t from the Horde's sampler (with lam > 0
+                    # the ladder, then a draw).
+                    g = ladder_gammas if fixed_ladder and lam == 0.0 else None
                     horde.learn(inputs[t], cumulants[t + 1], inputs[t + 1], continuations[t + 1], gammas=g)
             except FloatingPointError as exc:
                 failed = f"diverged at step {t}: {exc}"

@@ -6,9 +6,10 @@ question has its own weight vector (``weights`` [Q, n_features]) and its own con
 single-question learner's (:class:`gamma_net_core.linear.LinearGammaNet`, its oracle: N questions
 here equal N single learners fed the same stream), see :mod:`gamma_net_core.horde.kernels`.
 With ``adaptation.method == "autostep"`` each question and feature has its own step size.
-With ``config.lam`` > 0 it learns by TD(lambda) on the sampling's fixed ladder of timescales
-(:mod:`gamma_net_core.linear.traces`), one set of traces per continuation group: questions with
-the same termination (or none) share them, so a Horde pays for its traces once per group.
+With ``config.lam`` > 0 it learns by TD(lambda) on the sampling's fixed ladder of timescales, each
+step after a TD(0) update on a draw (Gamma_t is the ladder, then the draw: :mod:`gamma_net_core.linear.traces`), one
+set of traces per continuation group: questions with the same termination (or none) share them,
+so a Horde pays for its traces once per group.
 
 A node's loop (a fixed clock sampling the latest message of each topic)::
 
@@ -159,7 +160,7 @@ class HordeLearner:
         for q, g in enumerate(of_question):
             members[g, n_members[g]] = q
             n_members[g] += 1
-        ladder = self.sampler.sample()
+        ladder = self.sampler.ladder
         self._traces = Traces(G, ladder, self.n_features)
         self._groups = kernels.TraceGroups(of_question, members, n_members, np.ones(G))
         self._lambda_work = kernels.make_lambda_work(self.n_features, Q, G, ladder.shape[0])
@@ -311,11 +312,13 @@ class HordeLearner:
         self.update_count += 1
         return deltas
 
-    def _learn_lambda(self, s_t, c, s_tp1, cont, g) -> np.ndarray:
-        if not np.array_equal(g, self._traces.gammas):
+    def _learn_lambda(self, s_t, c, s_tp1, cont, gammas) -> np.ndarray:
+        K = self._traces.gammas.shape[0]
+        g, drawn = np.ascontiguousarray(gammas[:K]), np.ascontiguousarray(gammas[K:])
+        if gammas.shape[0] != 2 * K or not np.array_equal(g, self._traces.gammas):
             raise ValueError(
                 f"TD(lambda) keeps one trace per timescale, so Gamma_t must be the sampling's fixed ladder "
-                f"{self._traces.gammas.tolist()}; got {g.tolist()}"
+                f"{self._traces.gammas.tolist()} then a draw of {K}; got {gammas.tolist()}"
             )
         first = self._groups.members[self._groups.of_question, 0]
         if np.any(cont != cont[first]):
@@ -325,12 +328,28 @@ class HordeLearner:
                 f"continuations differ ({float(cont[first[q]])!r} and {float(cont[q])!r}): give them different "
                 "trace_groups"
             )
+        cfg = self.config
+        # TD(0) on the draw, then TD(lambda) on the ladder (linear/traces.py); a refusal undoes both.
+        before, w_max = self._W.copy(), self._w_max.copy()
+        bad = kernels.constant_step(
+            self._W, s_t, s_tp1, drawn, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch
+        )
+        if bad >= 0:
+            deltas = self._scratch.deltas[:, : drawn.shape[0]].copy()
+            raise FloatingPointError(
+                f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
+                f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "
+                "learner unchanged: lower step_size or lam, or check the cumulant's scale"
+            )
+        alpha = coding.traced_step_size(cfg, self.update_count, self._coder.n_active)
         bad = kernels.lambda_step(
-            self._W, s_t, s_tp1, g, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch,
-            self.config.lam, self._traces.kernel_args, self._groups, self._lambda_work,
+            self._W, s_t, s_tp1, g, c, cont, alpha, self._plain_coding, self._w_max, self._scratch, cfg.lam,
+            self._traces.kernel_args, self._groups, self._lambda_work,
         )  # fmt: skip
         deltas = self._scratch.deltas[:, : g.shape[0]].copy()
         if bad >= 0:
+            self._W[:] = before
+            self._w_max[:] = w_max
             raise FloatingPointError(
                 f"update {self.update_count} would make weights of question {self.names[bad]!r} non-finite or too "
                 f"large (largest TD error {float(np.max(np.abs(deltas[bad]))):.3g}, cumulant {float(c[bad])!r}); "

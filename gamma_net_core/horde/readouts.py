@@ -17,13 +17,21 @@ without bound. Three kinds:
   At k = 0.1 and tau_max = 100: d = 1, 0.452, 0.0333 at t = 0, 10, 100, where 1 / (1 + 0.1 t)
   is 1, 0.5, 0.0909.
 - ``window``: about the sum of the next N = seconds * rate_hz cumulants, d(t) = 1 for t < N:
-  coefficients fitted by ridge least squares (lambda = :data:`RIDGE`, which keeps them small so
-  learned errors are not amplified) over ``n_gammas`` taus spaced geometrically in [1, tau_max]
-  and t up to where gamma_max^t < 1e-3 (the paper's figure of non-geometric returns).
+  coefficients fitted by ridge least squares over ``n_gammas`` taus spaced geometrically in
+  [1, tau_max] and t up to where gamma_max^t < 1e-3 (the paper's figure of non-geometric
+  returns). A learned readout's error is the fit's own (d against the box) plus sum_j a_j e_j,
+  e_j the learned values' errors; with relative value errors eps (e_j about eps V_j, V_j up to
+  tau_j times the cumulant) the second is at most eps G, G = sum_j |a_j| tau_j / N
+  (:func:`relative_gain`) relative to the window's return. Small ridges fit the box best but
+  with G 13-14 (Sum |a_j| 19 at 10 Hz, 32 at 30 Hz for 2 s): learned errors came out 2-5x the
+  value errors. So the ridge is chosen per window, from :data:`RIDGES`, to minimize the expected
+  relative error |d - box|_1 / N + :data:`VALUE_ERROR` G, the fit's error plus the learner's
+  error level times the gain: G is then 1.4-2.2 (docs/results.md tabulates Sum |a_j| and G of
+  every readout kind).
 - ``forecast``: the expected cumulant around k = round(seconds * rate_hz) steps ahead,
   E[C_{t+k}]. V(s, gamma) is the generating function of the expected future cumulants
   m_a = E[C_{t+a+1}], so E[C_{t+k}] = m_{k-1} is its (k-1)-th coefficient; the readout asks d
-  to be the indicator of t = k - 1, fitted as the window is (same gammas, same ridge) and
+  to be the indicator of t = k - 1, fitted over the window's gammas with the fixed :data:`RIDGE` and
   constrained to sum_t d(t) = 1, so a constant cumulant is forecast exactly. Recovering a
   coefficient from a few values of a generating function is ill-conditioned: the fitted d is a
   bump about k steps wide at half its height, with side lobes, so the readout is E[C] averaged
@@ -44,8 +52,12 @@ import numpy as np
 from gamma_net_core.horde.questions import Readout
 from gamma_net_core.returns import discounted_returns
 
-#: Ridge penalty of the window and forecast fits (see the module docstring).
+#: Ridge penalty of the forecast fits (see the module docstring; README.md tabulates the kernels it gives).
 RIDGE = 1e-2
+#: The ridges a window's fit chooses from (see the module docstring).
+RIDGES = tuple(10.0 ** np.arange(-2.0, 3.01, 0.25))
+#: The relative value error a window's fit plans for (the arm's Γ-nets: 0.1-0.4 at the probe taus, docs/results.md).
+VALUE_ERROR = 0.2
 #: The rest of the future below this weight is ignored (fits, online error).
 TAIL = 1e-3
 
@@ -85,15 +97,39 @@ def readout_weights(readout: Readout, *, rate_hz: float, tau_max: float) -> tupl
         basis = gammas[:, None] ** t[None, :]
         if readout.kind == "window":
             target = (t < readout.seconds * rate_hz).astype(float)
-            return gammas, _ridge(basis, target)
+            return gammas, _window_fit(gammas, basis, target)
         target = (t == forecast_steps(readout, rate_hz=rate_hz) - 1).astype(float)
         return gammas, _ridge(basis, target, total=1.0)
     raise ValueError(f"readout {readout.name!r}: unknown kind {readout.kind!r}")
 
 
-def _ridge(basis: np.ndarray, target: np.ndarray, *, total: float | None = None) -> np.ndarray:
-    """Coefficients a minimizing |a @ basis - target|^2 + RIDGE |a|^2, and with sum(a @ basis) = total if given."""
-    gram = basis @ basis.T + RIDGE * np.eye(basis.shape[0])
+def relative_gain(gammas, coefficients, size: float) -> float:
+    """G = sum_j |a_j| tau_j / size: how much relative value errors can grow in a readout whose return is ``size``.
+
+    A value at tau_j is up to tau_j times the cumulant, so a relative error eps in every value moves
+    the readout by at most eps G times the return of a readout of ``size`` cumulants (N for a
+    window, 1 for a forecast). sum_j |a_j| (:attr:`ForecastResolution.gain`) is the same bound
+    for absolute errors.
+    """
+    tau = 1.0 / (1.0 - np.asarray(gammas))
+    return float(np.abs(np.asarray(coefficients)) @ tau / size)
+
+
+def _window_fit(gammas: np.ndarray, basis: np.ndarray, target: np.ndarray) -> np.ndarray:
+    """The ridge fit of :data:`RIDGES` with the least expected relative error |d - target|_1 / N + VALUE_ERROR G."""
+    size = float(target.sum())
+    best, best_error = None, np.inf
+    for ridge in RIDGES:
+        a = _ridge(basis, target, ridge=ridge)
+        error = np.abs(a @ basis - target).sum() / size + VALUE_ERROR * relative_gain(gammas, a, size)
+        if error < best_error:
+            best, best_error = a, error
+    return best
+
+
+def _ridge(basis: np.ndarray, target: np.ndarray, *, total: float | None = None, ridge: float = RIDGE) -> np.ndarray:
+    """Coefficients a minimizing |a @ basis - target|^2 + ridge |a|^2, and with sum(a @ basis) = total if given."""
+    gram = basis @ basis.T + ridge * np.eye(basis.shape[0])
     coefficients = np.linalg.solve(gram, basis @ target)
     if total is None:
         return coefficients

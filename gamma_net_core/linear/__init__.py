@@ -35,10 +35,11 @@ value before any weight changes; an update that would make a weight non-finite, 
 large that a prediction (a sum of ``n_active`` weights) could overflow, raises
 ``FloatingPointError`` and leaves the learner as it was.
 
-TD(lambda) (``lam`` > 0): the same TD errors, applied through one eligibility trace per gamma of
-a fixed Gamma_t (the sampling's ladder, :func:`gamma_net_core.timescales.ladder`); why a fixed
-set, and the trace form, in :mod:`gamma_net_core.linear.traces`. ``lam`` 0 (the default) is the
-TD(0) learner above, its kernels and draws unchanged.
+TD(lambda) (``lam`` > 0): Gamma_t is a fixed ladder (:func:`gamma_net_core.timescales.ladder`)
+followed by a draw; each step the update above on the draw, then the same TD errors of the ladder
+applied through one eligibility trace per rung at alpha (1 - lambda); why, and the trace form, in
+:mod:`gamma_net_core.linear.traces`. ``lam`` 0 (the default) is the TD(0) learner above, its
+kernels and draws unchanged.
 
 Checkpoint format (``save`` / ``load``, via :func:`gamma_net_core.checkpoint.save_npz`): an
 ``.npz`` whose JSON header holds kind ``"linear_gamma_net"`` (or ``"linear_fixed_timescale"``),

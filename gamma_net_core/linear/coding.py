@@ -98,6 +98,11 @@ def step_size(config: LinearTDConfig, update_count: int, n_active: int) -> float
     return float(alpha_at(config.step_size, config.step_size_decay_steps, update_count, n_active))
 
 
+def traced_step_size(config: LinearTDConfig, update_count: int, n_active: int) -> float:
+    """:func:`step_size` of TD(lambda)'s traced update: ``config.step_size`` x (1 - lambda) (linear/traces.py)."""
+    return float(alpha_at(config.step_size * (1.0 - config.lam), config.step_size_decay_steps, update_count, n_active))
+
+
 def output_scales(gammas: np.ndarray, loss_scaling: bool) -> np.ndarray:
     """s(gamma) of each gamma: the weights' output is f = s V, s = 1 - gamma with loss scaling, else 1."""
     return 1.0 - gammas if loss_scaling else np.ones_like(gammas)

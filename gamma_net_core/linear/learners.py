@@ -18,12 +18,12 @@ from gamma_net_core.linear.kernels import (
     Schedule,
     TraceWork,
     learn_many,
-    learn_many_lambda,
     learn_one,
     learn_one_lambda,
     predict_many,
     traced_work,
 )
+from gamma_net_core.linear.laddered import learn_many_laddered
 from gamma_net_core.linear.settings import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
 from gamma_net_core.linear.traces import Traces
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
@@ -37,6 +37,7 @@ class _LinearTD:
 
     kind = ""
     _mode = "none"
+    _draws = True  # with lam > 0, Gamma_t is the ladder then a draw (linear/traces.py)
 
     def __init__(self, config: LinearTDConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
         self.config = config
@@ -87,9 +88,9 @@ class _LinearTD:
             self._work = traced_work(self.n_features, gammas.shape[0])
         elif not np.array_equal(gammas, self._traces.gammas):
             raise ValueError(
-                f"TD(lambda) keeps one trace per timescale, so Gamma_t must be the same every step: got "
-                f"{gammas.tolist()} after {self._traces.gammas.tolist()} (TimescaleSampler(..., fixed=True) gives "
-                "the sampling's fixed ladder)"
+                f"TD(lambda) keeps one trace per timescale, so the ladder in Gamma_t must be the same every step: "
+                f"got {gammas.tolist()} after {self._traces.gammas.tolist()} (TimescaleSampler(..., fixed=True) gives "
+                "the sampling's fixed ladder, then a draw)"
             )
         return self._traces
 
@@ -143,8 +144,24 @@ class _LinearTD:
         deltas = np.empty(gammas.shape[0])
         args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self._plain_coding, deltas)
         if self.config.lam > 0.0:
-            traces = self._traces_for(gammas)
-            ok = learn_one_lambda(*args, self.config.lam, traces.kernel_args, self._work)
+            ladder, drawn = _split(gammas, self._draws)
+            traces = self._traces_for(ladder)
+            deltas = np.empty(ladder.shape[0])
+            # TD(0) on the draw, then TD(lambda) on the ladder (linear/traces.py); a refusal undoes both.
+            before = self._weights.copy()
+            ok = learn_one(
+                self._weights, s_t, s_tp1, drawn, c, terminal, self.step_size(), self._plain_coding,
+                np.empty(drawn.size),
+            )  # fmt: skip
+            if ok:
+                cfg = self.config
+                alpha = coding.traced_step_size(cfg, self.update_count, self.n_active)
+                ok = learn_one_lambda(
+                    self._weights, s_t, s_tp1, ladder, c, terminal, alpha, self._plain_coding, deltas, cfg.lam,
+                    traces.kernel_args, self._work,
+                )  # fmt: skip
+                if not ok:
+                    self._weights[:] = before
             if ok and terminal:
                 traces.reset()
         else:
@@ -193,18 +210,23 @@ class _LinearTD:
             probes_here = Probes(probe_keys, probe_scales, rf, out)
             if cfg.lam > 0.0 and stop > start:
                 try:
-                    traces = self._traces_for(np.ascontiguousarray(gammas[0]))
-                    if not np.all(gammas == gammas[:1]):
-                        row = int(np.flatnonzero(np.any(gammas != gammas[:1], axis=1))[0])
-                        self._traces_for(gammas[row])  # raises, naming both
+                    ladder, _ = _split(gammas[0], self._draws)
+                    K = ladder.shape[0]
+                    traces = self._traces_for(ladder)
+                    if not np.all(gammas[:, :K] == ladder[None, :]):
+                        row = int(np.flatnonzero(np.any(gammas[:, :K] != ladder[None, :], axis=1))[0])
+                        self._traces_for(np.ascontiguousarray(gammas[row, :K]))  # raises, naming both
                 except ValueError:
                     self._weights[:] = before
                     self.update_count = count
                     self._traces = traces_before
                     raise
-                bad = learn_many_lambda(
-                    self._weights, recording, traces.gammas, schedule, self._plain_coding, probes_here, cfg.lam,
-                    traces.kernel_args, self._work,
+                drawn = np.ascontiguousarray(gammas[:, K:]) if self._draws else np.empty((stop - start, 0))
+                traced = Schedule(cfg.step_size * (1.0 - cfg.lam), cfg.step_size_decay_steps, self.update_count,
+                                  self.n_active)  # fmt: skip
+                bad = learn_many_laddered(
+                    self._weights, recording, drawn, traces.gammas, schedule, traced, self._plain_coding, probes_here,
+                    cfg.lam, traces.kernel_args, self._work,
                 )  # fmt: skip
             else:
                 bad = learn_many(self._weights, recording, gammas, schedule, self._plain_coding, probes_here)
@@ -297,11 +319,13 @@ class LinearGammaNet(_LinearTD):
           cumulant: C_{t+1}, in the signal's units.
           state_tp1: S_{t+1} [n_state]; may be None when ``terminal``.
           terminal: S_{t+1} ends the episode: delta = C - v(S_t, gamma).
-          gammas: Gamma_t, the discounts trained on at this step [K], each in [0, 1).
+          gammas: Gamma_t, the discounts trained on at this step [K], each in [0, 1); with lam > 0 the
+            ladder, then a draw ([2K]: ``TimescaleSampler(..., fixed=True)``).
 
         Returns:
-          The TD errors delta_V [K] of each gamma before the update, in the cumulant's units
-          (with loss scaling the update used (1 - gamma) times these).
+          The TD errors delta_V [K] of each gamma before the update (with lam > 0: of the ladder's,
+          after the draw's TD(0) update), in the cumulant's units (with loss scaling the update
+          used (1 - gamma) times these).
         """
         return self._learn(state_t, cumulant, state_tp1, terminal, validate_gammas(gammas, name="Gamma_t"))
 
@@ -359,6 +383,7 @@ class FixedTimescaleTD(_LinearTD):
 
     kind = "linear_fixed_timescale"
     _config_class = FixedTimescaleConfig
+    _draws = False  # one gamma: TD(lambda) on it alone
 
     def __init__(self, config: FixedTimescaleConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
         if not isinstance(config, FixedTimescaleConfig):
@@ -392,6 +417,22 @@ class FixedTimescaleTD(_LinearTD):
         """Predicted return at the baseline's gamma: a float for one state [n_state], [N] for many."""
         out = self._predict(state, self._gammas)
         return float(out[0]) if out.ndim == 1 else out[:, 0]
+
+
+def _split(gammas: np.ndarray, draws: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """TD(lambda)'s Gamma_t [2K]: the ladder its traces follow [K], then the draw it trains by TD(0) [K].
+
+    Without ``draws`` (the fixed-timescale baseline: one gamma, nothing between) all of it is the ladder.
+    """
+    if not draws:
+        return np.ascontiguousarray(gammas), np.empty(0)
+    if gammas.shape[0] % 2:
+        raise ValueError(
+            f"with lam > 0 Gamma_t is the ladder then a draw (an even count; TimescaleSampler(..., fixed=True) gives "
+            f"it); got {gammas.shape[0]} gammas"
+        )
+    K = gammas.shape[0] // 2
+    return np.ascontiguousarray(gammas[:K]), np.ascontiguousarray(gammas[K:])
 
 
 def _gamma_source(timescales, T: int):

@@ -68,7 +68,8 @@ class LinearTDConfig:
     lam: float = setting(
         0.0,
         "lambda of TD(lambda): how far back a TD error reaches, through traces decaying by gamma * lambda per step; "
-        "0: TD(0), the paper's Algorithm 1; above 0 Gamma_t is the sampling's fixed ladder (linear/traces.py)",
+        "0: TD(0), the paper's Algorithm 1; above 0 traces on the sampling's fixed ladder at alpha (1 - lambda), "
+        "beside TD(0) on a draw (linear/traces.py)",
         low=0.0,
         high=0.999,
     )

@@ -1,23 +1,39 @@
-"""Eligibility traces of TD(lambda) for the linear Γ-nets: one trace per fixed training timescale.
+"""TD(lambda) for the linear Γ-nets: traces on a fixed ladder of timescales, TD(0) on a draw beside it.
 
 Why a fixed set. The backward view of TD(lambda) at one discount gamma keeps
 z_t = gamma lambda z_{t-1} + x(S_t, gamma) and moves the weights by alpha delta_t z_t; z_t is the
 sum of that gamma's past feature vectors, so it only exists for a gamma trained on at every past
 step. Algorithm 1 draws Gamma_t afresh each step: a drawn gamma has no past, and a trace per slot
-of Gamma_t would mix feature vectors of unrelated timescales. So with lambda > 0 the learner
-trains every step on one fixed Gamma = {gamma_1 .. gamma_K}, the sampling's ladder
+of Gamma_t would mix feature vectors of unrelated timescales. So with lambda > 0 the traces belong
+to one fixed Gamma = {gamma_1 .. gamma_K}, the sampling's ladder
 (:func:`gamma_net_core.timescales.ladder`: the bounds and the midpoints of equal-probability
-strata, the same size and spread as a draw), and keeps one trace per gamma_k::
+strata, the same size and spread as a draw), one trace per gamma_k::
 
     z_k   = gamma_k lambda c_t z_k + x(S_t, gamma_k)      (c_t: continuation of S_t; 0 cuts the trace)
     delta_k = s_k C_{t+1} + gamma_k c_{t+1} f(S_{t+1}, gamma_k) - f(S_t, gamma_k)
-    w    += alpha * sum_k delta_k z_k
+    w    += alpha (1 - lambda) * sum_k delta_k z_k
 
 (accumulating traces; s_k, f and the TD errors are those of :mod:`gamma_net_core.linear`, with the
-weights before the step). Between the ladder's gammas the timescale inputs' tile coding
-generalizes, as it does between draws. For one gamma this is linear TD(lambda) on f, whose fixed
-point on-policy with a representable value is the exact value for every lambda; lambda = 0 is
-TD(0) on the ladder (the learners keep Algorithm 1's draws and kernels when lambda is 0).
+weights before that update). The step is alpha (1 - lambda): an accumulating trace sums about
+1 / (1 - gamma lambda) feature vectors, so at alpha itself a TD(lambda) step reaches some ten
+times further than a TD(0) step at lambda 0.9 (and diverged on the Horde's event question).
+
+Between the rungs. Training only the ladder's gammas leaves the timescales between them to the
+timescale inputs' tile coding, which does not carry the rungs' values there: with tiles narrower
+than the gap between two rungs some tiles between them are never trained, and with wider ones the
+coding interpolates linearly between the rungs, not the value's curve (on an 8-state ring with
+8 tilings of 1/8, TD(lambda) on the 32-rung arm ladder alone was 0.18 off at tau 3.7, between its
+rungs 2.71 and 6.12, where TD(0) on drawn Gamma_t was 0.008: docs/results.md). So with lambda > 0
+Gamma_t is the ladder followed by a draw of the sampling (``TimescaleSampler(..., fixed=True)``
+gives both, [2K]), and each step first makes Algorithm 1's TD(0) update on the draw (at alpha),
+then the TD(lambda) update above on the ladder, with the weights the first left. Every timescale
+between tau_min and tau_max is trained as Algorithm 1 trains it, while the traces carry long
+returns and events back on the rungs. Denser ladders (rungs no further apart than the timescale
+tiles generalize) were measured too and did worse between the rungs (docs/results.md). The cost
+is a TD(0) step more than the traces alone. For one gamma TD(lambda) is linear TD(lambda) on f,
+whose fixed point on-policy with a representable value is the exact value for every lambda, and
+TD(0) shares it, so the two updates pull to the same values. lambda = 0 is Algorithm 1 unchanged (its
+draws and kernels; no ladder).
 A termination (``terminal``, or a question's continuation 0) cuts the traces, so no TD error
 reaches back past it. In a Horde the features are shared, so questions with the same
 continuation share their traces: the cost is paid once per continuation, not per question.

@@ -104,7 +104,8 @@ class BagRecorder(Node):
             raise ValueError("parameter 'topics' is required: the topics to record, e.g. -p topics:=[/joint_states]")
         if storage not in STORAGES:
             raise ValueError(f"parameter storage must be one of {list(STORAGES)}; got {storage!r}")
-        self.waiting = list(dict.fromkeys(self._resolved(t) for t in topics))
+        self.topics = list(dict.fromkeys(self._resolved(t) for t in topics))
+        self.types: dict[str, str] = {}  # topic -> its type, once subscribed
         self.path = _new_bag_path(output)
         self.storage = storage
         self.definitions = MessageDefinitions()
@@ -118,8 +119,8 @@ class BagRecorder(Node):
         self.began = time.monotonic()
         self.noticed = False
         self.stopping = False
-        self.get_logger().info(f"recording {self.waiting} to {self.path} ({storage})")
-        self.create_timer(0.1, self._subscribe_published)
+        self.get_logger().info(f"recording {self.topics} to {self.path} ({storage})")
+        self.create_timer(0.2, self._subscribe_published)
 
     def _resolved(self, topic: str) -> str:
         try:
@@ -129,34 +130,37 @@ class BagRecorder(Node):
             raise ValueError(f"parameter topics: {topic!r} is not a topic name ({reason})") from None
 
     def _subscribe_published(self) -> None:
-        """Subscribe each awaited topic that has publishers now; say once which still have none."""
+        """Subscribe each awaited topic that has publishers now; refuse a topic offered in two types."""
         if self.stopping:
             return
         if self.done or (self.max_duration and self._elapsed() >= self.max_duration):
             self.done = True
             return
-        for topic in list(self.waiting):
+        for topic in self.topics:
             publishers = self.get_publishers_info_by_topic(topic)
-            if not publishers:
-                continue
-            types = sorted({p.topic_type for p in publishers})
+            # A publisher of another type may come after the topic is recorded: checked every time.
+            recorded = {self.types[topic]} if topic in self.types else set()
+            types = sorted({p.topic_type for p in publishers} | recorded)
             if len(types) > 1:
                 self.get_logger().error(
                     f"refusing to record {topic}: its publishers disagree on its type ({' and '.join(types)})"
                 )
                 self.failed = self.done = True
                 return
+            if topic in self.types or not publishers:
+                continue
             try:
                 self._subscribe(topic, types[0], [p.qos_profile for p in publishers])
             except (ValueError, ImportError, AttributeError) as exc:  # a type not installed or not defined here
                 self.get_logger().error(f"cannot record {topic} ({types[0]}): {exc}")
                 self.failed = self.done = True
                 return
-            self.waiting.remove(topic)
-        if self.waiting and not self.noticed and time.monotonic() - self.began > WAIT_NOTICE_S:
+            self.types[topic] = types[0]
+        waiting = [t for t in self.topics if t not in self.types]
+        if waiting and not self.noticed and time.monotonic() - self.began > WAIT_NOTICE_S:
             self.noticed = True
             self.get_logger().warning(
-                f"no publisher yet on {self.waiting} after {WAIT_NOTICE_S:g} s: waiting for one (recording the others)"
+                f"no publisher yet on {waiting} after {WAIT_NOTICE_S:g} s: waiting for one (recording the others)"
             )
 
     def _subscribe(self, topic: str, type_name: str, profiles: list) -> None:

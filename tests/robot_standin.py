@@ -6,7 +6,7 @@ Publishes, with reliable QoS, ``/joint_states`` (JointState of shoulder and elbo
 position i-th message: shoulder -0.75 + 0.5 cos, elbow 1.7 + 0.4 sin of a 2 s swing; stamps of
 the wall clock), ``/battery`` (BatteryState at 5 Hz, voltage 12 - i/100) and
 ``/horde/predictions`` (a gamma_net_msgs PredictionArray at 5 Hz, update_count i). It starts
-once every topic has a subscriber (a recorder that subscribed), publishes ``--count``
+once every topic (or every one of ``--topics``) has a subscriber (a recorder that subscribed), publishes ``--count``
 JointStates with the others at their rates, waits until every reader acknowledged every
 message, prints ``published J joint_states, B battery, P predictions`` and exits 0.
 """
@@ -29,6 +29,7 @@ EVERY = 10  # the slow topics publish every 10th tick: 5 Hz
 def main() -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--count", type=int, required=True, help="JointState messages to publish")
+    parser.add_argument("--topics", nargs="+", default=None, help="topics that must have a subscriber (default: all)")
     parser.add_argument("--wait", type=float, default=120.0, help="s to wait for subscribers at most")
     args = parser.parse_args()
     from gamma_net_msgs.msg import PredictionArray
@@ -42,7 +43,8 @@ def main() -> int:
     predictions = node.create_publisher(PredictionArray, "/horde/predictions", qos)
     publishers = (joints, battery, predictions)
     deadline = time.monotonic() + args.wait
-    while not all(p.get_subscription_count() for p in publishers):
+    awaited = [p for p in publishers if args.topics is None or p.topic_name in args.topics]
+    while not all(p.get_subscription_count() for p in awaited):
         if time.monotonic() > deadline:
             print("no subscriber on every topic", flush=True)
             return 1

@@ -17,7 +17,7 @@ transient local if all of them are, so what they hold for late joiners is record
 Publishers that disagree on a topic's type are refused in one line naming both types: the
 recording stops there, exit code 1.
 
-Ctrl-C or SIGTERM (or ``max_messages`` / ``max_duration`` reached) closes the bag: its index
+Ctrl-C or SIGTERM (or ``max_messages`` reached) closes the bag: its index
 and ``metadata.yaml`` are written, so what was recorded is a complete, readable bag.
 """
 
@@ -97,9 +97,6 @@ class BagRecorder(Node):
         self.max_messages = declare(
             self, "max_messages", 0, "stop once this many messages are recorded (0: until stopped)", low=0, high=2**62
         )
-        self.max_duration = declare(
-            self, "max_duration", 0.0, "s after the first message to stop at (0: until stopped)", low=0.0, high=1e9
-        )
         if not topics:
             raise ValueError("parameter 'topics' is required: the topics to record, e.g. -p topics:=[/joint_states]")
         if storage not in STORAGES:
@@ -113,13 +110,12 @@ class BagRecorder(Node):
         self.writer.open()
         self.counts: dict[str, int] = {}
         self.recorded = 0
-        self.first_ns: int | None = None
         self.failed = False  # a topic refused: the recording stops, exit code 1
         self.done = False
         self.began = time.monotonic()
         self.noticed = False
         self.stopping = False
-        self.get_logger().info(f"recording {self.topics} to {self.path} ({storage})")
+        self.announced = False
         self.create_timer(0.2, self._subscribe_published)
 
     def _resolved(self, topic: str) -> str:
@@ -133,9 +129,11 @@ class BagRecorder(Node):
         """Subscribe each awaited topic that has publishers now; refuse a topic offered in two types."""
         if self.stopping:
             return
-        if self.done or (self.max_duration and self._elapsed() >= self.max_duration):
-            self.done = True
+        if self.done:
             return
+        if not self.announced:  # here, not in __init__: a node refused once built (an unknown key) says nothing
+            self.announced = True
+            self.get_logger().info(f"recording {self.topics} to {self.path} ({self.storage})")
         for topic in self.topics:
             publishers = self.get_publishers_info_by_topic(topic)
             # A publisher of another type may come after the topic is recorded: checked every time.
@@ -185,19 +183,10 @@ class BagRecorder(Node):
             f"{', transient local' if transient else ''})"
         )
 
-    def _elapsed(self) -> float:
-        return 0.0 if self.first_ns is None else (self.get_clock().now().nanoseconds - self.first_ns) / 1e9
-
     def _record(self, topic: str, connection, data: bytes) -> None:
         if self.done:
             return
-        now = self.get_clock().now().nanoseconds
-        if self.first_ns is None:
-            self.first_ns = now
-        elif self.max_duration and (now - self.first_ns) / 1e9 > self.max_duration:
-            self.done = True
-            return
-        self.writer.write(connection, now, data)
+        self.writer.write(connection, self.get_clock().now().nanoseconds, data)
         self.counts[topic] += 1
         self.recorded += 1
         if self.max_messages and self.recorded >= self.max_messages:

@@ -228,8 +228,10 @@ def test_publishers_that_disagree_on_a_type_are_refused_in_one_line(tmp_path, ex
         ),
         ({"output": "bag"}, "parameter 'topics' is required"),
         ({"topics": ["bad topic"], "output": "bag"}, "'bad topic' is not a topic name"),
+        # Refused once built, its bag folder already made: it goes again.
+        ({"topics": ["/joint_states"], "output": "bag", "stroage": "sqlite3"}, "unknown parameter 'stroage'"),
     ],
-    ids=["output-exists", "unknown-storage", "no-topics", "bad-topic-name"],
+    ids=["output-exists", "unknown-storage", "no-topics", "bad-topic-name", "unknown-parameter"],
 )
 def test_bad_settings_are_refused_in_one_line(tmp_path, params, says):
     (tmp_path / "notes").mkdir()
@@ -273,3 +275,24 @@ def test_what_it_records_plays_through_bag_player_as_published(tmp_path, executo
     # bag_player carries stamps as float seconds: equal to well under a microsecond at today's dates.
     stamp = lambda m: m.header.stamp.sec + m.header.stamp.nanosec * 1e-9  # noqa: E731
     np.testing.assert_allclose([stamp(m) for m in received], [stamp(m) for m in recorded], rtol=0, atol=1e-6)
+
+
+def test_max_messages_ends_the_recording_with_a_complete_bag(tmp_path):
+    bag = tmp_path / "bag"
+    node = recorder(tmp_path, topics=["/joint_states"], output=str(bag), max_messages=10)
+    standin = subprocess.Popen(
+        [sys.executable, str(STANDIN), "--count", "60", "--topics", "/joint_states", "--wait", str(bound(60))],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.STDOUT,
+    )
+    try:
+        code = node.wait(timeout=bound(60))  # it ends by itself
+    finally:
+        node.stop()
+        standin.kill()
+        standin.wait()
+    log = node.log_path.read_text()
+    assert code == 0 and "Traceback" not in log, log
+    check_metadata(bag, {"/joint_states": 10}, "mcap")
+    phase = 2 * np.pi * np.arange(10) / 100
+    np.testing.assert_allclose([m.position[0] for m in read_bag(bag)["/joint_states"]], -0.75 + 0.5 * np.cos(phase))

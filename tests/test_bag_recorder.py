@@ -7,6 +7,7 @@ them must be in the bag after Ctrl-C or SIGTERM, and the bag must read as rosbag
 
 from __future__ import annotations
 
+import json
 import os
 import pathlib
 import signal
@@ -17,6 +18,7 @@ import numpy as np
 import pytest
 import rclpy
 import yaml
+from ament_index_python.packages import get_package_share_directory
 from rclpy.duration import Duration
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 from rosbags.highlevel import AnyReader
@@ -25,6 +27,7 @@ from sensor_msgs.msg import JointState
 from std_msgs.msg import String
 from waiting import bound, wait_until
 
+from gamma_net_ros.msg_definitions import MessageDefinitions
 from gamma_net_ros.processes import NodeProcess, node_command
 
 pytestmark = pytest.mark.ros
@@ -296,3 +299,15 @@ def test_max_messages_ends_the_recording_with_a_complete_bag(tmp_path):
     check_metadata(bag, {"/joint_states": 10}, "mcap")
     phase = 2 * np.pi * np.arange(10) / 100
     np.testing.assert_allclose([m.position[0] for m in read_bag(bag)["/joint_states"]], -0.75 + 0.5 * np.cos(phase))
+
+
+def test_message_definitions_come_from_the_installed_msg_files():
+    definitions = MessageDefinitions()
+    msgdef, rihs01 = definitions.of("gamma_net_msgs/msg/PredictionArray")
+    assert msgdef.startswith("std_msgs/Header header\n") and "MSG: builtin_interfaces/Time" in msgdef
+    assert "uint64 update_count" in msgdef
+    # The hash ROS itself computed when it built the package (its .json beside the .msg).
+    built = pathlib.Path(get_package_share_directory("gamma_net_msgs"), "msg", "PredictionArray.json")
+    assert rihs01 == json.loads(built.read_text())["type_hashes"][0]["hash_string"]
+    with pytest.raises(ValueError, match="no message definition for gamma_net_msgs/msg/Nothing"):
+        definitions.of("gamma_net_msgs/msg/Nothing")

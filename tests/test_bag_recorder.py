@@ -230,11 +230,19 @@ def test_publishers_that_disagree_on_a_type_are_refused_in_one_line(tmp_path, ex
             "storage must be one of ['mcap', 'sqlite3']; got 'rosbag1'",
         ),
         ({"output": "bag"}, "parameter 'topics' is required"),
+        ({"topics": "/joint_states", "output": "bag"}, "topics must be a string list; got '/joint_states' (a string)"),
         ({"topics": ["bad topic"], "output": "bag"}, "'bad topic' is not a topic name"),
         # Refused once built, its bag folder already made: it goes again.
         ({"topics": ["/joint_states"], "output": "bag", "stroage": "sqlite3"}, "unknown parameter 'stroage'"),
     ],
-    ids=["output-exists", "unknown-storage", "no-topics", "bad-topic-name", "unknown-parameter"],
+    ids=[
+        "output-exists",
+        "unknown-storage",
+        "no-topics",
+        "one-topic-not-a-list",
+        "bad-topic-name",
+        "unknown-parameter",
+    ],
 )
 def test_bad_settings_are_refused_in_one_line(tmp_path, params, says):
     (tmp_path / "notes").mkdir()

@@ -35,6 +35,7 @@ import sys
 #: Node executable name -> the module whose ``main(args)`` runs it. setup.py's entry points come from here.
 NODES = {
     "bag_player": "gamma_net_ros.bag_player",
+    "bag_recorder": "gamma_net_ros.bag_recorder",
     "dynamixel_driver": "gamma_net_ros.dynamixel_driver",
     "prediction_monitor": "gamma_net_ros.prediction_monitor",
     "servo_emulator": "gamma_net_ros.hardware.emulator",

@@ -70,8 +70,11 @@ def declare(
       read_only: the value is fixed once the node is up (e.g. a serial port).
       constraints: a human-readable note on valid values beyond the range.
 
+    A ``default`` that is a ``Parameter.Type`` (``Parameter.Type.STRING_ARRAY``) declares a parameter
+    of that type with no value: a list with no default, which ``[]`` cannot type.
+
     Returns:
-      The parameter's value at start.
+      The parameter's value at start (None if a typed parameter without default was not given).
 
     Raises:
       ValueError: the start-up value is of another type or out of range, naming both.
@@ -89,7 +92,7 @@ def declare(
                 FloatingPointRange(from_value=float(low), to_value=float(high), step=0.0)
             ]
     _accept_integers_as_floats(node)
-    kind = Parameter.Type.from_parameter_value(default)
+    kind = default if isinstance(default, Parameter.Type) else Parameter.Type.from_parameter_value(default)
     overrides = node._parameter_overrides  # rclpy keeps the start-up values here; no public accessor
     given = overrides.get(name)
     if given is not None and _FLOAT_FROM_INT.get(kind.value) == given.type_:

@@ -26,7 +26,7 @@ ROS2_TOOLS_PIP := launch/launch launch/launch_xml launch/launch_yaml launch_ros/
   ros2cli/ros2lifecycle
 ENV := source tools/env.sh
 MSG_SOURCES := $(shell find msg -type f -not -path '*/.*' 2>/dev/null)
-PKG_SOURCES := package.xml setup.py setup.cfg $(wildcard launch/*.launch.py config/*.yaml resource/*)
+PKG_SOURCES := package.xml setup.py setup.cfg gamma_net_ros/entry.py $(wildcard launch/*.launch.py config/*.yaml config/*.json resource/*)
 PYTEST_ARGS ?=
 # Test files run side by side on this many pytest-xdist workers (each claims its own ROS_DOMAIN_ID;
 # a file's tests stay on one worker, so its module fixtures run once); tests marked `serial` still

@@ -88,7 +88,15 @@ class RosNode(Protocol):
 
 
 @runtime_checkable
-class LearningNode(RosNode, Protocol):
+class RefusableNode(RosNode, Protocol):
+    """A node that writes files (a checkpoint, a bag) and must be told when it is refused once built."""
+
+    def refused(self) -> None:
+        """Refused after it was built: from now on nothing is written (no checkpoint, no bag at shutdown)."""
+
+
+@runtime_checkable
+class LearningNode(RefusableNode, Protocol):
     """A node with a learner: compiled before it takes input, checkpointed, told when it is refused.
 
     Its class takes ``take_input_now: bool = True``: a node built elsewhere (a test's, in-process)
@@ -223,7 +231,7 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
                 message = f"unknown parameter {key!r} for node {node.get_name()} ({where}){hint}{more}"
             else:
                 message = mistyped[0] + (f" (and {len(mistyped) - 1} more mistyped)" if len(mistyped) > 1 else "")
-            if learning:
+            if isinstance(node, RefusableNode):
                 node.refused()  # built, but refused: its shutdown must leave its files as they were
             node.destroy_node()
             raise Refused(message)

@@ -10,13 +10,15 @@ import pytest
 from rclpy.node import Node
 
 from gamma_net_ros import entry
-from gamma_net_ros.node_main import LearningNode, RosNode, is_learning_node
+from gamma_net_ros.node_main import LearningNode, RefusableNode, RosNode, is_learning_node
 from gamma_net_ros.params import ros_arguments
 
 pytestmark = pytest.mark.ros
 
 #: Nodes with a learner: warmed up before they take input, checkpointed, told when refused.
 LEARNING = {"horde", "predictor", "neural_predictor"}
+#: Nodes without a learner that write files all the same (a bag): told when refused, nothing else.
+REFUSABLE = {"bag_recorder"}
 #: Executables of entry.NODES that are no rclpy node (a serial-port program).
 NOT_ROS = {"servo_emulator"}
 HOOKS = ("warm_up", "take_input", "save_checkpoint", "refused")
@@ -38,8 +40,12 @@ def test_every_node_meets_the_contract_and_only_learning_nodes_have_the_hooks(na
         assert issubclass(cls, LearningNode) and all(callable(getattr(cls, hook)) for hook in HOOKS)
         # run_node builds it without input: the constructor takes that choice.
         assert inspect.signature(cls).parameters["take_input_now"].default is True
+    elif name in REFUSABLE:
+        assert issubclass(cls, RefusableNode) and callable(cls.refused)
+        assert not any(hasattr(cls, hook) for hook in HOOKS if hook != "refused")
     else:
         assert not any(hasattr(cls, hook) for hook in HOOKS)
+        assert not issubclass(cls, RefusableNode)
 
 
 def test_the_registry_holds_the_learning_nodes_and_one_program_that_is_no_node():

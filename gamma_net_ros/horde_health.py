@@ -16,6 +16,7 @@ from diagnostic_msgs.msg import DiagnosticStatus, KeyValue
 from gamma_net_msgs.msg import PredictionErrors
 
 from gamma_net_core.horde.questions import HordeSpec
+from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Health
 from gamma_net_ros.horde_rows import Reading, doubles
 
@@ -29,9 +30,13 @@ def full_type_name(name: str) -> str:
 class Watch:
     """What the node reports of its topics and questions (see the module docstring)."""
 
-    def __init__(self, node, spec: HordeSpec, sampler) -> None:
+    def __init__(self, node, spec: HordeSpec, sampler, settings) -> None:
         self.node = node
         self.sampler = sampler
+        self.settings = settings
+        self.started = clock_seconds(node)
+        self.tick_rate = (self.started, 0)  # (since, ticks then): the measured tick rate on /diagnostics
+        self.last_error_statuses: float | None = None
         self.names = list(spec.names)
         self.state_topics = spec.state_topics()
         self.readers = {
@@ -55,6 +60,11 @@ class Watch:
     def note(self, sample, reading: Reading) -> None:
         """Count this tick's stale topics and stopped questions; say once per question why a field cannot be read."""
         self.now_stale = sample.stale + sample.silent
+        if sample.silent and clock_seconds(self.node) - self.started >= self.settings.silent_warning_s:
+            self.node.get_logger().warning(
+                "; ".join(f"no message yet on {t}: {self.stops(t)} stopped" for t in sample.silent),
+                throttle_duration_sec=10.0,
+            )
         for name in sample.stale:
             self.stale_topics[name] = self.stale_topics.get(name, 0) + 1
         self.unreadable = reading.errors
@@ -76,6 +86,13 @@ class Watch:
         for q in np.flatnonzero(~reading.usable):
             self.stopped[self.names[q]] = self.stopped.get(self.names[q], 0) + 1
 
+    def refused(self, exc: Exception) -> None:
+        """The learner refused the update (it is unchanged): counted and said, throttled."""
+        self.skipped["refused"] += 1
+        self.node.get_logger().warning(
+            f"update refused, learner unchanged: {exc}; {self.skipped['refused']} so far", throttle_duration_sec=5.0
+        )
+
     def check_types(self) -> None:
         """For each silent topic, the types its publishers use: another than declared is an error line naming both."""
         published = dict(self.node.get_topic_names_and_types())
@@ -93,8 +110,17 @@ class Watch:
                     throttle_duration_sec=10.0,
                 )
 
-    def health(self, values: dict) -> Health:
+    def health(self, *, ticks: int, updates: int, saved: str) -> Health:
         """ERROR for a topic of another type, WARN for stale or silent ones, each naming what it stops."""
+        self.check_types()
+        since, ticks_then = self.tick_rate
+        now = clock_seconds(self.node)
+        self.tick_rate = (now, ticks)
+        values = {
+            "tick_source": self.settings.tick_topic or "clock",
+            "ticks_per_s": f"{(ticks - ticks_then) / (now - since):.3g}" if now > since else "-",
+            "updates": updates,
+        }
         silent = [name for name, topic in self.sampler.topics.items() if topic.latest is None]
         said = {
             name: f"{name} is {types}, not {full_type_name(self.sampler.topics[name].type_name)}"
@@ -114,8 +140,18 @@ class Watch:
             **{f"stale.{name}": count for name, count in self.stale_topics.items()},
             **{f"stopped.{name}": count for name, count in self.stopped.items()},
             **{f"received.{name}": topic.received for name, topic in self.sampler.topics.items()},
+            "last_checkpoint": saved,
         }
         return Health(level, message, values)
+
+    def error_statuses(self, taus, errors: PredictionErrors) -> list[DiagnosticStatus]:
+        """Each question's error status, every ``error_diagnostics_period`` s (else none)."""
+        now = clock_seconds(self.node)
+        last = self.last_error_statuses
+        if last is not None and now - last < self.settings.error_diagnostics_period - 1e-6:
+            return []
+        self.last_error_statuses = now
+        return error_statuses(self.node.get_name(), self.names, taus, errors)
 
 
 def error_statuses(node_name: str, names, taus, errors: PredictionErrors) -> list[DiagnosticStatus]:
@@ -144,3 +180,14 @@ def errors_msg(names, gammas, readout_names, errors) -> PredictionErrors:
     msg.mean_rmse = doubles(errors.baseline_rmse().reshape(-1))
     msg.samples = [int(n) for n in errors.counts.reshape(-1)]
     return msg
+
+
+def start_line(node) -> str:
+    """The node's first log line: its questions, topics, ticks, timescales and checkpoint."""
+    ticks = f"on each message of {node.tick_topic} (expected at" if node.tick_topic else "on a clock at"
+    return (
+        f"{len(node.names)} questions {node.names} from {sorted(node.sampler.topics)}, ticking {ticks} "
+        f"{node.spec.rate_hz:g} Hz{')' if node.tick_topic else ''}; "
+        f"publishing tau {node.published.taus} and readouts {list(node.learner.readout_names)}; "
+        f"checkpoint {node.keeper}"
+    )

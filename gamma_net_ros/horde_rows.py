@@ -164,3 +164,34 @@ def freeze_start_up_objects() -> None:
 
     gc.collect()  # what start-up left as garbage is freed first, not frozen
     gc.freeze()
+
+
+def prediction_table(learner, inputs: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+    """[Q, G + R]: each question's prediction at ``gammas``, then under each of the learner's readouts."""
+    values = learner.predict(inputs, gammas)
+    readouts = [learner.readout(inputs, name) for name in learner.readout_names]
+    return np.column_stack([values, *readouts])
+
+
+def question_index(names: list[str], name: str) -> int:
+    """The index of question ``name`` ('' for the only one); ValueError naming the questions there are."""
+    if not name:
+        if len(names) == 1:
+            return 0
+        raise ValueError(f"name a question: one of {names}")
+    if name not in names:
+        raise ValueError(f"no question {name!r}; questions: {names}")
+    return names.index(name)
+
+
+def answer(response, learner, question: int, gammas, inputs, stamp):
+    """``response`` (a PredictAt reply) filled with ``question``'s prediction at ``gammas`` from the latest state."""
+    if inputs is None:
+        raise ValueError("no sampled state yet: every topic must publish first")
+    response.values = doubles(learner.predict(inputs, gammas)[question])
+    response.success = True
+    response.header.stamp = stamp
+    response.cumulant = learner.names[question]
+    response.gammas = doubles(gammas)
+    response.update_count = int(learner.update_count)
+    return response

@@ -5,7 +5,7 @@ question (the state's topic stale, silent or unreadable: the state is shared by 
 the ticks each topic was stale and each question stopped, says once per question why a field
 of it cannot be read (a joint the messages lack, naming the names there are), and finds a topic
 published with another type than declared (the graph knows the publishers' types): one error
-line naming both, repeated throttled, and an ERROR on /diagnostics. Nothing of it stops the node:
+line naming both, repeated throttled (checked with the diagnostics, once a second), and an ERROR on /diagnostics. Nothing of it stops the node:
 the other questions keep learning.
 """
 
@@ -94,14 +94,16 @@ class Watch:
         )
 
     def check_types(self) -> None:
-        """For each silent topic, the types its publishers use: another than declared is an error line naming both."""
-        published = dict(self.node.get_topic_names_and_types())
+        """For each silent topic, its publishers' types: another than declared is an error line naming both.
+
+        The publishers' own (the graph's list of a topic's types holds this node's subscription too).
+        """
         for name, topic in self.sampler.topics.items():
             if topic.latest is not None:
                 self.wrong_types.pop(name, None)
                 continue
-            types = [full_type_name(t) for t in published.get(name, [])]
             declared = full_type_name(topic.type_name)
+            types = sorted({full_type_name(p.topic_type) for p in self.node.get_publishers_info_by_topic(name)})
             if types and declared not in types:
                 self.wrong_types[name] = ", ".join(types)
                 self.node.get_logger().error(
@@ -109,6 +111,8 @@ class Watch:
                     f"{self.stops(name)} stopped",
                     throttle_duration_sec=10.0,
                 )
+            else:
+                self.wrong_types.pop(name, None)
 
     def health(self, *, ticks: int, updates: int, saved: str) -> Health:
         """ERROR for a topic of another type, WARN for stale or silent ones, each naming what it stops."""

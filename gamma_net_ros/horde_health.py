@@ -4,9 +4,9 @@
 question (the state's topic stale, silent or unreadable: the state is shared by all questions),
 the ticks each topic was stale and each question stopped, says once per question why a field
 of it cannot be read (a joint the messages lack, naming the names there are), and finds a topic
-published with another type than declared (the graph knows the publishers' types): one error
-line naming both, repeated throttled (checked with the diagnostics, once a second), and an ERROR on /diagnostics. Nothing of it stops the node:
-the other questions keep learning.
+published with another type than declared (its publishers' types, checked once a second): one
+error line naming both, repeated throttled, and an ERROR on /diagnostics. Nothing of it stops
+the node: the other questions keep learning.
 """
 
 from __future__ import annotations

@@ -62,6 +62,9 @@ class Row:
             for q in spec.questions
         ]
         self.reads = [(topic, parse_field(field)) for (topic, field) in fields]
+        self.cumulant_slots = np.array([k for k, _ in self.cumulants], dtype=np.intp)
+        self.terminated = np.array([t is not None for t in self.terminations])
+        self.termination_slots = np.array([t[0] if t else 0 for t in self.terminations], dtype=np.intp)
 
     def __call__(self, messages: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """The row of every question. ValueError naming the first field that cannot be read or is not finite."""
@@ -72,33 +75,37 @@ class Row:
 
     def read(self, messages: dict) -> Reading:
         """The row of ``messages`` ({topic: latest fresh message}; a topic left out is stale or silent)."""
-        values = np.full(len(self.reads), np.nan)
-        why: dict[int, str] = {}
-        for k, (topic, path) in enumerate(self.reads):
+        read, why = [], {}  # a Python list: each value is used as a float below, not as an array element
+        for topic, path in self.reads:
             message = messages.get(topic)
             if message is None:
+                read.append(math.nan)
                 continue
             try:
-                values[k] = path.resolve(message)
+                read.append(path.resolve(message))
             except ValueError as exc:
-                why[k] = str(exc)
-                continue
-            if not math.isfinite(values[k]):
-                why[k] = f"field {path.path!r} on {topic} is {values[k]}"
+                why[len(read)] = str(exc)
+                read.append(math.nan)
+        values = np.array(read)
+        finite = np.isfinite(values)
+        if not finite.all():
+            for k in np.flatnonzero(~finite):
+                topic, path = self.reads[k]
+                if k not in why and topic in messages:
+                    why[int(k)] = f"field {path.path!r} on {topic} is {read[k]}"
         errors = {"state": why[k] for k in self.state[::-1] if k in why}  # noqa: B035 - the first wins
         inputs = values[self.state]
-        state_ok = bool(np.all(np.isfinite(inputs)))
-        n = len(self.names)
-        cumulants, continuations, usable = np.full(n, np.nan), np.ones(n), np.full(n, state_ok)
-        for q, ((k, apply), termination) in enumerate(zip(self.cumulants, self.terminations)):
-            slots = [k] if termination is None else [k, termination[0]]
-            if not all(math.isfinite(values[j]) for j in slots):
-                usable[q] = False
+        state_ok = bool(finite[self.state].all())
+        usable = finite[self.cumulant_slots] & (finite[self.termination_slots] | ~self.terminated) & state_ok
+        cumulants, continuations = np.full(len(self.names), np.nan), np.ones(len(self.names))
+        for q, ((k, apply), termination, ok) in enumerate(zip(self.cumulants, self.terminations, usable.tolist())):
+            if not ok:
+                slots = [k] if termination is None else [k, termination[0]]
                 errors.update({self.names[q]: why[j] for j in slots[::-1] if j in why})  # noqa: B035 - the first
                 continue
-            cumulants[q] = apply(values[k])
+            cumulants[q] = apply(read[k])
             if termination is not None:
-                continuations[q] = termination[1](values[termination[0]])
+                continuations[q] = termination[1](read[termination[0]])
         return Reading(inputs, cumulants, continuations, usable, state_ok, errors)
 
 

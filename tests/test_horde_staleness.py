@@ -153,3 +153,15 @@ def test_a_stale_state_topic_stops_every_question_in_the_sampler(bag, tmp_path):
     t = signals.times - signals.times[0]
     stale = (t > 30.3 + 1e-6) & (t < 31.0 - 1e-6)
     assert np.array_equal(signals.usable_questions, np.repeat(~stale[:, None], 3, axis=1))
+
+
+def test_the_guides_questions_with_a_topics_section_load_as_written():
+    import pathlib
+    import re
+
+    import yaml
+
+    guide = (pathlib.Path(__file__).parent.parent / "docs" / "horde.md").read_text()
+    doc = yaml.safe_load(re.search(r"```yaml\n(.*?)```", guide, re.S)[1])
+    spec = load_questions(doc)
+    assert spec.stale_after("/battery_state") == 3.0 and spec.stale_after("/joint_states") == 0.5

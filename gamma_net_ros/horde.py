@@ -3,8 +3,8 @@
     ros2 run gamma_net_ros horde --ros-args -p questions_file:=config/horde.yaml
     ros2 topic echo /horde/predictions
 
-(The questions file is not a ROS parameters file: the node's own parameters are set with -p or
-a launch file. With ``use_sim_time`` the clock is /clock, e.g. ``ros2 bag play --clock``.)
+(The questions file is not a ROS parameters file: the node's own are set with -p or a launch
+file, gamma_net_ros.horde_settings. With ``use_sim_time`` the clock is /clock.)
 
 The questions YAML (``questions_file``; gamma_net_core.horde.questions) names each question's
 cumulant and termination as fields of topics, and the state inputs likewise. The node subscribes
@@ -20,13 +20,9 @@ learning and publishing. A state input's topic stops every question (the state i
 tick is skipped and counted. ``/diagnostics`` names each stale topic and what it stops, and a
 topic published with another type (gamma_net_ros.horde_health).
 
-Ticks come from the node's clock at the questions' ``rate_hz`` by default. With ``tick_topic``
-(one of the questions' topics, e.g. ``/joint_states``) every message on that topic is a tick
-instead: the prediction goes out as soon as the message arrives, not up to a period later, and
-is stamped with the message's header stamp where it has one. The other topics are still read
-at their latest value, with the same stale limits; ``rate_hz`` is then the rate the topic is
-expected to publish at, the time base of the timescales (tau is in ticks), and the measured
-tick rate is on ``/diagnostics``.
+Ticks come from the node's clock at ``rate_hz``, or with ``tick_topic`` (one of the questions'
+topics) from each of its messages: the prediction goes out as soon as it arrives, stamped with
+its header stamp where it has one; ``rate_hz`` is then its expected rate (tau is in ticks).
 
 A new learner publishes from its second tick, the first that learns (a resumed or frozen one
 from its first). ``predict_at`` answers any question by name at any timescales. The running

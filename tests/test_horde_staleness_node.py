@@ -132,13 +132,10 @@ def test_a_1_hz_topic_stops_only_its_questions_while_the_50_hz_ones_publish_on_e
         timeout=30,
     )
     robot.stop()
-    ticks = horde.ticks
-    assert ticks >= 100
     # one PredictionArray per JointState message (the first only records the state), the quiet battery's none lost
-    assert spin(executor, lambda: len(listener.predictions) == ticks - 1, timeout=10), (
-        len(listener.predictions),
-        ticks,
-    )
+    assert spin(executor, lambda: len(listener.predictions) == horde.ticks - 1, timeout=10)
+    ticks = horde.ticks
+    assert ticks >= 50 and ticks == horde.sampler.topics["/my_robot/joint_states"].received
     table = np.array([values(m) for m in listener.predictions])  # [N, Q, G]
     fast = table[:, :2]
     assert np.all(np.isfinite(fast)) and np.all(np.any(np.diff(fast, axis=0) != 0, axis=0))  # their values move

@@ -8,14 +8,14 @@ is not installed or a field that does not exist is refused in one line naming it
 
 On each tick (of the node's clock, or a message on its tick topic: :meth:`TopicSampler.listen`),
 :meth:`TopicSampler.sample` hands back the latest message of every topic, or says which topics
-have not published yet or are older than the stale limit.
+have not published yet or are older than their stale limit (each topic's own).
 """
 
 from __future__ import annotations
 
 import importlib
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
 from rclpy.node import Node
@@ -166,12 +166,13 @@ class TopicSampler:
         node: Node,
         topics: dict[str, str],
         *,
-        stale_after: float,
+        stale_after: float | Mapping[str, float],
         reliable: bool = False,
         queued: tuple[str, ...] = (),
     ) -> None:
         self.node = node
-        self.stale_after = float(stale_after)
+        limits = stale_after if isinstance(stale_after, Mapping) else dict.fromkeys(topics, stale_after)
+        self.stale_after = {name: float(limits[name]) for name in topics}  # s, each topic's own
         self.topics: dict[str, Topic] = {}
         self.listeners: dict[str, Callable[[object], None]] = {}
         reliability = ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT
@@ -203,13 +204,13 @@ class TopicSampler:
         self.listeners[name] = callback
 
     def sample(self) -> Sample:
-        """The latest message of every topic, unless one is silent or older than ``stale_after`` s."""
+        """The latest message of every topic that is fresh; the others named silent or stale (older than its limit)."""
         now = clock_seconds(self.node)
         sample = Sample()
         for name, topic in self.topics.items():
             if topic.latest is None:
                 sample.silent.append(name)
-            elif now - topic.arrived > self.stale_after:
+            elif now - topic.arrived > self.stale_after[name]:
                 sample.stale.append(name)
             else:
                 sample.messages[name] = topic.latest

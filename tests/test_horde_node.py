@@ -289,23 +289,34 @@ def test_a_single_question_answers_an_empty_name_like_the_predictor(executor, sp
     assert answer.success and answer.question == "shoulder_speed"
 
 
-def test_silent_and_stale_topics_skip_ticks_and_are_reported(executor, spin, tmp_path):
+def test_silent_and_stale_topics_stop_only_the_questions_that_read_them(executor, spin, tmp_path):
     horde, rig = start(executor, spin, tmp_path, questions(stale_after_s=0.35), silent_warning_s=0.0)
     play(executor, spin, horde, rig, range(12), battery=False)  # /battery_state never publishes
-    assert horde.learner.update_count == 0 and horde.skipped["silent"] >= 12 and not rig.predictions
+    # only 'voltage' reads it: the others learn and publish, 'voltage' publishes NaN and learns nothing
+    assert horde.learner.update_count == 11 and horde.stopped == {"voltage": 12}
+    assert horde.skipped["silent"] == horde.ticks - 12  # ticks before the first /joint_states, if any
+    assert spin(executor, lambda: len(rig.predictions) == 11, timeout=10)
+    values = np.reshape(rig.predictions[-1].values, (4, len(TAUS)))
+    assert np.all(np.isnan(values[2])) and np.all(np.isfinite(np.delete(values, 2, axis=0)))
+    assert not np.any(horde.learner.weights[2]) and np.all(np.any(np.delete(horde.learner.weights, 2, axis=0), axis=1))
     assert spin(
         executor,
-        lambda: any("no message yet on /battery_state" in s.message for d in rig.diagnostics for s in d.status),
+        lambda: any(
+            "no message yet on /battery_state: stops questions ['voltage']" in s.message
+            for d in rig.diagnostics
+            for s in d.status
+        ),
         timeout=10,
     )
     play(executor, spin, horde, rig, range(12, 17))
-    assert horde.learner.update_count == 4
+    assert horde.learner.update_count == 16 and np.any(horde.learner.weights[2])
     for _ in range(6):  # no new messages: the latest are used while younger than 0.35 s, then skipped
         advance(executor, spin, horde, rig)
-    assert horde.learner.update_count == 6  # ages 0.2 and 0.3 s
+    assert horde.learner.update_count == 18  # ages 0.2 and 0.3 s
+    # /joint_states carries the state: stale, it stops every question, and the tick is skipped
     assert horde.skipped["stale"] == 4 and horde.stale_topics == {"/joint_states": 4, "/battery_state": 4}
     play(executor, spin, horde, rig, range(17, 20))
-    assert horde.learner.update_count == 8  # nothing learned across the gap: 6 + (3 - 1)
+    assert horde.learner.update_count == 20  # nothing learned across the gap: 18 + (3 - 1)
 
 
 def test_checkpoint_is_resumed_and_one_of_other_questions_refused(executor, spin, tmp_path):
@@ -428,10 +439,13 @@ def test_an_unreadable_or_non_finite_field_skips_the_tick_naming_it(executor, sp
         rig.battery.publish(battery)
         assert spin(executor, lambda received=received: horde.sampler.topics["/joint_states"].received > received)
         advance(executor, spin, horde, rig)
-    assert horde.skipped["unreadable"] == 2 and horde.learner.update_count == 2
-    assert len(rig.predictions) == 2  # the first tick published nothing
+    # a non-finite cumulant stops its question only; a state input the message lacks stops every question
+    assert horde.skipped["unreadable"] == 1 and horde.stopped == {"shoulder_speed": 1}
+    assert horde.learner.update_count == 3
+    assert spin(executor, lambda: len(rig.predictions) == 3)  # the first tick published nothing
+    assert np.all(np.isnan(np.reshape(rig.predictions[-1].values, (4, len(TAUS)))[0]))
     play(executor, spin, horde, rig, range(5, 8))
-    assert horde.learner.update_count == 4  # not across the skipped ticks: 2 + (3 - 1)
+    assert horde.learner.update_count == 5  # not across the skipped tick: 3 + (3 - 1)
     with pytest.raises(ValueError, match=r"field 'velocity\[shoulder\]' on /joint_states is nan"):
         horde.row({"/joint_states": bad_speed, "/battery_state": battery})
     with pytest.raises(ValueError, match=r"field 'position\[shoulder\]' of sensor_msgs/msg/JointState: no 'shoulder'"):
@@ -548,8 +562,11 @@ def test_tick_topic_ticks_once_per_message_and_never_without_one(executor, spin,
     # Stale checks as on the clock: the battery, last heard 0.8 s ago (limit 0.5 s), now skips the tick.
     rig.joints.publish(signals(steps)[0])
     assert spin(executor, lambda: horde.ticks == steps + 1)
-    assert horde.skipped["stale"] == 1 and horde.stale_topics == {"/battery_state": 1}
-    assert len(rig.predictions) == steps - 1
+    # ... for 'voltage' only, the one question that reads it: the others learn and publish
+    assert horde.skipped["stale"] == 0 and horde.stale_topics == {"/battery_state": 1}
+    assert horde.stopped == {"voltage": 1} and horde.learner.update_count == steps
+    assert spin(executor, lambda: len(rig.predictions) == steps)
+    assert np.all(np.isnan(np.reshape(rig.predictions[-1].values, (4, 3))[2]))
     # /diagnostics names the tick source beside the measured tick rate.
     assert spin(executor, lambda: rig.diagnostics, timeout=10)
     values = {v.key: v.value for s in rig.diagnostics[-1].status if s.name.endswith("horde") for v in s.values}

@@ -126,6 +126,7 @@ class HordeLearner:
         self._w_max = np.zeros(Q)
         self.update_count = 0
         self._previous: np.ndarray | None = None
+        self._usable: np.ndarray | None = None  # [Q] questions usable at the previous step; None: all
         self._autostep = adaptation.method == "autostep"
         k_max = max(timescales.size, 1)
         self._scratch = self._make_scratch(k_max)
@@ -235,7 +236,7 @@ class HordeLearner:
 
     # -- learning
 
-    def step(self, inputs, cumulants, continuations=None, *, gammas=None) -> np.ndarray | None:
+    def step(self, inputs, cumulants, continuations=None, *, gammas=None, usable=None) -> np.ndarray | None:
         """Learn from the previous step's inputs to these, then remember these.
 
         Args:
@@ -243,18 +244,73 @@ class HordeLearner:
           cumulants: C_{t+1} [Q], the transformed cumulant of each question.
           continuations: [Q] in [0, 1]: 0 where a question's termination holds at S_{t+1}; None: all 1.
           gammas: Gamma_t [K]; None draws it from the sampler.
+          usable: [Q] bool, False where a question's cumulant or termination could not be read at
+            S_{t+1} (a stale topic): that question learns neither the transition into this step nor
+            the one out of it (it restarts, as :meth:`restart` does for all), and its cumulant and
+            continuation are ignored. None: every question.
 
         Returns:
-          The TD errors delta_V [Q, K] before the update, or None on the first step (or after
-          :meth:`restart`), which only records the inputs.
+          The TD errors delta_V [Q, K] before the update (NaN rows for the questions not learned),
+          or None on the first step (or after :meth:`restart`), which only records the inputs, or
+          where no question learns.
         """
         s = coding.check_state(inputs, self.config.n_state, "inputs")
+        learns = None
+        if usable is not None:
+            now = np.asarray(usable, dtype=bool)
+            if now.shape != (self.n_questions,):
+                raise ValueError(f"usable must be [{self.n_questions}], one per question; got shape {now.shape}")
+            learns = now if self._usable is None else now & self._usable
+        elif self._usable is not None:
+            learns = self._usable
+        self._usable = None if usable is None or now.all() else now.copy()
         if self._previous is None:
             self._previous = s
             return None
-        deltas = self.learn(self._previous, cumulants, s, continuations, gammas=gammas)
+        if learns is None or learns.all():
+            deltas = self.learn(self._previous, cumulants, s, continuations, gammas=gammas)
+        elif learns.any():
+            deltas = self._learn_some(self._previous, cumulants, s, continuations, gammas, learns)
+        else:
+            deltas = None
         self._previous = s
         return deltas
+
+    def _learn_some(self, s_t, cumulants, s_tp1, continuations, gammas, learns: np.ndarray) -> np.ndarray:
+        """:meth:`learn` for the questions where ``learns``; the others' weights and step sizes stay as they were.
+
+        The kernels update every question at once, so the others' columns are put back after
+        (a copy of those columns only, on the ticks where some question is stopped).
+        """
+        skipped = ~learns
+        c = np.where(learns, np.nan_to_num(np.asarray(cumulants, dtype=np.float64)), 0.0)
+        cont = np.ones(self.n_questions) if continuations is None else np.asarray(continuations, dtype=np.float64)
+        cont = np.where(learns, cont, 1.0)
+        if self.config.lam > 0.0:
+            # questions sharing traces must agree on the continuation: a skipped one takes a learning
+            # member's of its group (the traces are the group's, whoever learns from them)
+            groups = self._groups.of_question
+            for q in np.flatnonzero(skipped):
+                members = np.flatnonzero((groups == groups[q]) & learns)
+                if members.size:
+                    cont[q] = cont[members[0]]
+        kept = [(a, a[:, skipped].copy()) for a in self._per_question_state()]
+        w_max = self._w_max[skipped].copy()
+        try:
+            deltas = self.learn(s_t, c, s_tp1, cont, gammas=gammas)
+        finally:
+            for a, columns in kept:
+                a[:, skipped] = columns
+            self._w_max[skipped] = w_max
+        deltas[skipped] = np.nan
+        return deltas
+
+    def _per_question_state(self) -> list[np.ndarray]:
+        """The [n_features, Q] arrays an update changes: the weights, and Autostep's step sizes and traces."""
+        if not self._autostep:
+            return [self._W]
+        a = self._autostep_state
+        return [self._W, a.alphas, a.h, a.v]
 
     def restart(self) -> None:
         """Forget the previous inputs (after a gap, e.g. stale topics): the next step only records.
@@ -262,6 +318,7 @@ class HordeLearner:
         With lam > 0 the traces are cut too: nothing is learned across the gap.
         """
         self._previous = None
+        self._usable = None
         self.reset_traces()
 
     def reset_traces(self) -> None:

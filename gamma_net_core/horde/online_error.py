@@ -116,11 +116,15 @@ class PlainOnlineError:
         """Steps each timescale's return takes to complete (without a termination)."""
         return [p.d.shape[0] for p in self._pending]
 
-    def restart(self) -> None:
-        """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors."""
+    def restart(self, questions=None) -> None:
+        """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors.
+
+        ``questions`` ([Q] bool): only theirs (a gap in their cumulants alone); None: every question's.
+        """
         for pending in self._pending:
-            pending.start[:] = -1
-            pending.prediction[:] = np.nan
+            if questions is None:
+                pending.start[:] = -1
+            pending.prediction[:, _columns_of(questions)] = np.nan
 
     def observe(self, cumulants, continuations, predictions) -> None:
         """Add this step's cumulants to every pending return, close the complete ones, then record new predictions.
@@ -180,6 +184,11 @@ class PlainOnlineError:
 COMPONENT_TAIL = 1e-17
 #: Anchors of a component start every P steps, gamma_j^P >= this: the division by D loses <= 4 digits.
 ANCHOR_TAIL = 1e-4
+
+
+def _columns_of(questions):
+    """The question columns a restart touches: all (None), or those where ``questions`` is True."""
+    return slice(None) if questions is None else np.asarray(questions, dtype=bool)
 
 
 def _starts(sizes: np.ndarray) -> np.ndarray:
@@ -523,14 +532,21 @@ class OnlineError:
         """Steps each timescale's return takes to complete (without a termination)."""
         return [int(h) for h in self._columns.horizon]
 
-    def restart(self) -> None:
-        """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors."""
-        self._waiting.start[:] = -1
-        self._waiting.prediction[:] = np.nan
-        self._anchors.F[:] = 0.0
-        self._anchors.D[:] = 1.0
-        self._anchors.start[:] = self._now - 1  # the next step's cumulant is the first summed
-        self._anchors.latest[:] = 0
+    def restart(self, questions=None) -> None:
+        """After a gap in the stream: the returns pending across it are unknowable; drop them, keep the errors.
+
+        ``questions`` ([Q] bool): only theirs (a gap in their cumulants alone: a stale topic of
+        theirs; observe them meanwhile with NaN predictions, which are never scored); None: every
+        question's.
+        """
+        q = _columns_of(questions)
+        if questions is None:
+            self._waiting.start[:] = -1
+        self._waiting.prediction[:, q] = np.nan  # a NaN prediction is never closed nor scored
+        self._anchors.F[:, q] = 0.0
+        self._anchors.D[:, q] = 1.0
+        self._anchors.start[:, q] = self._now - 1  # the next step's cumulant is the first summed
+        self._anchors.latest[:, q] = 0
 
     def observe(self, cumulants, continuations, predictions) -> None:
         """Add this step's cumulants to the pending returns, close the complete ones, then record new predictions.

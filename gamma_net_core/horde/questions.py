@@ -6,7 +6,9 @@ continuation: gamma_t = 0 there), so "how much, until when". All questions share
 inputs and one tile coder. The file::
 
     rate_hz: 10.0                 # ticks per second: the node's clock (or its tick_topic's expected rate)
-    stale_after_s: 0.5            # an input older than this skips the step (counted)
+    stale_after_s: 0.5            # a topic whose latest message is older than this is stale (default limit)
+    topics:                       # optional, per topic: its own limit, or its expected rate (limit 3 / rate_hz)
+      /battery: {stale_after_s: 3.0}
     seed: 0                       # draws the tile offsets
     publish_taus: [1, 10, 100]    # timescales the node publishes (besides the readouts)
     state:                        # inputs, normalized to [0, 1] by their declared range
@@ -29,6 +31,12 @@ inputs and one tile coder. The file::
 Transforms: ``identity``, ``abs``, ``square``, ``indicator`` (1 where the value is ``above`` or
 ``below`` ``threshold``, else 0). Unknown keys are refused, naming them; every error names the
 question (or section) and the key. :meth:`HordeSpec.topics` gives {topic: type} to subscribe to.
+
+Staleness is judged per topic (:meth:`HordeSpec.stale_after`): a topic's own ``stale_after_s``,
+else three periods of its declared ``rate_hz`` (two messages missed in a row), else the file's
+``stale_after_s``. A stale or silent topic stops only the questions that read it: its cumulant or
+termination stops that question; a state input on it stops every question, since all questions
+share the one state (:meth:`HordeSpec.question_topics`).
 """
 
 from __future__ import annotations
@@ -160,6 +168,7 @@ class HordeSpec:
     stale_after_s: float = 0.5
     seed: int = 0
     publish_taus: tuple[float, ...] = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)
+    topic_stale_after_s: Mapping[str, float] = dataclasses.field(default_factory=dict)  # the topics: section
 
     @property
     def names(self) -> tuple[str, ...]:
@@ -171,6 +180,20 @@ class HordeSpec:
         for s in self.signals():
             out.setdefault(s.topic, s.type)
         return out
+
+    def stale_after(self, topic: str) -> float:
+        """Seconds after which ``topic``'s latest message is stale: its own limit, else the file's."""
+        return self.topic_stale_after_s.get(topic, self.stale_after_s)
+
+    def state_topics(self) -> set[str]:
+        """The topics of the state inputs: one of them stale stops every question (they share the state)."""
+        return {s.topic for s in self.state}
+
+    def question_topics(self) -> list[set[str]]:
+        """Per question, the topics its cumulant and termination read (the state's are everyone's)."""
+        return [
+            {q.cumulant.topic} | ({q.termination.topic} if q.termination is not None else set()) for q in self.questions
+        ]
 
     def signals(self) -> list[Signal]:
         """Every signal read per step: the state inputs, then each question's cumulant and termination."""
@@ -199,6 +222,7 @@ _TOP = {
     "stale_after_s",
     "seed",
     "publish_taus",
+    "topics",
 }
 
 
@@ -250,6 +274,7 @@ def _spec(doc: Mapping[str, Any]) -> HordeSpec:
     taus = doc.get("publish_taus", list(HordeSpec.publish_taus))
     if not isinstance(taus, list) or not taus:
         raise ValueError(f"publish_taus: must be a non-empty list of taus >= 1; got {taus!r}")
+    stale_after_s = _number(doc.get("stale_after_s", 0.5), "stale_after_s", low=1e-6, high=1e6)
     seed = doc.get("seed", 0)
     if not isinstance(seed, int) or isinstance(seed, bool) or seed < 0:
         raise ValueError(f"seed: must be an integer >= 0; got {seed!r}")
@@ -261,10 +286,31 @@ def _spec(doc: Mapping[str, Any]) -> HordeSpec:
         adaptation=adaptation,
         readouts=readouts,
         rate_hz=rate_hz,
-        stale_after_s=_number(doc.get("stale_after_s", 0.5), "stale_after_s", low=1e-6, high=1e6),
+        stale_after_s=stale_after_s,
         seed=seed,
         publish_taus=tuple(_number(t, "publish_taus", low=1.0, high=1e9) for t in taus),
+        topic_stale_after_s=_topic_limits(doc.get("topics", {}), {s.topic for s in (*state, *_signals(questions))}),
     )
+
+
+def _signals(questions: tuple[Question, ...]) -> list[Signal]:
+    return [s for q in questions for s in (q.cumulant, q.termination) if s is not None]
+
+
+def _topic_limits(m: Any, read: set[str]) -> dict[str, float]:
+    """{topic: stale_after_s} from the ``topics:`` section, each a topic the questions read."""
+    limits = {}
+    for topic, entry in _mapping(m, "topics").items():
+        label = f"topics.{topic}"
+        if topic not in read:
+            raise ValueError(f"{label}: no signal reads topic {topic!r}; the questions read {sorted(read)}")
+        entry = _mapping(entry, label)
+        _known(entry, {"stale_after_s", "rate_hz"}, label)
+        if "stale_after_s" in entry:
+            limits[topic] = _number(entry["stale_after_s"], f"{label}.stale_after_s", low=1e-6, high=1e6)
+        elif "rate_hz" in entry:
+            limits[topic] = 3.0 / _number(entry["rate_hz"], f"{label}.rate_hz", low=1e-6, high=1e6)
+    return limits
 
 
 def _question(i: int, m: Any) -> Question:

@@ -4,9 +4,15 @@ Every topic the questions name is read from a rosbag2 (or rosbag1) with the `ros
 (any message type the bag's connections define), each field resolved with
 :mod:`gamma_net_core.horde.fields`. The clock ticks every 1 / rate_hz seconds of the bag's
 receive time, from the first moment every topic has published to the last message. At each
-tick every signal takes its topic's latest message at or before the tick; a tick where some
-topic's latest message is older than ``stale_after_s`` (or a value is not finite) is skipped
-and counted, and the transition into and out of it is not learned (the node restarts there).
+tick every signal takes its topic's latest message at or before the tick.
+
+Staleness is judged per topic as the node judges it (:meth:`HordeSpec.stale_after`): a topic
+whose latest message is older than its limit stops the questions that read it, all of them if a
+state input reads it (the state is shared), and so does a value that is not finite.
+``usable_questions`` [T, Q] says where each question is usable; a question's transition into and
+out of a tick where it is not is not learned (the node restarts it there). ``usable`` [T] is
+where every question is. A topic absent from the recording is refused (the node, live, waits for
+it and stops only its questions).
 """
 
 from __future__ import annotations
@@ -31,9 +37,12 @@ class SampledSignals:
       inputs: [T, n_inputs] state inputs in their units (the learner normalizes them).
       cumulants: [T, Q] each question's transformed cumulant in the latest messages.
       continuations: [T, Q] 0 where a question's termination holds, else 1.
-      usable: [T] the tick is fresh and finite.
+      usable: [T] the tick is fresh and finite for every question.
       messages: {topic: messages read}.
-      skips: {"stale": ticks, "non_finite": ticks}.
+      skips: {"stale": ticks, "non_finite": ticks}: ticks where some topic is stale, and where
+        none is but some value is not finite.
+      usable_questions: [T, Q] the tick is fresh and finite for question q (its topics and the state's).
+      stale_topics: {topic: ticks where it is stale}.
     """
 
     times: np.ndarray
@@ -43,6 +52,8 @@ class SampledSignals:
     usable: np.ndarray
     messages: dict[str, int]
     skips: dict[str, int]
+    usable_questions: np.ndarray | None = None
+    stale_topics: dict[str, int] | None = None
 
     def transitions(self) -> np.ndarray:
         """Indices t whose transition (tick t -> tick t + 1) is learned: both ticks usable."""
@@ -95,13 +106,14 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
     ticks = start + np.arange(int(np.floor((stop - start) * spec.rate_hz)) + 1) / spec.rate_hz
     if ticks.shape[0] < 2:
         raise ValueError(f"{path}: the topics overlap for {stop - start:.3f} s, under two ticks at {spec.rate_hz} Hz")
-    stale = np.zeros(ticks.shape[0], dtype=bool)
+    fresh: dict[str, np.ndarray] = {}
     latest: dict[str, np.ndarray] = {}
     for topic, ts in times.items():
         t = np.asarray(ts)
         idx = np.searchsorted(t, ticks, side="right") - 1
         latest[topic] = idx
-        stale |= ticks - t[idx] > spec.stale_after_s
+        fresh[topic] = ticks - t[idx] <= spec.stale_after(topic)
+    stale = ~np.logical_and.reduce(list(fresh.values()))
     sampled = [np.asarray(values[i])[latest[s.topic]] for i, s in enumerate(signals)]
     n_state = len(spec.state)
     inputs = np.stack(sampled[:n_state], axis=1)
@@ -114,13 +126,22 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
         if question.termination is not None:
             continuations[:, q] = [question.termination.continuation(v) for v in sampled[k]]
             k += 1
+    state_ok = np.all(np.isfinite(inputs), axis=1)
+    for topic in spec.state_topics():
+        state_ok &= fresh[topic]
+    usable_questions = np.isfinite(cumulants) & state_ok[:, None]
+    for q, topics in enumerate(spec.question_topics()):
+        for topic in topics:
+            usable_questions[:, q] &= fresh[topic]
     finite = np.all(np.isfinite(inputs), axis=1) & np.all(np.isfinite(cumulants), axis=1)
     return SampledSignals(
         times=ticks,
         inputs=inputs,
         cumulants=cumulants,
         continuations=continuations,
-        usable=~stale & finite,
+        usable=usable_questions.all(axis=1),
         messages={t: len(ts) for t, ts in times.items()},
         skips={"stale": int(stale.sum()), "non_finite": int((~finite & ~stale).sum())},
+        usable_questions=usable_questions,
+        stale_topics={topic: int((~f).sum()) for topic, f in fresh.items()},
     )

@@ -164,7 +164,9 @@ def plot_summary(path: pathlib.Path, runs: Sequence[dict]) -> pathlib.Path:
     import matplotlib.pyplot as plt
 
     obstacles = list(dict.fromkeys(r["obstacle"] for r in runs))
-    fig, axes = plt.subplots(1, len(obstacles), figsize=(4 * len(obstacles), 3.5), squeeze=False, layout="constrained")
+    fig, axes = plt.subplots(
+        1, len(obstacles), figsize=(max(6, 4 * len(obstacles)), 3.5), squeeze=False, layout="constrained"
+    )
     for ax, obstacle in zip(axes[0], obstacles):
         for i, condition in enumerate(CONDITIONS):
             values = [r["contact_s"] for r in runs if r["obstacle"] == obstacle and r["condition"] == condition]
@@ -176,7 +178,7 @@ def plot_summary(path: pathlib.Path, runs: Sequence[dict]) -> pathlib.Path:
         ax.set_xticks(range(len(CONDITIONS)), CONDITIONS)
         ax.set_title(f"{obstacle} obstacle")
         ax.set_ylabel("contact time per run (s)")
-    fig.suptitle("The reflex in real time (ros2 launch): contact time by condition")
+    fig.suptitle("The reflex in real time (ros2 launch)")
     fig.savefig(path, dpi=110)
     plt.close(fig)
     return path

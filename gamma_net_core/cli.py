@@ -41,6 +41,11 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
         "an alert's threshold from a bag: lead time, events caught, false alarms",
     ),
     (("reflex", "study"), "gamma_net_core.experiments.reflex_study", "predictive vs reactive reflex at an obstacle"),
+    (
+        ("reflex", "realtime-study"),
+        "gamma_net_ros.studies.reflex_realtime",
+        "the reflex study through ros2 launch in real time, resumable",
+    ),
     (("lambda-study",), "gamma_net_core.experiments.lambda_study", "TD(lambda) and TD(Delta) learning curves"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE or MinAtar, record φ/cumulant shards"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),

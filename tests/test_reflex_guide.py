@@ -3,7 +3,6 @@ node on its command form (the rules files the guide shows written beside it), th
 
 from __future__ import annotations
 
-import importlib.util
 import pathlib
 import re
 
@@ -52,8 +51,6 @@ def test_the_guides_rules_files_parse(tmp_path):
 
 @pytest.mark.parametrize("command", guide_commands(), ids=lambda c: re.search(r"command_type:=(\w+)", c).group(1))
 def test_each_guide_example_starts_on_its_form_and_stops_cleanly(tmp_path, command):
-    if "joint_trajectory" in command and importlib.util.find_spec("trajectory_msgs") is None:
-        pytest.skip("trajectory_msgs (ros-trajectory-msgs) is not installed")
     for name, body in guide_files().items():
         (tmp_path / name).write_text(body)
     run = Background(command, cwd=tmp_path, log_path=tmp_path / "reflex.log", shell=True)

@@ -18,6 +18,7 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from std_msgs.msg import Float64MultiArray
 from test_reflex_node import GAMMAS, STALL, Rig, rules_file
+from trajectory_msgs.msg import JointTrajectory, JointTrajectoryPoint
 from waiting import bound
 
 from gamma_net_ros.processes import node_command
@@ -172,14 +173,13 @@ def test_a_forward_controllers_float64_multi_array_is_filtered_in_joint_order(tm
 
 
 def test_joint_trajectory_goals_are_filtered_and_held(tmp_path, executor, spin):
-    trajectory_msgs = pytest.importorskip("trajectory_msgs.msg")  # ros-trajectory-msgs, not in the venv yet
     remap = FormRig.REMAP("trajectory_controller/joint_trajectory")
     reflex = make_reflex(rules_file(tmp_path, STALL, stale_after_s=1.0), remap, command_type="joint_trajectory")
     executor.add_node(reflex)
     rig = Rig(executor, spin)
-    arm = FormRig(rig, trajectory_msgs.JointTrajectory, "trajectory_controller/joint_trajectory", reflex)
-    goal = trajectory_msgs.JointTrajectory(joint_names=["shoulder", "elbow"])
-    goal.points = [trajectory_msgs.JointTrajectoryPoint(positions=[0.5, 1.2]) for _ in range(2)]
+    arm = FormRig(rig, JointTrajectory, "trajectory_controller/joint_trajectory", reflex)
+    goal = JointTrajectory(joint_names=["shoulder", "elbow"])
+    goal.points = [JointTrajectoryPoint(positions=[0.5, 1.2]) for _ in range(2)]
     assert rig.until(lambda: arm.out, feed=lambda: (rig.state(0.0), arm.send(goal)))
     assert [list(p.positions) for p in arm.out[-1].points] == [[0.0, 1.0]]  # stopped: held where it is
 

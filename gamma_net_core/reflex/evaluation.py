@@ -8,7 +8,7 @@ Pure logic on numbers and times (seconds on any one clock), so it is tested with
     out = reflex.filter(command, present)    # a JointCommand after the responses (None: not forwarded)
     velocity = reflex.apply(names, velocity) # velocity commands only, as the reflex study steps them
 
-What ``filter`` guarantees, whatever it is given (property-tested in tests/test_reflex_properties.py):
+What ``filter`` guarantees, whatever it is given (property-tested in tests/test_reflex_safety.py):
 the output is finite; a joint a rule that is on names moves toward the rule's direction at most
 ``scale`` times as much as commanded (a velocity, acceleration or effort toward it is scaled; a
 position goal's step from the present position toward it is scaled); while a stale rule's

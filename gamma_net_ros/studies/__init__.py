@@ -1,0 +1,1 @@
+"""Experiments that orchestrate ROS processes (launches) and read what they report."""

@@ -1,0 +1,62 @@
+"""`gamma-net reflex realtime-study` end to end on a tiny budget: real launches, as a user runs it."""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+
+import pytest
+from waiting import bound
+
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
+
+#: A run's wall seconds: long enough for a circuit's part, short enough for `make test`.
+RUN_S = 15
+
+
+def study(out, *extra):
+    command = ["gamma-net", "reflex", "realtime-study", "--runs", "1", "--seconds", str(RUN_S)]
+    command += ["--obstacles", "shoulder", "--resamples", "1000", "--out", str(out), "--json", str(out / "r.json")]
+    return subprocess.run(command + list(extra), capture_output=True, text=True, timeout=bound(400))
+
+
+def test_the_study_runs_each_condition_through_ros2_launch_and_resumes(tmp_path):
+    out = tmp_path / "study"
+    done = study(out)
+    assert done.returncode == 0, done.stdout + done.stderr
+    runs = {}
+    for condition in ("none", "reactive", "predictive"):
+        run = json.loads((out / "runs" / f"shoulder-{condition}-seed0.json").read_text())
+        runs[condition] = run
+        assert run["launch_exit"] == 0, run["log"]  # Ctrl-C ended the launch cleanly
+        assert run["seconds"] >= RUN_S and run["joint_states"] > 10 * RUN_S  # the driver's states all along
+        assert isinstance(run["contacts"], int) and run["contacts"] >= 0
+        # The emulator counts a contact as it starts and its time while it pushes: both or neither.
+        assert run["contact_s"] >= 0 and (run["contact_s"] > 0) == (run["contacts"] > 0)
+        assert math.isfinite(run["peak_current_a"]) and (run["peak_current_a"] > 0) == (run["contacts"] > 0)
+        assert run["progress_circuits"] > 0.2  # the operator went round the wire, measured from joint_states
+        [fraction] = run["rule_on_fraction"].values()  # the run's own rule, from reflex/events
+        assert 0.0 <= fraction <= 1.0
+        assert run["arguments"]["rules_file"].endswith(f"shoulder-{condition}.yaml")
+    report = json.loads((out / "r.json").read_text())
+    ratio = report["data"]["shoulder"]["ratio"]
+    if runs["reactive"]["contact_s"] > 0:
+        want = runs["predictive"]["contact_s"] / runs["reactive"]["contact_s"]
+        assert ratio["ratio"] == pytest.approx(want, rel=1e-3) and ratio["undefined"] is None
+    else:
+        assert ratio["ratio"] is None and ratio["undefined"] == "the denominator's runs have no contact"
+    assert (out / "reflex_realtime.png").stat().st_size > 0
+    # Resumable: the runs done are read back, not run again.
+    again = study(out)
+    assert again.returncode == 0, again.stderr
+    assert "[realtime-study]" not in again.stdout and json.loads((out / "r.json").read_text())["data"]["runs"] == 3
+
+
+def test_bad_arguments_are_refused_in_one_line_before_any_launch(tmp_path):
+    refused = study(tmp_path / "x", "--obstacles", "knee")
+    assert refused.returncode == 2
+    assert refused.stderr.strip().endswith("--obstacles must name some of shoulder, elbow, shoulder_low; got 'knee'"), (
+        refused.stderr
+    )
+    assert not (tmp_path / "x" / "runs").exists()

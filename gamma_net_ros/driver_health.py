@@ -1,9 +1,10 @@
-"""The Dynamixel driver's health: its cycles' timing (late-cycle accounting) and the bus's ``/diagnostics``."""
+"""The Dynamixel driver's health: its cycles' timing (late cycles), the bus's ``/diagnostics``, its log lines."""
 
 from __future__ import annotations
 
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Health
 from gamma_net_ros.hardware.bus import DynamixelBus
+from gamma_net_ros.hardware.control_table import OperatingMode
 
 #: The driver's running counts, on /diagnostics.
 COUNTS = ("cycles", "late_cycles", "published", "missed_cycles", "reconnects", "commands",
@@ -102,3 +103,13 @@ class BusHealth:
             **self.counts,
         }
         return Health(level, message, values)
+
+
+def connected_line(bus: DynamixelBus, joint_names: list[str], info, mode: OperatingMode) -> str:
+    """The line logged at each (re)connect: the servos, their models and mode, the measured round trip."""
+    stats = bus.stats
+    return (
+        f"servos {bus.ids} ({joint_names}) on {bus.port_name}: models "
+        f"{list(info.model_numbers)}, {mode.name.lower()} mode, torque on; round trip "
+        f"{stats.round_trip_ms:.1f} ms, reply timeout {stats.reply_timeout_ms:.1f} ms"
+    )

@@ -52,7 +52,7 @@ from sensor_msgs.msg import JointState
 
 from gamma_net_ros.conversions import clock_seconds, servo_state_msg
 from gamma_net_ros.diagnostics import Diagnostics, Health
-from gamma_net_ros.driver_health import COUNTS, BusHealth, CycleTiming
+from gamma_net_ros.driver_health import COUNTS, BusHealth, CycleTiming, connected_line
 from gamma_net_ros.driver_settings import declare_settings, runtime_change
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortBusy, PortLost, ReadFailed
 from gamma_net_ros.hardware.goals import JointLimits
@@ -126,12 +126,7 @@ class DynamixelDriver(Node):
             return False
         self.down_reason = ""
         self._adopt(info)
-        stats = self.bus.stats
-        self.get_logger().info(
-            f"servos {self.bus.ids} ({self.joint_names}) on {self.bus.port_name}: models "
-            f"{list(info.model_numbers)}, {self.mode.name.lower()} mode, torque on; round trip "
-            f"{stats.round_trip_ms:.1f} ms, reply timeout {stats.reply_timeout_ms:.1f} ms"
-        )
+        self.get_logger().info(connected_line(self.bus, self.joint_names, info, self.mode))
         return True
 
     def _adopt(self, info) -> None:

@@ -65,6 +65,22 @@ def transition_msg(row, stamp: Time) -> Transition:
     return msg
 
 
+def transition_fields(msg: Transition) -> dict:
+    """A Transition's fields as :meth:`gamma_net_core.neural.online.TransitionStream.receive` takes them.
+
+    The features are a read-only view of the message's buffer, not a copy.
+    """
+    return {
+        "features": np.frombuffer(msg.features, dtype=np.float32),
+        "cumulant": msg.cumulant,
+        "terminal": msg.terminal,
+        "truncated": msg.truncated,
+        "episode": msg.episode,
+        "step": msg.step,
+        "stamp": stamp_to_seconds(msg.header.stamp),
+    }
+
+
 def joint_state_msg(message) -> JointState:
     """A JointState of a recorded one (:class:`~gamma_net_core.data.bags.JointStateMessage`), its stamp kept."""
     msg = JointState()
@@ -73,4 +89,19 @@ def joint_state_msg(message) -> JointState:
     msg.position = [float(v) for v in message.position]
     msg.velocity = [float(v) for v in message.velocity]
     msg.effort = [float(v) for v in message.effort]
+    return msg
+
+
+def servo_state_msg(joint_names: list[str], sample, torque_constant: float) -> JointState:
+    """A JointState of one bus read (a :class:`~gamma_net_ros.hardware.bus.JointSample`), stamped at its request.
+
+    Its effort is an estimate of the torque, N m: the Present Current times ``torque_constant`` (N m per A).
+    """
+    msg = JointState(
+        name=joint_names,
+        position=sample.position.tolist(),
+        velocity=sample.velocity.tolist(),
+        effort=(sample.current * torque_constant).tolist(),
+    )
+    msg.header.stamp = seconds_to_stamp(sample.stamp)
     return msg

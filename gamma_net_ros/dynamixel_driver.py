@@ -50,53 +50,15 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
-from gamma_net_ros.conversions import clock_seconds, seconds_to_stamp
-from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
+from gamma_net_ros.conversions import clock_seconds, servo_state_msg
+from gamma_net_ros.diagnostics import Diagnostics, Health
+from gamma_net_ros.driver_health import COUNTS, BusHealth, CycleTiming, connected_line
+from gamma_net_ros.driver_settings import declare_settings, runtime_change
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortBusy, PortLost, ReadFailed
-from gamma_net_ros.hardware.control_table import TORQUE_CONSTANT_NM_PER_A, OperatingMode
-from gamma_net_ros.hardware.goals import JointGoals, JointLimits
+from gamma_net_ros.hardware.goals import JointLimits
 from gamma_net_ros.node_main import run_node
-from gamma_net_ros.params import declare
 
-MODES = {"velocity": OperatingMode.VELOCITY, "position": OperatingMode.POSITION}
-LIMIT_PARAMETERS = ("position_min", "position_max", "velocity_max")
 SILENCE_S = 1.0  # s without a good read (and 3 missed cycles) before the servos are reconfigured
-
-
-# name, default, description, (low, high) or None. Fixed once the node is up.
-PARAMETERS = (
-    ("port", "/dev/ttyUSB0", "serial device of the servo bus", None),
-    ("baud_rate", 1_000_000, "bits per second; must match the servos' Baud Rate register", (9600, 4_500_000)),
-    ("ids", [1, 2], "servo ids, in the order of joint_names", None),
-    ("joint_names", ["shoulder", "elbow"], "joint names, published and commanded", None),
-    ("rate_hz", 30.0, "read/publish/write cycles per second", (1.0, 500.0)),
-    ("command_mode", "velocity", "what joint_commands set: velocity or position", None),
-    ("retries", 2, "extra sync-read attempts within one cycle", (0, 10)),
-    (
-        "timeout_ms",
-        0.0,
-        "sync-read reply timeout, ms; 0: the SDK's own (about 34 ms); lengthened to cover the "
-        "round trip measured at connect, within one cycle",
-        (0.0, 1000.0),
-    ),
-    ("reconnect_interval_s", 0.5, "wait between attempts to reopen a vanished port, s", (0.01, 60.0)),
-    ("diagnostics_period_s", 1.0, "period of /diagnostics, s", (0.1, 60.0)),
-    ("soft_stop_s", 0.3, "velocity mode: braking horizon near a position limit, s", (0.01, 5.0)),
-    (
-        "torque_constant",
-        TORQUE_CONSTANT_NM_PER_A,
-        "N m per A: the published effort is Present Current times this (an estimate of the torque)",
-        (0.01, 20.0),
-    ),
-)
-# Changeable at run time (validated in _on_set_parameters).
-RUNTIME_PARAMETERS = (
-    ("command_timeout_s", 1.0, "velocity mode: zero the goals after this long without a command, s (0: never)",
-     (0.0, 3600.0)),
-    ("position_min", [-1.5707963, -1.5707963], "lowest commanded position per joint, rad", None),
-    ("position_max", [1.5707963, 1.5707963], "highest commanded position per joint, rad", None),
-    ("velocity_max", [2.0, 2.0], "fastest commanded speed per joint, rad/s", None),
-)  # fmt: skip
 
 
 class DynamixelDriver(Node):
@@ -110,51 +72,24 @@ class DynamixelDriver(Node):
             raise
 
     def _setup(self) -> None:
-        p = {}
-        for specs, read_only in ((PARAMETERS, True), (RUNTIME_PARAMETERS, False)):
-            for name, default, description, bounds in specs:
-                low, high = bounds or (None, None)
-                p[name] = declare(self, name, default, description, low=low, high=high, read_only=read_only)
-        self.joint_names = list(p["joint_names"])
-        n = len(self.joint_names)
-        if len(p["ids"]) != n or len(set(self.joint_names)) != n or n == 0:
-            raise ValueError(f"need one distinct joint name per servo id; got ids {p['ids']}, names {self.joint_names}")
-        if p["command_mode"] not in MODES:
-            raise ValueError(f"command_mode must be one of {list(MODES)}; got {p['command_mode']!r}")
-        self.mode = MODES[p["command_mode"]]
-        self.goals = JointGoals(
-            self.joint_names,
-            mode=p["command_mode"],
-            limits=JointLimits.of(n, **{name: p[name] for name in LIMIT_PARAMETERS}),
-            command_timeout_s=p["command_timeout_s"],
-            soft_stop_s=p["soft_stop_s"],
-        )
+        s = declare_settings(self)
+        self.joint_names = s.joint_names
+        self.mode = s.mode
+        self.goals = s.goals()
         self.add_on_set_parameters_callback(self._on_set_parameters)
 
-        self.bus = DynamixelBus(
-            p["port"],
-            ids=p["ids"],
-            baud_rate=p["baud_rate"],
-            retries=p["retries"],
-            timeout_ms=p["timeout_ms"],
-            clock=lambda: clock_seconds(self),
-        )
-        self.rate_hz = p["rate_hz"]
-        self.torque_constant = p["torque_constant"]
-        self.reconnect_interval = p["reconnect_interval_s"]
-        names = ("cycles", "late_cycles", "published", "missed_cycles", "reconnects", "commands",
-                 "rejected_commands", "clamped_commands")  # fmt: skip
-        self.counts = dict.fromkeys(names, 0)
+        self.bus = s.bus(clock=lambda: clock_seconds(self))
+        self.rate_hz = s.rate_hz
+        self.torque_constant = s.torque_constant
+        self.reconnect_interval = s.reconnect_interval_s
+        self.counts = dict.fromkeys(COUNTS, 0)
         self.models: tuple[int, ...] = ()
         self.last_position: np.ndarray | None = None
         self._next_reconnect = 0.0
         self._silent_cycles, self._last_good = 0, time.monotonic()
         self.down_reason = ""
-        self._last_attempts = self._last_failed = 0
-        # On time: each cycle starts within half a period of when it was due (see _count_late).
-        self.period = 1.0 / self.rate_hz
-        self._cycle_start: float | None = None
-        self._recent = {"late": 0, "cycles": 0, "gap": 0.0, "work": 0.0}  # since the last /diagnostics
+        self.timing = CycleTiming(self.rate_hz, self.counts)
+        self._bus_health = BusHealth(self.bus, self.timing, self.counts, self.rate_hz)
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
         self.create_subscription(JointState, "joint_commands", self._on_command, 10)
@@ -166,7 +101,7 @@ class DynamixelDriver(Node):
             raise ValueError(str(exc)) from exc
         self.create_timer(1.0 / self.rate_hz, self._cycle)
         self.health = Diagnostics(
-            self, "servo bus", self._report_health, period=p["diagnostics_period_s"], hardware_id=self.bus.port_name
+            self, "servo bus", self._report_health, period=s.diagnostics_period_s, hardware_id=self.bus.port_name
         )
 
     # -- the bus -----------------------------------------------------------------------------
@@ -191,12 +126,7 @@ class DynamixelDriver(Node):
             return False
         self.down_reason = ""
         self._adopt(info)
-        stats = self.bus.stats
-        self.get_logger().info(
-            f"servos {self.bus.ids} ({self.joint_names}) on {self.bus.port_name}: models "
-            f"{list(info.model_numbers)}, {self.mode.name.lower()} mode, torque on; round trip "
-            f"{stats.round_trip_ms:.1f} ms, reply timeout {stats.reply_timeout_ms:.1f} ms"
-        )
+        self.get_logger().info(connected_line(self.bus, self.joint_names, info, self.mode))
         return True
 
     def _adopt(self, info) -> None:
@@ -214,27 +144,11 @@ class DynamixelDriver(Node):
 
     def _cycle(self) -> None:
         start = time.monotonic()
-        self._count_late(start)
+        self.timing.count_late(start)
         try:
             self._read_and_write()
         finally:
-            self._recent["work"] = max(self._recent["work"], time.monotonic() - start)
-
-    def _count_late(self, start: float) -> None:
-        """Count the slots this cycle missed: a start 1.5 periods or more after the last one is late.
-
-        The timer keeps its phase (rcl skips to the next slot when behind), so a gap of k periods
-        means k - 1 writes that did not go out when due: a changed command waited that much longer.
-        """
-        self.counts["cycles"] += 1
-        self._recent["cycles"] += 1
-        if self._cycle_start is not None:
-            gap = start - self._cycle_start
-            late = max(0, round(gap / self.period) - 1)
-            self.counts["late_cycles"] += late
-            self._recent["late"] += late
-            self._recent["gap"] = max(self._recent["gap"], gap)
-        self._cycle_start = start
+            self.timing.worked(time.monotonic() - start)
 
     def _read_and_write(self) -> None:
         if not self.bus.is_open:
@@ -263,14 +177,7 @@ class DynamixelDriver(Node):
         if sample is not None:
             self._silent_cycles, self._last_good = 0, time.monotonic()
             self.last_position = sample.position
-            msg = JointState(
-                name=self.joint_names,
-                position=sample.position.tolist(),
-                velocity=sample.velocity.tolist(),
-                effort=(sample.current * self.torque_constant).tolist(),
-            )
-            msg.header.stamp = seconds_to_stamp(sample.stamp)
-            self.state_pub.publish(msg)
+            self.state_pub.publish(servo_state_msg(self.joint_names, sample, self.torque_constant))
             self.counts["published"] += 1
         try:
             self._write_goals()
@@ -306,57 +213,13 @@ class DynamixelDriver(Node):
         self.counts["clamped_commands"] += clamped
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
-        changed = {p.name: p.value for p in parameters}
-        if "command_timeout_s" in changed:
-            self.goals.command_timeout_s = changed["command_timeout_s"]  # its range is checked by rclpy
-        if not changed.keys() & set(LIMIT_PARAMETERS):
-            return SetParametersResult(successful=True)
-        values = {name: changed.get(name, self.get_parameter(name).value) for name in LIMIT_PARAMETERS}
-        try:
-            self.goals.limits = JointLimits.of(len(self.joint_names), **values)
-        except ValueError as exc:
-            return SetParametersResult(successful=False, reason=str(exc))
-        return SetParametersResult(successful=True)
+        return runtime_change(self.goals, parameters, lambda name: self.get_parameter(name).value)
 
     # -- health ------------------------------------------------------------------------------
     def _report_health(self) -> Health:
-        stats = self.bus.stats
-        attempts, failed = stats.attempts - self._last_attempts, stats.failed_attempts - self._last_failed
-        self._last_attempts, self._last_failed = stats.attempts, stats.failed_attempts
-        success = f"{1.0 - stats.failed_attempts / stats.attempts:.4f}" if stats.attempts else "n/a"
-        recent = f"{1.0 - failed / attempts:.4f}" if attempts else "n/a"
-        if not self.bus.is_open:
-            level, message = ERROR, f"servo bus down ({self.down_reason or stats.last_error}); reopening"
-        elif failed:
-            level, message = WARN, f"{failed} of {attempts} reads failed in the last period"
-        else:
-            level, message = OK, f"{self.rate_hz:g} Hz, reads fine"
-        timing, self._recent = self._recent, {"late": 0, "cycles": 0, "gap": 0.0, "work": 0.0}
-        if level == OK and timing["late"]:  # a busy machine's, not the bus's: said, not a warning
-            message += f"; {timing['late']} of {timing['cycles'] + timing['late']} cycles late"
-        due = self.counts["cycles"] + self.counts["late_cycles"]  # slots, the skipped ones included
-        values = {
-            "port_state": "open" if self.bus.is_open else "lost",
-            "read_success_rate": success,
-            "read_success_rate_recent": recent,
-            "read_attempts": stats.attempts,
-            "failed_attempts": stats.failed_attempts,
-            "failed_reads": stats.failed_reads,
-            "port_losses": stats.port_losses,
-            "drained_bytes": stats.drained_bytes,
-            "stale_replies": stats.stale_replies,
-            "round_trip_ms": f"{stats.round_trip_ms:.1f}",
-            "reply_timeout_ms": f"{stats.reply_timeout_ms:.1f}",
-            "last_error": stats.last_error,
-            "model_numbers": list(self.models),
-            "command_timeouts": self.goals.timeouts,
-            "on_time_rate": f"{1.0 - self.counts['late_cycles'] / due:.4f}" if due else "n/a",
-            "late_cycles_recent": timing["late"],
-            "cycle_gap_max_ms_recent": f"{timing['gap'] * 1e3:.1f}",
-            "cycle_work_max_ms_recent": f"{timing['work'] * 1e3:.2f}",
-            **self.counts,
-        }
-        return Health(level, message, values)
+        return self._bus_health.report(
+            down_reason=self.down_reason, models=self.models, command_timeouts=self.goals.timeouts
+        )
 
     def destroy_node(self) -> None:
         if self.bus is not None:

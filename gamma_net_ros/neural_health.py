@@ -1,8 +1,9 @@
-"""The neural predictor's health: its training state, ``/diagnostics`` values and progress lines."""
+"""The neural predictor's health: its training state, ``/diagnostics`` values and log lines."""
 
 from __future__ import annotations
 
-from gamma_net_core.neural.online import TransitionStream
+from gamma_net_core.neural.learner import NeuralConfig
+from gamma_net_core.neural.online import SkipReason, TransitionStream
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Health
 
 
@@ -45,4 +46,22 @@ def progress_line(s: TransitionStream) -> str | None:
     return (
         f"{s.received} transitions received, {s.skipped_total} skipped, {s.gaps} gaps; "
         f"{s.learner.updates} updates; {training_state(s)}"
+    )
+
+
+def start_line(c: NeuralConfig, taus, checkpoint) -> str:
+    """The line logged once the node is built: the network, the published timescales, the checkpoint."""
+    return (
+        f"Γ-net on φ of {c.feature_size}, layers {list(c.hidden_sizes)}, update every {c.update_period} steps "
+        f"after {c.min_replay_history}; publishing tau {taus}; "
+        f"checkpoint {checkpoint}"
+    )
+
+
+def skip_line(msg, skip: tuple[SkipReason, str], skipped_total: int) -> str:
+    """The warning about a skipped Transition ``msg``: which step, why, and how many so far."""
+    reason, detail = skip
+    return (
+        f"skipped transition episode {msg.episode} step {msg.step} ({reason.value}: {detail}); "
+        f"{skipped_total} skipped so far"
     )

@@ -39,7 +39,6 @@ import pathlib
 import sys
 import threading
 
-import numpy as np
 from gamma_net_msgs.msg import Prediction, Transition
 from gamma_net_msgs.srv import PredictAt
 from rcl_interfaces.msg import SetParametersResult
@@ -49,11 +48,11 @@ from rclpy.qos import QoSProfile, ReliabilityPolicy
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner, TrainingDiverged
 from gamma_net_core.neural.online import TransitionStream
 from gamma_net_core.warmup import warm_neural
-from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, stamp_to_seconds
+from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, transition_fields
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
 from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
-from gamma_net_ros.neural_health import progress_line, stream_health
+from gamma_net_ros.neural_health import progress_line, skip_line, start_line, stream_health
 from gamma_net_ros.neural_settings import declare_settings
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.prediction_serving import TimescaleRequests, answer, refuse
@@ -96,12 +95,7 @@ class NeuralPredictor(CheckpointHooks, Node):
         # Saved in the worker thread, between updates (see _between_updates), from here on.
         self.keeper = keeper.start(self.stream.save, when_due=self._checkpoint_due.set)
         self._built = True
-        c = config
-        self.get_logger().info(
-            f"Γ-net on φ of {c.feature_size}, layers {list(c.hidden_sizes)}, update every {c.update_period} steps "
-            f"after {c.min_replay_history}; publishing tau {self.published.taus}; "
-            f"checkpoint {self.keeper}"
-        )
+        self.get_logger().info(start_line(config, self.published.taus, self.keeper))
         if take_input_now:
             self.take_input()
 
@@ -129,22 +123,9 @@ class NeuralPredictor(CheckpointHooks, Node):
     # -- stream
 
     def on_transition(self, msg: Transition) -> None:
-        skip = self.stream.receive(
-            np.frombuffer(msg.features, dtype=np.float32),
-            msg.cumulant,
-            terminal=msg.terminal,
-            truncated=msg.truncated,
-            episode=msg.episode,
-            step=msg.step,
-            stamp=stamp_to_seconds(msg.header.stamp),
-        )
+        skip = self.stream.receive(**transition_fields(msg))
         if skip is not None:
-            reason, detail = skip
-            self.get_logger().warning(
-                f"skipped transition episode {msg.episode} step {msg.step} ({reason.value}: {detail}); "
-                f"{self.stream.skipped_total} skipped so far",
-                throttle_duration_sec=5.0,
-            )
+            self.get_logger().warning(skip_line(msg, skip, self.stream.skipped_total), throttle_duration_sec=5.0)
             self.reporter.report()
 
     def _between_updates(self) -> None:

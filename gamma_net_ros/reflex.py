@@ -18,7 +18,6 @@ error is logged and the hold sent). A bad rules file or parameter is refused in 
 
 from __future__ import annotations
 
-import pathlib
 import sys
 
 import numpy as np
@@ -27,51 +26,27 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
-from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.horde.reading import PublishedPredictions
 from gamma_net_core.reflex.commands import PresentPositions
 from gamma_net_core.reflex.evaluation import ReflexState, rule_value
-from gamma_net_core.reflex.rules import PredictorSpec, load_rules
 from gamma_net_ros.conversions import clock_seconds
-from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
-from gamma_net_ros.horde_topics import check_field, message_class
+from gamma_net_ros.diagnostics import Diagnostics, Health
+from gamma_net_ros.horde_topics import message_class
 from gamma_net_ros.node_main import run_node
-from gamma_net_ros.params import declare
-from gamma_net_ros.paths import config_file
-from gamma_net_ros.reflex_forms import COMMAND_TYPES, INTERFACES, hold_template, make_form
+from gamma_net_ros.reflex_forms import hold_template, make_form
+from gamma_net_ros.reflex_health import event_line, event_msg, rules_health
+from gamma_net_ros.reflex_settings import declare_settings, load_rule_set, signal_readers
 
 
 class Reflex(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("reflex", **kwargs)
-        p = lambda *a, **k: declare(self, *a, read_only=True, **k)  # noqa: E731
-        rules_path = p("rules_file", "", "the rules YAML ('' = config/reflex_rules.yaml)")
-        questions_path = p("questions_file", "", "the Horde's questions YAML ('' = config/horde.yaml)")
-        predictor_path = p(
-            "predictor_file", "", "the predictor's parameters, for from: predictor rules ('' = arm.yaml)"
-        )
-        kind = p("command_type", "joint_state", "the command message", constraints=f"one of {list(COMMAND_TYPES)}")
-        interface = p("interface", "velocity", "float64_multi_array's interface", constraints=f"one of {INTERFACES}")
-        names = p("joint_names", ["shoulder", "elbow"], "the commanded joints (float64_multi_array: in data order)")
-        rate = p("decide_rate_hz", 100.0, "rules re-checked this often without input, 1/s", low=1.0, high=1000.0)
-        self.command_stale_s = p(
-            "command_stale_s", 0.5, "a switch re-sends a velocity if this recent, s", low=0.0, high=60.0
-        )
-        self.hold_period_s = p(
-            "hold_period_s", 0.1, "a fail-safe stop re-sends its hold this often, s", low=0.01, high=10.0
-        )
-        self.present = PresentPositions(
-            p("state_stale_s", 0.5, "joint_states older than this: position unknown, s", low=0.01, high=60.0)
-        )
-        period = p("diagnostics_period_s", 1.0, "period of /diagnostics, s", low=0.1, high=60.0)
-        self.form = make_form(kind, interface, names)
+        s = declare_settings(self)
+        self.command_stale_s, self.hold_period_s = s.command_stale_s, s.hold_period_s
+        self.present = PresentPositions(s.state_stale_s)
+        self.form = make_form(s.command_type, s.interface, s.joint_names)
         self.joint_names = list(self.form.names)
-        spec = load_questions(pathlib.Path(questions_path).expanduser() if questions_path else config_file("horde"))
-        predictor = PredictorSpec.from_parameters(
-            pathlib.Path(predictor_path) if predictor_path else config_file("arm")
-        )
-        rules_file = pathlib.Path(rules_path).expanduser() if rules_path else config_file("reflex_rules")
-        self.rule_set = load_rules(rules_file, questions=spec, joint_names=self.joint_names, predictor=predictor)
+        self.rule_set, spec, rules_file = load_rule_set(s, self.joint_names)
         self.state = ReflexState(self.rule_set)
         self.commands = self.create_publisher(self.form.cls, "joint_commands", 10)
         self.events = self.create_publisher(ReflexEvent, "reflex/events", 10)
@@ -85,13 +60,7 @@ class Reflex(Node):
             self.create_subscription(PredictionArray, "horde/predictions", guard(self.on_horde_predictions), 10)
         if self.predictor_rules:
             self.create_subscription(Prediction, "predictions", guard(self.on_predictor_prediction), 10)
-        questions = {q.name: q for q in spec.questions}
-        self.signals: dict[str, list] = {}  # topic -> [(rule index, cumulant, its field path)]
-        for i, rule in enumerate(rules):
-            if rule.source == "signal":
-                cumulant = questions[rule.question].cumulant
-                check_field(message_class(cumulant.type), cumulant.field)
-                self.signals.setdefault(cumulant.topic, []).append((i, cumulant, cumulant.path))
+        self.signals = signal_readers(self.rule_set, spec)  # topic -> [(rule index, cumulant, its field path)]
         for topic, readers in self.signals.items():
             on_signal = guard(lambda msg, t=topic: self.on_signal(t, msg))
             self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
@@ -100,10 +69,10 @@ class Reflex(Node):
         self.counts = dict.fromkeys(
             ("commands", "held", "scaled", "stopped", "events", "rejected", "unsent", "errors"), 0
         )
-        self.create_timer(1.0 / rate, guard(self.tick))
-        self.health = Diagnostics(self, "rules", self._health, period=period)
+        self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick))
+        self.health = Diagnostics(self, "rules", self._health, period=s.diagnostics_period_s)
         self.get_logger().info(
-            f"{len(rules)} rules {[r.name for r in rules]} from {rules_file}: {kind} commands "
+            f"{len(rules)} rules {[r.name for r in rules]} from {rules_file}: {s.command_type} commands "
             f"{self.commands.topic_name} from joint_commands_in; events on {self.events.topic_name}"
         )
 
@@ -188,11 +157,9 @@ class Reflex(Node):
         elif was_stopped and not self.state.stopped:
             self.get_logger().info("inputs fresh again: commands pass through the rules")
         for change in changes:
-            event = ReflexEvent(rule=change.rule.name, value=change.value, active=change.on, reason=change.reason)
-            event.header.stamp = self.get_clock().now().to_msg()
-            self.events.publish(event)
+            self.events.publish(event_msg(change, self.get_clock().now().to_msg()))
             self.counts["events"] += 1
-            said = f"rule {change.rule.name} {'on' if change.on else 'off'} ({change.reason}, value {change.value:.4g})"
+            said = event_line(change)
             if change.reason == "stale":
                 self.get_logger().warning(said)
             else:
@@ -230,12 +197,7 @@ class Reflex(Node):
             self.counts["held"] += 1
 
     def _health(self) -> Health:
-        stale = self.state.stale
-        values = {"active": ",".join(self.state.active) or "none", "stale": ",".join(stale) or "none", **self.counts}
-        if stale:
-            fail_safes = sorted({r.fail_safe for r in self.rule_set.rules if r.name in stale})
-            return Health(WARN, f"stale input for rules {stale}: fail-safe {'/'.join(fail_safes)}", values)
-        return Health(OK, f"{len(self.state.active)} of {len(self.rule_set.rules)} rules on", values)
+        return rules_health(self.state, self.rule_set, self.counts)
 
 
 def main(args=None) -> int:

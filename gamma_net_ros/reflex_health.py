@@ -1,0 +1,32 @@
+"""The reflex's health on ``/diagnostics`` and its switches as ReflexEvent rows and log lines."""
+
+from __future__ import annotations
+
+from builtin_interfaces.msg import Time
+from gamma_net_msgs.msg import ReflexEvent
+
+from gamma_net_core.reflex.evaluation import Change, ReflexState
+from gamma_net_core.reflex.rules import RuleSet
+from gamma_net_ros.diagnostics import OK, WARN, Health
+
+
+def rules_health(state: ReflexState, rule_set: RuleSet, counts: dict) -> Health:
+    """WARN while any rule's input is stale (naming the fail-safes in force), else OK; with the counts."""
+    stale = state.stale
+    values = {"active": ",".join(state.active) or "none", "stale": ",".join(stale) or "none", **counts}
+    if stale:
+        fail_safes = sorted({r.fail_safe for r in rule_set.rules if r.name in stale})
+        return Health(WARN, f"stale input for rules {stale}: fail-safe {'/'.join(fail_safes)}", values)
+    return Health(OK, f"{len(state.active)} of {len(rule_set.rules)} rules on", values)
+
+
+def event_msg(change: Change, stamp: Time) -> ReflexEvent:
+    """The ReflexEvent of one switch of a rule."""
+    event = ReflexEvent(rule=change.rule.name, value=change.value, active=change.on, reason=change.reason)
+    event.header.stamp = stamp
+    return event
+
+
+def event_line(change: Change) -> str:
+    """The log line of one switch."""
+    return f"rule {change.rule.name} {'on' if change.on else 'off'} ({change.reason}, value {change.value:.4g})"

@@ -23,7 +23,6 @@ and ``metadata.yaml`` are written, so what was recorded is a complete, readable 
 
 from __future__ import annotations
 
-import pathlib
 import re
 import shutil
 import sys
@@ -33,12 +32,12 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 from rosbags.rosbag2 import StoragePlugin, Writer
 
 from gamma_net_ros.msg_definitions import MessageDefinitions
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
+from gamma_net_ros.recording import bag_qos, new_bag_path
 
 #: Storage plugins offered, as ``ros2 bag record --storage`` names them; the first is the default.
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
@@ -48,39 +47,6 @@ WAIT_NOTICE_S = 3.0
 DRAIN_S = 2.0
 #: Subscription depth: messages a busy recorder may fall behind by before its reader drops any.
 DEPTH = 1000
-
-
-def _qos_time(duration) -> QosTime:
-    sec, nsec = divmod(int(duration.nanoseconds), 1_000_000_000)
-    return QosTime(sec, nsec)
-
-
-def _bag_qos(profile) -> Qos:
-    """A publisher's rclpy QoS as rosbag2 writes it in ``offered_qos_profiles``."""
-    return Qos(
-        QosHistory(int(profile.history)),
-        int(profile.depth),
-        QosReliability(int(profile.reliability)),
-        QosDurability(int(profile.durability)),
-        _qos_time(profile.deadline),
-        _qos_time(profile.lifespan),
-        QosLiveliness(int(profile.liveliness)),
-        _qos_time(profile.liveliness_lease_duration),
-        bool(profile.avoid_ros_namespace_conventions),
-    )
-
-
-def _new_bag_path(output: str) -> pathlib.Path:
-    """The output folder: absent or empty (then removed: rosbags creates it itself)."""
-    if not output:
-        raise ValueError("parameter 'output' is required: the bag folder to write, e.g. -p output:=runs/my_robot/bag")
-    path = pathlib.Path(output)
-    if path.is_dir() and not any(path.iterdir()):
-        path.rmdir()
-    elif path.exists():
-        what = "folder" if path.is_dir() else "file"
-        raise ValueError(f"output {output!r} exists already (a non-empty {what}); a bag is written to a new path")
-    return path
 
 
 class BagRecorder(Node):
@@ -103,7 +69,7 @@ class BagRecorder(Node):
             raise ValueError(f"parameter storage must be one of {list(STORAGES)}; got {storage!r}")
         self.topics = list(dict.fromkeys(self._resolved(t) for t in topics))
         self.types: dict[str, str] = {}  # topic -> its type, once subscribed
-        self.path = _new_bag_path(output)
+        self.path = new_bag_path(output)
         self.storage = storage
         self.definitions = MessageDefinitions()
         self.writer = Writer(self.path, version=9, storage_plugin=STORAGES[storage])
@@ -167,7 +133,7 @@ class BagRecorder(Node):
         msg_type = get_message(type_name)
         msgdef, rihs01 = self.definitions.of(type_name)
         connection = self.writer.add_connection(
-            topic, type_name, msgdef=msgdef, rihs01=rihs01, offered_qos_profiles=[_bag_qos(p) for p in profiles]
+            topic, type_name, msgdef=msgdef, rihs01=rihs01, offered_qos_profiles=[bag_qos(p) for p in profiles]
         )
         reliable = all(p.reliability == ReliabilityPolicy.RELIABLE for p in profiles)
         transient = all(p.durability == DurabilityPolicy.TRANSIENT_LOCAL for p in profiles)

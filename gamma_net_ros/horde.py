@@ -46,6 +46,7 @@ from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import HordeSpec, load_questions
+from gamma_net_core.horde.shares import share_spec
 from gamma_net_core.warmup import warm_horde
 from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import OK, WARN, Diagnostics, Health
@@ -125,6 +126,11 @@ class Horde(CheckpointHooks, Node):
         self.keeper = None  # nothing of ours to save until __init__ completes
         path = declare(self, "questions_file", "", "the questions YAML ('' = config/horde.yaml)", read_only=True)
         self.spec = load_questions(pathlib.Path(path).expanduser() if path else config_file("horde"))
+        share = declare(
+            self, "share", "", "the questions learned here: '' all, 'i/n' the i-th of n shares by name, or 'a,b'",
+            read_only=True,
+        )  # fmt: skip
+        self.spec = share_spec(self.spec, share)  # docs/scale.md: several hordes, one set of questions
         self.tick_topic = declare(
             self,
             "tick_topic",

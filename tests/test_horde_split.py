@@ -20,7 +20,7 @@ from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros2_cli import Background, close_all, launch, ros2
 from sensor_msgs.msg import JointState
-from waiting import spin_for, spin_until
+from waiting import spin_for, spin_until, wait_until
 
 from gamma_net_ros.client import LatestPredictions, PredictAtClient
 
@@ -159,3 +159,43 @@ def test_two_workers_predict_each_question_exactly_as_one_process_and_a_client_s
         for run in (split, whole):
             assert run.interrupt() == 0, run.output
             assert "Traceback" not in run.output, run.output
+
+
+def test_latest_predictions_merge_publishers_by_name_and_say_a_question_answered_twice_once(rclpy_session):
+    """Two real publishers of PredictionArray, as two workers; then the second also answers q1."""
+    import rclpy
+
+    first, second, reader = Node("merge_test_first"), Node("merge_test_second"), Node("merge_test_reader")
+    latest = LatestPredictions(reader)
+    topics = [node.create_publisher(PredictionArray, "horde/predictions", 10) for node in (first, second)]
+
+    def array(questions, base, stamp):
+        msg = PredictionArray(questions=questions, gammas=[0.0, 0.5], readouts=["r"], update_count=stamp)
+        msg.values = [base + 10 * q + g for q in range(len(questions)) for g in range(2)]
+        msg.readout_values = [base + 10 * q for q in range(len(questions))]
+        msg.header.stamp.sec = stamp
+        return msg
+
+    def spin_until(predicate) -> bool:
+        return wait_until(lambda: rclpy.spin_once(reader, timeout_sec=0.05) or predicate(), timeout=30)
+
+    try:
+        assert spin_until(lambda: all(t.get_subscription_count() > 0 for t in topics))
+        topics[0].publish(array(["q0", "q1"], 100.0, 7))
+        assert spin_until(lambda: latest.received == 1)
+        topics[1].publish(array(["q2"], 200.0, 5))
+        assert spin_until(lambda: latest.received == 2)
+        view = latest.view
+        assert sorted(view.questions) == ["q0", "q1", "q2"] and not latest.conflicts
+        assert view.value("q1", gamma=0.5).value == 111.0 and view.value("q2", gamma=0.0).value == 200.0
+        assert view.readout("q0", "r") == 100.0 and view.readout("q2", "r") == 200.0
+        assert view.stamp.sec == 5 and view.update_count == 5  # the oldest of the parts
+        for _ in range(2):
+            topics[1].publish(array(["q2", "q1"], 300.0, 9))
+        assert spin_until(lambda: latest.received == 4)
+        assert latest.conflicts == {"q1"}  # said once, however often it comes
+        assert latest.view.value("q1", gamma=0.0).value == 310.0  # the newest array's answer
+        assert sorted(latest.view.questions) == ["q0", "q1", "q2"]
+    finally:
+        for node in (first, second, reader):
+            node.destroy_node()

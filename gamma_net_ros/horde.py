@@ -130,7 +130,7 @@ class Horde(CheckpointHooks, Node):
             self, "share", "", "the questions learned here: '' all, 'i/n' the i-th of n shares by name, or 'a,b'",
             read_only=True,
         )  # fmt: skip
-        self.spec = share_spec(self.spec, share)  # docs/scale.md: several hordes, one set of questions
+        self.spec = share_spec(self.spec, share)  # several hordes, one set of questions (docs/horde.md)
         self.tick_topic = declare(
             self,
             "tick_topic",

@@ -4,7 +4,7 @@
     ros2 launch gamma_net_ros horde.launch.py questions_file:=my_robot.yaml checkpoint_path:=~/.ros/horde.npz
     ros2 launch gamma_net_ros horde.launch.py tick_topic:=/joint_states    # a tick per message
     ros2 launch gamma_net_ros horde.launch.py workers:=2     # two processes, half the questions each
-    ros2 launch gamma_net_ros horde.launch.py share:=2/2     # this machine's share (docs/scale.md)
+    ros2 launch gamma_net_ros horde.launch.py share:=2/2     # this machine's share (docs/horde.md)
     ros2 topic echo /horde/predictions gamma_net_msgs/msg/PredictionArray
     ros2 topic echo /horde/errors gamma_net_msgs/msg/PredictionErrors
 
@@ -26,7 +26,7 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import refuse_bad_arguments
+from gamma_net_ros.launch_checks import LaunchRefused, refuse_bad_arguments
 
 
 def generate_launch_description():
@@ -48,7 +48,7 @@ def generate_launch_description():
             "reliable_input", default_value="false", description="reliable QoS on the inputs (e.g. a bag's)"
         ),
         DeclareLaunchArgument(
-            "workers", default_value="1", description="horde processes sharing the questions by name (docs/scale.md)"
+            "workers", default_value="1", description="horde processes sharing the questions by name (docs/horde.md)"
         ),
         DeclareLaunchArgument(
             "share",
@@ -73,10 +73,10 @@ def _hordes(context):
     except ValueError:
         workers = 0
     if workers < 1:
-        raise RuntimeError(f"workers:={text}: must be a whole number >= 1")
+        raise LaunchRefused(f"workers:={text}: must be a whole number >= 1")
     share = LaunchConfiguration("share").perform(context)
     if workers > 1 and share:
-        raise RuntimeError(f"share:={share} with workers:={workers}: give one (workers splits the questions itself)")
+        raise LaunchRefused(f"share:={share} with workers:={workers}: give one (workers splits the questions itself)")
     checkpoint = LaunchConfiguration("checkpoint_path").perform(context)
     if workers == 1:
         return [_horde("horde", share, checkpoint)]

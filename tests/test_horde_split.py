@@ -199,3 +199,21 @@ def test_latest_predictions_merge_publishers_by_name_and_say_a_question_answered
     finally:
         for node in (first, second, reader):
             node.destroy_node()
+
+
+def test_a_share_that_names_no_question_of_the_file_is_refused_at_start_in_one_line(tmp_path):
+    import subprocess
+
+    from waiting import bound
+
+    from gamma_net_ros.processes import node_command
+
+    path = tmp_path / "questions.yaml"
+    path.write_text(yaml.safe_dump(questions()))
+    cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(path), "share": "q1,q9"})
+    result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
+    out = result.stdout + result.stderr
+    assert result.returncode == 1, out
+    lines = [line for line in out.splitlines() if "refusing to start" in line]
+    assert len(lines) == 1 and "share 'q1,q9': no question 'q9' in the questions file" in lines[0], out
+    assert "Traceback" not in out

@@ -35,7 +35,7 @@ command that execs them (``chrt -f 10``: real-time priority, ahead of the machin
 ``--workers W`` splits the questions by name into W shares (the node's ``share`` parameter, as
 ``horde.launch.py workers:=W`` does), one node process each, all ticking on the same JointState:
 a message's latency is then until the last of the W arrays stamped with it arrives, and an array
-counts as received when all W have (issue 27's scale benchmark; docs/scale.md). The clock mode
+counts as received when all W have (issue 27's scale benchmark; docs/horde.md). The clock mode
 and the compute reference run one process; ``--skip-clock`` leaves both out (the tick_topic runs only).
 """
 

@@ -350,7 +350,17 @@ def _answer(question: str, response: PredictAt.Response) -> Answer:
 
 
 class LatestPredictions:
-    """A subscription that keeps the view of the latest prediction message.
+    """A subscription that keeps the view of the latest predictions, merged over the Horde's workers.
+
+    A Horde split across processes (``horde.launch.py workers:=N``, or one share per machine)
+    publishes each share's questions on the same topic. The latest PredictionArray of each
+    publisher is kept and :attr:`view` reads all of them as one set of questions by name: the
+    rows of each publisher's latest array, at the timescales and readouts they all publish
+    (shares of one questions file publish the same), stamped with the oldest of their stamps and
+    the smallest update count. A question answered by two publishers is an error, said once
+    (the newest array's answer is read); so is a publisher whose timescales or readouts differ
+    from the newest array's (its questions are left out until it agrees). With one publisher
+    the view is its latest message, as before.
 
     A malformed message (arrays that do not fit its names and timescales) is dropped with a
     warning (at most one every 10 s): the view stays the last good one, and your callback is not
@@ -379,11 +389,13 @@ class LatestPredictions:
         self.view: PredictionView | None = None
         self.received = 0
         self.dropped = 0
+        self.publishers: dict[bytes, PredictionArray] = {}  # the latest array of each publisher, oldest first
+        self.conflicts: set[str] = set()  # questions (or publishers' timescales) already reported
         self._arrived: float | None = None
         self._on_update = on_update
         self.subscription = node.create_subscription(message_type, topic, self._take, qos)
 
-    def _take(self, msg) -> None:
+    def _take(self, msg, info) -> None:
         try:
             view = PredictionView(msg)
         except ValueError as exc:
@@ -393,14 +405,63 @@ class LatestPredictions:
                 throttle_duration_sec=10.0,
             )
             return
+        if isinstance(msg, PredictionArray):
+            key = _publisher(info)
+            self.publishers.pop(key, None)
+            self.publishers[key] = msg
+            if len(self.publishers) > 1:
+                view = PredictionView(self._merged())
         self.view = view
         self.received += 1
         self._arrived = clock_seconds(self.node)
         if self._on_update is not None:
             self._on_update(self.view)
 
+    def _merged(self) -> PredictionArray:
+        """One PredictionArray of every publisher's latest: the newest's answer where two answer a question."""
+        newest = next(reversed(self.publishers.values()))
+        gammas, readouts = list(newest.gammas), list(newest.readouts)
+        rows: dict[str, tuple[PredictionArray, int]] = {}
+        for msg in reversed(self.publishers.values()):  # newest first: it wins a conflict
+            if list(msg.gammas) != gammas or list(msg.readouts) != readouts:
+                self._conflict(
+                    f"gammas {list(msg.gammas)}",
+                    f"a publisher of {len(msg.questions)} questions ({msg.questions[0]!r}, ...) publishes gammas "
+                    f"{list(msg.gammas)} and readouts {list(msg.readouts)}, the newest {gammas} and {readouts}: "
+                    "its questions are left out",
+                )
+                continue
+            for row, question in enumerate(msg.questions):
+                if question in rows:
+                    self._conflict(question, f"question {question!r} is answered by two publishers; reading the newest")
+                    continue
+                rows[question] = (msg, row)
+        merged = PredictionArray()
+        stamps = [m.header.stamp for m, _ in rows.values()]
+        merged.header.stamp = min(stamps, key=lambda t: (t.sec, t.nanosec))
+        merged.update_count = min(int(m.update_count) for m, _ in rows.values())
+        merged.questions = list(rows)
+        merged.gammas = gammas
+        merged.readouts = readouts
+        G, R = len(gammas), len(readouts)
+        merged.values = [v for m, r in rows.values() for v in m.values[r * G : (r + 1) * G]]
+        merged.readout_values = [v for m, r in rows.values() for v in m.readout_values[r * R : (r + 1) * R]]
+        return merged
+
+    def _conflict(self, key: str, line: str) -> None:
+        if key not in self.conflicts:
+            self.conflicts.add(key)
+            self.node.get_logger().error(f"{self.subscription.topic_name}: {line}")
+
     def age_s(self) -> float:
         """Seconds (node clock) since the latest message arrived; inf before the first."""
         if self._arrived is None:
             return math.inf
         return clock_seconds(self.node) - self._arrived
+
+
+def _publisher(info) -> bytes:
+    """The publisher's identity (its gid) from a subscription's message info; one key where there is none."""
+    gid = (info or {}).get("publisher_gid") or {}
+    data = gid.get("data") if isinstance(gid, dict) else None
+    return bytes(data) if data is not None else b""

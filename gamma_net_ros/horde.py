@@ -43,6 +43,7 @@ from rclpy.node import Node
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import load_questions
+from gamma_net_core.horde.shares import share_spec
 from gamma_net_core.warmup import warm_horde
 from gamma_net_ros import horde_health, horde_rows
 from gamma_net_ros.diagnostics import Diagnostics
@@ -64,6 +65,7 @@ class Horde(CheckpointHooks, Node):
         self.settings = settings = declare_settings(self)
         path = settings.questions_file
         self.spec = load_questions(pathlib.Path(path).expanduser() if path else config_file("horde"))
+        self.spec = share_spec(self.spec, settings.share)  # several hordes, one set of questions (docs/horde.md)
         self.tick_topic, self.learning, self.gc_frozen = settings.tick_topic, settings.learn, settings.gc_freeze
         topics = sorted(self.spec.topics())
         if self.tick_topic and self.tick_topic not in topics:

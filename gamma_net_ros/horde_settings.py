@@ -12,6 +12,7 @@ from gamma_net_ros.params import declare
 @dataclass
 class Settings:
     questions_file: str
+    share: str
     tick_topic: str
     learn: bool
     reliable_input: bool
@@ -25,6 +26,13 @@ def declare_settings(node: Node) -> Settings:
     return Settings(
         questions_file=declare(
             node, "questions_file", "", "the questions YAML ('' = config/horde.yaml)", read_only=True
+        ),
+        share=declare(
+            node,
+            "share",
+            "",
+            "the questions learned here: '' all, 'i/n' the i-th of n shares by name, or 'a,b'",
+            read_only=True,
         ),
         tick_topic=declare(
             node,

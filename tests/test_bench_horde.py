@@ -59,3 +59,30 @@ def test_bench_all_runs_every_bench_command_but_itself():
 
     benches = {words[1]: module for words, module, _ in COMMANDS if words[0] == "bench" and words[1] != "all"}
     assert BENCHMARKS == benches
+
+
+def test_the_cost_model_counts_each_distinct_row_once_and_every_access_apart():
+    from gamma_net_core.bench.horde import tick_cost
+
+    cost = tick_cost(questions=10, gammas=2, published=3, n_active=4, rows_learn=12, rows_publish=9)
+    assert cost["bytes"] == 80 * (12 + 6 + 9)  # read each row once, write S_t's (about half), read the published
+    assert cost["accesses_bytes"] == 80 * (16 + 16 + 12)
+    assert cost["flops"] == 10 * (3 * 2 * 4 + 3 * 4 + 8 * 2)
+
+
+@pytest.mark.serial  # the benchmark times its loops on every core
+def test_bench_horde_cost_model_reports_the_limit_and_the_measured_fraction(tmp_path):
+    out = tmp_path / "bench.json"
+    result = subprocess.run(
+        ["gamma-net", "bench", "horde", "--questions", "3", "--horde-steps", "5", "--loop-steps", "2",
+         "--repeats", "1", "--cost-model", "--cost-questions", "4,8", "--json", str(out)],
+        capture_output=True, text=True, timeout=bound(300),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "cost model of a node tick" in result.stdout
+    data = json.loads(out.read_text())["data"]
+    assert [r["questions"] for r in data["cost_model"]] == [4, 8]
+    assert data["memory_bandwidth_bytes_per_s"] > 0
+    for r in data["cost_model"]:
+        assert 0 < r["rows_learn"] <= 2049 and r["tick_s"] > 0 and r["fraction_of_limit"] > 0
+        assert r["tick_bytes"] <= r["tick_access_bytes"]

@@ -88,3 +88,11 @@ def test_bench_horde_node_reports_latency(tmp_path):
     assert all(0 < row[2] <= row[3] <= row[4] and 10 <= row[5] <= 20 and row[7] <= row[6] for row in runs)
     assert all(row[10] <= row[6] and 0 <= row[11] for row in runs)  # read from /proc/PID/schedstat
     assert len(report["data"]["runs_p99_ms"]) == 2
+
+
+def test_a_split_nodes_message_counts_when_all_its_workers_arrays_have_arrived():
+    from gamma_net_ros.bench.horde import _complete
+
+    arrays = [(1.0, 1.002), (1.0, 1.004), (2.0, 2.003), (3.0, 3.001), (3.0, 3.009)]  # stamp 2.0: one array of two
+    assert _complete(arrays, 2) == [(1.0, 1.004), (3.0, 3.009)]
+    assert _complete(arrays, 1) == [(1.0, 1.004), (2.0, 2.003), (3.0, 3.009)]

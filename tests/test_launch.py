@@ -283,6 +283,8 @@ REFUSALS = [
     (["arm.launch.py", "joy:=true"], "package 'joy' is not installed"),
     (["atari.launch.py", "shard_dir:=runs/x", "params_file:=/nonexistent/a.yaml"], "params_file:=/nonexistent/a.yaml"),
     (["horde.launch.py", "questions_file:=/nonexistent"], "questions_file:=/nonexistent: no such file"),
+    (["horde.launch.py", "workers:=zero"], "workers:=zero: must be a whole number >= 1"),
+    (["horde.launch.py", "workers:=2", "share:=1/2"], "share:=1/2 with workers:=2: give one"),
     # An argument the file does not declare: ros2 launch itself would take it without a word.
     (
         ["playback.launch.py", "bag:=runs/arm/joint_states"],

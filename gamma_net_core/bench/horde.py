@@ -13,7 +13,17 @@ Both doors a node takes, one transition per call with Gamma_t drawn per step:
   the same run as TD(0) so their ratio is the cost of the traces.
 
 The process is pinned to one core and numba to one thread; each timing is the best of
-``--repeats``. Goals (reported, never asserted): the Horde at least 10x the loop and at least
+``--repeats``.
+
+``--cost-model`` adds the cost of one tick of a node (``learn``, then ``predict`` at the 7
+published timescales) for ``--cost-questions`` (100, 300, 1,000, 3,000): per tick, the bytes of
+weights it must move (each distinct active row of ``W[feature, question]`` read once, those of
+S_t written once, the published timescales' rows read: :func:`tick_cost`) and its flops; from the
+machine's memory bandwidth (a numpy copy of a 256 MiB array, read plus write), the fastest a
+tick can be when its weights stream from memory; and the measured tick's fraction of that limit.
+Weights that fit in the caches (100 questions: 1.6 MB) are read from them, faster than the limit.
+
+Goals (reported, never asserted): the Horde at least 10x the loop and at least
 100 steps/s (a 100 Hz clock), with TD(lambda) too (issue 18).
 """
 
@@ -128,6 +138,108 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
     }
 
 
+PUBLISHED_TAUS = (1.0, 2.0, 5.0, 10.0, 20.0, 50.0, 100.0)  # the horde node's default publish_taus
+
+
+def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
+    """Bytes per second a numpy copy of a large array moves (read plus write), the best of ``repeats``."""
+    source = np.ones(megabytes * 2**20 // 8)
+    target = np.empty_like(source)
+    best = _best_seconds(repeats, lambda: np.copyto(target, source))
+    return 2 * source.nbytes / best
+
+
+def tick_cost(
+    *, questions: int, gammas: int, published: int, n_active: int, rows_learn: int, rows_publish: int
+) -> dict:
+    """A tick's bytes of weights moved and its flops (float64 weights, ``W[feature, question]``).
+
+    Args:
+      questions: Q.
+      gammas: |Gamma_t|, the timescales learned per tick.
+      published: G, the timescales predicted per tick.
+      n_active: active features of one (state, gamma): tilings plus the bias.
+      rows_learn: distinct rows the learning reads (of (S_t, gamma_k) and (S_{t+1}, gamma_k)).
+      rows_publish: distinct rows the prediction at the published timescales reads.
+
+    Returns:
+      ``bytes``: each distinct row read once, the rows of S_t (about half of them) written once,
+      the published rows read once; ``accesses_bytes``: the kernels' row accesses, were none cached;
+      ``flops``: adds and multiplies per question (TD errors 2 K n, update K n, predictions G n).
+    """
+    row = 8 * questions
+    return {
+        "bytes": row * (rows_learn + rows_learn // 2 + rows_publish),
+        "accesses_bytes": row * (2 * gammas * n_active + 2 * gammas * n_active + published * n_active),
+        "flops": questions * (3 * gammas * n_active + published * n_active + 8 * gammas),
+    }
+
+
+def measure_cost(questions: int, *, ticks: int = 200, bandwidth: float) -> dict:
+    """One node tick (learn, then predict at the published taus) timed against :func:`tick_cost`'s limit."""
+    from gamma_net_core.horde.learner import HordeLearner
+    from gamma_net_core.linear import GammaNetConfig
+    from gamma_net_core.timescales import TimescaleSampling
+
+    config = GammaNetConfig(step_size=0.1)
+    sampling = TimescaleSampling(n_gamma=1, n_tau=29)
+    learner = HordeLearner(config, names=[f"q{i}" for i in range(questions)], timescales=sampling,
+                           rng=np.random.default_rng(1))  # fmt: skip
+    s_t, c, s_tp1 = _data(ticks + 1, questions)
+    gammas = 1.0 - 1.0 / np.asarray(PUBLISHED_TAUS)
+    learner.learn(s_t[0], c[0], s_tp1[0])  # compiled or loaded outside the timing
+    learner.predict(s_tp1[0], gammas)
+    seconds = np.empty(ticks)
+    rows_learn = np.empty(ticks)
+    for t in range(ticks):
+        started = time.perf_counter()
+        learner.learn(s_t[t + 1], c[t + 1], s_tp1[t + 1])
+        learner.predict(s_tp1[t + 1], gammas)
+        seconds[t] = time.perf_counter() - started
+        rows_learn[t] = learner.last_active_features(sampling.size).size
+    # The published rows: one state's features at each published gamma (the same count as learning's, per gamma).
+    n_active = learner.coder.n_active
+    rows_publish = min(n_active * gammas.size, learner.n_features)
+    cost = tick_cost(
+        questions=questions, gammas=sampling.size, published=gammas.size, n_active=n_active,
+        rows_learn=int(np.median(rows_learn)), rows_publish=rows_publish,
+    )  # fmt: skip
+    tick = float(np.median(seconds))
+    limit = cost["bytes"] / bandwidth
+    return {
+        "questions": questions,
+        "weights_mb": learner.n_features * questions * 8 / 1e6,
+        "rows_learn": int(np.median(rows_learn)),
+        "rows_publish": rows_publish,
+        "tick_bytes": cost["bytes"],
+        "tick_access_bytes": cost["accesses_bytes"],
+        "tick_flops": cost["flops"],
+        "limit_s": limit,
+        "tick_s": tick,
+        "tick_p99_s": float(np.percentile(seconds, 99)),
+        "fraction_of_limit": limit / tick,
+        "gflops": cost["flops"] / tick / 1e9,
+    }
+
+
+def cost_model_table(rows: list[dict], bandwidth: float) -> Table:
+    table = Table(
+        f"cost model of a node tick (learn |Gamma_t| = 32, predict 7 taus; float64 weights; memory bandwidth "
+        f"{bandwidth / 1e9:.1f} GB/s, numpy copy)",
+        ["questions", "weights (MB)", "rows read (learn + publish)", "bytes / tick (MB)", "flops / tick (M)",
+         "limit (ms)", "measured p50 (ms)", "fraction of limit", "GFLOP/s"],
+        formats={"weights (MB)": "{:.1f}", "bytes / tick (MB)": "{:.2f}", "flops / tick (M)": "{:.1f}",
+                 "limit (ms)": "{:.3f}", "measured p50 (ms)": "{:.3f}", "fraction of limit": "{:.2f}",
+                 "GFLOP/s": "{:.2f}"},
+    )  # fmt: skip
+    for r in rows:
+        table.add(
+            r["questions"], r["weights_mb"], f"{r['rows_learn']} + {r['rows_publish']}", r["tick_bytes"] / 1e6,
+            r["tick_flops"] / 1e6, r["limit_s"] * 1e3, r["tick_s"] * 1e3, r["fraction_of_limit"], r["gflops"],
+        )  # fmt: skip
+    return table
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--questions", type=int, default=100, help="questions (issue 11: 100)")
     parser.add_argument("--horde-steps", type=int, default=300, help="steps timed for the Horde")
@@ -135,6 +247,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--repeats", type=int, default=3, help="timings per learner; the best is kept")
     parser.add_argument("--core", type=int, default=None, help="the core to pin to (default: the first allowed)")
     parser.add_argument("--lam", type=float, default=0.0, help="also time TD(lambda) at this lambda in (0, 0.999]")
+    parser.add_argument(
+        "--cost-model", action="store_true", help="also a node tick's bytes, flops and memory-bandwidth limit"
+    )
+    parser.add_argument(
+        "--cost-questions", default="100,300,1000,3000", help="questions of the cost model's ticks (comma-separated)"
+    )
 
 
 def run(args: argparse.Namespace) -> Report:
@@ -159,6 +277,14 @@ def run(args: argparse.Namespace) -> Report:
         )
     if not 0.0 <= args.lam <= 0.999:  # also refuses nan
         raise ValueError(f"--lam must be in [0, 0.999]; got {args.lam}")
+    try:
+        cost_questions = [int(q) for q in args.cost_questions.split(",")] if args.cost_model else []
+    except ValueError:
+        raise ValueError(
+            f"--cost-questions must be whole numbers separated by commas; got {args.cost_questions!r}"
+        ) from None
+    if any(q < 1 for q in cost_questions):
+        raise ValueError(f"--cost-questions must be >= 1 each; got {args.cost_questions!r}")
     os.environ.setdefault("NUMBA_NUM_THREADS", "1")
     allowed = os.sched_getaffinity(0) if hasattr(os, "sched_getaffinity") else None
     core = pin_to_one_core(args.core)
@@ -170,6 +296,8 @@ def run(args: argparse.Namespace) -> Report:
             repeats=args.repeats,
             lam=args.lam,
         )
+        bandwidth = memory_bandwidth() if cost_questions else None
+        costs = [measure_cost(q, bandwidth=bandwidth) for q in cost_questions]
     finally:
         if allowed is not None:
             os.sched_setaffinity(0, allowed)
@@ -196,4 +324,18 @@ def run(args: argparse.Namespace) -> Report:
         goals.add(
             f"TD(lambda) Horde >= {GOAL_STEPS_PER_SECOND:.0f} steps/s", f"{rate:,.1f}", rate >= GOAL_STEPS_PER_SECOND
         )
-    return Report(tables=[table, goals], data={"core": core, **r, "machine": machine()})
+    tables = [table, goals]
+    if costs:
+        tables.append(cost_model_table(costs, bandwidth))
+    data = {"core": core, **r, "machine": machine()}
+    if costs:
+        data.update(memory_bandwidth_bytes_per_s=bandwidth, cost_model=costs, loadavg=_loadavg())
+    return Report(tables=tables, data=data)
+
+
+def _loadavg() -> str | None:
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().strip()
+    except OSError:
+        return None

@@ -369,6 +369,17 @@ class HordeLearner:
         self.update_count += 1
         return deltas
 
+    def last_active_features(self, n_gammas: int) -> np.ndarray:
+        """The distinct features the last :meth:`learn`, on ``n_gammas`` gammas, read: those of (S_t, gamma_k)
+        and (S_{t+1}, gamma_k), and the bias.
+
+        Each is a row of every question's weights (``W[feature, question]``): the rows a step must
+        read (those of S_t also written), for a cost model of a step (``gamma-net bench horde --cost-model``).
+        """
+        rows = [self._scratch.idx_t[:n_gammas].ravel(), self._scratch.idx_tp1[:n_gammas].ravel()]
+        bias = self._coder.kernel_args.bias_index
+        return np.unique(np.concatenate(rows + ([np.array([bias])] if bias >= 0 else [])))
+
     def _learn_lambda(self, s_t, c, s_tp1, cont, gammas) -> np.ndarray:
         K = self._traces.gammas.shape[0]
         g, drawn = np.ascontiguousarray(gammas[:K]), np.ascontiguousarray(gammas[K:])

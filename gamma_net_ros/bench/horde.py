@@ -31,6 +31,12 @@ run counts its slow samples (over the goal) and how many of them waited on a col
 node. ``--compare-gc`` makes each run twice back to back, the node's ``gc_freeze`` off then on,
 so the two are compared under the same load. ``--node-prefix CMD`` runs those nodes under a
 command that execs them (``chrt -f 10``: real-time priority, ahead of the machine's other work).
+
+``--workers W`` splits the questions by name into W shares (the node's ``share`` parameter, as
+``horde.launch.py workers:=W`` does), one node process each, all ticking on the same JointState:
+a message's latency is then until the last of the W arrays stamped with it arrives, and an array
+counts as received when all W have (issue 27's scale benchmark; docs/horde.md). The clock mode
+and the compute reference run one process; ``--skip-clock`` leaves both out (the tick_topic runs only).
 """
 
 from __future__ import annotations
@@ -64,6 +70,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         default="",
         help="a command the tick_topic nodes run under, e.g. 'nice -n -5' or 'chrt -f 10' (ahead of other "
         "work on a busy machine; needs the privilege); it must exec the node, keeping its process id",
+    )
+    parser.add_argument(
+        "--workers", type=int, default=1, help="node processes sharing the questions by name (default 1)"
+    )
+    parser.add_argument(
+        "--skip-clock", action="store_true", help="only the tick_topic runs (no clock run, no compute reference)"
     )
     parser.add_argument(
         "--compare-gc",
@@ -232,6 +244,15 @@ def _compute_reference(doc: dict, n: int = 600) -> dict[str, np.ndarray]:
     return {name: t[n // 10 :] for name, t in times.items()}
 
 
+def _complete(arrays: list[tuple[float, float]], workers: int) -> list[tuple[float, float]]:
+    """(stamp, arrival of its last array) of each stamp that all ``workers`` published, in order of arrival."""
+    by_stamp: dict[float, list[float]] = {}
+    for stamp, arrived in arrays:
+        by_stamp.setdefault(stamp, []).append(arrived)
+    done = [(stamp, max(times)) for stamp, times in by_stamp.items() if len(times) >= workers]
+    return sorted(done, key=lambda pair: pair[1])
+
+
 def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> dict:
     """Runs the node (ticking on its clock, or on ``tick_topic``) under JointState at the rate; its latencies.
 
@@ -248,18 +269,27 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
     folder = pathlib.Path(tempfile.mkdtemp(prefix="bench-horde-"))
     questions = folder / "questions.yaml"
     questions.write_text(yaml.safe_dump(doc))
-    params = {"questions_file": str(questions), "tick_topic": tick_topic, "gc_freeze": gc_freeze}
-    command = node_command("gamma_net_ros.horde", params=params)
-    trace = folder / "gc.txt"
-    if tick_topic:  # python -m gamma_net_ros.bench.gc_trace TRACE gamma_net_ros.horde --ros-args ...
-        command = [*command[:3], "gamma_net_ros.bench.gc_trace", str(trace), *command[3:]]
-        if args.node_prefix:  # nice, chrt, taskset exec the node: the same process id
-            command = [*shlex.split(args.node_prefix), *command]
-    process = NodeProcess(command, log_path=folder / "horde.log").start()
+    workers = getattr(args, "workers", 1) if tick_topic else 1
+    traces = [folder / (f"gc-{i}.txt" if workers > 1 else "gc.txt") for i in range(1, workers + 1)]
+    processes = []
+    for i, trace in enumerate(traces, start=1):
+        params = {"questions_file": str(questions), "tick_topic": tick_topic, "gc_freeze": gc_freeze}
+        name, remaps = None, None
+        if workers > 1:  # as horde.launch.py workers:=W starts them
+            params["share"] = f"{i}/{workers}"
+            name, remaps = f"horde_{i}", {"predict_at": f"horde_{i}/predict_at"}
+        command = node_command("gamma_net_ros.horde", params=params, name=name, remaps=remaps)
+        if tick_topic:  # python -m gamma_net_ros.bench.gc_trace TRACE gamma_net_ros.horde --ros-args ...
+            command = [*command[:3], "gamma_net_ros.bench.gc_trace", str(trace), *command[3:]]
+            if args.node_prefix:  # nice, chrt, taskset exec the node: the same process id
+                command = [*shlex.split(args.node_prefix), *command]
+        processes.append(NodeProcess(command, log_path=folder / f"horde-{i}.log").start())
+    process = processes[0]
     rclpy.init()
     node = Node("bench_horde_probe")
     probe = _Probe(node)
-    probe.node_pid = process.process.pid  # gc_trace runs the node in this same process
+    # gc_trace runs the node in this same process; with several, whose wait to blame is unclear.
+    probe.node_pid = process.process.pid if workers == 1 else None
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     stop = threading.Event()
@@ -275,9 +305,10 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
     try:
         deadline = time.monotonic() + 120  # the node's first start compiles its numba kernels
         step = 0
-        while not probe.arrays:
-            if time.monotonic() > deadline or not process.running:
-                raise RuntimeError(f"the horde node gave no predictions:\n{(folder / 'horde.log').read_text()[-2000:]}")
+        while len(_complete(probe.arrays, workers)) == 0:
+            if time.monotonic() > deadline or not all(p.running for p in processes):
+                logs = "".join((folder / f"horde-{i}.log").read_text()[-2000:] for i in range(1, workers + 1))
+                raise RuntimeError(f"the horde node gave no predictions:\n{logs}")
             step = probe.publish(args.rate, 0.2, step)
         step = probe.publish(args.rate, 2.0, step)  # warm up
         with probe.lock:
@@ -294,8 +325,10 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
-        process.stop()
+        for each in processes:
+            each.stop()
     if tick_topic:
+        arrays = _complete(arrays, workers) if workers > 1 else arrays
         # Each array is stamped with the JointState that ticked it: exact, one per message (the
         # stamps of messages sent in the measured window only).
         stamps = np.array([t for t, _ in arrays])
@@ -305,7 +338,7 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
         # The node's wait for a CPU between the previous array's arrival and this one's (s).
         cpu_wait = np.diff(waits, prepend=waits[:1]) * 1e-9 if waits.size and waits.min() >= 0 else None
         cpu_wait = None if cpu_wait is None else np.array([w for w, gap in zip(cpu_wait, nearest) if gap < 1e-6])
-        pauses = read_trace(trace) if trace.exists() else []
+        pauses = sorted(p for trace in traces if trace.exists() for p in read_trace(trace))
         return {
             "message": message,
             "sent_at": np.array([t for t, _ in kept]),
@@ -314,6 +347,7 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
             "sent": sent.size,
             "pauses": pauses,
             "cpu_wait": cpu_wait,
+            "workers": workers,
         }
     tick, message = _latencies(sent, arrays, 1.0 / args.rate)
     # Ticks in the measured window: the node publishes one array per tick with fresh inputs.
@@ -384,15 +418,18 @@ def run(args: argparse.Namespace) -> Report:
         ("--rate", args.rate, 1.0),
         ("--seconds", args.seconds, 1.0),
         ("--runs", args.runs, 1),
+        ("--workers", args.workers, 1),
     ):
         if not (isinstance(value, (int, float)) and math.isfinite(value) and value >= low):
             raise ValueError(f"{name} must be >= {low}; got {value}")
     prefix = shlex.split(args.node_prefix)
     if args.node_prefix and (not prefix or shutil.which(prefix[0]) is None):
         raise ValueError(f"--node-prefix {args.node_prefix!r}: no such command")
+    if args.workers > args.questions:
+        raise ValueError(f"--workers must be <= --questions ({args.questions}); got {args.workers}")
     doc = questions_doc(args.questions, args.rate)
-    compute = _compute_reference(doc)
-    result = _measure(doc, args)
+    compute = None if args.skip_clock else _compute_reference(doc)
+    result = None if args.skip_clock else _measure(doc, args)
     runs = []
     for i in range(1, args.runs + 1):
         for freeze in (False, True) if args.compare_gc else (True,):
@@ -401,28 +438,32 @@ def run(args: argparse.Namespace) -> Report:
                   f"{np.percentile(runs[-1][2]['message'], 99) * 1e3:.2f} ms", file=sys.stderr, flush=True)  # fmt: skip
     driven = runs[-1][2]
     table = Table(
-        f"horde node, {args.questions} questions at {args.rate:g} Hz "
+        f"horde node, {args.questions} questions at {args.rate:g} Hz, {args.workers} worker(s) "
         f"({args.seconds:g} s each; goal: JointState -> PredictionArray p99 < {GOAL_P99_MS:g} ms, with tick_topic)",
         ["latency", "p50 (ms)", "p99 (ms)", "max (ms)", "samples"],
     )
-    for label, values in (
-        ("tick_topic: JointState published -> PredictionArray received", driven["message"]),
-        ("clock: tick -> PredictionArray received", result["tick"]),
-        ("clock: JointState published -> PredictionArray received (+ wait for the tick)", result["message"]),
-        ("node's work per tick, no ROS (compute reference)", compute["work"]),
-        ("OnlineError.observe (part of the work)", compute["observe"]),
-        ("PlainOnlineError.observe (its plain reference)", compute["plain"]),
-    ):
+    latencies = [("tick_topic: JointState published -> PredictionArray received", driven["message"])]
+    if result is not None:
+        latencies += [
+            ("clock: tick -> PredictionArray received", result["tick"]),
+            ("clock: JointState published -> PredictionArray received (+ wait for the tick)", result["message"]),
+            ("node's work per tick, no ROS (compute reference)", compute["work"]),
+            ("OnlineError.observe (part of the work)", compute["observe"]),
+            ("PlainOnlineError.observe (its plain reference)", compute["plain"]),
+        ]
+    for label, values in latencies:
         p50, p99 = np.percentile(values, [50, 99]) * 1e3
         table.add(label, float(p50), float(p99), float(values.max() * 1e3), int(values.size))
     rates = Table("throughput (same run)", ["quantity", "value"])
     rates.add("tick_topic: JointState sent", int(driven["sent"]))
     rates.add("tick_topic: PredictionArrays received", int(driven["arrays"]))
-    rates.add("clock: JointState sent", int(result["sent"]))
-    rates.add("clock: PredictionArrays received", int(result["arrays"]))
-    rates.add("clock: ticks expected at the rate", int(result["expected"]))
-    rates.add("node work per tick p50 / period", float(np.median(compute["work"]) * args.rate))
-    rates.add("PlainOnlineError / OnlineError, p50", float(np.median(compute["plain"]) / np.median(compute["observe"])))
+    if result is not None:
+        rates.add("clock: JointState sent", int(result["sent"]))
+        rates.add("clock: PredictionArrays received", int(result["arrays"]))
+        rates.add("clock: ticks expected at the rate", int(result["expected"]))
+        rates.add("node work per tick p50 / period", float(np.median(compute["work"]) * args.rate))
+        rates.add("PlainOnlineError / OnlineError, p50",
+                  float(np.median(compute["plain"]) / np.median(compute["observe"])))  # fmt: skip
     for freeze in (False, True) if args.compare_gc else (True,):
         p99s = [np.percentile(d["message"], 99) * 1e3 for _, f, d in runs if f == freeze]
         label = f"tick_topic p99 over {len(p99s)} runs, gc_freeze {'on' if freeze else 'off'}: median (min..max), ms"
@@ -431,16 +472,28 @@ def run(args: argparse.Namespace) -> Report:
                   f"{sum(p < GOAL_P99_MS for p in p99s)} of {len(p99s)}")  # fmt: skip
     data = {
         "tick_topic_message_s": driven["message"],
-        "tick_s": result["tick"],
-        "message_s": result["message"],
-        "compute_s": compute["work"],
-        "observe_s": compute["observe"],
-        "plain_observe_s": compute["plain"],
+        "tick_s": None if result is None else result["tick"],
+        "message_s": None if result is None else result["message"],
+        "compute_s": None if compute is None else compute["work"],
+        "observe_s": None if compute is None else compute["observe"],
+        "plain_observe_s": None if compute is None else compute["plain"],
+        "workers": args.workers,
+        "runs_arrays": [int(d["arrays"]) for _, _, d in runs],
+        "runs_sent": [int(d["sent"]) for _, _, d in runs],
+        "loadavg": _loadavg(),
         "goal_p99_ms": GOAL_P99_MS,
         "runs_p99_ms": [float(np.percentile(d["message"], 99) * 1e3) for _, _, d in runs],
         "runs_gc_freeze": [f for _, f, _ in runs],
     }
     return Report(tables=[table, rates, _per_run(runs)], data=data)
+
+
+def _loadavg() -> str | None:
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().strip()
+    except OSError:
+        return None
 
 
 if __name__ == "__main__":  # pragma: no cover

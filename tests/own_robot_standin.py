@@ -4,10 +4,10 @@
 
 A six-joint pick-and-place arm: ``/my_robot/joint_states`` (JointState of ``base``, ``lift``,
 ``reach``, ``wrist_pitch``, ``wrist_roll`` and ``gripper``, with position, velocity and effort)
-at 50 Hz, and ``/my_robot/battery`` (BatteryState) at 1 Hz. It repeats one 3 s cycle: swing the
-base to the pick pose with the gripper open and the lift lowering, close the gripper (its
-effort spikes to about 5 N for 0.3 s, then holds the part at about 1 N), carry it to the place
-pose, open. The efforts carry a little noise (seeded). At each grip it prints
+at 50 Hz, and ``/my_robot/battery`` (BatteryState) at 1 Hz. It repeats one 3 s cycle
+(:func:`pose`): swing the base to the pick pose, lower the lift, close the gripper (its effort
+spikes to about 5 N for 0.3 s, then holds the part at about 1 N), raise, carry it to the place
+pose, lower, open. The efforts carry a little noise (seeded). At each grip it prints
 ``grip at <wall-clock s>``, the spike's first message, so a test can line alerts up with the
 spikes; Ctrl-C (or SIGTERM) ends it with exit 0 after ``published N joint_states, B battery``.
 """

@@ -61,6 +61,16 @@ def questions_file() -> str:
     return text
 
 
+def thresholds_table() -> list[dict]:
+    """The thresholds table the guide shows, after its marker."""
+    block = guide_text("own-robot").split("<!-- own-robot thresholds -->", 1)[1].strip().split("\n\n", 1)[0]
+    rows = []
+    for line in block.splitlines()[2:]:
+        h, lead, caught, per_min = (c.strip() for c in line.strip("|").split("|"))
+        rows.append({"threshold": float(h), "lead": float(lead), "caught": caught, "per_min": float(per_min)})
+    return rows
+
+
 def monitor_lines(output: str) -> dict[str, tuple[int, list[float]]]:
     """prediction_monitor's lines: {question: (update count, values)}."""
     lines = {}
@@ -191,6 +201,13 @@ def test_every_command_runs_as_written_on_a_robot_standin(tmp_path):
         (row,) = [r for r in table["rows"] if r["threshold"] == chosen]
         assert table["events"] >= TEST_GRIPS - 1, table
         assert row["caught"] >= 0.8 * table["events"] and row["false_alarms_per_minute"] <= 2, row
+        shown = thresholds_table()
+        assert [r["threshold"] for r in table["rows"]] == [r["threshold"] for r in shown]
+        for got, line in zip(table["rows"], shown):  # as the guide's run printed them, up to the stand-in's jitter
+            caught, events = (int(x) for x in line["caught"].split("/"))
+            assert got["caught_percent"] == pytest.approx(100 * caught / events, abs=15), (got, line)
+            assert got["median_lead_s"] == pytest.approx(line["lead"], abs=0.1), (got, line)
+            assert got["false_alarms_per_minute"] == pytest.approx(line["per_min"], abs=2), (got, line)
         alert = Background(alert_line, cwd=folder, log_path=folder / "alert.log", shell=True)
         assert alert.wait_for("grip_effort at tau 25 (published):", timeout=60), alert.output
         start = len(grips(robot))

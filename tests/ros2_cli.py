@@ -169,6 +169,16 @@ def param_get(node: str, name: str) -> str:
     return result.stdout.strip()
 
 
+def param_set(node: str, name: str, value: str) -> str:
+    """`ros2 param set NODE NAME VALUE`'s output, asked again while the verb's node does not see NODE yet."""
+    deadline = time.monotonic() + bound(60.0)
+    while True:
+        result = ros2("param", "set", "--no-daemon", node, name, value)
+        if result.returncode == 0 or "Node not found" not in result.stdout or time.monotonic() > deadline:
+            return result.stdout
+        time.sleep(0.5)
+
+
 def assert_clean_shutdown(output: str, processes: list[str]) -> None:
     """Every process launch started finished cleanly (exit 0) on SIGINT, none needed SIGTERM."""
     assert "Traceback" not in output, output

@@ -18,7 +18,7 @@ import yaml
 from gamma_net_msgs.msg import PredictionArray
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
-from ros2_cli import Background, close_all, launch, ros2
+from ros2_cli import Background, close_all, launch, param_set
 from sensor_msgs.msg import JointState
 from waiting import spin_for, spin_until, wait_until
 
@@ -122,7 +122,7 @@ def test_two_workers_predict_each_question_exactly_as_one_process_and_a_client_s
 
         assert spin_until(executor, every_process_publishes, timeout=180, step=0.1), split.output + whole.output
         for target in ("/horde_1", "/horde_2", "/whole/horde"):
-            assert "Set parameter successful" in ros2("param", "set", target, "learn", "true").stdout
+            assert "Set parameter successful" in param_set(target, "learn", "true")
         split_arrays.rows.clear()
         whole_arrays.rows.clear()
         for i in range(STEPS):

@@ -59,6 +59,15 @@ def group_gone(run) -> bool:
     return False
 
 
+def lost_at_shutdown(output: str) -> list[str]:
+    """The driver's "servo bus lost" lines of a stop that reached the servos first (the port gone: EIO).
+
+    A loss mid-run (no valid reply for a second: on a loaded machine the emulator's process can
+    starve) is the driver doing its job, and not what these tests are about.
+    """
+    return [line for line in output.splitlines() if "servo bus lost" in line and "no valid reply" not in line]
+
+
 def started_pid(output: str, process: str) -> int:
     (pid,) = re.findall(rf"\[{process}-\d+\]: process started with pid \[(\d+)\]", output)
     return int(pid)
@@ -87,7 +96,7 @@ def test_a_reflex_that_cannot_start_ends_the_launch_in_one_line(tmp_path):
         "reflex ended with exit code 1 (its line above says why)"
     ], output
     assert "sending signal 'SIGTERM'" not in output, output
-    assert "servo bus lost" not in output, output
+    assert not lost_at_shutdown(output), output
 
 
 @pytest.mark.parametrize("process", ["reflex", "dynamixel_driver"])
@@ -109,7 +118,7 @@ def test_a_reflex_or_driver_killed_mid_run_ends_the_launch(tmp_path, process):
     ], output
     # The rest were stopped as on Ctrl-C: each ended by itself, the driver before the servos.
     assert output.count("process has finished cleanly") == len(PROCESSES) - 1, output
-    assert "servo bus lost" not in output, output
+    assert not lost_at_shutdown(output), output
 
 
 def test_each_argument_reaches_its_process_the_port_is_the_runs_own_and_ctrl_c_stops_the_driver_first(tmp_path):
@@ -150,7 +159,7 @@ def test_each_argument_reaches_its_process_the_port_is_the_runs_own_and_ctrl_c_s
     assert code == 0, output
     assert_clean_shutdown(output, PROCESSES)
     # Before, the emulator went at once and the driver's last cycles found its port gone.
-    assert "servo bus lost" not in output and "Input/output error" not in output, output
+    assert not lost_at_shutdown(output) and "Input/output error" not in output, output
     assert not port.parent.exists()  # the run's own folder, gone with it
 
 

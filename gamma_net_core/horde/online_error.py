@@ -412,8 +412,14 @@ def _record(now, p, slot, predictions, columns, anchors, waiting, scores):  # pr
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _observe(now, cumulants, continuations, predictions, columns, anchors, waiting, scores):  # pragma: no cover
-    """One step of every timescale and readout: sums, completed parts and returns, anchors, new predictions."""
+def _observe(now, cumulants, continuations, predictions, plain):  # pragma: no cover
+    """One step of every timescale and readout: sums, completed parts and returns, anchors, new predictions.
+
+    ``plain``: the four bundles as plain tuples, named here (a named tuple's dispatch costs microseconds
+    a call: see :meth:`gamma_net_core.linear.kernels.Coding.plain`).
+    """
+    columns, anchors = _Columns(*plain[0]), _Anchors(*plain[1])
+    waiting, scores = _Waiting(*plain[2]), _Scores(*plain[3])
     Q = cumulants.shape[0]
     horizon = columns.horizon
     ring_offset = columns.ring_offset
@@ -523,6 +529,8 @@ class OnlineError:
             last_termination=np.full(Q, -1, dtype=np.int64),
         )
         self.counts = self._scores.counts
+        # The kernel's arguments, built once: restart() and observe() change the arrays in place.
+        self._plain = (tuple(self._columns), tuple(self._anchors), tuple(self._waiting), tuple(self._scores))
         self._now = 0
 
     for_learner = classmethod(PlainOnlineError.for_learner.__func__)
@@ -564,7 +572,7 @@ class OnlineError:
             raise ValueError(f"predictions must be [{Q}, {P}]; got shape {pred.shape}")
         if c.shape != (Q,) or cont.shape != (Q,):
             raise ValueError(f"cumulants and continuations must be [{Q}]; got {c.shape}, {cont.shape}")
-        _observe(self._now, c, cont, pred, self._columns, self._anchors, self._waiting, self._scores)
+        _observe(self._now, c, cont, pred, self._plain)
         self._now += 1
 
     def rmse(self) -> np.ndarray:

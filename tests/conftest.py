@@ -30,6 +30,22 @@ def pytest_report_header(config):
 
 
 @pytest.hookimpl(tryfirst=True)
+def pytest_sessionstart(session):
+    """Fast DDS's shared-memory segments of processes that died without closing them are removed first.
+
+    The suite SIGKILLs nodes on purpose, and each leaves segments in /dev/shm; Fast DDS is known
+    to stall on such leftovers (eProsima/Fast-DDS#1144, #2051). `fastdds shm clean` removes only
+    those no live process holds, so a run beside another is untouched. Once a run (the controller).
+    """
+    if "PYTEST_XDIST_WORKER" in os.environ:
+        return
+    import shutil
+    import subprocess
+
+    if shutil.which("fastdds"):
+        subprocess.run(["fastdds", "shm", "clean"], capture_output=True, timeout=bound(30), check=False)
+
+
 def pytest_configure(config):
     # pytest-timeout's limit on one test (pyproject's `timeout`, for the development machine) is a
     # bound like any other: scaled, unless given on the command line or in PYTEST_TIMEOUT.

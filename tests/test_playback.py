@@ -222,13 +222,24 @@ def test_a_consumer_killed_mid_playback_is_reported_not_waited_for_forever(tmp_p
         ),
         log_path=tmp_path / "player.log",
     ).start()
+    # The kill waits for the predictor's report of 10 taken (what the player confirms), not for its
+    # diagnostics: reports go out every 32 messages or FLUSH s, so a count on /diagnostics runs ahead.
+    from std_msgs.msg import UInt64
+
+    from gamma_net_ros.flow_control import TAKEN_QOS
+
+    reported = [0]
+    taken = rig.create_subscription(
+        UInt64, "/joint_states/taken", lambda msg: reported.__setitem__(0, max(reported[0], msg.data)), TAKEN_QOS
+    )
     try:
-        assert spin(executor, lambda: _counts(rig.latest)[0] >= 10, timeout=30), (tmp_path / "player.log").read_text()
+        assert spin(executor, lambda: reported[0] >= 10, timeout=30), (tmp_path / "player.log").read_text()
         node.kill()
         assert play.wait(timeout=bound(30)) == 1
     finally:
         play.stop(timeout=bound(10.0))
         node.stop(timeout=bound(10.0))
+        rig.destroy_subscription(taken)
         executor.remove_node(rig)
         rig.destroy_node()
     log = (tmp_path / "player.log").read_text()

@@ -256,7 +256,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.bench.linear import machine, pin_to_one_core
+    from gamma_net_core.bench.linear import loadavg, machine, pin_to_one_core
     from gamma_net_core.cli import UsageError
     from gamma_net_core.linear import GammaNetConfig
 
@@ -329,13 +329,5 @@ def run(args: argparse.Namespace) -> Report:
         tables.append(cost_model_table(costs, bandwidth))
     data = {"core": core, **r, "machine": machine()}
     if costs:
-        data.update(memory_bandwidth_bytes_per_s=bandwidth, cost_model=costs, loadavg=_loadavg())
+        data.update(memory_bandwidth_bytes_per_s=bandwidth, cost_model=costs, loadavg=loadavg())
     return Report(tables=tables, data=data)
-
-
-def _loadavg() -> str | None:
-    try:
-        with open("/proc/loadavg") as f:
-            return f.read().strip()
-    except OSError:
-        return None

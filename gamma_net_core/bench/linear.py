@@ -258,6 +258,15 @@ def run(args: argparse.Namespace) -> Report:
     return Report(tables=[table, traces, goals], data={"core": core, "rows": rows, "machine": machine()})
 
 
+def loadavg() -> str | None:
+    """The machine's load averages as /proc/loadavg gives them (None where there is none), reported beside timings."""
+    try:
+        with open("/proc/loadavg") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
 def machine() -> str:
     """This machine in words for a benchmark's report: CPU model, cores, Python version."""
     import platform

@@ -54,6 +54,7 @@ import time
 import numpy as np
 import yaml
 
+from gamma_net_core.bench.linear import loadavg
 from gamma_net_core.report import Report, Table
 
 GOAL_P99_MS = 5.0
@@ -480,20 +481,12 @@ def run(args: argparse.Namespace) -> Report:
         "workers": args.workers,
         "runs_arrays": [int(d["arrays"]) for _, _, d in runs],
         "runs_sent": [int(d["sent"]) for _, _, d in runs],
-        "loadavg": _loadavg(),
+        "loadavg": loadavg(),
         "goal_p99_ms": GOAL_P99_MS,
         "runs_p99_ms": [float(np.percentile(d["message"], 99) * 1e3) for _, _, d in runs],
         "runs_gc_freeze": [f for _, f, _ in runs],
     }
     return Report(tables=[table, rates, _per_run(runs)], data=data)
-
-
-def _loadavg() -> str | None:
-    try:
-        with open("/proc/loadavg") as f:
-            return f.read().strip()
-    except OSError:
-        return None
 
 
 if __name__ == "__main__":  # pragma: no cover

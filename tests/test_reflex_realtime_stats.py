@@ -3,11 +3,25 @@
 from __future__ import annotations
 
 import json
+import pathlib
 
 import numpy as np
 import pytest
 
-from gamma_net_core.experiments.reflex_realtime_stats import bootstrap_ratio, plot_summary, summarize, time_on
+from gamma_net_core.experiments.reflex_realtime_stats import (
+    SIMULATED_CONTACT_PER_HIT,
+    bootstrap_ratio,
+    contact_per_hit,
+    cumulative_at,
+    describe_time_to_beat,
+    done_when,
+    markdown,
+    plot_summary,
+    plot_time_to_beat,
+    summarize,
+    time_on,
+    time_to_beat,
+)
 
 
 def test_time_on_counts_only_the_window_from_the_switches():
@@ -64,7 +78,7 @@ def test_summarize_gives_a_row_per_condition_and_the_ratio_per_obstacle(tmp_path
         run("elbow", "predictive", 0.0, 1.0),
     ]
     report = summarize(runs, seconds=90, pretrained=False, resamples=1000)
-    shoulder, elbow, ratios = report.tables
+    shoulder, elbow, ratios, checks = report.tables
     assert [row[0] for row in elbow.rows] == ["reactive", "predictive"]
     assert [row[0] for row in shoulder.rows] == ["none", "reactive", "predictive"]
     assert shoulder.rows[0][1:3] == [2, "0.6 ± 0.141"]
@@ -72,3 +86,141 @@ def test_summarize_gives_a_row_per_condition_and_the_ratio_per_obstacle(tmp_path
     assert ratios.rows[1][2:4] == ["undefined", "the denominator's runs have no contact"]
     json.dumps(report.data)  # plain data
     assert plot_summary(tmp_path / "f.png", runs).stat().st_size > 0
+    # The checks: shoulder ratio 0.5 (its resamples 0.25 .. 0.75): PASS; progress 0.9 against none's 1.1
+    # circuits: FAIL; its reactive contact per hit 0.1 s against the simulated 0.021 s: FAIL.
+    assert [row[:2] for row in checks.rows] == [["scratch", "shoulder"], ["scratch", "elbow"]]
+    assert checks.rows[0][2:6] == ["0.50 (0.25 .. 0.75)", "PASS", "-18.2 %", "FAIL"]
+    assert checks.rows[0][6].startswith("0.100 (simulated 0.021)") and checks.rows[0][7] == "FAIL"
+    assert checks.rows[1][3] == checks.rows[1][5] == checks.rows[1][7] == "n/a"  # no contact, no none runs
+    assert checks.rows[0][8] == "undefined: no contact series"  # these runs have none
+    assert report.data["scratch"]["shoulder"]["checks"] == {"ratio": "PASS", "progress": "FAIL", "per_hit": "FAIL"}
+    text = markdown(report.tables)
+    assert text.count("| condition | runs |") == 2 and "| scratch | shoulder | 0.50 (" in text
+    assert all(line.count("|") == 10 for line in text.splitlines() if line.startswith("| scratch"))
+
+
+# -- the time until the predictive rule is ahead ------------------------------------------------
+
+
+def series(rate_before, rate_after=None, switch_at=None, end=90.0, step=1.0):
+    """A run's cumulative contact series: ``rate_before`` s of contact a s until ``switch_at``, then ``rate_after``."""
+    out = []
+    for t in np.arange(0.0, end + 1e-9, step):
+        if switch_at is None or t <= switch_at:
+            c = rate_before * t
+        else:
+            c = rate_before * switch_at + rate_after * (t - switch_at)
+        out.append([float(t), float(c), 0])
+    return out
+
+
+def test_the_predictive_rule_is_ahead_from_the_first_window_of_at_most_half_the_reactive_rate():
+    # Reactive: 0.01 s of contact a second throughout. Predictive: the same until 40 s, then none.
+    # A 20 s window [s, s + 20] holds 0.01 * (40 - s) s of predictive contact against 0.2 s reactive:
+    # at most half from s = 30 on, and every later window too.
+    beat = time_to_beat([series(0.01, 0.0, 40)], [series(0.01)], window_s=20, resamples=200)
+    assert beat["T"] == 30.0 and beat["low"] == beat["high"] == 30.0 and beat["found"] == 1.0
+    assert beat["end_s"] == 90.0 and beat["rates"]["start"][0] == 0.0 and beat["rates"]["start"][-1] == 70.0
+    assert beat["rates"]["reactive"][0] == pytest.approx(0.6)  # contact seconds per minute
+    assert describe_time_to_beat(beat) == "30 s (30 s .. 30 s)"
+    # Ahead from the start: a predictive rule that never touches.
+    assert time_to_beat([series(0.0)], [series(0.01)], window_s=20, resamples=200)["T"] == 0.0
+    # Neither touches: two windows without contact are no worse, so ahead from the start.
+    assert time_to_beat([series(0.0)], [series(0.0)], window_s=20, resamples=200)["T"] == 0.0
+
+
+def test_a_later_window_where_it_falls_behind_moves_the_time_past_it():
+    # Predictive: no contact except 0.5 s in [60, 61]; every window holding it is worse than half
+    # the reactive 0.2 s, so it is ahead only from the first window after it, s = 61.
+    burst = series(0.0, 0.5, 60, end=61.0) + [[float(t), 0.5, 1] for t in range(62, 91)]
+    beat = time_to_beat([burst], [series(0.01)], window_s=20, resamples=200)
+    assert beat["T"] == 61.0
+
+
+def test_never_ahead_within_the_run_is_said_so():
+    same = time_to_beat([series(0.01)] * 3, [series(0.01)] * 3, window_s=20, resamples=500)
+    assert same["T"] is None and same["low"] is None and same["high"] is None and same["found"] == 0.0
+    assert describe_time_to_beat(same) == "not within the run"
+    # Ahead until the last window: behind at the end is not ahead.
+    late = time_to_beat([series(0.0, 0.05, 80)], [series(0.01)], window_s=20, resamples=200)
+    assert late["T"] is None
+
+
+def test_the_interval_spans_the_runs_that_learn_early_and_late():
+    react = [series(0.01) for _ in range(6)]
+    # Half the predictive runs stop touching at 20 s, half at 50 s: pooled, half the reactive rate
+    # (0.005 s/s) from s = 50 on with 20 s windows at the latest, earlier with luck in a resample.
+    pred = [series(0.01, 0.0, 20)] * 3 + [series(0.01, 0.0, 50)] * 3
+    beat = time_to_beat(pred, react, window_s=20, resamples=2000)
+    assert beat["T"] is not None and beat["low"] <= beat["T"] <= beat["high"] <= 50.0
+    assert beat["low"] < beat["high"]  # resamples with more early learners get ahead earlier
+    # A resample of only late learners is still ahead by 50 s: found in every resample.
+    assert beat["found"] == 1.0
+    # Some runs never learn: the upper end is "not within the run" when enough resamples never get ahead.
+    never = time_to_beat([series(0.01, 0.0, 20)] + [series(0.01)] * 3, react[:4], window_s=20, resamples=2000)
+    assert never["high"] is None and 0.0 < never["found"] < 1.0
+    assert describe_time_to_beat(never).endswith(".. not within the run)")
+
+
+def test_the_series_are_checked_and_a_short_run_leaves_it_undefined():
+    assert cumulative_at([[1.0, 0.1, 1], [2.0, 0.3, 2]], np.array([0.0, 0.5, 1.5, 5.0])).tolist() == pytest.approx(
+        [0.0, 0.05, 0.2, 0.3]
+    )
+    with pytest.raises(ValueError, match="never decreasing"):
+        cumulative_at([[0.0, 0.2], [1.0, 0.1]], np.array([0.5]))
+    with pytest.raises(ValueError, match="at least one sample"):
+        cumulative_at([], np.array([0.5]))
+    short = time_to_beat([series(0.0, end=10.0)], [series(0.01)], window_s=20)
+    assert short["undefined"] == "the shortest run (10 s) is shorter than a window (20 s)" and short["T"] is None
+    assert time_to_beat([], [series(0.01)])["undefined"] == "no contact series"
+
+
+def test_summarize_reports_the_time_per_start_from_each_runs_series(tmp_path):
+    runs = []
+    for _ in range(3):
+        for condition, contact in (
+            ("none", series(0.02)),
+            ("reactive", series(0.01)),
+            ("predictive", series(0.01, 0.0, 30)),
+        ):
+            for checkpoint in (None, "/x/shoulder.npz"):
+                r = run("shoulder", condition, contact[-1][1], 1.0)
+                r.update(contact_series=contact, pretrained=checkpoint, contacts=10 if contact[-1][1] else 0)
+                runs.append(r)
+    report = summarize(runs, seconds=90, resamples=500)
+    # Per start its obstacle's table and its ratios, then the checks of both.
+    assert len(report.tables) == 5
+    assert "learning from scratch" in report.tables[0].title and "learning from scratch" in report.tables[1].title
+    assert "pretrained" in report.tables[2].title and "pretrained" in report.tables[3].title
+    assert set(report.data) == {"scratch", "pretrained"}
+    beat = report.data["scratch"]["shoulder"]["time_to_beat"]
+    assert beat["T"] == 15.0  # 30 s windows: [15, 45] holds 0.15 s of predictive contact against 0.3 s
+    checks = report.tables[-1]
+    assert [row[:2] for row in checks.rows] == [["scratch", "shoulder"], ["pretrained", "shoulder"]]
+    assert checks.rows[0][8] == "15 s (15 s .. 15 s)"
+    assert plot_time_to_beat(tmp_path / "t.png", {("scratch", "shoulder"): beat}).stat().st_size > 0
+    assert plot_time_to_beat(tmp_path / "u.png", {}) is None
+
+
+def test_the_checks_pass_and_fail_at_their_bounds():
+    ratio = {"ratio": 0.5, "low": 0.2, "high": 0.99}
+    assert done_when(ratio, -0.05, 0.03, 0.02) == {"ratio": "PASS", "progress": "PASS", "per_hit": "PASS"}
+    assert done_when({**ratio, "high": 1.0}, -0.051, 0.031, 0.02) == {
+        "ratio": "FAIL",
+        "progress": "FAIL",
+        "per_hit": "FAIL",
+    }
+    assert done_when({**ratio, "ratio": 0.51}, None, 0.013, 0.02)["ratio"] == "FAIL"
+    assert done_when({"ratio": None}, None, 0.012, 0.02) == {"ratio": "n/a", "progress": "n/a", "per_hit": "FAIL"}
+    assert done_when(ratio, 0.1, 0.02, None)["per_hit"] == "n/a"
+    assert contact_per_hit([{"contact_s": 0.3, "contacts": 4}, {"contact_s": 0.1, "contacts": 4}]) == 0.05
+    assert contact_per_hit([{"contact_s": 0.0, "contacts": 0}]) is None
+
+
+def test_the_simulated_reference_is_the_simulated_studys_reactive_contact_per_hit():
+    folder = pathlib.Path(__file__).parents[1] / "docs" / "figures" / "reflex"
+    runs = []
+    for name in ("reflex_study.json", "reflex_study_seeds_5_9.json"):
+        reactive = json.loads((folder / name).read_text())["data"]["reactive"]
+        runs += [{"contact_s": c, "contacts": n} for c, n in zip(reactive["contact_s"], reactive["contacts"])]
+    assert SIMULATED_CONTACT_PER_HIT["shoulder"] == pytest.approx(contact_per_hit(runs), rel=1e-9)

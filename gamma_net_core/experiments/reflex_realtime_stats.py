@@ -92,6 +92,143 @@ def bootstrap_ratio(
     return out
 
 
+#: Contact seconds per minute are compared in windows this long (s): long enough for a few
+#: overshoots pooled over runs (about one a circuit of about 15 s), short enough to see learning.
+WINDOW_S = 30.0
+#: The windows' starts are this far apart (s): the resolution of the time to beat.
+STEP_S = 1.0
+
+
+def cumulative_at(series: Sequence[Sequence[float]], times: np.ndarray) -> np.ndarray:
+    """A run's cumulative contact time at ``times``, linear between its samples.
+
+    Args:
+      series: ``(t, contact_s, ...)`` samples in time order, ``t`` from the run's window start and
+        ``contact_s`` the contact time since then (the emulator's counter, polled).
+
+    Raises:
+      ValueError: no samples, times out of order, a contact time that decreases or is not finite.
+    """
+    array = np.asarray([s[:2] for s in series], dtype=float).reshape(-1, 2)
+    if array.shape[0] == 0:
+        raise ValueError("a contact series needs at least one sample")
+    t, c = array[:, 0], array[:, 1]
+    if not np.all(np.isfinite(array)):
+        raise ValueError("a contact series must be finite")
+    if np.any(np.diff(t) < 0) or np.any(np.diff(c) < 0):
+        raise ValueError("a contact series must be in time order, its contact time never decreasing")
+    if t[0] > 0:  # the counter is read at the window's start: nothing before it
+        t, c = np.concatenate([[0.0], t]), np.concatenate([[0.0], c])
+    return np.interp(times, t, c)
+
+
+def window_rates(
+    runs: Sequence[Sequence[Sequence[float]]], *, window_s: float, step_s: float, end_s: float
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's contact seconds per minute in sliding windows ``[s, s + window_s]``.
+
+    Returns:
+      ``(starts, rates)``: the windows' starts ``0, step_s, ...`` (the last ends at or before
+      ``end_s``) and a ``(runs, windows)`` array of contact seconds per minute.
+    """
+    if not (window_s > 0 and step_s > 0 and end_s >= window_s):
+        raise ValueError(f"windows of {window_s} s every {step_s} s need a run of at least that; got {end_s} s")
+    starts = np.arange(0.0, end_s - window_s + 1e-9, step_s)
+    rates = np.array(
+        [60.0 * (cumulative_at(s, starts + window_s) - cumulative_at(s, starts)) / window_s for s in runs]
+    ).reshape(len(runs), starts.size)
+    return starts, rates
+
+
+def _first_time_it_stays(beats: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """Per row, the first window start from which every later window beats; inf where the last does not."""
+    stays = np.flip(np.logical_and.accumulate(np.flip(beats, axis=-1), axis=-1), axis=-1)
+    first = np.argmax(stays, axis=-1)
+    return np.where(stays.any(axis=-1), starts[first], np.inf)
+
+
+def _beats(predictive: np.ndarray, reactive: np.ndarray, factor: float) -> np.ndarray:
+    # A nanosecond a minute of slack: a rate exactly at the factor is not lost to rounding.
+    return predictive <= factor * reactive + 1e-9
+
+
+def time_to_beat(
+    predictive: Sequence[Sequence[Sequence[float]]],
+    reactive: Sequence[Sequence[Sequence[float]]],
+    *,
+    window_s: float = WINDOW_S,
+    step_s: float = STEP_S,
+    factor: float = 0.5,
+    resamples: int = 10_000,
+    level: float = 0.95,
+    seed=0,
+) -> dict:
+    """The time until the predictive rule first beats the reactive one, and stays ahead, with an interval.
+
+    Each run's contact time since its window's start is sampled as a series (the emulator's
+    counter polled every second or two). For each condition the pooled contact rate of a window
+    ``[s, s + window_s]`` is the contact seconds per minute in it, averaged over the condition's
+    runs. The predictive rule *beats* the reactive one in a window when its pooled rate is at most
+    ``factor`` times the reactive rule's (two windows without contact count as beaten: the
+    predictive rule did no worse). The time to beat, T, is the earliest window start ``s`` (on
+    the grid ``0, step_s, ...``) from which the predictive rule beats the reactive one in that
+    window and in every later one up to the end of the shortest run; None ("not within the run")
+    when it does not beat it in the last window. T = 0 means it was ahead from the first window.
+
+    The interval is a percentile bootstrap over runs, unpaired (each condition's runs resampled on
+    their own, as for the contact-time ratio): T of each resample, nearest-rank percentiles; a
+    resample in which it never stays ahead counts as later than any run's end, so ``high`` is
+    None when more than ``(1 - level) / 2`` of the resamples never do.
+
+    Returns:
+      ``{"T", "low", "high"}`` (s from the window's start, or None: not within the run),
+      ``"found"`` (the fraction of resamples in which it stays ahead), ``"runs": [n, m]``,
+      ``"window_s"``, ``"step_s"``, ``"end_s"``, ``"factor"``, and ``"rates"``: the windows'
+      ``"start"`` times and the pooled ``"predictive"`` and ``"reactive"`` rates (s per minute);
+      or ``{"undefined": reason}`` with the rest None when a condition has no series or the
+      shortest run is shorter than a window.
+    """
+    runs = [len(predictive), len(reactive)]
+    out = {"T": None, "low": None, "high": None, "found": None, "runs": runs, "undefined": None}
+    out.update(window_s=window_s, step_s=step_s, factor=factor, end_s=None, rates=None)
+    if not predictive or not reactive:
+        out["undefined"] = "no contact series"
+        return out
+    end_s = min(float(np.asarray([s[0] for s in series]).max(initial=0.0)) for series in [*predictive, *reactive])
+    out["end_s"] = end_s
+    if end_s < window_s:
+        out["undefined"] = f"the shortest run ({end_s:g} s) is shorter than a window ({window_s:g} s)"
+        return out
+    starts, pred = window_rates(predictive, window_s=window_s, step_s=step_s, end_s=end_s)
+    _, react = window_rates(reactive, window_s=window_s, step_s=step_s, end_s=end_s)
+    pooled_pred, pooled_react = pred.mean(axis=0), react.mean(axis=0)
+    t = float(_first_time_it_stays(_beats(pooled_pred, pooled_react, factor), starts))
+    rng = np.random.default_rng(seed)
+    boot_pred = pred[rng.integers(0, pred.shape[0], (resamples, pred.shape[0]))].mean(axis=1)
+    boot_react = react[rng.integers(0, react.shape[0], (resamples, react.shape[0]))].mean(axis=1)
+    boot = _first_time_it_stays(_beats(boot_pred, boot_react, factor), starts)
+    tail = 100.0 * (1.0 - level) / 2.0
+    low, high = np.percentile(boot, [tail, 100.0 - tail], method="nearest")
+    finite = lambda v: float(v) if math.isfinite(v) else None  # noqa: E731
+    out.update(T=finite(t), low=finite(low), high=finite(high), found=float(np.isfinite(boot).mean()))
+    out["rates"] = {
+        "start": starts.round(6).tolist(),
+        "predictive": pooled_pred.round(6).tolist(),
+        "reactive": pooled_react.round(6).tolist(),
+    }
+    return out
+
+
+def describe_time_to_beat(beat: dict) -> str:
+    """``T s (low .. high)``, "not within the run", or why it is undefined, for a table."""
+    if beat.get("undefined"):
+        return f"undefined: {beat['undefined']}"
+    text = lambda v: "not within the run" if v is None else f"{v:g} s"  # noqa: E731
+    if beat["T"] is None and beat["high"] is None and beat["low"] is None:
+        return "not within the run"
+    return f"{text(beat['T'])} ({text(beat['low'])} .. {text(beat['high'])})"
+
+
 def mean_sd(values: Sequence[float], digits: int = 3) -> str:
     """``mean ± sd`` (sample sd, ddof 1; one run: its value ± 0)."""
     v = np.asarray(values, dtype=float)
@@ -107,53 +244,235 @@ def _on_fraction(run: dict) -> float:
     return float(fractions[0]) if fractions else 0.0
 
 
-def summarize(runs: Sequence[dict], *, seconds: float, pretrained: bool, resamples: int = 10_000) -> Report:
-    """Tables of the runs: per obstacle, one row per condition (mean ± sd), and the ratio table.
+#: Each start's name, from a run's ``pretrained`` (a checkpoint's path, or None).
+STARTS = ("scratch", "pretrained")
+#: The simulated study's reactive contact time per contact (s), which the real-time one must be
+#: within 1.5x of: `gamma-net reflex study`, seeds 0-9 pooled, 0.7084 s over 33 contacts
+#: (docs/results.md's reflex section; docs/figures/reflex/reflex_study.json and
+#: reflex_study_seeds_5_9.json). It has the shoulder obstacle only.
+SIMULATED_CONTACT_PER_HIT = {"shoulder": 0.7084 / 33}
+#: The issue's "Done when": the ratio at most this, with its interval's upper end below 1 ...
+RATIO_GOAL = 0.5
+#: ... at most this loss of progress against no reflex ...
+PROGRESS_LOSS = 0.05
+#: ... and the reactive contact per hit within this factor of the simulated study's.
+PER_HIT_FACTOR = 1.5
+
+
+def start_of(run: dict, default: str = "scratch") -> str:
+    """``scratch`` or ``pretrained``: whether the run's Horde started from a checkpoint."""
+    if "pretrained" not in run:
+        return default
+    return "pretrained" if run["pretrained"] else "scratch"
+
+
+def contact_per_hit(runs: Sequence[dict]) -> float | None:
+    """Pooled contact time per contact (s): all the runs' contact time over all their contacts; None without any."""
+    contacts = sum(int(r["contacts"]) for r in runs)
+    return sum(float(r["contact_s"]) for r in runs) / contacts if contacts else None
+
+
+def done_when(ratio: dict, progress_change: float | None, per_hit: float | None, simulated: float | None) -> dict:
+    """The issue's three checks of one obstacle and start, each ``PASS``, ``FAIL`` or ``n/a`` (with why).
+
+    - ratio: predictive/reactive contact time at most :data:`RATIO_GOAL` and the bootstrap
+      interval's upper end below 1 (``n/a`` when the reactive runs met no contact);
+    - progress: the predictive rule's progress at most :data:`PROGRESS_LOSS` below no reflex's;
+    - per hit: the reactive rule's contact per hit within :data:`PER_HIT_FACTOR` of the simulated
+      study's, either way (``n/a`` where the simulated study has no such obstacle, or no contact).
+    """
+    if ratio["ratio"] is None:
+        ratio_check = "n/a"
+    else:
+        ratio_check = "PASS" if ratio["ratio"] <= RATIO_GOAL and ratio["high"] < 1.0 else "FAIL"
+    progress_check = "n/a" if progress_change is None else ("PASS" if progress_change >= -PROGRESS_LOSS else "FAIL")
+    if per_hit is None or simulated is None:
+        hit_check = "n/a"
+    else:
+        hit_check = "PASS" if 1.0 / PER_HIT_FACTOR <= per_hit / simulated <= PER_HIT_FACTOR else "FAIL"
+    return {"ratio": ratio_check, "progress": progress_check, "per_hit": hit_check}
+
+
+def summarize(
+    runs: Sequence[dict],
+    *,
+    seconds: float,
+    pretrained: bool = False,
+    resamples: int = 10_000,
+    window_s: float = WINDOW_S,
+    step_s: float = STEP_S,
+) -> Report:
+    """Tables of the runs: per start and obstacle one row per condition, the ratios, and the checks.
 
     Args:
-      runs: each run's JSON (keys: obstacle, condition, and :data:`QUANTITIES`).
+      runs: each run's JSON (keys: obstacle, condition, :data:`QUANTITIES`; ``pretrained``, the
+        checkpoint or None; ``contact_series`` for the time to beat).
       seconds: each run's length (for the titles).
-      pretrained: whether the Horde started from a checkpoint (for the titles).
+      pretrained: the start of runs that do not say (no ``pretrained`` key).
+      window_s, step_s: the time to beat's windows (:func:`time_to_beat`).
+
+    Returns:
+      Per start: a table per obstacle (mean ± sd over runs per condition) and the ratio table;
+      then one table of the issue's checks (:func:`done_when`) and the time to beat per start and
+      obstacle. ``data[start][obstacle]`` holds each condition's columns, ``ratio``,
+      ``time_to_beat``, ``progress_vs_none``, ``reactive_contact_per_hit`` and ``checks``.
     """
-    start = "pretrained" if pretrained else "learning from scratch"
-    obstacles = list(dict.fromkeys(r["obstacle"] for r in runs))
+    default = "pretrained" if pretrained else "scratch"
+    starts = [s for s in STARTS if any(start_of(r, default) == s for r in runs)]
     tables, data = [], {}
-    ratio_table = Table(
-        f"predictive / reactive contact time, bootstrap 95 % interval over runs (unpaired), {start}",
-        ["obstacle", "runs (pred, react)", "ratio", "95 % interval", "progress vs reactive"],
+    checks = Table(
+        "the issue's Done when, per start and obstacle: predictive/reactive contact time <= 0.5 with the 95 % "
+        "interval's upper end < 1; progress at most 5 % below no reflex's; reactive contact per hit within 1.5x "
+        "of the simulated study's; the time from which the predictive rule's contact rate stays at most half "
+        f"the reactive rule's ({window_s:g} s windows, pooled over runs, bootstrap 95 %)",
+        [
+            "start",
+            "obstacle",
+            "ratio (95 %)",
+            "ratio check",
+            "progress vs none",
+            "progress check",
+            "reactive contact per hit (s)",
+            "per-hit check",
+            "predictive ahead from (95 %)",
+        ],
     )
-    for obstacle in obstacles:
-        table = Table(
-            f"reflex in real time: {obstacle} obstacle, {seconds:g} s a run, {start} (mean ± sd over runs)",
-            ["condition", "runs", *QUANTITIES.values()],
+    for start in starts:
+        mine = [r for r in runs if start_of(r, default) == start]
+        title = "pretrained" if start == "pretrained" else "learning from scratch"
+        obstacles = list(dict.fromkeys(r["obstacle"] for r in mine))
+        data[start] = {}
+        ratio_table = Table(
+            f"predictive / reactive contact time, bootstrap 95 % interval over runs (unpaired), {title}",
+            ["obstacle", "runs (pred, react)", "ratio", "95 % interval", "progress vs reactive"],
         )
-        by = {c: [r for r in runs if r["obstacle"] == obstacle and r["condition"] == c] for c in CONDITIONS}
-        data[obstacle] = {}
-        for condition, rows in by.items():
-            if not rows:
-                continue
-            columns = {
-                k: [(_on_fraction(r) if k == "rule_on_fraction" else float(r[k])) for r in rows] for k in QUANTITIES
-            }
-            table.add(condition, len(rows), *(mean_sd(columns[k]) for k in QUANTITIES))
-            data[obstacle][condition] = columns
-        tables.append(table)
-        ratio = bootstrap_ratio(
-            [r["contact_s"] for r in by["predictive"]], [r["contact_s"] for r in by["reactive"]], resamples=resamples
-        )
-        data[obstacle]["ratio"] = ratio
-        progress = [np.mean([r["progress_circuits"] for r in by[c]]) if by[c] else math.nan for c in CONDITIONS[1:]]
-        change = f"{100 * (progress[1] / progress[0] - 1):+.1f} %" if progress[0] > 0 else "-"
-        if ratio["ratio"] is None:
-            ratio_table.add(
-                obstacle, f"{ratio['runs'][0]}, {ratio['runs'][1]}", "undefined", ratio["undefined"], change
+        for obstacle in obstacles:
+            table = Table(
+                f"reflex in real time: {obstacle} obstacle, {seconds:g} s a run, {title} (mean ± sd over runs)",
+                ["condition", "runs", *QUANTITIES.values()],
             )
-        else:
-            interval = f"{ratio['low']:.2f} .. {ratio['high']:.2f}"
-            ratio_table.add(
-                obstacle, f"{ratio['runs'][0]}, {ratio['runs'][1]}", f"{ratio['ratio']:.2f}", interval, change
+            by = {c: [r for r in mine if r["obstacle"] == obstacle and r["condition"] == c] for c in CONDITIONS}
+            here = data[start][obstacle] = {}
+            for condition, rows in by.items():
+                if not rows:
+                    continue
+                columns = {
+                    k: [(_on_fraction(r) if k == "rule_on_fraction" else float(r[k])) for r in rows] for k in QUANTITIES
+                }
+                table.add(condition, len(rows), *(mean_sd(columns[k]) for k in QUANTITIES))
+                here[condition] = columns
+            tables.append(table)
+            ratio = bootstrap_ratio(
+                [r["contact_s"] for r in by["predictive"]],
+                [r["contact_s"] for r in by["reactive"]],
+                resamples=resamples,
             )
-    return Report(tables=[*tables, ratio_table], data=data)
+            here["ratio"] = ratio
+            progress = {c: float(np.mean([r["progress_circuits"] for r in by[c]])) if by[c] else None for c in by}
+            change = _change(progress["predictive"], progress["reactive"])
+            shown = "-" if change is None else f"{100 * change:+.1f} %"
+            if ratio["ratio"] is None:
+                ratio_table.add(
+                    obstacle, f"{ratio['runs'][0]}, {ratio['runs'][1]}", "undefined", ratio["undefined"], shown
+                )
+            else:
+                interval = f"{ratio['low']:.2f} .. {ratio['high']:.2f}"
+                ratio_table.add(
+                    obstacle, f"{ratio['runs'][0]}, {ratio['runs'][1]}", f"{ratio['ratio']:.2f}", interval, shown
+                )
+            # A run from before the series were recorded has none: the time to beat uses the runs that do.
+            beat = time_to_beat(
+                [r["contact_series"] for r in by["predictive"] if r.get("contact_series")],
+                [r["contact_series"] for r in by["reactive"] if r.get("contact_series")],
+                window_s=window_s,
+                step_s=step_s,
+                resamples=resamples,
+            )
+            vs_none = _change(progress["predictive"], progress["none"])
+            per_hit = contact_per_hit(by["reactive"]) if by["reactive"] else None
+            simulated = SIMULATED_CONTACT_PER_HIT.get(obstacle)
+            verdict = done_when(ratio, vs_none, per_hit, simulated)
+            here.update(
+                time_to_beat=beat,
+                progress_vs_none=vs_none,
+                reactive_contact_per_hit=per_hit,
+                simulated_contact_per_hit=simulated,
+                checks=verdict,
+            )
+            checks.add(
+                start,
+                obstacle,
+                "undefined"
+                if ratio["ratio"] is None
+                else f"{ratio['ratio']:.2f} ({ratio['low']:.2f} .. {ratio['high']:.2f})",
+                verdict["ratio"],
+                "-" if vs_none is None else f"{100 * vs_none:+.1f} %",
+                verdict["progress"],
+                ("-" if per_hit is None else f"{per_hit:.3f}")
+                + ("" if simulated is None else f" (simulated {simulated:.3f})"),
+                verdict["per_hit"],
+                describe_time_to_beat(beat),
+            )
+        tables.append(ratio_table)
+    return Report(tables=[*tables, checks], data=data)
+
+
+def _change(value: float | None, reference: float | None) -> float | None:
+    """``value / reference - 1``; None without either or with a reference of 0."""
+    if value is None or reference is None or not reference > 0:
+        return None
+    return value / reference - 1.0
+
+
+def markdown(tables: Sequence[Table]) -> str:
+    """The tables as GitHub markdown, each under its title in bold: ready to paste in docs/results.md."""
+    parts = []
+    for table in tables:
+        lines = [f"**{table.title}**", "", "| " + " | ".join(_markdown_cell(c) for c in table.columns) + " |"]
+        lines.append("|" + "---|" * len(table.columns))
+        lines += ["| " + " | ".join(_markdown_cell(v) for v in row) + " |" for row in table.rows]
+        parts.append("\n".join(lines))
+    return "\n\n".join(parts) + "\n"
+
+
+def _markdown_cell(value) -> str:
+    text = f"{value:.4g}" if isinstance(value, (float, np.floating)) else str(value)
+    return text.replace("|", "\\|")
+
+
+def plot_time_to_beat(path: pathlib.Path, beats: dict) -> pathlib.Path | None:
+    """Pooled contact rate over the run, predictive against reactive, per start and obstacle, with T marked.
+
+    Args:
+      beats: ``{(start, obstacle): time_to_beat(...)}``; those without rates are left out.
+
+    Returns:
+      ``path``, or None when no pair has rates (nothing drawn).
+    """
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    shown = {k: b for k, b in beats.items() if b.get("rates")}
+    if not shown:
+        return None
+    fig, axes = plt.subplots(1, len(shown), figsize=(max(6, 4 * len(shown)), 3.5), squeeze=False, layout="constrained")
+    for ax, ((start, obstacle), beat) in zip(axes[0], shown.items()):
+        rates = beat["rates"]
+        ax.plot(rates["start"], rates["reactive"], color="C1", label="reactive")
+        ax.plot(rates["start"], np.multiply(rates["reactive"], beat["factor"]), "C1:", label="half the reactive")
+        ax.plot(rates["start"], rates["predictive"], color="C2", label="predictive")
+        if beat["T"] is not None:
+            ax.axvline(beat["T"], color="k", lw=0.8, ls="--", label=f"ahead from {beat['T']:g} s")
+        ax.set_title(f"{obstacle}, {start}")
+        ax.set_xlabel(f"window start (s), {beat['window_s']:g} s windows")
+        ax.set_ylabel("contact s per minute (pooled)")
+        ax.legend(fontsize="small")
+    fig.suptitle("When the predictive rule gets ahead (ros2 launch, real time)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    return path
 
 
 def plot_summary(path: pathlib.Path, runs: Sequence[dict]) -> pathlib.Path:

@@ -112,6 +112,17 @@ def run(args: argparse.Namespace) -> Report:
     return _report(results, args, figure)
 
 
+def study_settings(arm: ArmConfig, **overshoot) -> dict:
+    """The arm, maze, joystick and the overshooting operator (config/reflex.yaml's, changed by ``overshoot``).
+
+    Args:
+      overshoot: operator fields to set, e.g. ``overshoot_joint=1``.
+    """
+    settings = _settings(arm)
+    settings["operator"] = dataclasses.replace(settings["operator"], **overshoot)
+    return settings
+
+
 def _settings(arm: ArmConfig) -> dict:
     arm_yaml = config_file("arm")
     operator = load_config(OperatorConfig, arm_yaml, "operator", "operator")
@@ -154,20 +165,33 @@ def _signals(spec: HordeSpec, msg) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
 
 
 def _warm_learner(spec: HordeSpec, settings: dict, obstacle: Obstacle, *, circuits: int, folder: pathlib.Path):
+    return _Warm(warm_up(spec, settings, {0: obstacle}, circuits=circuits), folder)
+
+
+def warm_up(
+    spec: HordeSpec, settings: dict, obstacles: dict[int, Obstacle], *, circuits: int, seed: int = 10_000
+) -> HordeLearner:
+    """A Horde learner of ``spec`` after ``circuits`` circuits of a simulated recording with ``obstacles``.
+
+    Args:
+      settings: the arm, maze, joystick and operator (:func:`study_settings`; its operator says
+        which joint overshoots).
+      obstacles: joint index -> the obstacle in its range.
+      seed: the recording's; another than any run's, as a user records before acting on it.
+    """
     learner = HordeLearner.from_spec(spec, rng=np.random.default_rng(spec.seed))
     if circuits > 0:
-        # A recording on another seed than any run's, as a user records before acting on it.
         recording = simulate_arm(
             circuits=circuits,
-            rng=np.random.default_rng(10_000),
-            obstacles={0: obstacle},
+            rng=np.random.default_rng(seed),
+            obstacles=obstacles,
             rate_hz=spec.rate_hz,
             **settings,
         )
         for t in range(recording.steps):
             msg = _message(recording.joint_names, recording.position[t], recording.velocity[t], recording.effort[t])
             learner.step(*_signals(spec, msg))
-    return _Warm(learner, folder)
+    return learner
 
 
 def run_condition(

@@ -11,19 +11,29 @@ each a rules file the study writes (``OUT/rules/``):
 - ``reactive``: the rule on the present signal (``source: signal``: the joint's |effort| now);
 - ``predictive``: the rule on the Horde's prediction ((1 - gamma) V at its tau).
 
-The Horde learns from scratch (in memory) or, with ``--pretrained CHECKPOINT``, starts each run
-from a copy of that checkpoint (the questions file is the study's own, ``OUT/questions.yaml``:
-config/horde.yaml plus ``elbow_effort``, which the elbow's rule needs; a checkpoint must be of
-those questions).
+Two starts (``--starts``): the Horde learns from scratch (in memory), or starts each run from a
+copy of a checkpoint: ``--pretrained CHECKPOINT``, or one the study warms up per obstacle
+(``OUT/pretrained/OBSTACLE.npz``: ``--warmup-circuits`` circuits of a simulated recording with
+that obstacle, as `gamma-net reflex study` pretrains). The questions file is the study's own,
+``OUT/questions.yaml``: config/horde.yaml plus ``elbow_effort``, which the elbow's rule needs; a
+checkpoint must be of those questions.
 
 Measured per run, over the window from the Horde's first prediction to ``--seconds`` later:
 contact time, contacts and peak current from the emulator's own obstacle counters (its control
-socket); the fraction of the time the run's rule was on (from ``reflex/events``); progress in
-circuits along the wire, from ``joint_states`` as the simulated study measures it (the tool's
-position projected on the wire, :class:`ProgressTracker`). One JSON per run in ``OUT/runs/``; a
-run whose JSON exists is skipped, so an interrupted study resumes. At the end: the tables and the
-predictive/reactive ratio with a bootstrap interval (:mod:`gamma_net_core.experiments.reflex_realtime_stats`)
-and a figure.
+socket), read every ``--poll-s`` as well (``contact_series``, for the time until the predictive
+rule is ahead); the fraction of the time the run's rule was on (from ``reflex/events``); progress
+in circuits along the wire, from ``joint_states`` as the simulated study measures it (the tool's
+position projected on the wire, :class:`ProgressTracker`); the load average before and after,
+and the wall time of the whole launch. One JSON per run in ``OUT/runs/``; a run whose JSON
+exists is skipped, so an interrupted study resumes. At the end, per start and obstacle
+(:mod:`gamma_net_core.experiments.reflex_realtime_stats`): the tables, the predictive/reactive
+ratio with a bootstrap interval, the issue's checks (PASS/FAIL), the time until the predictive
+rule's contact rate stays at most half the reactive rule's, two figures, and with ``--markdown``
+the tables for docs/results.md. ``--plan`` prints the runs and the time they need, and runs none.
+
+``--priorities DRIVER,REFLEX,HORDE`` gives those three processes of each launch their own FIFO
+priority (every thread), once the launch gives its first prediction, as docs/robustness.md
+advises; the study itself, the emulator, teleop and the operator stay at normal priority.
 
 The runs use the environment's ``ROS_DOMAIN_ID``: on a shared machine give the study a domain
 of its own, or another user's ``joint_states`` would be counted.
@@ -48,13 +58,24 @@ import yaml
 
 from gamma_net_core.cli import check, check_range, output_dir
 from gamma_net_core.config import load_config
-from gamma_net_core.experiments.reflex_realtime_stats import CONDITIONS, plot_summary, summarize, time_on
+from gamma_net_core.experiments.reflex_realtime_stats import (
+    CONDITIONS,
+    STARTS,
+    WINDOW_S,
+    markdown,
+    plot_summary,
+    plot_time_to_beat,
+    summarize,
+    time_on,
+)
+from gamma_net_core.experiments.reflex_study import study_settings, warm_up
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.paths import config_file
 from gamma_net_core.reflex.rules import load_rules
-from gamma_net_core.report import Report, write_json
+from gamma_net_core.report import Report, Table, write_json
 from gamma_net_core.signals.arm import ArmConfig, ArmKinematics
 from gamma_net_core.signals.maze import MazeConfig, MazePath, ProgressTracker
+from gamma_net_core.signals.obstacle import Obstacle
 
 #: Each obstacle: the servo whose range holds it (rad), the joint the operator overshoots toward
 #: it, and the rule adapted to it (its question, joint and direction).
@@ -90,18 +111,49 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--first-seed", type=int, default=0, help="operator seeds first-seed, first-seed + 1, ...")
     parser.add_argument("--seconds", type=float, default=90.0, help="wall seconds a run, from the first prediction")
     parser.add_argument(
-        "--obstacles", default="shoulder,elbow,shoulder_low", help=f"comma-separated, of {', '.join(OBSTACLES)}"
+        "--obstacles",
+        default="shoulder,elbow,shoulder_low",
+        help=f"comma-separated, of {', '.join(OBSTACLES)}; NAME=N gives that obstacle N runs instead of --runs",
     )
     parser.add_argument(
         "--conditions", default=",".join(CONDITIONS), help="comma-separated, of none,reactive,predictive"
     )
     parser.add_argument(
-        "--pretrained", default=None, help="the Horde's checkpoint each run starts from (default: none)"
+        "--starts",
+        default=None,
+        help="comma-separated, of scratch,pretrained: the Horde from nothing, or from a checkpoint "
+        "(default: pretrained with --pretrained, else scratch)",
+    )
+    parser.add_argument(
+        "--pretrained",
+        default=None,
+        help="the checkpoint every pretrained run starts from (default: the study warms one up per obstacle, "
+        "OUT/pretrained/OBSTACLE.npz)",
+    )
+    parser.add_argument(
+        "--warmup-circuits",
+        type=int,
+        default=20,
+        help="circuits of a simulated recording with the obstacle that the study's own checkpoints learn",
+    )
+    parser.add_argument(
+        "--priorities",
+        default=None,
+        help="real-time FIFO priorities DRIVER,REFLEX,HORDE given to those processes of each launch, e.g. 80,70,60 "
+        "(needs CAP_SYS_NICE or an RLIMIT_RTPRIO that high; default: none)",
+    )
+    parser.add_argument("--poll-s", type=float, default=1.0, help="s between readings of the obstacle's counters")
+    parser.add_argument(
+        "--window-s", type=float, default=WINDOW_S, help="s windows of the time until the predictive rule is ahead"
     )
     parser.add_argument(
         "--start-timeout", type=float, default=120.0, help="s for a launch to give its first prediction"
     )
     parser.add_argument("--resamples", type=int, default=10_000, help="bootstrap resamples of the ratio")
+    parser.add_argument(
+        "--plan", action="store_true", help="print the runs the study would make and its time; run none"
+    )
+    parser.add_argument("--markdown", default=None, help="also write the tables as markdown to this file")
     parser.add_argument("--out", required=True, help="folder for the runs' JSON, rules, logs, tables and figure")
 
 
@@ -112,54 +164,219 @@ def _names(text: str, known, flag: str) -> list[str]:
     return names
 
 
+def _obstacle_runs(text: str, runs: int) -> dict[str, int]:
+    """``--obstacles``: each name with its runs (``NAME=N``, or ``runs``)."""
+    counts = {}
+    for item in (i.strip() for i in text.split(",") if i.strip()):
+        name, _, count = item.partition("=")
+        check(name.strip() in OBSTACLES, f"--obstacles must name some of {', '.join(OBSTACLES)}; got {text!r}")
+        check(
+            not count or (count.strip().isdigit() and int(count) >= 1),
+            f"--obstacles {item}: runs must be a whole number, at least 1",
+        )
+        counts[name.strip()] = int(count) if count else runs
+    check(bool(counts), f"--obstacles must name some of {', '.join(OBSTACLES)}; got {text!r}")
+    return counts
+
+
 def run(args: argparse.Namespace) -> Report:
     check_range("--runs", args.runs, low=1)
     check_range("--first-seed", args.first_seed, low=0)
     check_range("--seconds", args.seconds, above=0.0)
     check_range("--start-timeout", args.start_timeout, above=0.0)
     check_range("--resamples", args.resamples, low=100)
-    obstacles = _names(args.obstacles, OBSTACLES, "--obstacles")
+    check_range("--warmup-circuits", args.warmup_circuits, low=1)
+    check_range("--poll-s", args.poll_s, above=0.0, high=10.0)
+    check_range("--window-s", args.window_s, above=0.0)
+    obstacles = _obstacle_runs(args.obstacles, args.runs)
     conditions = _names(args.conditions, CONDITIONS, "--conditions")
+    starts = _names(args.starts or ("pretrained" if args.pretrained else "scratch"), STARTS, "--starts")
     pretrained = None
     if args.pretrained:
+        check("pretrained" in starts, f"--pretrained {args.pretrained} needs --starts with pretrained")
         pretrained = pathlib.Path(args.pretrained).expanduser().resolve()
         check(pretrained.is_file(), f"--pretrained {args.pretrained}: no such checkpoint file")
+    priorities = _priorities(args.priorities)
     out = output_dir("--out", args.out)
+    markdown_file = pathlib.Path(args.markdown) if args.markdown else None
+    if markdown_file is not None:
+        check(not markdown_file.is_dir(), f"--markdown {args.markdown} is a folder; it must name a file")
+    plan = [
+        (start, obstacle, seed, condition)
+        for start in starts
+        for obstacle, count in obstacles.items()
+        for seed in range(args.first_seed, args.first_seed + count)
+        for condition in conditions
+    ]
+    if args.plan:
+        return _plan(plan, out, args, pretrained)
+    if priorities:
+        _check_priorities(priorities)  # refused before any launch, not in the first one
     for sub in ("runs", "rules", "logs"):
         (out / sub).mkdir(parents=True, exist_ok=True)
     questions = _write_questions(out / "questions.yaml")
     rules = {
         (o, c): _write_rules(out / "rules" / f"{o}-{c}.yaml", o, c, questions) for o in obstacles for c in conditions
     }
+    checkpoints: dict[str, pathlib.Path] = {}
     runs = []
     with _Watcher() as watcher:
-        for obstacle in obstacles:
-            for seed in range(args.first_seed, args.first_seed + args.runs):
-                for condition in conditions:
-                    path = out / "runs" / f"{obstacle}-{condition}-seed{seed}.json"
-                    if path.exists():  # resumable: a run done is not run again
-                        runs.append(json.loads(path.read_text()))
-                        continue
-                    print(f"[realtime-study] {obstacle} {condition} seed {seed}: {args.seconds:g} s", flush=True)
-                    result = run_once(
-                        watcher,
-                        obstacle=obstacle,
-                        condition=condition,
-                        seed=seed,
-                        seconds=args.seconds,
-                        rules_file=rules[(obstacle, condition)],
-                        questions_file=questions,
-                        pretrained=pretrained,
-                        log=out / "logs" / f"{obstacle}-{condition}-seed{seed}.log",
-                        start_timeout=args.start_timeout,
+        for start, obstacle, seed, condition in plan:
+            path = _run_path(out, start, obstacle, condition, seed)
+            if path.exists():  # resumable: a run done is not run again
+                runs.append(json.loads(path.read_text()))
+                continue
+            checkpoint = None
+            if start == "pretrained":
+                if obstacle not in checkpoints:
+                    checkpoints[obstacle] = pretrained or _warm_checkpoint(
+                        out, obstacle, questions, args.warmup_circuits
                     )
-                    write_json(path, result)
-                    runs.append(result)
-    report = summarize(runs, seconds=args.seconds, pretrained=pretrained is not None, resamples=args.resamples)
+                checkpoint = checkpoints[obstacle]
+            print(f"[realtime-study] {start} {obstacle} {condition} seed {seed}: {args.seconds:g} s", flush=True)
+            result = run_once(
+                watcher,
+                obstacle=obstacle,
+                condition=condition,
+                seed=seed,
+                seconds=args.seconds,
+                rules_file=rules[(obstacle, condition)],
+                questions_file=questions,
+                pretrained=checkpoint,
+                log=out / "logs" / f"{path.stem}.log",
+                start_timeout=args.start_timeout,
+                poll_s=args.poll_s,
+                priorities=priorities,
+            )
+            write_json(path, result)
+            runs.append(result)
+    report = summarize(runs, seconds=args.seconds, resamples=args.resamples, window_s=args.window_s)
     figure = plot_summary(out / "reflex_realtime.png", runs)
-    report.files += [str(figure), str(out / "runs")]
+    beats = {(s, o): d["time_to_beat"] for s, by in report.data.items() for o, d in by.items()}
+    timeline = plot_time_to_beat(out / "reflex_realtime_ahead.png", beats)
+    report.files += [str(figure), *([str(timeline)] if timeline else []), str(out / "runs")]
+    if markdown_file is not None:
+        markdown_file.write_text(markdown(report.tables))
+        report.files.append(str(markdown_file))
     report.data["runs"] = len(runs)
+    checks = [
+        c for by in report.data.values() if isinstance(by, dict) for d in by.values() for c in d["checks"].values()
+    ]
+    report.summary = (
+        f"{len(runs)} runs; Done when checks: {checks.count('PASS')} PASS, {checks.count('FAIL')} FAIL, "
+        f"{checks.count('n/a')} n/a (table above)"
+    )
     return report
+
+
+def _run_path(out: pathlib.Path, start: str, obstacle: str, condition: str, seed: int) -> pathlib.Path:
+    # A from-scratch run keeps the name it had before pretrained ones shared the folder.
+    prefix = "pretrained-" if start == "pretrained" else ""
+    return out / "runs" / f"{prefix}{obstacle}-{condition}-seed{seed}.json"
+
+
+#: Seconds a run takes besides its window when no run has measured it yet: the launch to its first
+#: prediction and Ctrl-C to every process ended (about 15 s and 5 s on the 2-core development machine).
+RUN_OVERHEAD_S = 20.0
+#: Seconds to warm up a checkpoint per obstacle when none is given (20 circuits, simulated).
+WARMUP_S = 60.0
+
+
+def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretrained) -> Report:
+    """The runs the study would make, which are done already (their JSON in OUT/runs), and the time left."""
+    done = [(s, o, seed, c) for s, o, seed, c in plan if _run_path(out, s, o, c, seed).exists()]
+    measured = []
+    for key in done:
+        wall = json.loads(_run_path(out, key[0], key[1], key[3], key[2]).read_text()).get("wall_s")
+        if wall is not None:
+            measured.append(float(wall))
+    per_run = (sum(measured) / len(measured)) if measured else args.seconds + RUN_OVERHEAD_S
+    warmups = 0
+    if pretrained is None:
+        warm = {o for s, o, _, _ in plan if s == "pretrained"}
+        warmups = sum(1 for o in warm if not (out / "pretrained" / f"{o}.npz").exists())
+    left = len(plan) - len(done)
+    seconds = left * per_run + warmups * WARMUP_S
+    table = Table(
+        f"gamma-net reflex realtime-study --plan: runs of {args.seconds:g} s, operator seeds from {args.first_seed}",
+        ["start", "obstacle", "condition", "runs", "done", "to run"],
+    )
+    for start, obstacle, condition in dict.fromkeys((s, o, c) for s, o, _, c in plan):
+        mine = [k for k in plan if (k[0], k[1], k[3]) == (start, obstacle, condition)]
+        finished = [k for k in mine if k in done]
+        table.add(start, obstacle, condition, len(mine), len(finished), len(mine) - len(finished))
+    basis = f"{per_run:.0f} s a run, " + (
+        f"the mean of {len(measured)} done" if measured else f"{args.seconds:g} s + {RUN_OVERHEAD_S:g} s start and stop"
+    )
+    hours, minutes = divmod(round(seconds / 60), 60)
+    summary = (
+        f"{left} of {len(plan)} runs to make, about {hours} h {minutes:02d} min ({basis}"
+        + (f"; {warmups} checkpoints to warm up, about {WARMUP_S:g} s each" if warmups else "")
+        + ")"
+    )
+    data = {"runs": len(plan), "done": len(done), "to_run": left, "seconds_per_run": per_run, "estimate_s": seconds}
+    return Report(tables=[table], data={"plan": data}, summary=summary)
+
+
+def _warm_checkpoint(out: pathlib.Path, obstacle: str, questions: pathlib.Path, circuits: int) -> pathlib.Path:
+    """OUT/pretrained/OBSTACLE.npz: the study's questions learned on a simulated recording with the obstacle.
+
+    As the simulated study pretrains (`gamma-net reflex study`): ``circuits`` circuits with the
+    obstacle in the same joint's range and the operator overshooting toward it, on a seed no run
+    has; made once and kept, so a resumed study starts from the same checkpoint.
+    """
+    path = out / "pretrained" / f"{obstacle}.npz"
+    if path.exists():
+        return path
+    place = OBSTACLES[obstacle]
+    arm = load_config(ArmConfig, config_file("arm"), "/**", "arm")
+    settings = study_settings(arm, overshoot_joint=place["joint"], overshoot_direction=place["direction"])
+    print(f"[realtime-study] warming up {path} on {circuits} simulated circuits", flush=True)
+    learner = warm_up(
+        load_questions(questions), settings, {place["joint"]: Obstacle(place["low"], place["high"])}, circuits=circuits
+    )
+    path.parent.mkdir(parents=True, exist_ok=True)
+    return learner.save(path)
+
+
+#: The processes that get ``--priorities``, in its order (docs/robustness.md's order: the driver
+#: above the reflex above the Horde), by the name the launch gives them.
+PRIORITY_PROCESSES = ("dynamixel_driver", "reflex", "horde")
+
+
+def _priorities(text: str | None) -> dict[str, int] | None:
+    if not text:
+        return None
+    try:
+        values = [int(v) for v in text.split(",")]
+    except ValueError:
+        values = []
+    low, high = os.sched_get_priority_min(os.SCHED_FIFO), os.sched_get_priority_max(os.SCHED_FIFO)
+    check(
+        len(values) == len(PRIORITY_PROCESSES) and all(low <= v <= high for v in values),
+        f"--priorities must be three FIFO priorities {low}..{high} for {', '.join(PRIORITY_PROCESSES)}; got {text!r}",
+    )
+    check(
+        values[0] > values[1] > values[2],
+        f"--priorities must be distinct and falling, driver above reflex above horde; got {text!r}",
+    )
+    return dict(zip(PRIORITY_PROCESSES, values))
+
+
+def _check_priorities(priorities: dict[str, int]) -> None:
+    """Refuse (one line) where this user may not give a process the highest of them."""
+    top = max(priorities.values())
+    before = os.sched_getscheduler(0), os.sched_getparam(0)
+    try:
+        os.sched_setscheduler(0, os.SCHED_FIFO, os.sched_param(top))
+    except PermissionError:
+        check(
+            False,
+            f"--priorities needs FIFO priority {top}: run as root, or raise this shell's limit first "
+            f"(sudo prlimit --pid $$ --rtprio={top})",
+        )
+    finally:
+        os.sched_setscheduler(0, before[0], before[1])  # lowering back is always allowed
 
 
 def _write_questions(path: pathlib.Path) -> pathlib.Path:
@@ -287,8 +504,16 @@ def run_once(
     pretrained: pathlib.Path | None,
     log: pathlib.Path,
     start_timeout: float,
+    poll_s: float = 1.0,
+    priorities: dict[str, int] | None = None,
 ) -> dict:
-    """One launch for ``seconds`` from its first prediction; its results (the module docstring's)."""
+    """One launch for ``seconds`` from its first prediction; its results (the module docstring's).
+
+    ``contact_series`` is the obstacle's counters read every ``poll_s`` through the emulator's
+    control socket: ``[t, contact_s, contacts]``, t from the window's start, both counters since
+    then (a reading the emulator did not answer in time is left out and counted in
+    ``polls_missed``).
+    """
     from gamma_net_ros.hardware.emulator.client import EmulatorClient
 
     place = OBSTACLES[obstacle]
@@ -313,6 +538,9 @@ def run_once(
     given = [f"{k}:={v}" for k, v in arguments.items() if v != ""]
     command = ["ros2", "launch", "gamma_net_ros", "reflex.launch.py", *given]
     watcher.reset()
+    launched = time.monotonic()
+    load_before = os.getloadavg()
+    series, missed, applied = [], 0, {}
     with open(log, "w") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         try:
@@ -326,19 +554,33 @@ def run_once(
                 if time.monotonic() > deadline:
                     raise ChildProcessError(f"no prediction within {start_timeout:g} s of the launch: see {log}")
                 time.sleep(0.05)
+            if priorities:
+                applied = _apply_priorities(process.pid, priorities)
             before = client.state()["servos"][place["servo"]]["obstacle"]
             watcher.start_window()
             start = time.monotonic()
+            series.append([0.0, 0.0, 0])
+            next_poll = start + poll_s
             while time.monotonic() - start < seconds:
                 if process.poll() is not None:
                     raise ChildProcessError(f"the launch ended (exit {process.returncode}) during the run: see {log}")
-                time.sleep(0.1)
+                if time.monotonic() >= next_poll:
+                    next_poll += poll_s
+                    try:
+                        now = client.state()["servos"][place["servo"]]["obstacle"]
+                    except (OSError, ValueError):  # a busy emulator's late reply: the next reading will do
+                        missed += 1
+                    else:
+                        series.append(_since(before, now, time.monotonic() - start))
+                time.sleep(min(0.1, max(0.0, next_poll - time.monotonic())))
             after = client.state()["servos"][place["servo"]]["obstacle"]
             end = time.monotonic()
+            series.append(_since(before, after, end - start))
             progress, states, switches = watcher.stop_window()
         finally:
             exit_code = _stop(process)
             shutil.rmtree(folder, ignore_errors=True)
+    wall = time.monotonic() - launched
     rules = sorted({rule for rule, _, _ in switches}) or [yaml.safe_load(rules_file.read_text())["rules"][0]["name"]]
     on_fraction = {}
     for rule in rules:
@@ -353,15 +595,76 @@ def run_once(
         "pretrained": str(pretrained) if pretrained else None,
         "contact_s": after["contact_s"] - before["contact_s"],
         "contacts": after["contacts"] - before["contacts"],
+        "contact_series": series,
+        "polls_missed": missed,
         "peak_current_a": after["peak_current"],
         "progress_circuits": progress,
         "rule_on_fraction": on_fraction,
         "rule_switches": sum(1 for _, t, _ in switches if start < t <= end),
         "joint_states": states,
         "launch_exit": exit_code,
+        "wall_s": round(wall, 3),
+        "load_average": [round(v, 2) for v in (*load_before, *os.getloadavg())],
+        "priorities": applied,
         "arguments": {k: str(v) for k, v in arguments.items() if k not in ("port", "checkpoint_path")},
         "log": str(log),
     }
+
+
+def _since(before: dict, now: dict, t: float) -> list:
+    """One reading of the contact series: ``[t, contact_s, contacts]`` since the window's start."""
+    return [round(t, 4), round(now["contact_s"] - before["contact_s"], 6), now["contacts"] - before["contacts"]]
+
+
+def _launched(root: int) -> dict[str, int]:
+    """The launch's processes under ``root``: executable name -> pid (a node's script or a module's name)."""
+    parents: dict[int, int] = {}
+    for entry in os.listdir("/proc"):
+        if entry.isdigit():
+            try:
+                stat = pathlib.Path(f"/proc/{entry}/stat").read_text()
+            except OSError:  # ended meanwhile
+                continue
+            parents[int(entry)] = int(stat.rsplit(")", 1)[1].split()[1])
+    found, frontier = {}, [root]
+    while frontier:
+        children = [pid for pid, parent in parents.items() if parent in frontier]
+        for pid in children:
+            try:
+                argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+            except OSError:
+                continue
+            # ros2 run's scripts start as `python SCRIPT --ros-args ...` (or SCRIPT itself)
+            for arg in argv[:2]:
+                found.setdefault(os.path.basename(arg.decode(errors="replace")), pid)
+        frontier = children
+    return found
+
+
+def _apply_priorities(root: int, priorities: dict[str, int]) -> dict[str, int]:
+    """Give each named process of the launch its FIFO priority, every thread of it.
+
+    Returns:
+      name -> the priority its main thread has now (read back).
+
+    Raises:
+      ChildProcessError: a process is not under the launch, or would not take its priority.
+    """
+    pids = _launched(root)
+    applied = {}
+    for name, priority in priorities.items():
+        if name not in pids:
+            raise ChildProcessError(f"--priorities: no {name} process under the launch (pid {root})")
+        try:
+            # Each thread its own: a policy set on a process's pid is its main thread's only.
+            for task in os.listdir(f"/proc/{pids[name]}/task"):
+                os.sched_setscheduler(int(task), os.SCHED_FIFO, os.sched_param(priority))
+            applied[name] = os.sched_getparam(pids[name]).sched_priority
+        except OSError as error:
+            raise ChildProcessError(
+                f"--priorities: {name} (pid {pids[name]}) refused FIFO {priority}: {error}"
+            ) from error
+    return applied
 
 
 def _stop(process: subprocess.Popen, timeout: float = 30.0) -> int | None:

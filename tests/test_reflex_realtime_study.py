@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 import math
 import subprocess
@@ -17,7 +18,8 @@ RUN_S = 15
 
 def study(out, *extra):
     command = ["gamma-net", "reflex", "realtime-study", "--runs", "1", "--seconds", str(RUN_S)]
-    command += ["--obstacles", "shoulder", "--resamples", "1000", "--out", str(out), "--json", str(out / "r.json")]
+    command += ["--obstacles", "shoulder", "--resamples", "1000", "--window-s", "10", "--out", str(out)]
+    command += ["--json", str(out / "r.json"), "--markdown", str(out / "tables.md")]
     return subprocess.run(command + list(extra), capture_output=True, text=True, timeout=bound(400))
 
 
@@ -39,14 +41,28 @@ def test_the_study_runs_each_condition_through_ros2_launch_and_resumes(tmp_path)
         [fraction] = run["rule_on_fraction"].values()  # the run's own rule, from reflex/events
         assert 0.0 <= fraction <= 1.0
         assert run["arguments"]["rules_file"].endswith(f"shoulder-{condition}.yaml")
+        # The counters read about every second, from 0 at the window's start to the run's totals at its end.
+        series = run["contact_series"]
+        assert series[0] == [0.0, 0.0, 0] and len(series) + run["polls_missed"] >= RUN_S
+        assert series[-1][1:] == [pytest.approx(run["contact_s"]), run["contacts"]]
+        assert all(a[0] < b[0] and a[1] <= b[1] for a, b in itertools.pairwise(series))
+        assert run["wall_s"] > run["seconds"] and len(run["load_average"]) == 6 and run["priorities"] == {}
     report = json.loads((out / "r.json").read_text())
-    ratio = report["data"]["shoulder"]["ratio"]
+    shoulder = report["data"]["scratch"]["shoulder"]
+    ratio = shoulder["ratio"]
     if runs["reactive"]["contact_s"] > 0:
         want = runs["predictive"]["contact_s"] / runs["reactive"]["contact_s"]
         assert ratio["ratio"] == pytest.approx(want, rel=1e-3) and ratio["undefined"] is None
     else:
         assert ratio["ratio"] is None and ratio["undefined"] == "the denominator's runs have no contact"
     assert (out / "reflex_realtime.png").stat().st_size > 0
+    # The time to beat from the series (10 s windows over at least 15 s), and every check decided or n/a.
+    beat = shoulder["time_to_beat"]
+    assert beat["undefined"] is None and beat["end_s"] >= RUN_S and len(beat["rates"]["start"]) >= RUN_S - 10
+    assert set(shoulder["checks"].values()) <= {"PASS", "FAIL", "n/a"} and shoulder["checks"]["progress"] != "n/a"
+    assert (out / "reflex_realtime_ahead.png").stat().st_size > 0
+    tables = (out / "tables.md").read_text()
+    assert "| scratch | shoulder |" in tables and tables.count("**") == 2 * len(report["tables"])
     # Resumable: the runs done are read back, not run again.
     again = study(out)
     assert again.returncode == 0, again.stderr

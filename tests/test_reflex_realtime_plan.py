@@ -1,0 +1,94 @@
+"""`gamma-net reflex realtime-study` before any launch: its plan, its refusals, its checkpoints, its priorities."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+from waiting import bound, wait_until
+
+from gamma_net_core.horde.learner import HordeLearner
+from gamma_net_core.horde.questions import load_questions
+from gamma_net_ros.studies.reflex_realtime import _launched, _warm_checkpoint, _write_questions
+
+
+def plan(out, *extra):
+    command = ["gamma-net", "reflex", "realtime-study", "--plan", "--out", str(out), "--json", str(out / "p.json")]
+    return subprocess.run(command + list(extra), capture_output=True, text=True, timeout=bound(60))
+
+
+def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
+    out = tmp_path / "study"
+    done = plan(out, "--starts", "scratch,pretrained", "--obstacles", "shoulder,elbow=5", "--seconds", "90")
+    assert done.returncode == 0, done.stderr
+    # 2 starts x (10 + 5 runs) x 3 conditions, each 90 s + 20 s; 2 checkpoints to warm up (60 s each).
+    assert "90 of 90 runs to make, about 2 h 47 min (110 s a run" in done.stdout
+    assert "2 checkpoints to warm up" in done.stdout
+    rows = json.loads((out / "p.json").read_text())["tables"][0]["rows"]
+    assert rows[0] == ["scratch", "shoulder", "none", 10, 0, 10] and rows[-1] == [
+        "pretrained",
+        "elbow",
+        "predictive",
+        5,
+        0,
+        5,
+    ]
+    assert not (out / "runs").exists()
+    # Runs done count as done, and their own wall time sets the estimate.
+    (out / "runs").mkdir()
+    (out / "runs" / "shoulder-none-seed0.json").write_text(json.dumps({"wall_s": 130.0}))
+    again = plan(out, "--obstacles", "shoulder")
+    assert "29 of 30 runs to make, about 1 h 03 min (130 s a run, the mean of 1 done)" in again.stdout
+
+
+@pytest.mark.parametrize(
+    ("extra", "message"),
+    [
+        (["--starts", "warm"], "--starts must name some of scratch, pretrained; got 'warm'"),
+        (["--pretrained", "nowhere.npz"], "--pretrained nowhere.npz: no such checkpoint file"),
+        (["--starts", "scratch", "--pretrained", "x.npz"], "--pretrained x.npz needs --starts with pretrained"),
+        (["--priorities", "80,70"], "--priorities must be three FIFO priorities 1..99 for dynamixel_driver, reflex"),
+        (["--priorities", "60,70,80"], "--priorities must be distinct and falling, driver above reflex above horde"),
+        (["--obstacles", "elbow=0"], "--obstacles elbow=0: runs must be a whole number, at least 1"),
+        (["--poll-s", "0"], "--poll-s"),
+    ],
+)
+def test_bad_arguments_are_refused_in_one_line(tmp_path, extra, message):
+    refused = plan(tmp_path / "x", *extra)
+    assert refused.returncode == 2 and message in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+
+
+def test_a_warmed_up_checkpoint_is_of_the_studys_questions_and_made_once(tmp_path):
+    questions = _write_questions(tmp_path / "questions.yaml")
+    path = _warm_checkpoint(tmp_path, "elbow", questions, 1)
+    assert path == tmp_path / "pretrained" / "elbow.npz"
+    learner = HordeLearner.load(path, spec=load_questions(questions))  # refused if not of these questions
+    assert HordeLearner.from_spec(load_questions(questions)).n_questions == learner.n_questions
+    stamp = path.stat().st_mtime_ns
+    assert _warm_checkpoint(tmp_path, "elbow", questions, 1).stat().st_mtime_ns == stamp  # kept, not made again
+
+
+def test_the_launchs_processes_are_found_by_their_scripts_name(tmp_path):
+    script = tmp_path / "dynamixel_driver"
+    script.write_text("import time\ntime.sleep(60)\n")
+    # As ros2 launch starts a node: a child running `python SCRIPT --ros-args ...`, under a parent.
+    parent = subprocess.Popen(
+        [
+            sys.executable,
+            "-c",
+            f"import subprocess, sys; subprocess.run([sys.executable, {str(script)!r}, '--ros-args'])",
+        ]
+    )
+    try:
+        assert wait_until(lambda: "dynamixel_driver" in _launched(parent.pid), timeout=10)
+        found = _launched(parent.pid)["dynamixel_driver"]
+        assert os.path.basename(open(f"/proc/{found}/cmdline").read().split("\0")[1]) == "dynamixel_driver"
+        assert "horde" not in _launched(parent.pid)
+    finally:
+        for child in _launched(parent.pid).values():
+            os.kill(child, 9)
+        parent.kill()
+        parent.wait()

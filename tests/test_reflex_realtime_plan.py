@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 import os
+import pathlib
+import shlex
 import subprocess
 import sys
 
@@ -92,3 +94,26 @@ def test_the_launchs_processes_are_found_by_their_scripts_name(tmp_path):
             os.kill(child, 9)
         parent.kill()
         parent.wait()
+
+
+def test_the_guides_full_study_command_plans_what_the_issue_asks(tmp_path):
+    guide = (pathlib.Path(__file__).resolve().parent.parent / "docs" / "reflex.md").read_text()
+    [line] = [line for line in guide.splitlines() if "gamma-net reflex realtime-study --starts" in line]
+    words = shlex.split(line)
+    assert words[0] == "ROS_DOMAIN_ID=77" and "--priorities" in words  # a domain of its own, real-time priorities
+    words = words[1:]
+    out = words.index("--out")
+    words[out + 1] = str(tmp_path / "study")  # --json and --markdown are left out: a plan writes neither
+    words = [w for i, w in enumerate(words) if i < 1 or not ({words[i - 1], w} & {"--json", "--markdown"})]
+    planned = subprocess.run(
+        words + ["--plan", "--json", str(tmp_path / "p.json")], capture_output=True, text=True, timeout=bound(60)
+    )
+    assert planned.returncode == 0, planned.stderr
+    runs = {}
+    for start, obstacle, condition, count, _, _ in json.loads((tmp_path / "p.json").read_text())["tables"][0]["rows"]:
+        runs[(start, obstacle, condition)] = count
+    for start in ("scratch", "pretrained"):
+        for condition in ("none", "reactive", "predictive"):
+            assert runs[(start, "shoulder", condition)] >= 10
+            assert runs[(start, "elbow", condition)] >= 5 and runs[(start, "shoulder_low", condition)] >= 5
+    assert float(words[words.index("--seconds") + 1]) >= 90

@@ -476,26 +476,30 @@ def plot_time_to_beat(path: pathlib.Path, beats: dict) -> pathlib.Path | None:
 
 
 def plot_summary(path: pathlib.Path, runs: Sequence[dict]) -> pathlib.Path:
-    """Contact time per obstacle and condition: mean ± sd bars, each run a dot."""
+    """Contact time per start, obstacle and condition: mean ± sd bars, each run a dot."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    obstacles = list(dict.fromkeys(r["obstacle"] for r in runs))
+    panels = list(dict.fromkeys((start_of(r), r["obstacle"]) for r in runs))
     fig, axes = plt.subplots(
-        1, len(obstacles), figsize=(max(6, 4 * len(obstacles)), 3.5), squeeze=False, layout="constrained"
+        1, len(panels), figsize=(max(6, 4 * len(panels)), 3.5), squeeze=False, layout="constrained"
     )
-    for ax, obstacle in zip(axes[0], obstacles):
+    for ax, (start, obstacle) in zip(axes[0], panels):
         for i, condition in enumerate(CONDITIONS):
-            values = [r["contact_s"] for r in runs if r["obstacle"] == obstacle and r["condition"] == condition]
+            values = [
+                r["contact_s"]
+                for r in runs
+                if start_of(r) == start and r["obstacle"] == obstacle and r["condition"] == condition
+            ]
             if not values:
                 continue
             sd = float(np.std(values, ddof=1)) if len(values) > 1 else 0.0
             ax.bar(i, np.mean(values), yerr=sd, color=f"C{i}", alpha=0.6, capsize=4)
             ax.plot(np.full(len(values), i), values, "k.", ms=4)
         ax.set_xticks(range(len(CONDITIONS)), CONDITIONS)
-        ax.set_title(f"{obstacle} obstacle")
+        ax.set_title(f"{obstacle} obstacle, {start}")
         ax.set_ylabel("contact time per run (s)")
     fig.suptitle("The reflex in real time (ros2 launch)")
     fig.savefig(path, dpi=110)

@@ -545,6 +545,8 @@ def run_once(
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             client = EmulatorClient(f"{port}.ctl")
+            # A reading late by more than its interval is skipped, not waited for: the window's end is kept.
+            poller = EmulatorClient(f"{port}.ctl", timeout=poll_s)
             deadline = time.monotonic() + start_timeout
             while watcher.first_prediction is None:
                 if process.poll() is not None:
@@ -567,7 +569,7 @@ def run_once(
                 if time.monotonic() >= next_poll:
                     next_poll += poll_s
                     try:
-                        now = client.state()["servos"][place["servo"]]["obstacle"]
+                        now = poller.state()["servos"][place["servo"]]["obstacle"]
                     except (OSError, ValueError):  # a busy emulator's late reply: the next reading will do
                         missed += 1
                     else:

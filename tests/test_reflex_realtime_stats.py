@@ -125,8 +125,11 @@ def test_the_predictive_rule_is_ahead_from_the_first_window_of_at_most_half_the_
     assert describe_time_to_beat(beat) == "30 s (30 s .. 30 s)"
     # Ahead from the start: a predictive rule that never touches.
     assert time_to_beat([series(0.0)], [series(0.01)], window_s=20, resamples=200)["T"] == 0.0
-    # Neither touches: two windows without contact are no worse, so ahead from the start.
-    assert time_to_beat([series(0.0)], [series(0.0)], window_s=20, resamples=200)["T"] == 0.0
+    # Windows where neither touches count as ahead: a reactive rule touching only in the first 10 s.
+    assert time_to_beat([series(0.0)], [series(0.01, 0.0, 10)], window_s=20, resamples=200)["T"] == 0.0
+    # A reactive rule that never touches leaves nothing to beat.
+    never = time_to_beat([series(0.01, 0.0, 5)], [series(0.0)], window_s=20, resamples=200)
+    assert never["undefined"] == "the reactive runs have no contact" and never["T"] is None
 
 
 def test_a_later_window_where_it_falls_behind_moves_the_time_past_it():

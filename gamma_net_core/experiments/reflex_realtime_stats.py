@@ -174,11 +174,13 @@ def time_to_beat(
     the grid ``0, step_s, ...``) from which the predictive rule beats the reactive one in that
     window and in every later one up to the end of the shortest run; None ("not within the run")
     when it does not beat it in the last window. T = 0 means it was ahead from the first window.
+    With no reactive contact in the whole of the runs there is nothing to beat: T is undefined.
 
     The interval is a percentile bootstrap over runs, unpaired (each condition's runs resampled on
     their own, as for the contact-time ratio): T of each resample, nearest-rank percentiles; a
     resample in which it never stays ahead counts as later than any run's end, so ``high`` is
-    None when more than ``(1 - level) / 2`` of the resamples never do.
+    None when more than ``(1 - level) / 2`` of the resamples never do (a resample whose reactive
+    runs have no contact counts as never, as its ratio is infinite).
 
     Returns:
       ``{"T", "low", "high"}`` (s from the window's start, or None: not within the run),
@@ -201,12 +203,18 @@ def time_to_beat(
         return out
     starts, pred = window_rates(predictive, window_s=window_s, step_s=step_s, end_s=end_s)
     _, react = window_rates(reactive, window_s=window_s, step_s=step_s, end_s=end_s)
+    react_total = np.array([cumulative_at(s, np.array([end_s]))[0] for s in reactive])
+    if not react_total.sum() > 0:
+        out["undefined"] = "the reactive runs have no contact"
+        return out
     pooled_pred, pooled_react = pred.mean(axis=0), react.mean(axis=0)
     t = float(_first_time_it_stays(_beats(pooled_pred, pooled_react, factor), starts))
     rng = np.random.default_rng(seed)
     boot_pred = pred[rng.integers(0, pred.shape[0], (resamples, pred.shape[0]))].mean(axis=1)
-    boot_react = react[rng.integers(0, react.shape[0], (resamples, react.shape[0]))].mean(axis=1)
+    chosen = rng.integers(0, react.shape[0], (resamples, react.shape[0]))
+    boot_react = react[chosen].mean(axis=1)
     boot = _first_time_it_stays(_beats(boot_pred, boot_react, factor), starts)
+    boot[react_total[chosen].sum(axis=1) == 0] = np.inf  # nothing to beat: not shown ahead, as the ratio is inf
     tail = 100.0 * (1.0 - level) / 2.0
     low, high = np.percentile(boot, [tail, 100.0 - tail], method="nearest")
     finite = lambda v: float(v) if math.isfinite(v) else None  # noqa: E731

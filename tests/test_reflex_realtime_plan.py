@@ -12,9 +12,16 @@ import sys
 import pytest
 from waiting import bound, wait_until
 
+from gamma_net_core.experiments.reflex_realtime_stats import SIMULATED_CONTACT_PER_HIT
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
-from gamma_net_ros.studies.reflex_realtime import _launched, _warm_checkpoint, _write_questions
+from gamma_net_ros.studies.reflex_realtime import (
+    _launched,
+    _simulated_per_hit,
+    _warm_checkpoint,
+    _write_questions,
+    _write_rules,
+)
 
 
 def plan(out, *extra):
@@ -117,3 +124,12 @@ def test_the_guides_full_study_command_plans_what_the_issue_asks(tmp_path):
             assert runs[(start, "shoulder", condition)] >= 10
             assert runs[(start, "elbow", condition)] >= 5 and runs[(start, "shoulder_low", condition)] >= 5
     assert float(words[words.index("--seconds") + 1]) >= 90
+
+
+def test_the_per_hit_reference_on_the_shoulder_is_the_simulated_studys_published_number(tmp_path):
+    # The study's own reactive rule and obstacle, stepped as `gamma-net reflex study` steps them:
+    # on seeds 0-9 the 0.7084 s over 33 contacts of docs/results.md (its JSON rounds to 4 digits).
+    questions = _write_questions(tmp_path / "questions.yaml")
+    rules = {("shoulder", "reactive"): _write_rules(tmp_path / "r.yaml", "shoulder", "reactive", questions)}
+    got = _simulated_per_hit(tmp_path, ["shoulder"], rules, questions, seeds=10)
+    assert got["shoulder"] == pytest.approx(SIMULATED_CONTACT_PER_HIT["shoulder"], rel=1e-3)

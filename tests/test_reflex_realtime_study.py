@@ -19,7 +19,7 @@ RUN_S = 15
 def study(out, *extra):
     command = ["gamma-net", "reflex", "realtime-study", "--runs", "1", "--seconds", str(RUN_S)]
     command += ["--obstacles", "shoulder", "--resamples", "1000", "--window-s", "10", "--out", str(out)]
-    command += ["--json", str(out / "r.json"), "--markdown", str(out / "tables.md")]
+    command += ["--json", str(out / "r.json"), "--markdown", str(out / "tables.md"), "--simulated-seeds", "2"]
     return subprocess.run(command + list(extra), capture_output=True, text=True, timeout=bound(400))
 
 
@@ -63,6 +63,11 @@ def test_the_study_runs_each_condition_through_ros2_launch_and_resumes(tmp_path)
     else:
         assert beat["undefined"] == "the reactive runs have no contact"
     assert set(shoulder["checks"].values()) <= {"PASS", "FAIL", "n/a"} and shoulder["checks"]["progress"] != "n/a"
+    # The per-hit reference: the same reactive rule in simulated time (2 seeds here), kept for a resume.
+    assert 0.0 < shoulder["simulated_contact_per_hit"] < 0.1
+    assert json.loads((out / "simulated.json").read_text()) == {
+        "shoulder seeds 2": shoulder["simulated_contact_per_hit"]
+    }
     assert (out / "reflex_realtime_ahead.png").exists() == (beat["rates"] is not None)
     tables = (out / "tables.md").read_text()
     assert "| scratch | shoulder |" in tables and tables.count("**") == 2 * len(report["tables"])

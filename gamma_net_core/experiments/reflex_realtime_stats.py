@@ -309,6 +309,7 @@ def summarize(
     resamples: int = 10_000,
     window_s: float = WINDOW_S,
     step_s: float = STEP_S,
+    simulated: dict[str, float | None] | None = None,
 ) -> Report:
     """Tables of the runs: per start and obstacle one row per condition, the ratios, and the checks.
 
@@ -318,6 +319,8 @@ def summarize(
       seconds: each run's length (for the titles).
       pretrained: the start of runs that do not say (no ``pretrained`` key).
       window_s, step_s: the time to beat's windows (:func:`time_to_beat`).
+      simulated: per obstacle the simulated study's reactive contact per hit (s); default
+        :data:`SIMULATED_CONTACT_PER_HIT`.
 
     Returns:
       Per start: a table per obstacle (mean ± sd over runs per condition) and the ratio table;
@@ -398,13 +401,13 @@ def summarize(
             )
             vs_none = _change(progress["predictive"], progress["none"])
             per_hit = contact_per_hit(by["reactive"]) if by["reactive"] else None
-            simulated = SIMULATED_CONTACT_PER_HIT.get(obstacle)
-            verdict = done_when(ratio, vs_none, per_hit, simulated)
+            reference = (SIMULATED_CONTACT_PER_HIT if simulated is None else simulated).get(obstacle)
+            verdict = done_when(ratio, vs_none, per_hit, reference)
             here.update(
                 time_to_beat=beat,
                 progress_vs_none=vs_none,
                 reactive_contact_per_hit=per_hit,
-                simulated_contact_per_hit=simulated,
+                simulated_contact_per_hit=reference,
                 checks=verdict,
             )
             checks.add(
@@ -417,7 +420,7 @@ def summarize(
                 "-" if vs_none is None else f"{100 * vs_none:+.1f} %",
                 verdict["progress"],
                 ("-" if per_hit is None else f"{per_hit:.3f}")
-                + ("" if simulated is None else f" (simulated {simulated:.3f})"),
+                + ("" if reference is None else f" (simulated {reference:.3f})"),
                 verdict["per_hit"],
                 describe_time_to_beat(beat),
             )

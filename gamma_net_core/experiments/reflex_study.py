@@ -203,18 +203,22 @@ def run_condition(
     *,
     seed: int,
     seconds: float,
+    joint: int = 0,
 ) -> tuple[dict, dict]:
     """One run: the operator drives for ``seconds`` with the reflex of ``rule_set`` (None: none).
 
+    Args:
+      joint: the joint whose range holds ``obstacle`` (0 the shoulder, 1 the elbow).
+
     Returns:
       (result, trace): contact time (s), contacts, peak current (A), circuits (fractional);
-      and the per-step time series (time, shoulder position, effort, prediction, command).
+      and the per-step time series (time, the joint's position, effort, prediction, command).
     """
     arm_config, joystick = settings["arm"], settings["joystick"]
     maze = MazePath.from_config(settings["maze"])
     kinematics = ArmKinematics.from_config(arm_config)
     start = kinematics.inverse(maze.point_at(0.0))
-    arm = SimulatedArm(arm_config, position=start, obstacles={0: obstacle})
+    arm = SimulatedArm(arm_config, position=start, obstacles={joint: obstacle})
     operator = Operator(
         maze=maze,
         kinematics=kinematics,
@@ -246,15 +250,15 @@ def run_condition(
             reflex.decide(now)
             command = reflex.apply(names, command)
         trace["t"].append(now)
-        trace["position"].append(float(position[0]))
-        trace["effort"].append(float(effort[0]))
+        trace["position"].append(float(position[joint]))
+        trace["effort"].append(float(effort[joint]))
         trace["prediction"].append(prediction)
-        trace["command"].append(float(command[0]))
+        trace["command"].append(float(command[joint]))
         trace["on"].append(bool(reflex is not None and reflex.status[0].on))
         arm.command_velocity(command)
         arm.step(dt)
         tracker.update(arm.tool)
-    contact = arm.contacts[0]
+    contact = arm.contacts[joint]
     result = {
         "contact_s": contact.contact_s,
         "contacts": contact.contacts,

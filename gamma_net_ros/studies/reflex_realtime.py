@@ -297,6 +297,8 @@ def _run_path(out: pathlib.Path, start: str, obstacle: str, condition: str, seed
 RUN_OVERHEAD_S = 20.0
 #: Seconds to warm up a checkpoint per obstacle when none is given (20 circuits, simulated).
 WARMUP_S = 60.0
+#: Seconds for an obstacle's per-hit reference (10 simulated reactive runs of 120 s).
+REFERENCE_S = 30.0
 
 
 def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretrained) -> Report:
@@ -312,8 +314,14 @@ def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretra
     if pretrained is None:
         warm = {o for s, o, _, _ in plan if s == "pretrained"}
         warmups = sum(1 for o in warm if not (out / "pretrained" / f"{o}.npz").exists())
+    known = json.loads((out / "simulated.json").read_text()) if (out / "simulated.json").exists() else {}
+    references = 0
+    if args.simulated_seeds:
+        references = sum(
+            1 for o in dict.fromkeys(o for _, o, _, _ in plan) if f"{o} seeds {args.simulated_seeds}" not in known
+        )
     left = len(plan) - len(done)
-    seconds = left * per_run + warmups * WARMUP_S
+    seconds = left * per_run + warmups * WARMUP_S + references * REFERENCE_S
     table = Table(
         f"gamma-net reflex realtime-study --plan: runs of {args.seconds:g} s, operator seeds from {args.first_seed}",
         ["start", "obstacle", "condition", "runs", "done", "to run"],
@@ -328,7 +336,16 @@ def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretra
     hours, minutes = divmod(round(seconds / 60), 60)
     summary = (
         f"{left} of {len(plan)} runs to make, about {hours} h {minutes:02d} min ({basis}"
-        + (f"; {warmups} checkpoints to warm up, about {WARMUP_S:g} s each" if warmups else "")
+        + (
+            f"; {warmups} checkpoint{'s' if warmups > 1 else ''} to warm up, about {WARMUP_S:g} s each"
+            if warmups
+            else ""
+        )
+        + (
+            f"; {references} simulated reference{'s' if references > 1 else ''}, about {REFERENCE_S:g} s each"
+            if references
+            else ""
+        )
         + ")"
     )
     data = {"runs": len(plan), "done": len(done), "to_run": left, "seconds_per_run": per_run, "estimate_s": seconds}

@@ -33,9 +33,9 @@ def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
     out = tmp_path / "study"
     done = plan(out, "--starts", "scratch,pretrained", "--obstacles", "shoulder,elbow=5", "--seconds", "90")
     assert done.returncode == 0, done.stderr
-    # 2 starts x (10 + 5 runs) x 3 conditions, each 90 s + 20 s; 2 checkpoints to warm up (60 s each)
+    # 2 starts x (10 + 5 runs) x 3 conditions, each 90 s + 10 s; 2 checkpoints to warm up (60 s each)
     # and 2 simulated references (30 s each).
-    assert "90 of 90 runs to make, about 2 h 48 min (110 s a run" in done.stdout
+    assert "90 of 90 runs to make, about 2 h 33 min (100 s a run" in done.stdout
     assert "2 checkpoints to warm up" in done.stdout and "2 simulated references" in done.stdout
     rows = json.loads((out / "p.json").read_text())["tables"][0]["rows"]
     assert rows[0] == ["scratch", "shoulder", "none", 10, 0, 10] and rows[-1] == [

@@ -293,8 +293,9 @@ def _run_path(out: pathlib.Path, start: str, obstacle: str, condition: str, seed
 
 
 #: Seconds a run takes besides its window when no run has measured it yet: the launch to its first
-#: prediction and Ctrl-C to every process ended (about 15 s and 5 s on the 2-core development machine).
-RUN_OVERHEAD_S = 20.0
+#: prediction and Ctrl-C to every process ended (7.7-8.7 s a run in a pilot on the 2-core
+#: development machine at load 11-13).
+RUN_OVERHEAD_S = 10.0
 #: Seconds to warm up a checkpoint per obstacle when none is given (20 circuits, simulated).
 WARMUP_S = 60.0
 #: Seconds for an obstacle's per-hit reference (10 simulated reactive runs of 120 s).

@@ -310,20 +310,13 @@ def _part(m, cs, q, anchor_offset, coefficient, F, waiting):  # pragma: no cover
 
 
 @numba.njit(cache=True, error_model="numpy")
-def _close(now, p, s, q, ret, waiting, scores):  # pragma: no cover - compiled
-    """Score the prediction in slot s of question q against its return ``ret``, complete at step ``now``."""
+def _close(p, s, q, ret, waiting, scores):  # pragma: no cover - compiled
+    """Score the prediction in slot s of question q against its return ``ret``."""
     prediction = waiting.prediction
     scores.sq[q, p] += (prediction[s, q] - ret) ** 2
     scores.sq_baseline[q, p] += (waiting.baseline[s, q] - ret) ** 2
     scores.sum_returns[q, p] += ret
     scores.counts[q, p] += 1
-    # of the returns closing at one step (a termination closes many), the earliest made is kept
-    made = waiting.start[s]
-    if scores.latest_closed[q, p] != now or made < scores.latest_made[q, p]:
-        scores.latest_return[q, p] = ret
-        scores.latest_prediction[q, p] = prediction[s, q]
-        scores.latest_made[q, p] = made
-        scores.latest_closed[q, p] = now
     prediction[s, q] = np.nan  # closed: a slot waits for its next prediction
 
 
@@ -386,6 +379,10 @@ def _terminate(now, continuations, p, columns, anchors, waiting, scores):  # pra
     completed = waiting.completed
     latest = anchors.latest
     last_termination = scores.last_termination
+    latest_return = scores.latest_return
+    latest_prediction = scores.latest_prediction
+    latest_made = scores.latest_made
+    latest_closed = scores.latest_closed
     for q in range(continuations.shape[0]):
         if continuations[q] != 0.0:
             continue
@@ -401,7 +398,11 @@ def _terminate(now, continuations, p, columns, anchors, waiting, scores):  # pra
                     if now - made < window[m]:
                         cs = entry_offset[m] + made % window[m]
                         ret += _part(m, cs, q, anchor_offset, coefficient, F, waiting)
-                _close(now, p, s, q, ret, waiting, scores)
+                # newest first: each is kept over the last, unless the one closed at its horizon now is older
+                if latest_closed[q, p] != now or made < latest_made[q, p]:
+                    latest_return[q, p], latest_prediction[q, p] = ret, prediction[s, q]
+                    latest_made[q, p], latest_closed[q, p] = made, now
+                _close(p, s, q, ret, waiting, scores)
         for m in range(first, last):
             for k in range(anchor_offset[m], anchor_offset[m] + n_anchors[m]):
                 F[k, q] = 0.0
@@ -485,6 +486,10 @@ def _observe(now, cumulants, continuations, predictions, plain):  # pragma: no c
     prediction = waiting.prediction
     completed = waiting.completed
     last_termination = scores.last_termination
+    latest_return = scores.latest_return
+    latest_prediction = scores.latest_prediction
+    latest_made = scores.latest_made
+    latest_closed = scores.latest_closed
     for p in range(horizon.shape[0]):
         h = horizon[p]
         slot = ring_offset[p] + now % h
@@ -493,7 +498,10 @@ def _observe(now, cumulants, continuations, predictions, plain):  # pragma: no c
         if start[slot] == now - h:
             for q in range(Q):
                 if not np.isnan(prediction[slot, q]):
-                    _close(now, p, slot, q, completed[slot, q], waiting, scores)
+                    # the earliest made of any return complete now: the one realized() gives
+                    latest_return[q, p], latest_prediction[q, p] = completed[slot, q], prediction[slot, q]
+                    latest_made[q, p], latest_closed[q, p] = now - h, now
+                    _close(p, slot, q, completed[slot, q], waiting, scores)
         # per question, a termination or the anchors' renewal (each touches its own question only)
         _terminate(now, continuations, p, columns, anchors, waiting, scores)
         _renew_anchors(now, continuations, p, columns, anchors)

@@ -59,7 +59,7 @@ def run(errors, c, cont, predictions):
 
 
 def check_against_direct(c, cont, predictions, gammas, readouts, *, fast_tolerance):
-    """Both trackers' realized returns equal the direct sums: the plain one exactly, the fast one to its own tolerance."""
+    """Both trackers' realized returns equal the direct sums: the plain one exactly, the fast one nearly."""
     T, Q = c.shape
     ds = discounts(gammas, readouts)
     for cls, tolerance in ((PlainOnlineError, 0.0), (OnlineError, fast_tolerance)):

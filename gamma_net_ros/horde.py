@@ -10,7 +10,9 @@ The questions YAML (``questions_file``; gamma_net_core.horde.questions) names ea
 cumulant and termination as fields of topics, and the state inputs likewise. The node subscribes
 to every topic those name, and on each tick samples the latest message of each (rows:
 gamma_net_ros.horde_rows), learns one step of every question at once (HordeLearner) and publishes
-a ``gamma_net_msgs/PredictionArray`` at ``publish_timescales`` with the named readouts.
+a ``gamma_net_msgs/PredictionArray`` at ``publish_timescales`` with the named readouts. While
+someone subscribes, each tick's realized returns go out on ``horde/returns`` (``RealizedReturns``:
+the returns that completed then, each beside the prediction it scores, made H ticks before).
 
 Each topic's freshness is judged on its own (its ``stale_after_s`` in the questions file's
 ``topics:``, else the file's). A stale or silent topic, or a field the messages lack, stops only
@@ -36,7 +38,7 @@ import pathlib
 import sys
 
 import numpy as np
-from gamma_net_msgs.msg import PredictionArray, PredictionErrors
+from gamma_net_msgs.msg import PredictionArray, PredictionErrors, RealizedReturns
 from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
 
@@ -91,6 +93,7 @@ class Horde(CheckpointHooks, Node):
         self.skipped, self.stale_topics, self.stopped = self.watch.skipped, self.watch.stale_topics, self.watch.stopped
         self.predictions = self.create_publisher(PredictionArray, "horde/predictions", 10)
         self.error_topic = self.create_publisher(PredictionErrors, "horde/errors", 10)
+        self.returns = self.create_publisher(RealizedReturns, "horde/returns", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
         self.latest_inputs, self.latest_stamp, self.ticks = None, None, 0
         # The node's own timer publishes it, with the running errors on horde/errors at the same time.
@@ -145,11 +148,11 @@ class Horde(CheckpointHooks, Node):
         self.errors.observe(np.where(usable, reading.cumulants, 0.0), reading.continuations, table)
         if self.learning and self.learner.update_count == 0:
             return  # a new learner's first tick only records the state: its predictions would be zeros
-        self.predictions.publish(
-            horde_rows.prediction_array(
-                self.names, self.published.gammas, self.learner.readout_names, table, stamp, self.learner.update_count
-            )
-        )
+        gammas, readouts, count = self.published.gammas, self.learner.readout_names, self.learner.update_count
+        self.predictions.publish(horde_rows.prediction_array(self.names, gammas, readouts, table, stamp, count))
+        if self.returns.get_subscription_count():  # built and sent only while someone listens: a tick's cost
+            realized = self.errors.realized()
+            self.returns.publish(horde_rows.returns_msg(self.names, gammas, readouts, realized, stamp, count))
 
     def _online_error(self) -> OnlineError:
         readouts = {name: self.learner.readout_weights(name) for name in self.learner.readout_names}

@@ -14,9 +14,10 @@ import math
 from dataclasses import dataclass, field
 
 import numpy as np
-from gamma_net_msgs.msg import PredictionArray
+from gamma_net_msgs.msg import PredictionArray, RealizedReturns
 
 from gamma_net_core.horde.fields import parse_field
+from gamma_net_core.horde.online_error import RealizedReturns as Realized
 from gamma_net_core.horde.questions import HordeSpec
 from gamma_net_ros.horde_topics import check_field, message_class
 
@@ -155,6 +156,20 @@ def prediction_array(names, gammas, readout_names, table: np.ndarray, stamp, upd
     msg.values = doubles(table[:, :n].reshape(-1))
     msg.readouts = list(readout_names)
     msg.readout_values = doubles(table[:, n:].reshape(-1))
+    msg.update_count = int(update_count)
+    return msg
+
+
+def returns_msg(names, gammas, readout_names, realized: Realized, stamp, update_count: int) -> RealizedReturns:
+    """The RealizedReturns of this tick (``horde/returns``): [Q x (G + R)], row-major, NaN where none completed."""
+    msg = RealizedReturns()
+    msg.header.stamp = stamp
+    msg.questions = list(names)
+    msg.gammas = doubles(gammas)
+    msg.readouts = list(readout_names)
+    msg.returns = doubles(realized.returns.reshape(-1))
+    msg.predictions = doubles(realized.predictions.reshape(-1))
+    msg.steps_ago = array.array("I", np.ascontiguousarray(realized.steps_ago, dtype=np.uint32).tobytes())
     msg.update_count = int(update_count)
     return msg
 

@@ -16,7 +16,7 @@ import pytest
 import yaml
 from compilations import numba_compilations
 from diagnostic_msgs.msg import DiagnosticArray
-from gamma_net_msgs.msg import PredictionArray, PredictionErrors
+from gamma_net_msgs.msg import PredictionArray, PredictionErrors, RealizedReturns
 from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -102,20 +102,25 @@ def signals(step: int) -> tuple[JointState, BatteryState]:
     return joints, battery
 
 
+def played(steps) -> tuple[np.ndarray, np.ndarray]:
+    """[steps, Q] each: the four questions' cumulants and continuations as the played signals give them."""
+    cumulants, continuations = [], []
+    for step in steps:
+        joints, battery = signals(step)
+        elbow_position, shoulder_velocity = joints.position[0], joints.velocity[1]
+        elbow_speed = abs(joints.velocity[0])
+        cumulants.append([abs(shoulder_velocity), joints.effort[0], battery.voltage, elbow_speed])
+        continuations.append([1.0, 1.0, 1.0, 0.0 if elbow_position < 1.5 else 1.0])
+    return np.array(cumulants), np.array(continuations)
+
+
 def exact_returns(gammas) -> np.ndarray:
     """[PERIOD, Q, G]: the true return of each question at each phase of the periodic signals.
 
     G_t = C_{t+1} + gamma c_{t+1} G_{t+1}, with c_{t+1} = 0 where the termination holds at S_{t+1};
     summed backwards over enough cycles that the rest weighs below 1e-12.
     """
-    cumulants, continuations = [], []
-    for step in range(PERIOD):
-        joints, battery = signals(step)
-        elbow_position, shoulder_velocity = joints.position[0], joints.velocity[1]
-        elbow_speed = abs(joints.velocity[0])
-        cumulants.append([abs(shoulder_velocity), joints.effort[0], battery.voltage, elbow_speed])
-        continuations.append([1.0, 1.0, 1.0, 0.0 if elbow_position < 1.5 else 1.0])
-    cumulants, continuations = np.array(cumulants), np.array(continuations)
+    cumulants, continuations = played(range(PERIOD))
     gammas = np.asarray(gammas)
     returns = np.zeros((cumulants.shape[1], gammas.size))
     out = np.zeros((PERIOD, cumulants.shape[1], gammas.size))
@@ -262,6 +267,53 @@ def test_learns_four_questions_from_two_topic_types_against_exact_returns(execut
         lambda: any(s.name.endswith("voltage error") for d in rig.diagnostics for s in d.status),
         timeout=10,
     )
+
+
+def test_realized_returns_are_the_played_cumulants_summed_each_beside_the_prediction_then(executor, spin, tmp_path):
+    """horde/returns: at each tick, the returns that completed then, by definition, with the predictions they score."""
+    horde, rig = start(executor, spin, tmp_path)
+    realized: list[RealizedReturns] = []
+    rig.create_subscription(RealizedReturns, "horde/returns", realized.append, 1000)
+    assert spin(executor, lambda: horde.returns.get_subscription_count() >= 1, timeout=10)
+    steps = 250
+    play(executor, spin, horde, rig, range(steps))
+    assert spin(executor, lambda: len(realized) >= steps - 1 and len(rig.predictions) >= steps - 1, timeout=10)
+    assert len(realized) == steps - 1  # with each PredictionArray: from the first tick that learns
+    cumulants, continuations = played(range(steps))
+    cumulants[:, 2] = cumulants[:, 2].astype(np.float32)  # BatteryState.voltage is a float32 on the wire
+    Q, G = cumulants.shape[1], len(TAUS)
+    gammas = np.asarray(realized[-1].gammas)
+    np.testing.assert_allclose(1 / (1 - gammas), TAUS)
+    rg, rc = horde.learner.readout_weights("next_1s")
+    H = horde.errors.horizons  # the taus', then the readout's
+    discounts = [g ** np.arange(h) for g, h in zip(gammas, H)] + [rc @ (rg[:, None] ** np.arange(H[-1])[None, :])]
+    # the tick n prediction (update count n): the taus' values, then the readout's
+    then = {
+        m.update_count: np.hstack([np.reshape(m.values, (Q, G)), np.reshape(m.readout_values, (Q, 1))])
+        for m in rig.predictions
+    }
+    complete = np.zeros((Q, G + 1), dtype=int)
+    for msg in realized:
+        t = msg.update_count  # tick t: its cumulants are the played step t's
+        assert list(msg.readouts) == ["next_1s"] and msg.header.stamp == rig.predictions[t - 1].header.stamp
+        returns, predictions = (np.reshape(getattr(msg, f), (Q, G + 1)) for f in ("returns", "predictions"))
+        steps_ago = np.reshape(msg.steps_ago, (Q, G + 1))
+        for q in range(Q):
+            for p, d in enumerate(discounts):
+                if np.isnan(returns[q, p]):
+                    assert steps_ago[q, p] == 0 and np.isnan(predictions[q, p])
+                    continue
+                complete[q, p] += 1
+                n = t - int(steps_ago[q, p])  # the return of S_n: C_{n+1} ... C_t, each past a continuation
+                weights = np.cumprod(np.concatenate([[1.0], continuations[n + 1 : t, q]]))
+                assert np.all(weights > 0) and (t - n == H[p] or continuations[t, q] == 0.0), (q, p, n, t)
+                want = np.sum(d[: t - n] * weights * cumulants[n + 1 : t + 1, q])
+                assert returns[q, p] == pytest.approx(want, rel=1e-10, abs=1e-12), (q, p, n, t)
+                if n in then:
+                    assert predictions[q, p] == then[n][q, p]  # the prediction published at tick n
+    # every tick after a return's horizon completes one, but for the question that terminates
+    assert np.all(complete[:3] == steps - np.asarray(H)[None, :]), complete
+    assert np.all((complete[3] > 0) & (complete[3] < steps)), complete
 
 
 @pytest.mark.parametrize(

@@ -24,8 +24,9 @@ from rclpy.node import Node
 from waiting import bound, spin_for, spin_until
 
 from gamma_net_core.horde.questions import load_questions
+from gamma_net_core.horde.readouts import horizon
 from gamma_net_ros.foxglove_layout import horde_layout
-from gamma_net_ros.live_view import errors_records, predictions_records
+from gamma_net_ros.live_view import errors_records, predictions_records, returns_records
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
@@ -50,6 +51,18 @@ def errors_msg():
     msg.rmse = [0.1, 0.2, 0.3, math.nan, 0.5, 0.6]
     msg.mean_rmse = [1.0, 0.4, 0.0, math.nan, 1.0, 1.2]
     msg.samples = [10, 9, 8, 0, 9, 8]
+    return msg
+
+
+def returns_msg(update_count: int = 70):
+    from gamma_net_msgs.msg import RealizedReturns
+
+    msg = RealizedReturns(questions=["speed", "effort"], gammas=[0.0, 0.9], readouts=["next_2s"])
+    msg.header.stamp.sec, msg.header.stamp.nanosec = 19, 0
+    msg.returns = [1.0, 20.0, 30.0, math.nan, 5.0 + update_count, 6.0]
+    msg.predictions = [2.0, 10.0, 40.0, math.nan, 4.0, 7.0]
+    msg.steps_ago = [1, 66, 135, 0, 3, 3]  # effort terminated 3 ticks ago; its tau 1 return completed before
+    msg.update_count = update_count
     return msg
 
 
@@ -87,6 +100,40 @@ def test_errors_are_one_channel_per_question_with_the_ratio_to_the_mean_predicto
     json.dumps(records, allow_nan=False)
 
 
+def test_returns_are_one_channel_per_question_each_beside_the_prediction_it_scores():
+    records = returns_records(returns_msg(), "/horde/returns")
+    assert list(records) == ["/horde/returns/speed", "/horde/returns/effort"]
+    speed, effort = records.values()
+    assert speed["header"] == {"stamp": {"sec": 19, "nsec": 0}} and speed["update_count"] == 70
+    assert speed["taus"] == pytest.approx([1.0, 10.0]) and speed["gammas"] == [0.0, 0.9]
+    assert speed["returns"] == [1.0, 20.0] and speed["predictions"] == [2.0, 10.0]
+    assert speed["scaled_returns"] == pytest.approx([1.0, 2.0]) and speed["scaled_predictions"] == pytest.approx(
+        [2.0, 1.0]
+    )
+    assert speed["steps_ago"] == [1, 66]
+    assert speed["readouts"] == {"next_2s": {"return": 30.0, "prediction": 40.0, "steps_ago": 135}}
+    assert effort["returns"] == [None, 75.0] and effort["scaled_returns"][0] is None  # none completed: null
+    assert effort["predictions"] == [None, 4.0] and effort["steps_ago"] == [0, 3]
+    json.dumps(records, allow_nan=False)
+
+
+@pytest.mark.parametrize(
+    "change, needle",
+    [
+        (
+            lambda m: setattr(m, "steps_ago", [1, 2]),
+            "malformed RealizedReturns: 2 steps_ago for 2 questions x 3 timescales",
+        ),
+        (lambda m: setattr(m, "predictions", [1.0]), "malformed RealizedReturns: 1 predictions for 2 questions x 3"),
+    ],
+)
+def test_malformed_returns_are_refused_naming_their_sizes(change, needle):
+    msg = returns_msg()
+    change(msg)
+    with pytest.raises(ValueError, match=needle):
+        returns_records(msg, "/horde/returns")
+
+
 @pytest.mark.parametrize(
     "change, needle",
     [
@@ -108,9 +155,13 @@ def test_the_shipped_layout_is_that_of_the_shipped_questions_and_reads_the_chann
     paths = [s["value"] for tab in shipped["content"]["tabs"] for s in _series(tab)]
     assert paths, shipped
     topics = {p.split(".", 1)[0] for p in paths}
-    expected = {f"/horde/{kind}/{name}" for kind in ("predictions", "errors") for name in spec.names}
+    expected = {f"/horde/{kind}/{name}" for kind in ("predictions", "errors", "returns") for name in spec.names}
     assert topics == expected
     assert {p.split(".", 1)[1] for p in paths} >= {f"scaled[{k}]" for k in range(len(spec.publish_taus))}
+    # each question's prediction beside its realized return, at one tau (the middle one: 10), both (1 - gamma)-scaled
+    for name in spec.names:
+        fields = sorted(p.split(".", 1)[1] for p in paths if p.startswith(f"/horde/returns/{name}."))
+        assert fields == ["scaled_predictions[3]", "scaled_returns[3]"], fields
 
 
 def _series(node) -> list[dict]:
@@ -142,11 +193,12 @@ def field(record: dict, path: str):
 
 @pytest.mark.ros
 def test_a_foxglove_client_receives_what_the_horde_topics_carry(executor, tmp_path):
-    from gamma_net_msgs.msg import Prediction, PredictionArray, PredictionErrors
+    from gamma_net_msgs.msg import Prediction, PredictionArray, PredictionErrors, RealizedReturns
 
     node = Node("horde_stand_in")
     arrays = node.create_publisher(PredictionArray, "horde/predictions", 10)
     errors = node.create_publisher(PredictionErrors, "horde/errors", 10)
+    returns = node.create_publisher(RealizedReturns, "horde/returns", 10)
     single = node.create_publisher(Prediction, "predictions", 10)
     executor.add_node(node)
     port = free_port()
@@ -158,12 +210,19 @@ def test_a_foxglove_client_receives_what_the_horde_topics_carry(executor, tmp_pa
         assert f"serving ws://127.0.0.1:{port}" in log.read_text(), log.read_text()
         client = FoxgloveClient(f"ws://127.0.0.1:{port}")
         try:
-            wanted = ["/horde/predictions/speed", "/horde/predictions/effort", "/horde/errors/speed", "/predictions"]
+            wanted = [
+                "/horde/predictions/speed",
+                "/horde/predictions/effort",
+                "/horde/errors/speed",
+                "/horde/returns/effort",
+                "/predictions",
+            ]
             sent = 0
             deadline = time.monotonic() + bound(30)
             while time.monotonic() < deadline and not all(client.received.get(t) for t in wanted):
                 arrays.publish(array_msg(update_count=sent))
                 errors.publish(errors_msg())
+                returns.publish(returns_msg(update_count=sent))
                 single.publish(Prediction(question="x", gammas=[0.5], values=[4.0], update_count=sent))
                 sent += 1
                 spin_for(executor, 0.02)
@@ -185,6 +244,13 @@ def test_a_foxglove_client_receives_what_the_horde_topics_carry(executor, tmp_pa
     assert effort["header"] == {"stamp": {"sec": 12, "nsec": 500_000_000}}
     _, speed_errors = client.received["/horde/errors/speed"][-1]
     assert speed_errors["ratio"] == pytest.approx([0.1, 0.5]) and speed_errors["samples"] == [10, 9]
+    channel = client.channels["/horde/returns/effort"]
+    assert channel["encoding"] == "json" and channel["schemaName"] == "gamma_net/QuestionReturns"
+    _, effort_returns = client.received["/horde/returns/effort"][-1]
+    n = effort_returns["update_count"]
+    assert 0 <= n < sent and effort_returns["returns"] == [None, 5.0 + n] and effort_returns["steps_ago"] == [0, 3]
+    assert effort_returns["scaled_returns"] == [None, pytest.approx(0.1 * (5.0 + n))]
+    assert effort_returns["readouts"] == {"next_2s": {"return": 6.0, "prediction": 7.0, "steps_ago": 3}}
     _, single = client.received["/predictions"][-1]
     assert single["question"] == "x" and single["scaled"] == [2.0] and single["taus"] == [2.0]
 
@@ -244,7 +310,7 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
     With ``GAMMA_NET_LIVE_VIEW_FIGURE=PATH`` it draws what the client received (docs/live-view.md shows it).
     """
     import yaml
-    from gamma_net_msgs.msg import PredictionArray, PredictionErrors
+    from gamma_net_msgs.msg import PredictionArray, PredictionErrors, RealizedReturns
     from rclpy.qos import qos_profile_sensor_data
     from sensor_msgs.msg import JointState
 
@@ -257,6 +323,8 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
     rig.create_subscription(PredictionArray, "horde/predictions", lambda m: published.update({m.update_count: m}), 100)
     stamp = lambda m: (m.header.stamp.sec, m.header.stamp.nanosec)  # noqa: E731
     rig.create_subscription(PredictionErrors, "horde/errors", lambda m: scored.update({stamp(m): m}), 10)
+    realized: dict[int, RealizedReturns] = {}
+    rig.create_subscription(RealizedReturns, "horde/returns", lambda m: realized.update({m.update_count: m}), 100)
     ticks = [0]
 
     def publish():
@@ -279,7 +347,9 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
         client = FoxgloveClient(f"ws://127.0.0.1:{port}")
         try:
             wanted = [
-                f"/horde/{kind}/{q['name']}" for kind in ("predictions", "errors") for q in ROBOT_QUESTIONS["questions"]
+                f"/horde/{kind}/{q['name']}"
+                for kind in ("predictions", "errors", "returns")
+                for q in ROBOT_QUESTIONS["questions"]
             ]
             learned = lambda: all(client.received.get(t) for t in wanted) and max(published, default=0) >= 1000  # noqa: E731
             deadline = time.monotonic() + bound(120)
@@ -309,30 +379,90 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
         if key in scored:
             assert record["samples"] == list(scored[key].samples[:3])
     assert errors[-1]["samples"][0] > 500 and errors[-1]["ratio"][0] < 1.0  # it learned when the grip comes
+    check_returns(client.received["/horde/returns/grip_effort"], realized, published)
+    # what the layout of these questions plots: each of its series is a number in the latest record of its channel
+    layout = json.loads(horde_layout(load_questions(questions)).to_json())
+    for series in _series(layout):
+        topic, path = series["value"].split(".", 1)
+        value = field(client.received[topic][-1][1], path)
+        assert all(
+            isinstance(v, float) and math.isfinite(v) for v in (value if isinstance(value, list) else [value])
+        ), (
+            series,
+            value,
+        )
     if figure := os.environ.get("GAMMA_NET_LIVE_VIEW_FIGURE"):
         draw(client.received, figure)
 
 
+def check_returns(received: list, realized: dict, published: dict) -> None:
+    """The client's returns of grip_effort (the first question) are the horde's, each beside its prediction then.
+
+    ``realized``, ``published``: the horde's RealizedReturns and PredictionArrays by update count.
+    """
+    G = 3  # the published taus 1, 5, 25
+    H = [horizon(1.0 - 1.0 / tau) for tau in ROBOT_QUESTIONS["publish_taus"]]
+    records = [r for _, r in received]
+    assert len(records) > 500
+    matched = then = 0
+    for record in records:
+        msg = realized.get(record["update_count"])
+        if msg is None:
+            continue
+        matched += 1
+        P = G + len(msg.readouts)
+        assert record["returns"] == [v if math.isfinite(v) else None for v in msg.returns[:G]]  # JSON: NaN is null
+        assert record["steps_ago"] == list(msg.steps_ago[:G])
+        for k, (ret, ago) in enumerate(zip(record["returns"], record["steps_ago"])):
+            if ret is None:
+                assert ago == 0
+                continue
+            assert math.isfinite(ret) and ago == H[k]  # no termination: each return runs its horizon
+            before = published.get(record["update_count"] - ago)  # the prediction published ago ticks before
+            if before is not None:
+                then += 1
+                assert record["predictions"][k] == pytest.approx(before.values[k], rel=1e-12), (k, record, before)
+                assert record["scaled_predictions"][k] == pytest.approx((1.0 - before.gammas[k]) * before.values[k])
+        assert len(msg.returns) == len(msg.questions) * P
+    assert matched > 0.9 * len(records) and then > 0.9 * len(records)
+    # each tick completes the return of the prediction made H ticks before: once H ticks are past, almost
+    # every tick has one (a tick skipped for a late message drops the returns pending across it)
+    late = records[len(records) // 2 :]
+    assert sum(r["returns"][1] is not None for r in late) > 0.9 * len(late)
+
+
 def draw(received: dict, path: str) -> None:
-    """The grip question as the client received it: (1 - gamma) V per tau over time, and the error ratios."""
+    """The grip question as the client received it: (1 - gamma) V per tau over time, one tau's prediction
+    beside its realized return, and the error ratios."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
     predictions = received["/horde/predictions/grip_effort"]
+    returns = received["/horde/returns/grip_effort"]
     errors = received["/horde/errors/grip_effort"]
     t0 = predictions[0][0]
-    fig, (top, bottom) = plt.subplots(2, 1, figsize=(8, 5.5), sharex=True)
+    fig, (top, middle, bottom) = plt.subplots(3, 1, figsize=(8, 7.5), sharex=True)
     for k, tau in enumerate(predictions[-1][1]["taus"]):
         top.plot(
             [(t - t0) * 1e-9 for t, _ in predictions], [r["scaled"][k] for _, r in predictions], label=f"tau {tau:g}"
         )
         rows = [(t, r["ratio"][k]) for t, r in errors if r["ratio"][k] is not None]
         bottom.plot([(t - t0) * 1e-9 for t, _ in rows], [v for _, v in rows], marker=".", label=f"tau {tau:g}")
+    k = 1  # the layout's tau: the middle one
+    pairs = [(t, r) for t, r in returns if r["returns"][k] is not None]
+    seconds = [(t - t0) * 1e-9 for t, _ in pairs]
+    ago = pairs[-1][1]["steps_ago"][k]
+    middle.plot(
+        seconds, [r["scaled_predictions"][k] for _, r in pairs], label=f"(1 - gamma) V, made {ago} ticks before"
+    )
+    middle.plot(seconds, [r["scaled_returns"][k] for _, r in pairs], label="(1 - gamma) G, the return that came")
     top.set_ylabel("(1 - gamma) V")
     top.set_title("grip_effort, as a Foxglove client received it from live_view")
     top.legend(loc="upper left")
+    middle.set_ylabel(f"tau {pairs[-1][1]['taus'][k]:g}")
+    middle.legend(loc="upper left")
     bottom.axhline(1.0, color="grey", lw=0.8, ls="--")
     bottom.set_ylabel("RMSE / mean predictor's")
     bottom.set_xlabel("seconds (log time of the WebSocket messages)")

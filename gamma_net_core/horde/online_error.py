@@ -34,6 +34,15 @@ against::
         errors.observe(cumulants, continuations, predictions)   # C_n, c_n into S_n; predictions [Q, P] at S_n
     errors.restart()                                            # a gap in the stream
     errors.rmse(), errors.baseline_rmse(), errors.counts        # [Q, P]
+    errors.realized()                                           # the returns complete at this step
+
+Each closed return is also kept, with the prediction it scored, until the next step:
+:meth:`OnlineError.realized` gives, per question and column, the return that completed at the
+latest step beside the prediction made where it starts and how many steps before (its horizon
+H, or fewer where a termination ended it), so a viewer plots prediction-then against
+return-realized. Where several complete at once (a termination closes every pending return of
+its question) it is the earliest made: without terminations, consecutive steps give consecutive
+predictions. It costs O(1) per closed return and O(Q x P) of memory.
 """
 
 from __future__ import annotations
@@ -45,6 +54,31 @@ import numba
 import numpy as np
 
 from gamma_net_core.horde.readouts import TAIL, horizon
+
+
+class RealizedReturns(NamedTuple):
+    """The returns that completed at the latest step, per question and column [Q, P] (gammas, then readouts).
+
+    Attributes:
+      returns: the realized return G_n, in the cumulant's units (NaN where none completed at the latest step).
+      predictions: the prediction V(S_n) it scores (NaN where none completed).
+      steps_ago: the latest step minus n: the return's length, H or fewer after a termination (0 where none).
+    """
+
+    returns: np.ndarray
+    predictions: np.ndarray
+    steps_ago: np.ndarray
+
+
+def _realized(now: int, latest) -> RealizedReturns:
+    """The returns closed at step ``now`` from the latest-closed record ``(return, prediction, made, closed)``."""
+    ret, prediction, made, closed = latest
+    fresh = closed == now
+    return RealizedReturns(
+        returns=np.where(fresh, ret, np.nan),
+        predictions=np.where(fresh, prediction, np.nan),
+        steps_ago=np.where(fresh, now - made, 0),
+    )
 
 
 class _Pending:
@@ -98,6 +132,9 @@ class PlainOnlineError:
         self._sq = np.zeros((n_questions, P))
         self._sq_baseline = np.zeros((n_questions, P))
         self._sum_returns = np.zeros((n_questions, P))
+        # the latest closed return of each question and column: (G, its prediction, made at, closed at)
+        shape = (n_questions, P)
+        self._latest = (np.zeros(shape), np.zeros(shape), np.zeros(shape, np.int64), np.full(shape, -1, np.int64))
         self._now = 0
 
     @classmethod
@@ -167,6 +204,11 @@ class PlainOnlineError:
         np.add.at(self._sq_baseline[:, p], qs, (pending.baseline[rows, qs] - ret) ** 2)
         np.add.at(self._sum_returns[:, p], qs, ret)
         np.add.at(self.counts[:, p], qs, 1)
+        ret_, prediction, made, closed = self._latest
+        for row, q, g in zip(rows, qs, ret):  # of the returns closing together, the earliest made is kept
+            if closed[q, p] != self._now or pending.start[row] < made[q, p]:
+                ret_[q, p], prediction[q, p] = g, pending.prediction[row, q]
+                made[q, p], closed[q, p] = pending.start[row], self._now
         pending.prediction[rows, qs] = np.nan  # closed: a slot waits for its next prediction
 
     def rmse(self) -> np.ndarray:
@@ -178,6 +220,10 @@ class PlainOnlineError:
         """[Q, P]: the same for the running mean of earlier returns."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.sqrt(self._sq_baseline / self.counts)
+
+    def realized(self) -> RealizedReturns:
+        """The returns that completed at the latest observed step, each with the prediction it scores."""
+        return _realized(self._now - 1, self._latest)
 
 
 #: A readout's component gamma_j is summed until gamma_j^W < this: the rest is below float rounding.
@@ -242,13 +288,18 @@ class _Waiting(NamedTuple):
 
 class _Scores(NamedTuple):
     """Per question and column: squared errors of the predictions and of the yardstick, the sum of the
-    completed returns and their count; per question the step of its last termination."""
+    completed returns and their count, and the latest closed return (``latest_return``) with its
+    prediction, the step it was made and the step it closed; per question the step of its last termination."""
 
     sq: np.ndarray
     sq_baseline: np.ndarray
     sum_returns: np.ndarray
     counts: np.ndarray
     last_termination: np.ndarray
+    latest_return: np.ndarray
+    latest_prediction: np.ndarray
+    latest_made: np.ndarray
+    latest_closed: np.ndarray
 
 
 @numba.njit(cache=True, error_model="numpy")
@@ -328,6 +379,10 @@ def _terminate(now, continuations, p, columns, anchors, waiting, scores):  # pra
     completed = waiting.completed
     latest = anchors.latest
     last_termination = scores.last_termination
+    latest_return = scores.latest_return
+    latest_prediction = scores.latest_prediction
+    latest_made = scores.latest_made
+    latest_closed = scores.latest_closed
     for q in range(continuations.shape[0]):
         if continuations[q] != 0.0:
             continue
@@ -343,6 +398,10 @@ def _terminate(now, continuations, p, columns, anchors, waiting, scores):  # pra
                     if now - made < window[m]:
                         cs = entry_offset[m] + made % window[m]
                         ret += _part(m, cs, q, anchor_offset, coefficient, F, waiting)
+                # newest first: each is kept over the last, unless the one closed at its horizon now is older
+                if latest_closed[q, p] != now or made < latest_made[q, p]:
+                    latest_return[q, p], latest_prediction[q, p] = ret, prediction[s, q]
+                    latest_made[q, p], latest_closed[q, p] = made, now
                 _close(p, s, q, ret, waiting, scores)
         for m in range(first, last):
             for k in range(anchor_offset[m], anchor_offset[m] + n_anchors[m]):
@@ -427,6 +486,10 @@ def _observe(now, cumulants, continuations, predictions, plain):  # pragma: no c
     prediction = waiting.prediction
     completed = waiting.completed
     last_termination = scores.last_termination
+    latest_return = scores.latest_return
+    latest_prediction = scores.latest_prediction
+    latest_made = scores.latest_made
+    latest_closed = scores.latest_closed
     for p in range(horizon.shape[0]):
         h = horizon[p]
         slot = ring_offset[p] + now % h
@@ -435,6 +498,9 @@ def _observe(now, cumulants, continuations, predictions, plain):  # pragma: no c
         if start[slot] == now - h:
             for q in range(Q):
                 if not np.isnan(prediction[slot, q]):
+                    # the earliest made of any return complete now: the one realized() gives
+                    latest_return[q, p], latest_prediction[q, p] = completed[slot, q], prediction[slot, q]
+                    latest_made[q, p], latest_closed[q, p] = now - h, now
                     _close(p, slot, q, completed[slot, q], waiting, scores)
         # per question, a termination or the anchors' renewal (each touches its own question only)
         _terminate(now, continuations, p, columns, anchors, waiting, scores)
@@ -527,6 +593,10 @@ class OnlineError:
             sum_returns=np.zeros((Q, P)),
             counts=np.zeros((Q, P), dtype=np.int64),
             last_termination=np.full(Q, -1, dtype=np.int64),
+            latest_return=np.zeros((Q, P)),
+            latest_prediction=np.zeros((Q, P)),
+            latest_made=np.zeros((Q, P), dtype=np.int64),
+            latest_closed=np.full((Q, P), -1, dtype=np.int64),
         )
         self.counts = self._scores.counts
         # The kernel's arguments, built once: restart() and observe() change the arrays in place.
@@ -584,3 +654,9 @@ class OnlineError:
         """[Q, P]: the same for the running mean of earlier returns."""
         with np.errstate(invalid="ignore", divide="ignore"):
             return np.sqrt(self._scores.sq_baseline / self.counts)
+
+    def realized(self) -> RealizedReturns:
+        """The returns that completed at the latest observed step, each with the prediction it scores."""
+        scores = self._scores
+        latest = (scores.latest_return, scores.latest_prediction, scores.latest_made, scores.latest_closed)
+        return _realized(self._now - 1, latest)

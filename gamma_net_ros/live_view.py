@@ -30,7 +30,10 @@ from rclpy.node import Node
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 
-_NUMBERS = {"type": "array", "items": {"type": ["number", "null"]}}
+#: An array of numbers; an element may be null (a NaN: JSON has none). The schema says only "number":
+#: Lichtblick and Foxglove Studio (<= 1.87) read a JSON schema's types as single names and refuse every
+#: channel whose schema has a list (["number", "null"]): their plots stay empty.
+_NUMBERS = {"type": "array", "items": {"type": "number"}}
 _HEADER = {
     "type": "object",
     "properties": {
@@ -50,7 +53,7 @@ SCHEMAS = {
             "gammas": _NUMBERS,
             "values": _NUMBERS,
             "scaled": _NUMBERS,
-            "readouts": {"type": "object", "additionalProperties": {"type": ["number", "null"]}},
+            "readouts": {"type": "object", "additionalProperties": {"type": "number"}},
         },
     },
     "errors": {

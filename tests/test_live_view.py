@@ -25,7 +25,7 @@ from waiting import bound, spin_for, spin_until
 
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_ros.foxglove_layout import horde_layout
-from gamma_net_ros.live_view import errors_records, predictions_records
+from gamma_net_ros.live_view import SCHEMAS, errors_records, predictions_records
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
@@ -99,6 +99,25 @@ def test_a_malformed_array_is_refused_naming_its_sizes(change, needle):
     change(msg)
     with pytest.raises(ValueError, match=needle):
         predictions_records(msg, "/horde/predictions")
+
+
+def _types(schema: dict):
+    """Every ``type`` in a JSON schema, nested ones included."""
+    for key, value in schema.items():
+        if key == "type":
+            yield value
+        elif isinstance(value, dict):
+            yield from _types(value)
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEMAS))
+def test_a_channel_schema_names_each_type_once_as_lichtblick_reads_it(kind):
+    """Lichtblick's (and Foxglove Studio's) JSON-schema reader takes one type name per field; a list
+    (["number", "null"]) makes it refuse the channel, and its plots stay empty (docs/live-view.md)."""
+    types = list(_types(SCHEMAS[kind]))
+    assert "array" in types and "number" in types
+    readable = {"object", "array", "number", "integer", "string", "boolean"}
+    assert all(isinstance(t, str) and t in readable for t in types), types
 
 
 def test_the_shipped_layout_is_that_of_the_shipped_questions_and_reads_the_channels():

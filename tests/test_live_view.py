@@ -132,6 +132,31 @@ def test_the_shipped_layout_is_that_of_the_shipped_questions_and_reads_the_chann
     assert {p.split(".", 1)[1] for p in paths} >= {f"scaled[{k}]" for k in range(len(spec.publish_taus))}
 
 
+def test_the_screenshot_tool_converts_the_shipped_layout_to_lichtblicks_format():
+    """tools/live_view_screenshot.py: every tab and series of config/live_view.json, in the fields Lichtblick's
+    layout import requires (configById, globalVariables, playbackConfig.speed) and a mosaic of panel ids."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("live_view_screenshot", ROOT / "tools" / "live_view_screenshot.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    shipped = json.loads((ROOT / "config" / "live_view.json").read_text())
+    layout = tool.lichtblick_layout(shipped)
+    assert isinstance(layout["globalVariables"], dict) and layout["playbackConfig"]["speed"] == 1.0
+    tabs = layout["configById"][layout["layout"]]
+    assert [t["title"] for t in tabs["tabs"]] == [t["title"] for t in shipped["content"]["tabs"]]
+
+    def ids(node):
+        return [node] if isinstance(node, str) else ids(node["first"]) + ids(node["second"])
+
+    for tab, original in zip(tabs["tabs"], shipped["content"]["tabs"]):
+        plots = [layout["configById"][i] for i in ids(tab["layout"])]
+        assert [p["value"] for plot in plots for p in plot["paths"]] == [s["value"] for s in _series(original)]
+        assert all(p["enabled"] and p["timestampMethod"] == "receiveTime" for plot in plots for p in plot["paths"])
+    root_split = tabs["tabs"][0]["layout"]
+    assert root_split["direction"] == "column" and root_split["splitPercentage"] == pytest.approx(200 / 3)
+
+
 def _series(node) -> list[dict]:
     """Every Plot series under a layout node."""
     if isinstance(node, dict):

@@ -31,8 +31,9 @@ from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
 
 #: An array of numbers; an element may be null (a NaN: JSON has none). The schema says only "number":
-#: Lichtblick and Foxglove Studio (<= 1.87) read a JSON schema's types as single names and refuse every
-#: channel whose schema has a list (["number", "null"]): their plots stay empty.
+#: Lichtblick and the open-source Foxglove Studio it forked (1.48 on npm has the same reader) read a
+#: JSON schema's types as single names and refuse every channel whose schema has a list
+#: (["number", "null"]): their plots stay empty.
 _NUMBERS = {"type": "array", "items": {"type": "number"}}
 _HEADER = {
     "type": "object",

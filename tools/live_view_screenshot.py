@@ -204,7 +204,7 @@ class Browser:
         http_base = "http://" + endpoint.split("/", 3)[2]
         with urllib.request.urlopen(f"{http_base}/json/list", timeout=10) as reply:
             page = next(t for t in json.load(reply) if t["type"] == "page")
-        self.socket = connect(page["webSocketDebuggerUrl"], max_size=None, proxy=None, ping_interval=None)
+        self.socket = connect(page["webSocketDebuggerUrl"], max_size=None, proxy=None, ping_interval=None, legacy=True)
         self.ids = itertools.count(1)
         self.call("Emulation.setDeviceMetricsOverride", width=width, height=height, deviceScaleFactor=1, mobile=False)
 

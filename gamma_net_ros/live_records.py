@@ -16,7 +16,11 @@ from collections.abc import Sequence
 
 from gamma_net_msgs.msg import Prediction, PredictionArray, PredictionErrors, RealizedReturns
 
-_NUMBERS = {"type": "array", "items": {"type": ["number", "null"]}}
+#: An array of numbers; an element may be null (a NaN: JSON has none). The schema says only "number":
+#: Lichtblick and the open-source Foxglove Studio it forked (1.48 on npm has the same reader) read a
+#: JSON schema's types as single names and refuse every channel whose schema has a list
+#: (["number", "null"]): their plots stay empty.
+_NUMBERS = {"type": "array", "items": {"type": "number"}}
 _HEADER = {
     "type": "object",
     "properties": {
@@ -36,7 +40,7 @@ SCHEMAS = {
             "gammas": _NUMBERS,
             "values": _NUMBERS,
             "scaled": _NUMBERS,
-            "readouts": {"type": "object", "additionalProperties": {"type": ["number", "null"]}},
+            "readouts": {"type": "object", "additionalProperties": {"type": "number"}},
         },
     },
     "errors": {

@@ -26,7 +26,7 @@ from waiting import bound, spin_for, spin_until
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.horde.readouts import horizon
 from gamma_net_ros.foxglove_layout import horde_layout
-from gamma_net_ros.live_view import errors_records, predictions_records, returns_records
+from gamma_net_ros.live_view import SCHEMAS, errors_records, predictions_records, returns_records
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
@@ -148,6 +148,25 @@ def test_a_malformed_array_is_refused_naming_its_sizes(change, needle):
         predictions_records(msg, "/horde/predictions")
 
 
+def _types(schema: dict):
+    """Every ``type`` in a JSON schema, nested ones included."""
+    for key, value in schema.items():
+        if key == "type":
+            yield value
+        elif isinstance(value, dict):
+            yield from _types(value)
+
+
+@pytest.mark.parametrize("kind", sorted(SCHEMAS))
+def test_a_channel_schema_names_each_type_once_as_lichtblick_reads_it(kind):
+    """Lichtblick's (and Foxglove Studio's) JSON-schema reader takes one type name per field; a list
+    (["number", "null"]) makes it refuse the channel, and its plots stay empty (docs/live-view.md)."""
+    types = list(_types(SCHEMAS[kind]))
+    assert "array" in types and "number" in types
+    readable = {"object", "array", "number", "integer", "string", "boolean"}
+    assert all(isinstance(t, str) and t in readable for t in types), types
+
+
 def test_the_shipped_layout_is_that_of_the_shipped_questions_and_reads_the_channels():
     spec = load_questions(config_file("horde"))
     shipped = json.loads((ROOT / "config" / "live_view.json").read_text())
@@ -162,6 +181,33 @@ def test_the_shipped_layout_is_that_of_the_shipped_questions_and_reads_the_chann
     for name in spec.names:
         fields = sorted(p.split(".", 1)[1] for p in paths if p.startswith(f"/horde/returns/{name}."))
         assert fields == ["scaled_predictions[3]", "scaled_returns[3]"], fields
+
+
+def test_the_screenshot_tool_converts_the_shipped_layout_to_lichtblicks_format():
+    """tools/live_view_screenshot.py: every tab and series of config/live_view.json, in the fields Lichtblick's
+    layout import requires (configById, globalVariables, playbackConfig.speed) and a mosaic of panel ids."""
+    import importlib.util
+
+    spec = importlib.util.spec_from_file_location("live_view_screenshot", ROOT / "tools" / "live_view_screenshot.py")
+    tool = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(tool)
+    shipped = json.loads((ROOT / "config" / "live_view.json").read_text())
+    layout = tool.lichtblick_layout(shipped)
+    assert isinstance(layout["globalVariables"], dict) and layout["playbackConfig"]["speed"] == 1.0
+    tabs = layout["configById"][layout["layout"]]
+    assert [t["title"] for t in tabs["tabs"]] == [t["title"] for t in shipped["content"]["tabs"]]
+
+    def ids(node):
+        return [node] if isinstance(node, str) else ids(node["first"]) + ids(node["second"])
+
+    for tab, original in zip(tabs["tabs"], shipped["content"]["tabs"]):
+        plots = [layout["configById"][i] for i in ids(tab["layout"])]
+        assert [p["value"] for plot in plots for p in plot["paths"]] == [s["value"] for s in _series(original)]
+        assert all(p["enabled"] and p["timestampMethod"] == "receiveTime" for plot in plots for p in plot["paths"])
+    root_split = tabs["tabs"][0]["layout"]
+    items = shipped["content"]["tabs"][0]["content"]["items"]
+    share = 100 * items[0]["proportion"] / sum(item["proportion"] for item in items)
+    assert root_split["direction"] == "column" and root_split["splitPercentage"] == pytest.approx(share)
 
 
 def _series(node) -> list[dict]:

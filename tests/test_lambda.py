@@ -171,8 +171,11 @@ CHAIN_STEPS = 40_000
 CHAIN_TOLERANCE = 0.05
 #: With lambda > 0 each step also trains TD(0) between the rungs, and on this coding a rung's tile spans
 #: tau +-1 around it: the tile holds about the mean value over that span, not the rung's (the event
-#: question's value changes fastest with tau: 5.8 % off at tau 5.5, lambda 0.9, measured).
-BETWEEN_TOLERANCE = 0.08
+#: question's value changes fastest with tau). Since the traces fade out over the first half of alpha's
+#: decay (linear/traces.py) the learner ends as TD(0) on the draws, as accurate as this coding lets drawn
+#: Gamma_t be: 8.9 % off at tau 5.5 for lambda 0, 0.5 and 0.9 alike (measured; with the traces to the
+#: end, 5.8 %).
+BETWEEN_TOLERANCE = 0.10
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.5, 0.9])

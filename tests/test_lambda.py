@@ -17,7 +17,14 @@ from gamma_net_core.checkpoint import CheckpointError, save_npz
 from gamma_net_core.config import from_mapping, to_mapping
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
-from gamma_net_core.linear import VERSION, FixedTimescaleConfig, FixedTimescaleTD, GammaNetConfig, LinearGammaNet
+from gamma_net_core.linear import (
+    VERSION,
+    FixedTimescaleConfig,
+    FixedTimescaleTD,
+    GammaNetConfig,
+    LinearGammaNet,
+    coding,
+)
 from gamma_net_core.reference import ReferenceLinearTD
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladder
 
@@ -85,6 +92,19 @@ def test_fast_td_lambda_equals_its_numpy_oracle_on_a_stream(lam):
     np.testing.assert_allclose(
         fast.learn(s_t[5], c[5], s_tp1[5], False, g), ref.learn(s_t[5], c[5], s_tp1[5], False, g), atol=1e-12
     )
+
+
+def test_with_alpha_decayed_the_traces_fade_out_over_its_first_half_and_a_single_timescale_keeps_them():
+    """A Γ-net's traced step reaches 0 at half of alpha's decay (then it is TD(0) on its draws); a learner of one
+    timescale has no draw, so its traces keep alpha's own decay; a constant alpha fades nothing."""
+    decayed = dataclasses.replace(ARM, lam=0.9)  # alpha decayed over 1500 updates
+    first = coding.traced_step_size(decayed, 0, 101)
+    assert first == pytest.approx(decayed.step_size * 0.1 / 101)
+    assert coding.traced_step_size(decayed, 375, 101) == pytest.approx(first / 2)
+    assert coding.traced_step_size(decayed, 750, 101) == 0.0 < coding.step_size(decayed, 750, 101)
+    assert coding.traced_step_size(decayed, 750, 101, draws=False) == pytest.approx(first / 2)
+    constant = dataclasses.replace(decayed, step_size_decay_steps=0)
+    assert coding.traced_step_size(constant, 10**6, 101) == first
 
 
 def test_td_lambda_differs_from_td0_and_a_terminal_cuts_the_traces():

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
-from gamma_net_core.linear.traces import DROP
+from gamma_net_core.linear.traces import DROP, traced_decay_steps
 from gamma_net_core.tilecoding import draw_tilings
 from gamma_net_core.timescales import TimescaleSampler
 
@@ -188,6 +188,8 @@ class ReferenceLinearTD:
             np.add.at(self.z[k], self.features(state_t, gamma), 1.0)  # a repeated hashed tile counts twice
             Delta += deltas_f[k] * self.z[k]
         alpha, decay = self.config.step_size * (1.0 - self.lam), self.config.step_size_decay_steps
+        if self.timescale_input != "none":  # beside a draw the traces fade out first (linear/traces.py)
+            decay = traced_decay_steps(decay)
         if decay > 0:
             self.w += alpha * max(0.0, 1.0 - self.update_count / decay) / self.n_active * Delta
         else:

@@ -17,7 +17,14 @@ from gamma_net_core.checkpoint import CheckpointError, save_npz
 from gamma_net_core.config import from_mapping, to_mapping
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
-from gamma_net_core.linear import VERSION, FixedTimescaleConfig, FixedTimescaleTD, GammaNetConfig, LinearGammaNet
+from gamma_net_core.linear import (
+    VERSION,
+    FixedTimescaleConfig,
+    FixedTimescaleTD,
+    GammaNetConfig,
+    LinearGammaNet,
+    coding,
+)
 from gamma_net_core.reference import ReferenceLinearTD
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladder
 
@@ -85,6 +92,19 @@ def test_fast_td_lambda_equals_its_numpy_oracle_on_a_stream(lam):
     np.testing.assert_allclose(
         fast.learn(s_t[5], c[5], s_tp1[5], False, g), ref.learn(s_t[5], c[5], s_tp1[5], False, g), atol=1e-12
     )
+
+
+def test_with_alpha_decayed_the_traces_fade_out_over_its_first_half_and_a_single_timescale_keeps_them():
+    """A Γ-net's traced step reaches 0 at half of alpha's decay (then it is TD(0) on its draws); a learner of one
+    timescale has no draw, so its traces keep alpha's own decay; a constant alpha fades nothing."""
+    decayed = dataclasses.replace(ARM, lam=0.9)  # alpha decayed over 1500 updates
+    first = coding.traced_step_size(decayed, 0, 101)
+    assert first == pytest.approx(decayed.step_size * 0.1 / 101)
+    assert coding.traced_step_size(decayed, 375, 101) == pytest.approx(first / 2)
+    assert coding.traced_step_size(decayed, 750, 101) == 0.0 < coding.step_size(decayed, 750, 101)
+    assert coding.traced_step_size(decayed, 750, 101, draws=False) == pytest.approx(first / 2)
+    constant = dataclasses.replace(decayed, step_size_decay_steps=0)
+    assert coding.traced_step_size(constant, 10**6, 101) == first
 
 
 def test_td_lambda_differs_from_td0_and_a_terminal_cuts_the_traces():
@@ -171,8 +191,11 @@ CHAIN_STEPS = 40_000
 CHAIN_TOLERANCE = 0.05
 #: With lambda > 0 each step also trains TD(0) between the rungs, and on this coding a rung's tile spans
 #: tau +-1 around it: the tile holds about the mean value over that span, not the rung's (the event
-#: question's value changes fastest with tau: 5.8 % off at tau 5.5, lambda 0.9, measured).
-BETWEEN_TOLERANCE = 0.08
+#: question's value changes fastest with tau). Since the traces fade out over the first half of alpha's
+#: decay (linear/traces.py) the learner ends as TD(0) on the draws, as accurate as this coding lets drawn
+#: Gamma_t be: 8.9 % off at tau 5.5 for lambda 0, 0.5 and 0.9 alike (measured; with the traces to the
+#: end, 5.8 %).
+BETWEEN_TOLERANCE = 0.10
 
 
 @pytest.mark.parametrize("lam", [0.0, 0.5, 0.9])

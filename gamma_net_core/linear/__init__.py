@@ -37,7 +37,8 @@ large that a prediction (a sum of ``n_active`` weights) could overflow, raises
 
 TD(lambda) (``lam`` > 0): Gamma_t is a fixed ladder (:func:`gamma_net_core.timescales.ladder`)
 followed by a draw; each step the update above on the draw, then the same TD errors of the ladder
-applied through one eligibility trace per rung at alpha (1 - lambda); why, and the trace form, in
+applied through one eligibility trace per rung at alpha (1 - lambda) (with alpha decayed, decayed to 0
+over the first half of alpha's decay); why, and the trace form, in
 :mod:`gamma_net_core.linear.traces`. ``lam`` 0 (the default) is the TD(0) learner above, its
 kernels and draws unchanged.
 

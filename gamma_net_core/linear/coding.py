@@ -11,6 +11,7 @@ import numpy as np
 
 from gamma_net_core.linear.kernels import Coding, alpha_at, timescale_key_table
 from gamma_net_core.linear.settings import N_TIMESCALE_DIMS, TIMESCALE_INPUTS, LinearTDConfig
+from gamma_net_core.linear.traces import traced_decay_steps
 from gamma_net_core.tilecoding import TileCoder
 
 
@@ -98,9 +99,16 @@ def step_size(config: LinearTDConfig, update_count: int, n_active: int) -> float
     return float(alpha_at(config.step_size, config.step_size_decay_steps, update_count, n_active))
 
 
-def traced_step_size(config: LinearTDConfig, update_count: int, n_active: int) -> float:
-    """:func:`step_size` of TD(lambda)'s traced update: ``config.step_size`` x (1 - lambda) (linear/traces.py)."""
-    return float(alpha_at(config.step_size * (1.0 - config.lam), config.step_size_decay_steps, update_count, n_active))
+def traced_step_size(config: LinearTDConfig, update_count: int, n_active: int, *, draws: bool = True) -> float:
+    """:func:`step_size` of TD(lambda)'s traced update: ``config.step_size`` x (1 - lambda) (linear/traces.py).
+
+    With ``draws`` (a Γ-net: TD(0) on a draw beside the traces) it decays over
+    :func:`~gamma_net_core.linear.traces.traced_decay_steps`; without (one timescale, the traces alone) over
+    alpha's own ``step_size_decay_steps``.
+    """
+    decay = config.step_size_decay_steps
+    return float(alpha_at(config.step_size * (1.0 - config.lam), traced_decay_steps(decay) if draws else decay,
+                          update_count, n_active))  # fmt: skip
 
 
 def output_scales(gammas: np.ndarray, loss_scaling: bool) -> np.ndarray:

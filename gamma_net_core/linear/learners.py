@@ -25,7 +25,7 @@ from gamma_net_core.linear.kernels import (
 )
 from gamma_net_core.linear.laddered import learn_many_laddered
 from gamma_net_core.linear.settings import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
-from gamma_net_core.linear.traces import Traces
+from gamma_net_core.linear.traces import Traces, traced_decay_steps
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
 
 #: Steps of Gamma_t drawn at a time by ``learn_recording`` (bounds memory on long recordings).
@@ -155,7 +155,7 @@ class _LinearTD:
             )  # fmt: skip
             if ok:
                 cfg = self.config
-                alpha = coding.traced_step_size(cfg, self.update_count, self.n_active)
+                alpha = coding.traced_step_size(cfg, self.update_count, self.n_active, draws=self._draws)
                 ok = learn_one_lambda(
                     self._weights, s_t, s_tp1, ladder, c, terminal, alpha, self._plain_coding, deltas, cfg.lam,
                     traces.kernel_args, self._work,
@@ -222,8 +222,9 @@ class _LinearTD:
                     self._traces = traces_before
                     raise
                 drawn = np.ascontiguousarray(gammas[:, K:]) if self._draws else np.empty((stop - start, 0))
-                traced = Schedule(cfg.step_size * (1.0 - cfg.lam), cfg.step_size_decay_steps, self.update_count,
-                                  self.n_active)  # fmt: skip
+                decay = cfg.step_size_decay_steps
+                traced = Schedule(cfg.step_size * (1.0 - cfg.lam), traced_decay_steps(decay) if self._draws else decay,
+                                  self.update_count, self.n_active)  # fmt: skip
                 bad = learn_many_laddered(
                     self._weights, recording, drawn, traces.gammas, schedule, traced, self._plain_coding, probes_here,
                     cfg.lam, traces.kernel_args, self._work,

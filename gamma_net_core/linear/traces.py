@@ -17,6 +17,13 @@ strata, the same size and spread as a draw), one trace per gamma_k::
 weights before that update). The step is alpha (1 - lambda): an accumulating trace sums about
 1 / (1 - gamma lambda) feature vectors, so at alpha itself a TD(lambda) step reaches some ten
 times further than a TD(0) step at lambda 0.9 (and diverged on the Horde's event question).
+With alpha decayed (``step_size_decay_steps`` > 0) the traced step decays to 0 over the first half
+of that decay (:func:`traced_decay_steps`), so the learner ends as TD(0) on the draws: the traces
+carry returns back while the values are far off, and are gone where what is left is noise, which a
+lambda-return with a rare large cumulant has more of (at the full decay TD(lambda) ended up to 1.9x
+TD(0)'s error on the sparse chain of tests/test_lambda_between.py; docs/results.md). With a
+constant alpha, and for one timescale without a draw (``FixedTimescaleTD``), the traced step is
+alpha (1 - lambda) decayed as alpha is.
 
 Between the rungs. Training only the ladder's gammas leaves the timescales between them to the
 timescale inputs' tile coding, which does not carry the rungs' values there: with tiles narrower
@@ -57,6 +64,18 @@ import numpy as np
 #: Without it an entry of a state not revisited decays for ever, through subnormal numbers whose arithmetic
 #: is some 100x slower on x86: a long stream's TD(lambda) step slowed 27x (docs/benchmarks.md).
 DROP = 1e-12
+
+
+def traced_decay_steps(decay_steps: int) -> int:
+    """Over how many updates the traced step decays to 0: half of alpha's ``decay_steps`` (0, constant, stays 0).
+
+    With alpha decayed, the traces are used while the values are far off and bootstrapping from them
+    is what slows learning, and are gone for the second half, where what is left to remove is noise
+    and a lambda-return is noisier than a one-step one (lambda high early and low late is the
+    schedule Kearns & Singh 2000 derive; on the test chains it is what kept TD(lambda) within 1.5x
+    of TD(0) at the end: docs/results.md).
+    """
+    return max(1, decay_steps // 2) if decay_steps > 0 else 0
 
 
 class Traces:

@@ -30,10 +30,11 @@ and two nearby states share most tiles (about 273 distinct rows). The run kernel
 each tiling's active tile stays the same over runs of gammas: the first gamma's output is summed
 over its tiles, each next one's is the last one's plus the rows that came in minus those that went
 out (:func:`changes`), and the update adds to each run's row the sum of the run's steps (differences
-of running sums, :func:`runs`): each distinct row is touched about once per state. Questions go in
-blocks of :data:`BLOCK`, so a block's outputs and steps stay in the nearest caches. The arithmetic
+of running sums, :func:`runs`): each distinct row is read once or twice per state, not once per
+gamma. Questions go in blocks of :data:`BLOCK`, so a block's outputs and steps stay in the nearest
+caches. The arithmetic
 is regrouped, so they equal the plain kernels (their oracle) to float rounding, not bit for bit:
-within rtol 1e-12 of the plain kernels' weights, TD errors and predictions (tests/test_horde_runs.py).
+weights, TD errors and predictions within 1e-12 of the largest of their kind (tests/test_horde_runs.py).
 """
 
 from __future__ import annotations

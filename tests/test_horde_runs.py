@@ -192,8 +192,9 @@ def test_other_codings_blocks_and_repeated_gammas_learn_the_same(coding):
     np.testing.assert_array_equal(fast.weights, before)
 
 
-def test_td_lambda_learns_the_same_with_its_draw_on_the_run_kernel():
-    """With lam > 0 the draw's TD(0) runs on the run kernel, the traced ladder on the plain one."""
+def test_td_lambda_learns_on_the_plain_kernels_and_predicts_on_the_run_kernel():
+    """With lam > 0 the learning stays on the plain kernels (bit for bit N single learners, tests/test_lambda.py);
+    the predictions take the run kernel."""
     config = GammaNetConfig(tilings=(8,), memory_size=256, step_size=0.2, lam=0.6, state_low=(0.0, 0.0),
                             state_high=(1.0, 1.0))  # fmt: skip
     sampling = TimescaleSampling(n_gamma=1, n_tau=3, tau_max=20)
@@ -207,10 +208,12 @@ def test_td_lambda_learns_the_same_with_its_draw_on_the_run_kernel():
             reference_kernels=reference,
         )
     )  # fmt: skip
+    probe = np.array([0.0, 0.6, 0.9, 0.95])
     for t in range(T):
         a = fast.step(states[t], cumulants[t])
         b = plain.step(states[t], cumulants[t])
         if b is not None:
-            close(a, b)
-    close(fast.weights, plain.weights)
-    close(fast.traces, plain.traces)
+            np.testing.assert_array_equal(a, b)
+        close(fast.predict(states[t], probe), plain.predict(states[t], probe))
+    np.testing.assert_array_equal(fast.weights, plain.weights)
+    np.testing.assert_array_equal(fast.traces, plain.traces)

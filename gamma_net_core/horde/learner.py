@@ -6,9 +6,9 @@ question has its own weight vector (``weights`` [Q, n_features]) and its own con
 single-question learner's (:class:`gamma_net_core.linear.LinearGammaNet`, its oracle: N questions
 here equal N single learners fed the same stream), see :mod:`gamma_net_core.horde.kernels`.
 TD(0) with a constant step size and the predictions run on the run kernels, which touch each
-distinct active row of the weights about once per step (equal to the plain kernels to float
-rounding); Autostep and TD(lambda)'s traced part on the plain ones (``reference_kernels`` puts
-everything on the plain kernels, the oracle).
+distinct active row of the weights once or twice per step (equal to the plain kernels to float
+rounding); Autostep and TD(lambda) (its draw's TD(0) too) learn on the plain ones
+(``reference_kernels`` puts the predictions there too: the oracle).
 With ``adaptation.method == "autostep"`` each question and feature has its own step size.
 With ``config.lam`` > 0 it learns by TD(lambda) on the sampling's fixed ladder of timescales, each
 step after a TD(0) update on a draw (Gamma_t is the ladder, then the draw: :mod:`gamma_net_core.linear.traces`), one
@@ -424,7 +424,10 @@ class HordeLearner:
         cfg = self.config
         # TD(0) on the draw, then TD(lambda) on the ladder (linear/traces.py); a refusal undoes both.
         before, w_max = self._W.copy(), self._w_max.copy()
-        bad = self._constant_step(s_t, s_tp1, drawn, c, cont)
+        # the plain kernel here too: N questions stay N single TD(lambda) learners bit for bit
+        bad = kernels.constant_step(
+            self._W, s_t, s_tp1, drawn, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch
+        )
         if bad >= 0:
             deltas = self._scratch.deltas[:, : drawn.shape[0]].copy()
             raise FloatingPointError(

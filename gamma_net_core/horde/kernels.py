@@ -29,12 +29,12 @@ and two nearby states share most tiles (about 273 distinct rows). The run kernel
 (:func:`constant_step_runs`, :func:`predict_runs`) walk the gammas in ascending order, along which
 each tiling's active tile stays the same over runs of gammas: the first gamma's output is summed
 over its tiles, each next one's is the last one's plus the rows that came in minus those that went
-out (:func:`changes`), and the update adds to each run's row the sum of the run's steps (differences
-of running sums, :func:`runs`): each distinct row is read once or twice per state, not once per
-gamma. Questions go in blocks of :data:`BLOCK`, so a block's outputs and steps stay in the nearest
-caches. The arithmetic
-is regrouped, so they equal the plain kernels (their oracle) to float rounding, not bit for bit:
-weights, TD errors and predictions within 1e-12 of the largest of their kind (tests/test_horde_runs.py).
+out (:func:`changes`; S_{t+1}'s mostly from S_t's at the same gamma), and the update adds to each
+run's row the sum of the run's steps (differences of running sums, :func:`runs`): each distinct row
+is read once or twice per state, not once per gamma. Questions go in blocks of :data:`BLOCK`, so a
+block's outputs and steps stay in the nearest caches. The arithmetic is regrouped, so they equal the
+plain kernels (their oracle) to float rounding, not bit for bit: weights, TD errors and predictions
+within 1e-12 of the largest of their kind (tests/test_horde_runs.py).
 """
 
 from __future__ import annotations
@@ -50,6 +50,10 @@ from gamma_net_core.tilecoding import finalize
 
 CONSTANT = 0
 AUTOSTEP = 1
+#: Where a run kernel's sum at a gamma starts (:func:`changes`): anew, from the last gamma's, from the other state's.
+FRESH = 0
+CHAIN = 1
+BESIDE = 2
 #: Questions a run kernel takes at once: a block's outputs at 32 gammas ([32, BLOCK] floats) stay in L1/L2.
 BLOCK = 64
 
@@ -139,7 +143,7 @@ class RunWork(NamedTuple):
     ``order`` [K_max] lists the gammas in ascending order. The changes of S_t and of S_{t+1}
     (:func:`changes`): ``added_*``, ``removed_*`` [(K_max + 1) (n + 1)] the rows that come in and
     go out (-1: none) from one gamma of ``order`` to the next, ``at_*`` [K_max + 1] where each
-    gamma's start, ``fresh_*`` [K_max] where the sum starts anew. The runs of S_t (:func:`runs`):
+    gamma's start, ``source_*`` [K_max] where each sum starts from. The runs of S_t (:func:`runs`):
     ``run_row``, ``run_start``, ``run_end`` [K_max (n + 1)]. One block's outputs ``values_t``,
     ``values_tp1`` [K_max, BLOCK], running sums of its steps ``sums`` [K_max + 1, BLOCK] and ``acc`` [BLOCK].
     """
@@ -148,11 +152,11 @@ class RunWork(NamedTuple):
     added_t: np.ndarray
     removed_t: np.ndarray
     at_t: np.ndarray
-    fresh_t: np.ndarray
+    source_t: np.ndarray
     added_tp1: np.ndarray
     removed_tp1: np.ndarray
     at_tp1: np.ndarray
-    fresh_tp1: np.ndarray
+    source_tp1: np.ndarray
     run_row: np.ndarray
     run_start: np.ndarray
     run_end: np.ndarray
@@ -347,27 +351,51 @@ def ascending(gammas, order):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def changes(idx, order, K, bias_index, added, removed, at, fresh):  # pragma: no cover - compiled
-    """The rows whose sum is f(S, gamma_{order[j]}), as changes from one gamma to the next.
+def changes(idx, order, K, bias_index, beside, use_beside, added, removed, at, source):  # pragma: no cover - compiled
+    """The rows whose sum is f(S, gamma_{order[j]}), as changes from a sum already made, the cheapest of three.
 
-    For j = 0, and wherever more than half the tiles change, ``fresh[j]`` and the gamma's rows
-    (tilings in order, then the bias) with nothing removed; else the rows that came in
-    (``added``) and went out (``removed``) since gamma_{order[j-1]}, tiling by tiling. Gamma
-    j's entries are ``at[j]:at[j + 1]``.
+    ``source[j]``: :data:`CHAIN`, from gamma_{order[j-1]}'s sum, the rows that came in (``added``)
+    and went out (``removed``) tiling by tiling; with ``use_beside``, :data:`BESIDE`, from the
+    other state's sum at the same gamma (its tiles ``beside`` [K, n]: S_t's for S_{t+1}, which
+    share most); or :data:`FRESH`, the gamma's rows (tilings in order, then the bias) with nothing
+    removed, at j = 0 and wherever more than half the tiles change (a change costs two rows, a
+    fresh sum one per tiling). Gamma j's entries are ``at[j]:at[j + 1]``.
     """
     n_tilings = idx.shape[1]
+    n_active = n_tilings + (1 if bias_index >= 0 else 0)
     n = 0
     for j in range(K):
         at[j] = n
         k = order[j]
-        moved = 0
+        p = order[j - 1] if j > 0 else k
+        cost_chain = n_active + 1
         if j > 0:
-            p = order[j - 1]
+            moved = 0
             for t in range(n_tilings):
                 moved += idx[k, t] != idx[p, t]
-        # a change costs two rows, a fresh sum one per tiling
-        fresh[j] = j == 0 or 2 * moved > n_tilings + (1 if bias_index >= 0 else 0)
-        if fresh[j]:
+            cost_chain = 2 * moved
+        cost_beside = n_active + 1
+        if use_beside:
+            moved = 0
+            for t in range(n_tilings):
+                moved += idx[k, t] != beside[k, t]
+            cost_beside = 2 * moved
+        if cost_beside <= min(cost_chain, n_active):
+            source[j] = BESIDE
+            for t in range(n_tilings):
+                if idx[k, t] != beside[k, t]:
+                    added[n] = idx[k, t]
+                    removed[n] = beside[k, t]
+                    n += 1
+        elif cost_chain <= n_active:
+            source[j] = CHAIN
+            for t in range(n_tilings):
+                if idx[k, t] != idx[p, t]:
+                    added[n] = idx[k, t]
+                    removed[n] = idx[p, t]
+                    n += 1
+        else:
+            source[j] = FRESH
             for t in range(n_tilings):
                 added[n] = idx[k, t]
                 removed[n] = -1
@@ -376,13 +404,6 @@ def changes(idx, order, K, bias_index, added, removed, at, fresh):  # pragma: no
                 added[n] = bias_index
                 removed[n] = -1
                 n += 1
-        else:
-            p = order[j - 1]
-            for t in range(n_tilings):
-                if idx[k, t] != idx[p, t]:
-                    added[n] = idx[k, t]
-                    removed[n] = idx[p, t]
-                    n += 1
     at[K] = n
 
 
@@ -413,13 +434,18 @@ def runs(idx, order, K, bias_index, row, start, end):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True, inline="always")
-def values_by_changes(W, K, added, removed, at, fresh, q0, q1, values, acc):  # pragma: no cover - compiled
-    """values[j, :q1 - q0] = the weights' output f(S, gamma_{order[j]}) of questions q0..q1-1 (:func:`changes`)."""
+def values_by_changes(W, K, added, removed, at, source, beside, q0, q1, values, acc):  # pragma: no cover - compiled
+    """values[j, :q1 - q0] = the weights' output f(S, gamma_{order[j]}) of questions q0..q1-1 (:func:`changes`);
+    ``beside`` [K, block] holds the other state's (read where ``source`` says :data:`BESIDE`)."""
     B = q1 - q0
     for j in range(K):
-        if fresh[j]:
+        if source[j] == FRESH:
             for b in range(B):
                 acc[b] = 0.0
+        elif source[j] == BESIDE:
+            other = beside[j]
+            for b in range(B):
+                acc[b] = other[b]
         for c in range(at[j], at[j + 1]):
             w_in = W[added[c], q0:q1]
             h = removed[c]
@@ -457,11 +483,11 @@ def constant_step_runs(
     added_t = work.added_t
     removed_t = work.removed_t
     at_t = work.at_t
-    fresh_t = work.fresh_t
+    source_t = work.source_t
     added_tp1 = work.added_tp1
     removed_tp1 = work.removed_tp1
     at_tp1 = work.at_tp1
-    fresh_tp1 = work.fresh_tp1
+    source_tp1 = work.source_tp1
     run_row = work.run_row
     run_start = work.run_start
     run_end = work.run_end
@@ -475,12 +501,13 @@ def constant_step_runs(
         scratch.keys_t, scratch.keys_tp1, gammas, coding, scratch.u_timescale, scratch.keys_timescale, idx_t, idx_tp1
     )
     ascending(gammas, order)
-    changes(idx_t, order, K, bias_index, added_t, removed_t, at_t, fresh_t)
-    changes(idx_tp1, order, K, bias_index, added_tp1, removed_tp1, at_tp1, fresh_tp1)
+    changes(idx_t, order, K, bias_index, idx_t, False, added_t, removed_t, at_t, source_t)
+    # S_{t+1} is near S_t: most of its sums are S_t's at the same gamma with a few tiles changed
+    changes(idx_tp1, order, K, bias_index, idx_t, True, added_tp1, removed_tp1, at_tp1, source_tp1)
     for q0 in range(0, Q, BLOCK):
         q1 = min(q0 + BLOCK, Q)
-        values_by_changes(W, K, added_t, removed_t, at_t, fresh_t, q0, q1, values_t, acc)
-        values_by_changes(W, K, added_tp1, removed_tp1, at_tp1, fresh_tp1, q0, q1, values_tp1, acc)
+        values_by_changes(W, K, added_t, removed_t, at_t, source_t, values_t, q0, q1, values_t, acc)
+        values_by_changes(W, K, added_tp1, removed_tp1, at_tp1, source_tp1, values_t, q0, q1, values_tp1, acc)
         for j in range(K):
             gamma = gammas[order[j]]
             s = output_scale(gamma, loss_scaling)
@@ -849,7 +876,7 @@ def predict_runs(W, state, gammas, plain_coding, out):  # pragma: no cover - com
     added = np.empty(size, dtype=np.int64)
     removed = np.empty(size, dtype=np.int64)
     at = np.empty(G + 1, dtype=np.int64)
-    fresh = np.empty(G, dtype=np.bool_)
+    source = np.empty(G, dtype=np.int64)
     values = np.empty((G, min(BLOCK, Q)))
     acc = np.empty(min(BLOCK, Q))
     state_keys(state, tiles, u, keys)
@@ -858,10 +885,10 @@ def predict_runs(W, state, gammas, plain_coding, out):  # pragma: no cover - com
         for t in range(n_tilings):
             idx[k, t] = finalize(keys[t] + keys_ts[t], memory_size)
     ascending(gammas, order)
-    changes(idx, order, G, bias_index, added, removed, at, fresh)
+    changes(idx, order, G, bias_index, idx, False, added, removed, at, source)
     for q0 in range(0, Q, BLOCK):
         q1 = min(q0 + BLOCK, Q)
-        values_by_changes(W, G, added, removed, at, fresh, q0, q1, values, acc)
+        values_by_changes(W, G, added, removed, at, source, values, q0, q1, values, acc)
         for j in range(G):
             k = order[j]
             s = output_scale(gammas[k], loss_scaling)
@@ -914,11 +941,11 @@ def make_run_work(n_tilings: int, k_max: int, n_questions: int) -> RunWork:
         added_t=rows(size),
         removed_t=rows(size),
         at_t=rows(k_max + 1),
-        fresh_t=np.empty(k_max, dtype=np.bool_),
+        source_t=rows(k_max),
         added_tp1=rows(size),
         removed_tp1=rows(size),
         at_tp1=rows(k_max + 1),
-        fresh_tp1=np.empty(k_max, dtype=np.bool_),
+        source_tp1=rows(k_max),
         run_row=rows(n_runs),
         run_start=rows(n_runs),
         run_end=rows(n_runs),

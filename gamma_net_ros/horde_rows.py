@@ -46,7 +46,8 @@ class Reading:
 class Row:
     """Turns the latest message of each topic into the learner's row: inputs, cumulants, continuations.
 
-    Each distinct (topic, field) is read once per tick, however many questions use it.
+    Each distinct (topic, field) is read once per tick, and each distinct cumulant and termination
+    computed once, however many questions use it (thousands of questions share a few dozen).
     """
 
     def __init__(self, spec: HordeSpec) -> None:
@@ -62,6 +63,13 @@ class Row:
             (slot(q.termination), q.termination.continuation) if q.termination is not None else None
             for q in spec.questions
         ]
+        cumulants, ends = {}, {}  # each distinct signal -> its place; a question without termination: the last
+        of = [cumulants.setdefault(q.cumulant, len(cumulants)) for q in spec.questions]
+        self.cumulant_of = np.array(of, dtype=np.intp)
+        self.distinct_cumulants = [(slot(c), c.apply) for c in cumulants]
+        ends_of = [-1 if q.termination is None else ends.setdefault(q.termination, len(ends)) for q in spec.questions]
+        self.termination_of = np.array([len(ends) if e < 0 else e for e in ends_of], dtype=np.intp)
+        self.distinct_terminations = [(slot(t), t.continuation) for t in ends]
         self.reads = [(topic, parse_field(field)) for (topic, field) in fields]
         self.cumulant_slots = np.array([k for k, _ in self.cumulants], dtype=np.intp)
         self.terminated = np.array([t is not None for t in self.terminations])
@@ -98,15 +106,15 @@ class Row:
         inputs = values[self.state]
         state_ok = bool(finite[self.state].all())
         usable = finite[self.cumulant_slots] & (finite[self.termination_slots] | ~self.terminated) & state_ok
-        cumulants, continuations = np.full(len(self.names), np.nan), np.ones(len(self.names))
-        for q, ((k, apply), termination, ok) in enumerate(zip(self.cumulants, self.terminations, usable.tolist())):
-            if not ok:
-                slots = [k] if termination is None else [k, termination[0]]
-                errors.update({self.names[q]: why[j] for j in slots[::-1] if j in why})  # noqa: B035 - the first
-                continue
-            cumulants[q] = apply(read[k])
-            if termination is not None:
-                continuations[q] = termination[1](read[termination[0]])
+        # a signal that cannot be read gives NaN (or a number, unused): only usable questions take theirs
+        kinds = np.array([apply(read[k]) for k, apply in self.distinct_cumulants])
+        ends = np.array([continuation(read[k]) for k, continuation in self.distinct_terminations] + [1.0])
+        cumulants = np.where(usable, kinds[self.cumulant_of], np.nan)
+        continuations = np.where(usable, ends[self.termination_of], 1.0)
+        for q in np.flatnonzero(~usable).tolist():
+            (k, _), termination = self.cumulants[q], self.terminations[q]
+            slots = [k] if termination is None else [k, termination[0]]
+            errors.update({self.names[q]: why[j] for j in slots[::-1] if j in why})  # noqa: B035 - the first
         return Reading(inputs, cumulants, continuations, usable, state_ok, errors)
 
 

@@ -19,9 +19,10 @@ def test_bench_horde_reports_both_learners_and_the_goals(tmp_path):
     )  # fmt: skip
     assert result.returncode == 0, result.stderr
     assert "HordeLearner.learn (constant alpha)" in result.stdout and "Horde >= 10x the loop" in result.stdout
+    assert "HordeLearner.learn (constant alpha, plain kernels)" in result.stdout
     data = json.loads(out.read_text())["data"]
     assert data["questions"] == 3 and data["gamma_t"] == 32 and data["features"] == 2049
-    assert data["horde_steps_per_s"] > 0 and data["loop_steps_per_s"] > 0
+    assert data["horde_steps_per_s"] > 0 and data["loop_steps_per_s"] > 0 and data["horde_plain_steps_per_s"] > 0
 
 
 @pytest.mark.serial  # the benchmark times its loops on every core
@@ -85,4 +86,5 @@ def test_bench_horde_cost_model_reports_the_limit_and_the_measured_fraction(tmp_
     assert data["memory_bandwidth_bytes_per_s"] > 0
     for r in data["cost_model"]:
         assert 0 < r["rows_learn"] <= 2049 and r["tick_s"] > 0 and r["fraction_of_limit"] > 0
+        assert r["plain_tick_s"] > 0 and r["speedup"] == r["plain_tick_s"] / r["tick_s"]
         assert r["tick_bytes"] <= r["tick_access_bytes"]

@@ -4,7 +4,9 @@ The issue's setting: 100 questions, |Gamma_t| = 32 training timescales per step,
 tile coding (two state inputs plus gamma and tau, 100 tilings hashed into 2048 features + bias).
 Both doors a node takes, one transition per call with Gamma_t drawn per step:
 
-- horde: :meth:`HordeLearner.learn` updating all Q questions (features computed once, shared);
+- horde: :meth:`HordeLearner.learn` updating all Q questions (features computed once, shared), on
+  its run kernels (each distinct active row touched about once a step) and on the plain kernels
+  (``reference_kernels``, every active (tiling, gamma) pair's row: their oracle), both timed;
 - loop: Q :class:`~gamma_net_core.linear.LinearGammaNet` objects, ``learn`` called on each (the
   same work, each recomputing its features), one "step" being all Q updated;
 - horde (Autostep): the same Horde with a step size per question and feature;
@@ -20,7 +22,8 @@ published timescales) for ``--cost-questions`` (100, 300, 1,000, 3,000): per tic
 weights it must move (each distinct active row of ``W[feature, question]`` read once, those of
 S_t written once, the published timescales' rows read: :func:`tick_cost`) and its flops; from the
 machine's memory bandwidth (a numpy copy of a 256 MiB array, read plus write), the fastest a
-tick can be when its weights stream from memory; and the measured tick's fraction of that limit.
+tick can be when its weights stream from memory; and the measured tick's fraction of that limit,
+on the run kernels and on the plain ones, tick by tick in alternation on the same transitions.
 Weights that fit in the caches (100 questions: 1.6 MB) are read from them, faster than the limit.
 
 Goals (reported, never asserted): the Horde at least 10x the loop and at least
@@ -89,12 +92,13 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
     s_t, c, s_tp1 = _data(max(horde_steps, loop_steps), questions)
     names = [f"q{i}" for i in range(questions)]
 
-    def horde(method: str, lam: float = 0.0):
+    def horde(method: str, lam: float = 0.0, reference: bool = False):
         def once() -> None:
             adaptation = AdaptationConfig(method=method)
             rng = np.random.default_rng(1)
             cfg = dataclasses.replace(config, lam=lam)
-            learner = HordeLearner(cfg, names=names, timescales=sampling, adaptation=adaptation, rng=rng)
+            learner = HordeLearner(cfg, names=names, timescales=sampling, adaptation=adaptation, rng=rng,
+                                   reference_kernels=reference)  # fmt: skip
             for t in range(horde_steps):
                 learner.learn(s_t[t], c[t], s_tp1[t])
 
@@ -109,9 +113,9 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
                 net.learn(s_t[t], c[t, q], s_tp1[t], False, gammas)
 
     # Compile (or load the cached kernels) outside the timings.
-    for method in ("constant", "autostep"):
+    for method, reference in (("constant", False), ("constant", True), ("autostep", False)):
         warm = HordeLearner(config, names=names[:2], timescales=sampling, adaptation=AdaptationConfig(method=method),
-                            rng=np.random.default_rng(1))  # fmt: skip
+                            rng=np.random.default_rng(1), reference_kernels=reference)  # fmt: skip
         warm.learn(s_t[0], c[0, :2], s_tp1[0])
     LinearGammaNet(config, rng=np.random.default_rng(1)).learn(s_t[0], c[0, 0], s_tp1[0], False, [0.5])
     if lam > 0.0:
@@ -120,6 +124,7 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
         warm.learn(s_t[0], c[0, :2], s_tp1[0])
     lambda_rate = horde_steps / _best_seconds(repeats, horde("constant", lam)) if lam > 0.0 else None
     horde_rate = horde_steps / _best_seconds(repeats, horde("constant"))
+    plain_rate = horde_steps / _best_seconds(repeats, horde("constant", reference=True))
     autostep_rate = horde_steps / _best_seconds(repeats, horde("autostep"))
     loop_rate = loop_steps / _best_seconds(repeats, loop)
     return {
@@ -128,6 +133,8 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
         "tilings": sum(config.tilings),
         "features": config.memory_size + 1,
         "horde_steps_per_s": horde_rate,
+        "horde_plain_steps_per_s": plain_rate,
+        "plain_ratio": plain_rate / loop_rate,
         "horde_autostep_steps_per_s": autostep_rate,
         "loop_steps_per_s": loop_rate,
         "ratio": horde_rate / loop_rate,
@@ -176,26 +183,37 @@ def tick_cost(
 
 
 def measure_cost(questions: int, *, ticks: int = 200, bandwidth: float) -> dict:
-    """One node tick (learn, then predict at the published taus) timed against :func:`tick_cost`'s limit."""
+    """One node tick (learn, then predict at the published taus) timed against :func:`tick_cost`'s limit.
+
+    Two learners alike, on the run kernels and on the plain ones, tick in alternation (which one
+    first, turn about) on the same transitions, so both meet the same load; ``tick_s`` is the run
+    kernels', ``plain_tick_s`` the plain kernels'.
+    """
     from gamma_net_core.horde.learner import HordeLearner
     from gamma_net_core.linear import GammaNetConfig
     from gamma_net_core.timescales import TimescaleSampling
 
     config = GammaNetConfig(step_size=0.1)
     sampling = TimescaleSampling(n_gamma=1, n_tau=29)
-    learner = HordeLearner(config, names=[f"q{i}" for i in range(questions)], timescales=sampling,
-                           rng=np.random.default_rng(1))  # fmt: skip
+    learners = [
+        HordeLearner(config, names=[f"q{i}" for i in range(questions)], timescales=sampling,
+                     rng=np.random.default_rng(1), reference_kernels=reference)
+        for reference in (False, True)
+    ]  # fmt: skip
     s_t, c, s_tp1 = _data(ticks + 1, questions)
     gammas = 1.0 - 1.0 / np.asarray(PUBLISHED_TAUS)
-    learner.learn(s_t[0], c[0], s_tp1[0])  # compiled or loaded outside the timing
-    learner.predict(s_tp1[0], gammas)
-    seconds = np.empty(ticks)
+    for learner in learners:
+        learner.learn(s_t[0], c[0], s_tp1[0])  # compiled or loaded outside the timing
+        learner.predict(s_tp1[0], gammas)
+    seconds = np.empty((2, ticks))
     rows_learn = np.empty(ticks)
     for t in range(ticks):
-        started = time.perf_counter()
-        learner.learn(s_t[t + 1], c[t + 1], s_tp1[t + 1])
-        learner.predict(s_tp1[t + 1], gammas)
-        seconds[t] = time.perf_counter() - started
+        for i in (0, 1) if t % 2 == 0 else (1, 0):
+            learner = learners[i]
+            started = time.perf_counter()
+            learner.learn(s_t[t + 1], c[t + 1], s_tp1[t + 1])
+            learner.predict(s_tp1[t + 1], gammas)
+            seconds[i, t] = time.perf_counter() - started
         rows_learn[t] = learner.last_active_features(sampling.size).size
     # The published rows: one state's features at each published gamma (the same count as learning's, per gamma).
     n_active = learner.coder.n_active
@@ -204,7 +222,7 @@ def measure_cost(questions: int, *, ticks: int = 200, bandwidth: float) -> dict:
         questions=questions, gammas=sampling.size, published=gammas.size, n_active=n_active,
         rows_learn=int(np.median(rows_learn)), rows_publish=rows_publish,
     )  # fmt: skip
-    tick = float(np.median(seconds))
+    tick, plain_tick = (float(np.median(s)) for s in seconds)
     limit = cost["bytes"] / bandwidth
     return {
         "questions": questions,
@@ -216,26 +234,30 @@ def measure_cost(questions: int, *, ticks: int = 200, bandwidth: float) -> dict:
         "tick_flops": cost["flops"],
         "limit_s": limit,
         "tick_s": tick,
-        "tick_p99_s": float(np.percentile(seconds, 99)),
+        "tick_p99_s": float(np.percentile(seconds[0], 99)),
         "fraction_of_limit": limit / tick,
         "gflops": cost["flops"] / tick / 1e9,
+        "plain_tick_s": plain_tick,
+        "plain_fraction_of_limit": limit / plain_tick,
+        "speedup": plain_tick / tick,
     }
 
 
 def cost_model_table(rows: list[dict], bandwidth: float) -> Table:
     table = Table(
         f"cost model of a node tick (learn |Gamma_t| = 32, predict 7 taus; float64 weights; memory bandwidth "
-        f"{bandwidth / 1e9:.1f} GB/s, numpy copy)",
-        ["questions", "weights (MB)", "rows read (learn + publish)", "bytes / tick (MB)", "flops / tick (M)",
-         "limit (ms)", "measured p50 (ms)", "fraction of limit", "GFLOP/s"],
-        formats={"weights (MB)": "{:.1f}", "bytes / tick (MB)": "{:.2f}", "flops / tick (M)": "{:.1f}",
-                 "limit (ms)": "{:.3f}", "measured p50 (ms)": "{:.3f}", "fraction of limit": "{:.2f}",
-                 "GFLOP/s": "{:.2f}"},
+        f"{bandwidth / 1e9:.1f} GB/s, numpy copy); run kernels, and the plain kernels in alternation",
+        ["questions", "weights (MB)", "rows read (learn + publish)", "bytes / tick (MB)", "limit (ms)",
+         "measured p50 (ms)", "fraction of limit", "plain kernels p50 (ms)", "plain fraction", "speed-up"],
+        formats={"weights (MB)": "{:.1f}", "bytes / tick (MB)": "{:.2f}", "limit (ms)": "{:.3f}",
+                 "measured p50 (ms)": "{:.3f}", "fraction of limit": "{:.2f}", "plain kernels p50 (ms)": "{:.3f}",
+                 "plain fraction": "{:.2f}", "speed-up": "{:.1f}x"},
     )  # fmt: skip
     for r in rows:
         table.add(
             r["questions"], r["weights_mb"], f"{r['rows_learn']} + {r['rows_publish']}", r["tick_bytes"] / 1e6,
-            r["tick_flops"] / 1e6, r["limit_s"] * 1e3, r["tick_s"] * 1e3, r["fraction_of_limit"], r["gflops"],
+            r["limit_s"] * 1e3, r["tick_s"] * 1e3, r["fraction_of_limit"], r["plain_tick_s"] * 1e3,
+            r["plain_fraction_of_limit"], r["speedup"],
         )  # fmt: skip
     return table
 
@@ -309,6 +331,7 @@ def run(args: argparse.Namespace) -> Report:
     )
     table.add(f"loop of {r['questions']} LinearGammaNet.learn", r["loop_steps_per_s"], 1.0)
     table.add("HordeLearner.learn (constant alpha)", r["horde_steps_per_s"], r["ratio"])
+    table.add("HordeLearner.learn (constant alpha, plain kernels)", r["horde_plain_steps_per_s"], r["plain_ratio"])
     table.add("HordeLearner.learn (Autostep)", r["horde_autostep_steps_per_s"], r["autostep_ratio"])
     if r["horde_lambda_steps_per_s"] is not None:
         table.add(f"HordeLearner.learn (TD(lambda), lam {r['lam']})", r["horde_lambda_steps_per_s"], r["lambda_ratio"])

@@ -22,6 +22,19 @@ trace per fixed gamma_k and continuation group (questions whose continuations ar
 it), decayed by gamma_k lambda c_t, c_t the group's continuation of S_t; per question the update is
 the single-question TD(lambda) kernel's, W[:, q] += alpha sum_k delta[q, k] z_k, summed in the same
 order, so again N questions equal N single learners bit for bit.
+
+The plain kernels above touch a row of ``W`` (Q weights) for every active (tiling, gamma_k) pair:
+with |Gamma_t| = 32 and 100 tilings, 3,232 rows of S_t and as many of S_{t+1}, while the 32 gammas
+and two nearby states share most tiles (about 273 distinct rows). The run kernels
+(:func:`constant_step_runs`, :func:`predict_runs`) walk the gammas in ascending order, along which
+each tiling's active tile stays the same over runs of gammas: the first gamma's output is summed
+over its tiles, each next one's is the last one's plus the rows that came in minus those that went
+out (:func:`changes`; S_{t+1}'s mostly from S_t's at the same gamma), and the update adds to each
+run's row the sum of the run's steps (differences of running sums, :func:`runs`): each distinct row
+is read once or twice per state, not once per gamma. Questions go in blocks of :data:`BLOCK`, so a
+block's outputs and steps stay in the nearest caches. The arithmetic is regrouped, so they equal the
+plain kernels (their oracle) to float rounding, not bit for bit: weights, TD errors and predictions
+within 1e-12 of the largest of their kind (tests/test_horde_runs.py).
 """
 
 from __future__ import annotations
@@ -37,6 +50,12 @@ from gamma_net_core.tilecoding import finalize
 
 CONSTANT = 0
 AUTOSTEP = 1
+#: Where a run kernel's sum at a gamma starts (:func:`changes`): anew, from the last gamma's, from the other state's.
+FRESH = 0
+CHAIN = 1
+BESIDE = 2
+#: Questions a run kernel takes at once: a block's outputs at 32 gammas ([32, BLOCK] floats) stay in L1/L2.
+BLOCK = 64
 
 
 class Scratch(NamedTuple):
@@ -116,6 +135,35 @@ class LambdaWork(NamedTuple):
     old_support: np.ndarray
     old_n: np.ndarray
     old_max: np.ndarray
+
+
+class RunWork(NamedTuple):
+    """Scratch of the run kernels (:func:`make_run_work`) for up to K_max gammas and n tilings.
+
+    ``order`` [K_max] lists the gammas in ascending order. The changes of S_t and of S_{t+1}
+    (:func:`changes`): ``added_*``, ``removed_*`` [(K_max + 1) (n + 1)] the rows that come in and
+    go out (-1: none) from one gamma of ``order`` to the next, ``at_*`` [K_max + 1] where each
+    gamma's start, ``source_*`` [K_max] where each sum starts from. The runs of S_t (:func:`runs`):
+    ``run_row``, ``run_start``, ``run_end`` [K_max (n + 1)]. One block's outputs ``values_t``,
+    ``values_tp1`` [K_max, BLOCK], running sums of its steps ``sums`` [K_max + 1, BLOCK] and ``acc`` [BLOCK].
+    """
+
+    order: np.ndarray
+    added_t: np.ndarray
+    removed_t: np.ndarray
+    at_t: np.ndarray
+    source_t: np.ndarray
+    added_tp1: np.ndarray
+    removed_tp1: np.ndarray
+    at_tp1: np.ndarray
+    source_tp1: np.ndarray
+    run_row: np.ndarray
+    run_start: np.ndarray
+    run_end: np.ndarray
+    values_t: np.ndarray
+    values_tp1: np.ndarray
+    sums: np.ndarray
+    acc: np.ndarray
 
 
 @numba.njit(cache=True, inline="always")
@@ -283,6 +331,220 @@ def constant_step(
         if bias_index >= 0:
             for q in range(Q):
                 W[bias_index, q] += steps[q, k]
+    return -1
+
+
+@numba.njit(cache=True, inline="always")
+def ascending(gammas, order):  # pragma: no cover - compiled
+    """order[:K] = the gammas' indices in ascending order of gamma (equal ones in their order; K is small)."""
+    K = gammas.shape[0]
+    for j in range(K):
+        order[j] = j
+    for j in range(1, K):
+        o = order[j]
+        g = gammas[o]
+        i = j - 1
+        while i >= 0 and gammas[order[i]] > g:
+            order[i + 1] = order[i]
+            i -= 1
+        order[i + 1] = o
+
+
+@numba.njit(cache=True, inline="always")
+def changes(idx, order, K, bias_index, beside, use_beside, added, removed, at, source):  # pragma: no cover - compiled
+    """The rows whose sum is f(S, gamma_{order[j]}), as changes from a sum already made, the cheapest of three.
+
+    ``source[j]``: :data:`CHAIN`, from gamma_{order[j-1]}'s sum, the rows that came in (``added``)
+    and went out (``removed``) tiling by tiling; with ``use_beside``, :data:`BESIDE`, from the
+    other state's sum at the same gamma (its tiles ``beside`` [K, n]: S_t's for S_{t+1}, which
+    share most); or :data:`FRESH`, the gamma's rows (tilings in order, then the bias) with nothing
+    removed, at j = 0 and wherever more than half the tiles change (a change costs two rows, a
+    fresh sum one per tiling). Gamma j's entries are ``at[j]:at[j + 1]``.
+    """
+    n_tilings = idx.shape[1]
+    n_active = n_tilings + (1 if bias_index >= 0 else 0)
+    n = 0
+    for j in range(K):
+        at[j] = n
+        k = order[j]
+        p = order[j - 1] if j > 0 else k
+        cost_chain = n_active + 1
+        if j > 0:
+            moved = 0
+            for t in range(n_tilings):
+                moved += idx[k, t] != idx[p, t]
+            cost_chain = 2 * moved
+        cost_beside = n_active + 1
+        if use_beside:
+            moved = 0
+            for t in range(n_tilings):
+                moved += idx[k, t] != beside[k, t]
+            cost_beside = 2 * moved
+        if cost_beside <= min(cost_chain, n_active):
+            source[j] = BESIDE
+            for t in range(n_tilings):
+                if idx[k, t] != beside[k, t]:
+                    added[n] = idx[k, t]
+                    removed[n] = beside[k, t]
+                    n += 1
+        elif cost_chain <= n_active:
+            source[j] = CHAIN
+            for t in range(n_tilings):
+                if idx[k, t] != idx[p, t]:
+                    added[n] = idx[k, t]
+                    removed[n] = idx[p, t]
+                    n += 1
+        else:
+            source[j] = FRESH
+            for t in range(n_tilings):
+                added[n] = idx[k, t]
+                removed[n] = -1
+                n += 1
+            if bias_index >= 0:
+                added[n] = bias_index
+                removed[n] = -1
+                n += 1
+    at[K] = n
+
+
+@numba.njit(cache=True, inline="always")
+def runs(idx, order, K, bias_index, row, start, end):  # pragma: no cover - compiled
+    """The runs of S_t: for each tiling, the spans [start, end) of gammas in ``order`` over which its
+    active row stays ``row``; the bias one run over all. Returns how many."""
+    n_tilings = idx.shape[1]
+    n = 0
+    for t in range(n_tilings):
+        a = 0
+        i = idx[order[0], t]
+        for j in range(1, K + 1):
+            nxt = idx[order[j], t] if j < K else -1
+            if nxt != i:
+                row[n] = i
+                start[n] = a
+                end[n] = j
+                n += 1
+                a = j
+                i = nxt
+    if bias_index >= 0:
+        row[n] = bias_index
+        start[n] = 0
+        end[n] = K
+        n += 1
+    return n
+
+
+@numba.njit(cache=True, inline="always")
+def values_by_changes(W, K, added, removed, at, source, beside, q0, q1, values, acc):  # pragma: no cover - compiled
+    """values[j, :q1 - q0] = the weights' output f(S, gamma_{order[j]}) of questions q0..q1-1 (:func:`changes`);
+    ``beside`` [K, block] holds the other state's (read where ``source`` says :data:`BESIDE`)."""
+    B = q1 - q0
+    for j in range(K):
+        if source[j] == FRESH:
+            for b in range(B):
+                acc[b] = 0.0
+        elif source[j] == BESIDE:
+            other = beside[j]
+            for b in range(B):
+                acc[b] = other[b]
+        for c in range(at[j], at[j + 1]):
+            w_in = W[added[c], q0:q1]
+            h = removed[c]
+            if h < 0:
+                for b in range(B):
+                    acc[b] += w_in[b]
+            else:
+                w_out = W[h, q0:q1]
+                for b in range(B):
+                    acc[b] += w_in[b] - w_out[b]
+        out = values[j]
+        for b in range(B):
+            out[b] = acc[b]
+
+
+@numba.njit(cache=True)
+def constant_step_runs(
+    W, state_t, state_tp1, gammas, cumulants, continuations, alpha, plain_coding, w_max, scratch, work
+):  # pragma: no cover - compiled
+    """:func:`constant_step` by runs of gammas (the module docstring): each distinct active row touched
+    about once per state, the same TD errors and update to float rounding. ``work`` is a
+    :class:`RunWork`. Returns like :func:`constant_step`."""
+    coding = named_coding(plain_coding)
+    K = gammas.shape[0]
+    Q = W.shape[1]
+    tiles = coding.tiles
+    loss_scaling = coding.loss_scaling
+    bias_index = tiles.bias_index
+    n_tilings = tiles.base.shape[0]
+    idx_t = scratch.idx_t[:K]
+    idx_tp1 = scratch.idx_tp1[:K]
+    deltas = scratch.deltas
+    steps = scratch.steps
+    order = work.order
+    added_t = work.added_t
+    removed_t = work.removed_t
+    at_t = work.at_t
+    source_t = work.source_t
+    added_tp1 = work.added_tp1
+    removed_tp1 = work.removed_tp1
+    at_tp1 = work.at_tp1
+    source_tp1 = work.source_tp1
+    run_row = work.run_row
+    run_start = work.run_start
+    run_end = work.run_end
+    values_t = work.values_t
+    values_tp1 = work.values_tp1
+    sums = work.sums
+    acc = work.acc
+    state_keys(state_t, tiles, scratch.u_state, scratch.keys_t)
+    state_keys(state_tp1, tiles, scratch.u_state, scratch.keys_tp1)
+    active_indices(
+        scratch.keys_t, scratch.keys_tp1, gammas, coding, scratch.u_timescale, scratch.keys_timescale, idx_t, idx_tp1
+    )
+    ascending(gammas, order)
+    changes(idx_t, order, K, bias_index, idx_t, False, added_t, removed_t, at_t, source_t)
+    # S_{t+1} is near S_t: most of its sums are S_t's at the same gamma with a few tiles changed
+    changes(idx_tp1, order, K, bias_index, idx_t, True, added_tp1, removed_tp1, at_tp1, source_tp1)
+    for q0 in range(0, Q, BLOCK):
+        q1 = min(q0 + BLOCK, Q)
+        values_by_changes(W, K, added_t, removed_t, at_t, source_t, values_t, q0, q1, values_t, acc)
+        values_by_changes(W, K, added_tp1, removed_tp1, at_tp1, source_tp1, values_t, q0, q1, values_tp1, acc)
+        for j in range(K):
+            gamma = gammas[order[j]]
+            s = output_scale(gamma, loss_scaling)
+            f_t = values_t[j]  # becomes delta_f
+            f_tp1 = values_tp1[j]
+            for q in range(q0, q1):
+                c = continuations[q]
+                if c == 0.0:
+                    f_t[q - q0] = s * cumulants[q] - f_t[q - q0]
+                else:
+                    f_t[q - q0] = s * cumulants[q] + gamma * c * f_tp1[q - q0] - f_t[q - q0]
+        # each question's K TD errors written together (a few cache lines), in cumulant units as the plain kernel's
+        for q in range(q0, q1):
+            for j in range(K):
+                k = order[j]
+                d = values_t[j, q - q0]
+                steps[q, k] = alpha * d
+                deltas[q, k] = d / output_scale(gammas[k], loss_scaling)
+    n_active = n_tilings + (1 if bias_index >= 0 else 0)
+    ok = _bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, scratch.ok)
+    if not ok:
+        return _first_refused(scratch.ok)
+    n_runs = runs(idx_t, order, K, bias_index, run_row, run_start, run_end)
+    for q0 in range(0, Q, BLOCK):
+        q1 = min(q0 + BLOCK, Q)
+        B = q1 - q0
+        for b in range(B):
+            sums[0, b] = 0.0
+        for b in range(B):
+            for j in range(K):
+                sums[j + 1, b] = sums[j, b] + steps[q0 + b, order[j]]
+        for r in range(n_runs):
+            w = W[run_row[r], q0:q1]
+            upper = sums[run_end[r]]
+            lower = sums[run_start[r]]
+            for b in range(B):
+                w[b] += upper[b] - lower[b]
     return -1
 
 
@@ -593,6 +855,48 @@ def predict(W, state, gammas, plain_coding, out):  # pragma: no cover - compiled
             out[q, k] /= s
 
 
+@numba.njit(cache=True)
+def predict_runs(W, state, gammas, plain_coding, out):  # pragma: no cover - compiled
+    """:func:`predict` by runs of gammas (the module docstring): out[q, g] = V_q(state, gammas[g]) to float rounding."""
+    coding = named_coding(plain_coding)
+    tiles = coding.tiles
+    n_tilings = tiles.base.shape[0]
+    memory_size = tiles.memory_size
+    bias_index = tiles.bias_index
+    loss_scaling = coding.loss_scaling
+    Q = W.shape[1]
+    G = gammas.shape[0]
+    u = np.empty(state.shape[0])
+    u_ts = np.empty(max(n_timescale_dims(coding.timescale_input), 1))
+    keys = np.empty(n_tilings, dtype=np.uint64)
+    keys_ts = np.empty(n_tilings, dtype=np.uint64)
+    idx = np.empty((G, n_tilings), dtype=np.int64)
+    order = np.empty(G, dtype=np.int64)
+    size = (G + 1) * (n_tilings + 1)
+    added = np.empty(size, dtype=np.int64)
+    removed = np.empty(size, dtype=np.int64)
+    at = np.empty(G + 1, dtype=np.int64)
+    source = np.empty(G, dtype=np.int64)
+    values = np.empty((G, min(BLOCK, Q)))
+    acc = np.empty(min(BLOCK, Q))
+    state_keys(state, tiles, u, keys)
+    for k in range(G):
+        timescale_keys(gammas[k], coding, u_ts, keys_ts)
+        for t in range(n_tilings):
+            idx[k, t] = finalize(keys[t] + keys_ts[t], memory_size)
+    ascending(gammas, order)
+    changes(idx, order, G, bias_index, idx, False, added, removed, at, source)
+    for q0 in range(0, Q, BLOCK):
+        q1 = min(q0 + BLOCK, Q)
+        values_by_changes(W, G, added, removed, at, source, values, q0, q1, values, acc)
+        for j in range(G):
+            k = order[j]
+            s = output_scale(gammas[k], loss_scaling)
+            f = values[j]
+            for q in range(q0, q1):
+                out[q, k] = f[q - q0] / s
+
+
 def make_scratch(n_state: int, n_ts_dims: int, n_tilings: int, k_max: int, n_questions: int) -> Scratch:
     """Work arrays of the step kernels for up to ``k_max`` gammas a step, allocated once per learner."""
     return Scratch(
@@ -620,4 +924,33 @@ def make_autostep_work(n_features: int, n_questions: int) -> AutostepWork:
         z=np.zeros(n_features),
         count=np.zeros(n_features),
         order=np.zeros(n_features, dtype=np.int64),
+    )
+
+
+def make_run_work(n_tilings: int, k_max: int, n_questions: int) -> RunWork:
+    """Scratch of :func:`constant_step_runs` for up to ``k_max`` gammas a step."""
+    size = (k_max + 1) * (n_tilings + 1)
+    n_runs = k_max * (n_tilings + 1)
+    block = min(BLOCK, n_questions)
+
+    def rows(n: int) -> np.ndarray:
+        return np.empty(n, dtype=np.int64)
+
+    return RunWork(
+        order=rows(k_max),
+        added_t=rows(size),
+        removed_t=rows(size),
+        at_t=rows(k_max + 1),
+        source_t=rows(k_max),
+        added_tp1=rows(size),
+        removed_tp1=rows(size),
+        at_tp1=rows(k_max + 1),
+        source_tp1=rows(k_max),
+        run_row=rows(n_runs),
+        run_start=rows(n_runs),
+        run_end=rows(n_runs),
+        values_t=np.empty((k_max, block)),
+        values_tp1=np.empty((k_max, block)),
+        sums=np.empty((k_max + 1, block)),
+        acc=np.empty(block),
     )

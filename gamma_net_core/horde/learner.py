@@ -5,6 +5,10 @@ question has its own weight vector (``weights`` [Q, n_features]) and its own con
 (0 where its termination holds: the return stops there). The update of each question is the
 single-question learner's (:class:`gamma_net_core.linear.LinearGammaNet`, its oracle: N questions
 here equal N single learners fed the same stream), see :mod:`gamma_net_core.horde.kernels`.
+TD(0) with a constant step size and the predictions run on the run kernels, which touch each
+distinct active row of the weights once or twice per step (equal to the plain kernels to float
+rounding); Autostep and TD(lambda) (its draw's TD(0) too) learn on the plain ones
+(``reference_kernels`` puts the predictions there too: the oracle).
 With ``adaptation.method == "autostep"`` each question and feature has its own step size.
 With ``config.lam`` > 0 it learns by TD(lambda) on the sampling's fixed ladder of timescales, each
 step after a TD(0) update on a draw (Gamma_t is the ladder, then the draw: :mod:`gamma_net_core.linear.traces`), one
@@ -73,6 +77,8 @@ class HordeLearner:
       trace_groups: with lam > 0, each question's continuation group [Q]: questions in one group
         share traces, so their continuations must be equal at every step (checked); default: one
         group (:meth:`from_spec` groups the questions by termination).
+      reference_kernels: learn and predict with the plain kernels only (the run kernels' oracle,
+        :mod:`gamma_net_core.horde.kernels`): for tests and benchmarks.
     """
 
     kind = KIND
@@ -88,6 +94,7 @@ class HordeLearner:
         rate_hz: float = 10.0,
         rng: np.random.Generator | None = None,
         trace_groups: Sequence[int] | None = None,
+        reference_kernels: bool = False,
         _state=None,
     ) -> None:
         names = tuple(names)
@@ -128,8 +135,10 @@ class HordeLearner:
         self._previous: np.ndarray | None = None
         self._usable: np.ndarray | None = None  # [Q] questions usable at the previous step; None: all
         self._autostep = adaptation.method == "autostep"
+        self.reference_kernels = bool(reference_kernels)
         k_max = max(timescales.size, 1)
         self._scratch = self._make_scratch(k_max)
+        self._run_work = kernels.make_run_work(self._coder.n_tilings, k_max, Q)
         if config.lam > 0.0:
             self._init_traces(np.zeros(Q, dtype=np.int64) if trace_groups is None else trace_groups)
         if self._autostep:
@@ -181,10 +190,13 @@ class HordeLearner:
         return view
 
     @classmethod
-    def from_spec(cls, spec: HordeSpec, *, rng: np.random.Generator | None = None) -> HordeLearner:
+    def from_spec(
+        cls, spec: HordeSpec, *, rng: np.random.Generator | None = None, reference_kernels: bool = False
+    ) -> HordeLearner:
         """The learner a questions file describes (``rng`` defaults to one seeded with ``spec.seed``).
 
-        Questions with equal terminations (or none) share their TD(lambda) traces.
+        Questions with equal terminations (or none) share their TD(lambda) traces; ``reference_kernels``
+        as the constructor's.
         """
         terminations = [q.termination for q in spec.questions]
         return cls(
@@ -196,6 +208,7 @@ class HordeLearner:
             rate_hz=spec.rate_hz,
             rng=np.random.default_rng(spec.seed) if rng is None else rng,
             trace_groups=[terminations.index(t) for t in terminations],
+            reference_kernels=reference_kernels,
         )
 
     # -- shape
@@ -348,6 +361,7 @@ class HordeLearner:
             g = np.ascontiguousarray(validate_gammas(gammas, name="Gamma_t"))
         if g.shape[0] > self._scratch.idx_t.shape[0]:
             self._scratch = self._make_scratch(g.shape[0])
+            self._run_work = kernels.make_run_work(self._coder.n_tilings, g.shape[0], self.n_questions)
         if self.config.lam > 0.0:
             return self._learn_lambda(s_t, c, s_tp1, cont, g)
         if self._autostep:
@@ -356,9 +370,7 @@ class HordeLearner:
                 self._autostep_work,
             )  # fmt: skip
         else:
-            bad = kernels.constant_step(
-                self._W, s_t, s_tp1, g, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch
-            )
+            bad = self._constant_step(s_t, s_tp1, g, c, cont)
         deltas = self._scratch.deltas[:, : g.shape[0]].copy()
         if bad >= 0:
             raise FloatingPointError(
@@ -368,6 +380,19 @@ class HordeLearner:
             )
         self.update_count += 1
         return deltas
+
+    def _constant_step(self, s_t, s_tp1, gammas, cumulants, continuations) -> int:
+        """TD(0) at the constant step size on Gamma_t ``gammas``: the run kernel, or the plain one."""
+        alpha = self.step_size()
+        if self.reference_kernels:
+            return kernels.constant_step(
+                self._W, s_t, s_tp1, gammas, cumulants, continuations, alpha, self._plain_coding, self._w_max,
+                self._scratch,
+            )  # fmt: skip
+        return kernels.constant_step_runs(
+            self._W, s_t, s_tp1, gammas, cumulants, continuations, alpha, self._plain_coding, self._w_max,
+            self._scratch, self._run_work,
+        )  # fmt: skip
 
     def last_active_features(self, n_gammas: int) -> np.ndarray:
         """The distinct features the last :meth:`learn`, on ``n_gammas`` gammas, read: those of (S_t, gamma_k)
@@ -399,6 +424,7 @@ class HordeLearner:
         cfg = self.config
         # TD(0) on the draw, then TD(lambda) on the ladder (linear/traces.py); a refusal undoes both.
         before, w_max = self._W.copy(), self._w_max.copy()
+        # the plain kernel here too: N questions stay N single TD(lambda) learners bit for bit
         bad = kernels.constant_step(
             self._W, s_t, s_tp1, drawn, c, cont, self.step_size(), self._plain_coding, self._w_max, self._scratch
         )
@@ -452,7 +478,8 @@ class HordeLearner:
         g = validate_gammas(gammas, name="gammas") if gammas is not None else 1.0 - 1.0 / validate_taus(taus)
         s = coding.check_state(inputs, self.config.n_state, "inputs")
         out = np.empty((self.n_questions, g.shape[0]))
-        kernels.predict(self._W, s, np.ascontiguousarray(g), self._plain_coding, out)
+        predict = kernels.predict if self.reference_kernels else kernels.predict_runs
+        predict(self._W, s, np.ascontiguousarray(g), self._plain_coding, out)
         return out
 
     @property

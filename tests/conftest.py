@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
 
@@ -51,6 +52,31 @@ def pytest_configure(config):
     # bound like any other: scaled, unless given on the command line or in PYTEST_TIMEOUT.
     if config.getoption("timeout", None) is None and "PYTEST_TIMEOUT" not in os.environ:
         config.option.timeout = bound(float(config.getini("timeout")))
+
+
+#: Each test file's measured seconds (`tools/file_durations.py`), which orders the files longest first.
+DURATIONS = os.environ.get("GAMMA_NET_TEST_DURATIONS", os.path.join(os.path.dirname(__file__), "durations.json"))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering for module fixtures, which stays within a file
+def pytest_collection_modifyitems(config, items):
+    """The files run longest first, so the run never ends on one worker finishing a long file alone.
+
+    ``make test`` hands whole files to its two workers in collection order (``--dist loadfile
+    --no-loadscope-reorder``), each worker taking the next file as it runs out: longest first,
+    the last files handed out are the shortest. A file not yet measured counts as the longest (a
+    new file is started early rather than last). A file's tests keep their order.
+    """
+    if not os.path.isfile(DURATIONS):
+        return
+    with open(DURATIONS) as f:
+        seconds = json.load(f)["seconds"]
+    files = [item.nodeid.split("::", 1)[0] for item in items]
+    unmeasured = max(seconds.values(), default=0.0) + 1.0
+    # Ties keep the collection order, so each file's tests stay together and in order.
+    rank = {name: (-seconds.get(name, unmeasured), i) for i, name in reversed(list(enumerate(files)))}
+    order = sorted(range(len(items)), key=lambda i: rank[files[i]])
+    items[:] = [items[i] for i in order]
 
 
 @pytest.fixture(autouse=True)

@@ -60,21 +60,25 @@ DURATIONS = os.environ.get("GAMMA_NET_TEST_DURATIONS", os.path.join(os.path.dirn
 
 @pytest.hookimpl(trylast=True)  # after pytest's own reordering for module fixtures, which stays within a file
 def pytest_collection_modifyitems(config, items):
-    """The files run longest first, so the run never ends on one worker finishing a long file alone.
+    """The files run longest first, and those with ``serial`` tests last.
 
     ``make test`` hands whole files to its two workers in collection order (``--dist loadfile
-    --no-loadscope-reorder``), each worker taking the next file as it runs out: longest first,
-    the last files handed out are the shortest. A file not yet measured counts as the longest (a
-    new file is started early rather than last). A file's tests keep their order.
+    --no-loadscope-reorder``), each worker taking the next file as it runs out. Longest first, the
+    last files handed out are the shortest, so the run never ends with one worker alone in a long
+    file. A serial test runs alone wherever it comes, but among other tests it first waits for the
+    other worker's test to end, with its own worker idle; last, it mostly follows another serial
+    test or nothing. A file not yet measured counts as the longest (started early rather than
+    last). A file's tests keep their order.
     """
     if not os.path.isfile(DURATIONS):
         return
     with open(DURATIONS) as f:
         seconds = json.load(f)["seconds"]
     files = [item.nodeid.split("::", 1)[0] for item in items]
+    serial = {name for name, item in zip(files, items) if item.get_closest_marker("serial") is not None}
     unmeasured = max(seconds.values(), default=0.0) + 1.0
     # Ties keep the collection order, so each file's tests stay together and in order.
-    rank = {name: (-seconds.get(name, unmeasured), i) for i, name in reversed(list(enumerate(files)))}
+    rank = {name: (name in serial, -seconds.get(name, unmeasured), i) for i, name in reversed(list(enumerate(files)))}
     order = sorted(range(len(items)), key=lambda i: rank[files[i]])
     items[:] = [items[i] for i in order]
 

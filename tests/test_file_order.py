@@ -1,4 +1,4 @@
-"""The test files are collected longest first, by tests/durations.json, each file's tests together and in order."""
+"""The test files are collected longest first (tests/durations.json), those with serial tests last, each file whole."""
 
 from __future__ import annotations
 
@@ -12,14 +12,16 @@ from waiting import bound
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
-#: Three quick files, in collection order; each has several tests.
-FILES = ["tests/test_plots.py", "tests/test_servo.py", "tests/test_timescales.py"]
+#: Quick files in collection order, each with several tests; the first has a `serial` one.
+FILES = ["tests/test_bench_horde.py", "tests/test_plots.py", "tests/test_servo.py", "tests/test_timescales.py"]
 
 
 def collected(durations, tmp_path) -> list[str]:
-    """The node ids an inner `pytest --collect-only` of FILES lists, given these files' seconds."""
+    """The node ids an inner `pytest --collect-only` of FILES lists, given these files' seconds (None: no list)."""
     path = tmp_path / "durations.json"
-    path.write_text(json.dumps({"measured": "test", "seconds": durations}))
+    path.unlink(missing_ok=True)
+    if durations is not None:
+        path.write_text(json.dumps({"measured": "test", "seconds": durations}))
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env["GAMMA_NET_TEST_DURATIONS"] = str(path)
     command = [sys.executable, "-m", "pytest", "--collect-only", "-q", "-p", "no:cacheprovider", *FILES]
@@ -38,11 +40,11 @@ def files_in_order(ids: list[str]) -> list[str]:
     return order
 
 
-def test_the_longest_file_comes_first_and_an_unmeasured_one_before_it(tmp_path):
-    plain = collected({}, tmp_path)
+def test_the_longest_file_comes_first_an_unmeasured_one_before_it_and_one_with_serial_tests_last(tmp_path):
+    plain = collected(None, tmp_path)  # no list: collection order
     assert files_in_order(plain) == FILES
-    ranked = collected({FILES[0]: 1.0, FILES[1]: 2.0}, tmp_path)  # FILES[2] unmeasured
-    assert files_in_order(ranked) == [FILES[2], FILES[1], FILES[0]]
+    ranked = collected({FILES[0]: 100.0, FILES[1]: 1.0, FILES[2]: 2.0}, tmp_path)  # FILES[3] unmeasured
+    assert files_in_order(ranked) == [FILES[3], FILES[2], FILES[1], FILES[0]]
     # Each file's tests as pytest collected them.
     for name in FILES:
         assert [i for i in ranked if i.startswith(name)] == [i for i in plain if i.startswith(name)]

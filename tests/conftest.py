@@ -6,6 +6,7 @@ import fcntl
 import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -98,10 +99,13 @@ def _serial_tests_run_alone(request, tmp_path_factory):
     folder = tmp_path_factory.getbasetemp().parent  # .../pytest-N, shared by this run's workers
     serial = request.node.get_closest_marker("serial") is not None
     with open(folder / "serial-gate.lock", "a") as gate, open(folder / "serial-main.lock", "a") as main:
+        waited = time.monotonic()
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(main, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
         if not serial:
             fcntl.flock(gate, fcntl.LOCK_UN)
+        # The wait is in the test's setup time: a JUnit report keeps it apart (tools/file_durations.py).
+        request.node.user_properties.append(("serial_lock_wait_s", round(time.monotonic() - waited, 3)))
         yield
 
 

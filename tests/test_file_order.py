@@ -50,7 +50,7 @@ def test_the_longest_file_comes_first_an_unmeasured_one_before_it_and_one_with_s
         assert [i for i in ranked if i.startswith(name)] == [i for i in plain if i.startswith(name)]
 
 
-def test_a_junit_report_gives_each_file_the_sum_of_its_tests_seconds(tmp_path):
+def test_a_junit_report_gives_each_file_the_sum_of_its_tests_seconds_less_their_waits_for_serial_ones(tmp_path):
     sys.path.insert(0, str(REPO / "tools"))
     try:
         from file_durations import file_seconds
@@ -61,7 +61,8 @@ def test_a_junit_report_gives_each_file_the_sum_of_its_tests_seconds(tmp_path):
         '<testsuites><testsuite name="pytest">'
         '<testcase classname="tests.test_servo" name="a" time="1.2"/>'
         '<testcase classname="tests.test_plots" name="b" time="0.5"/>'
-        '<testcase classname="tests.test_servo" name="c" time="2.0"/>'
+        '<testcase classname="tests.test_servo" name="c" time="9.0">'
+        '<properties><property name="serial_lock_wait_s" value="7.0"/></properties></testcase>'
         "</testsuite></testsuites>"
     )
     seconds = file_seconds(report)

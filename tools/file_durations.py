@@ -6,7 +6,8 @@ with one of them alone in a long file. Refresh it after a whole run on a quiet m
     make test PYTEST_ARGS=--junitxml=build/junit.xml
     python tools/file_durations.py build/junit.xml
 
-A file's seconds are the sum of its tests' (setup, call and teardown, module fixtures included).
+A file's seconds are the sum of its tests' (setup, call and teardown, module fixtures included),
+less the time each waited for a `serial` test to end (the conftest's `serial_lock_wait_s`).
 """
 
 from __future__ import annotations
@@ -36,7 +37,8 @@ def file_seconds(junit_xml: str | pathlib.Path) -> dict[str, float]:
     """Each test file's seconds in a JUnit XML report, longest first."""
     seconds: dict[str, float] = collections.defaultdict(float)
     for case in ElementTree.parse(junit_xml).getroot().iter("testcase"):
-        seconds[test_file(case.get("classname"))] += float(case.get("time", 0.0))
+        waited = sum(float(p.get("value")) for p in case.iter("property") if p.get("name") == "serial_lock_wait_s")
+        seconds[test_file(case.get("classname"))] += max(0.0, float(case.get("time", 0.0)) - waited)
     return {name: round(s, 1) for name, s in sorted(seconds.items(), key=lambda kv: -kv[1])}
 
 

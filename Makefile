@@ -30,7 +30,8 @@ PKG_SOURCES := package.xml setup.py setup.cfg gamma_net_ros/entry.py $(wildcard 
 PYTEST_ARGS ?=
 # Test files run side by side on this many pytest-xdist workers (each claims its own ROS_DOMAIN_ID;
 # a file's tests stay on one worker, so its module fixtures run once); tests marked `serial` still
-# run alone. TEST_WORKERS=0 runs every test in one process.
+# run alone. TEST_WORKERS=0 runs every test in one process. The files are handed out longest first,
+# in the order tests/conftest.py sorts them (tests/durations.json), not xdist's by number of tests.
 TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 
@@ -53,7 +54,7 @@ demo-setup: $(BUILD_STAMP) $(WARM_STAMP)
 
 test: setup
 	$(ENV) && ruff check . && ruff format --check .
-	$(ENV) && python -m pytest -n $(TEST_WORKERS) --dist loadfile $(PYTEST_ARGS)
+	$(ENV) && python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(PYTEST_ARGS)
 
 setup: $(BUILD_STAMP) $(ROS2_TOOLS_STAMP) $(WARM_STAMP)
 

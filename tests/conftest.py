@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import fcntl
+import json
 import os
 import sys
+import time
 
 import pytest
 
@@ -53,6 +55,35 @@ def pytest_configure(config):
         config.option.timeout = bound(float(config.getini("timeout")))
 
 
+#: Each test file's measured seconds (`tools/file_durations.py`), which orders the files longest first.
+DURATIONS = os.environ.get("GAMMA_NET_TEST_DURATIONS", os.path.join(os.path.dirname(__file__), "durations.json"))
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own reordering for module fixtures, which stays within a file
+def pytest_collection_modifyitems(config, items):
+    """The files run longest first, and those with ``serial`` tests last.
+
+    ``make test`` hands whole files to its two workers in collection order (``--dist loadfile
+    --no-loadscope-reorder``), each worker taking the next file as it runs out. Longest first, the
+    last files handed out are the shortest, so the run never ends with one worker alone in a long
+    file. A serial test runs alone wherever it comes, but among other tests it first waits for the
+    other worker's test to end, with its own worker idle; last, it mostly follows another serial
+    test or nothing. A file not yet measured counts as the longest (started early rather than
+    last). A file's tests keep their order.
+    """
+    if not os.path.isfile(DURATIONS):
+        return
+    with open(DURATIONS) as f:
+        seconds = json.load(f)["seconds"]
+    files = [item.nodeid.split("::", 1)[0] for item in items]
+    serial = {name for name, item in zip(files, items) if item.get_closest_marker("serial") is not None}
+    unmeasured = max(seconds.values(), default=0.0) + 1.0
+    # Ties keep the collection order, so each file's tests stay together and in order.
+    rank = {name: (name in serial, -seconds.get(name, unmeasured), i) for i, name in reversed(list(enumerate(files)))}
+    order = sorted(range(len(items)), key=lambda i: rank[files[i]])
+    items[:] = [items[i] for i in order]
+
+
 @pytest.fixture(autouse=True)
 def _serial_tests_run_alone(request, tmp_path_factory):
     """Under pytest-xdist, a test marked ``serial`` runs while no other test of the run does.
@@ -68,10 +99,13 @@ def _serial_tests_run_alone(request, tmp_path_factory):
     folder = tmp_path_factory.getbasetemp().parent  # .../pytest-N, shared by this run's workers
     serial = request.node.get_closest_marker("serial") is not None
     with open(folder / "serial-gate.lock", "a") as gate, open(folder / "serial-main.lock", "a") as main:
+        waited = time.monotonic()
         fcntl.flock(gate, fcntl.LOCK_EX)
         fcntl.flock(main, fcntl.LOCK_EX if serial else fcntl.LOCK_SH)
         if not serial:
             fcntl.flock(gate, fcntl.LOCK_UN)
+        # The wait is in the test's setup time: a JUnit report keeps it apart (tools/file_durations.py).
+        request.node.user_properties.append(("serial_lock_wait_s", round(time.monotonic() - waited, 3)))
         yield
 
 

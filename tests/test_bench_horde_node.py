@@ -13,7 +13,7 @@ from waiting import bound
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_ros.bench.horde import _latencies, questions_doc, waited_for_a_cpu, waited_on_collection
 
-pytestmark = [pytest.mark.ros, pytest.mark.serial]
+pytestmark = pytest.mark.ros
 
 
 def test_the_benchmark_questions_are_a_valid_horde_of_the_asked_size():
@@ -51,6 +51,7 @@ def test_slow_samples_are_matched_to_the_nodes_waits_for_a_cpu():
 
 
 @pytest.mark.slow
+@pytest.mark.serial  # times the node's ticks: alone (the helpers above time nothing)
 def test_bench_horde_node_reports_latency(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(

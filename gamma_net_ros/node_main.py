@@ -18,6 +18,8 @@ down. rclpy's own signal handler would shut the context down under a running exe
 (an exception from ``take_message`` or the wait set, and exit code 1); here nothing of ROS is
 torn down while anything still uses it, and the exit code after a signal is always 0. The
 process then ends at once (see :func:`run_node`), and further signals are ignored meanwhile.
+A process that the middleware holds inside rclpy's teardown after its own cleanup is done ends
+anyway, with one line and its threads' stacks in a file (:mod:`gamma_net_ros.shutdown_watch`).
 
 Start. A node process starts in :mod:`gamma_net_ros.entry`, whose handlers end it at once
 (code 0, one line "[name] stopped while starting") while the node's module imports and rclpy
@@ -58,6 +60,7 @@ from rclpy.signals import SignalHandlerOptions
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_ros import entry
 from gamma_net_ros.params import ROS_FLAGS, mistyped_overrides, read_params_file, ros_arguments, unknown_parameters
+from gamma_net_ros.shutdown_watch import StallWatch
 
 #: Errors that mean "these settings cannot run", reported as such: bad values, files that are
 #: missing, unreadable or corrupt, an optional package the settings need but that is missing.
@@ -185,7 +188,7 @@ def run_node(
     elif not entry.starting():
         entry.stop_while_starting(name)  # main() called without entry: rclpy's start is guarded too
     try:
-        code = _run(make, argv, name, stop, until)
+        code = _run(make, argv, name, stop, until, watch=exit_process)
     finally:
         for sig, handler in previous.items():
             # A Ctrl-C pressed again while the process ends is ignored, not a KeyboardInterrupt.
@@ -198,7 +201,7 @@ def run_node(
     return code
 
 
-def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
+def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watch: bool) -> int:
     try:
         _check_params_files(argv)
         _init(argv, name=name)
@@ -214,6 +217,7 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
     # From here on ROS holds what a clean stop releases (a driver's torque, a checkpoint): a signal sets a flag.
     for sig in STOP_SIGNALS:
         signal.signal(sig, lambda *_: stop.set())
+    stall = StallWatch(name, stop) if watch else None  # a process of its own: the middleware cannot hold it
     entry.started()
     learning = is_learning_node(make)
     try:
@@ -266,6 +270,8 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until) -> int:
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
+        if stall is not None:
+            stall.finished()
     return code
 
 

@@ -1,0 +1,92 @@
+"""A node process that the middleware holds after a stop ends anyway, once its own cleanup is done.
+
+Fast DDS can block a participant's teardown (shared-memory ports of processes that ended at the
+same moment, eProsima/Fast-DDS#1144, #2051): a node stopped with Ctrl-C then sits inside rclpy's
+``destroy_node`` or ``shutdown`` for ever, ignores the SIGTERM ``ros2 launch`` sends 5 s later (a
+signal there only sets the stop flag) and is SIGKILLed at 15 s. :class:`StallWatch` waits for the
+stop; if the main thread is still inside rclpy :data:`GRACE_S` seconds later and has not left it
+by the next look, the node's own cleanup (torque off, the last checkpoint, a bag's metadata) is
+over, since the process's own code is not on the stack's top: it writes every thread's stack to a
+file in the ROS log directory, says so in one line and ends the process with code 0. While the
+node's own code runs (a checkpoint written slowly on a busy machine) it waits, however long.
+"""
+
+from __future__ import annotations
+
+import faulthandler
+import os
+import pathlib
+import sys
+import threading
+import time
+
+import rclpy
+import rclpy.logging
+
+#: Seconds after the stop before a main thread still inside rclpy counts as held by the middleware.
+GRACE_S = 3.0
+#: Seconds between looks at the main thread once the grace is over.
+LOOK_S = 0.25
+#: Where rclpy's own Python code lives: a frame there is rclpy's (or the middleware's under it).
+RCLPY_DIR = str(pathlib.Path(rclpy.__file__).resolve().parent)
+
+
+def in_rclpy(frame) -> bool:
+    """Whether ``frame`` (a thread's innermost Python frame) is rclpy's own code."""
+    return frame is not None and str(pathlib.Path(frame.f_code.co_filename).resolve()).startswith(RCLPY_DIR)
+
+
+class StallWatch:
+    """A daemon thread that ends the process if the middleware holds it after ``stop`` is set.
+
+    Args:
+      name: the node's name, for the line and the file.
+      stop: set when the node is told to stop (its signal handlers set it).
+      log_dir: where the stacks go (rclpy's logging directory when None).
+    """
+
+    def __init__(self, name: str, stop: threading.Event, *, log_dir: pathlib.Path | None = None) -> None:
+        self.name = name
+        self.stop = stop
+        self.log_dir = log_dir
+        self.main = threading.main_thread().ident
+        self.done = threading.Event()
+        threading.Thread(target=self._watch, name="stall_watch", daemon=True).start()
+
+    def finished(self) -> None:
+        """The node is down: nothing more to watch."""
+        self.done.set()
+
+    def _watch(self) -> None:
+        self.stop.wait()
+        if self.done.wait(GRACE_S):
+            return
+        held = None  # the rclpy frame seen at the last look
+        while not self.done.wait(LOOK_S):
+            frame = sys._current_frames().get(self.main)
+            if not in_rclpy(frame):
+                held = None  # the node's own code (or nothing of ROS): its cleanup goes on
+            elif held is frame:
+                self._end()
+            else:
+                held = frame
+
+    def _end(self) -> None:
+        where = self._write_stacks()
+        sys.stderr.write(
+            f"[{self.name}] the middleware still held the node {GRACE_S:g} s after the stop, its own cleanup "
+            f"done: ended without waiting for it (every thread's stack: {where})\n"
+        )
+        sys.stderr.flush()
+        os._exit(0)
+
+    def _write_stacks(self) -> str:
+        try:
+            directory = self.log_dir or pathlib.Path(rclpy.logging.get_logging_directory())
+            directory.mkdir(parents=True, exist_ok=True)
+            path = directory / f"{self.name}_{os.getpid()}_{time.strftime('%Y%m%d-%H%M%S')}_shutdown_stall.txt"
+            with open(path, "w") as stacks:
+                faulthandler.dump_traceback(file=stacks, all_threads=True)
+            return str(path)
+        except Exception as exc:  # a full disk must not keep the process from ending
+            return f"not written: {exc}"

@@ -1,0 +1,111 @@
+"""A node process the middleware holds after a stop ends anyway; its own slow cleanup is never cut.
+
+Each case is a real node process (``run_node`` with a small node class, as every node's ``main``)
+stopped with SIGINT. The middleware's hang is injected where it happens in the field: a call of
+rclpy's teardown (``rclpy.try_shutdown``) that never returns, its code placed in rclpy's directory,
+so the watch sees what it sees on a robot: the main thread held inside rclpy.
+"""
+
+from __future__ import annotations
+
+import os
+import pathlib
+import signal
+import subprocess
+import sys
+import textwrap
+
+import pytest
+from waiting import bound
+
+from gamma_net_ros import shutdown_watch
+
+pytestmark = pytest.mark.ros
+
+SCRIPT = textwrap.dedent(
+    """
+    import pathlib, sys, time
+    import rclpy
+    from rclpy.node import Node
+    from gamma_net_ros import node_main, shutdown_watch
+
+    MODE, MARK = sys.argv[1], pathlib.Path(sys.argv[2])
+
+    if MODE == "held":  # the middleware never lets go: a call inside rclpy that does not return
+        source = "def try_shutdown(*args, **kwargs):\\n    while True:\\n        time.sleep(0.05)\\n"
+        code = compile(source, shutdown_watch.RCLPY_DIR + "/utilities.py", "exec")
+        scope = {"time": time}
+        exec(code, scope)
+        node_main.rclpy.try_shutdown = scope["try_shutdown"]
+
+
+    class Probe(Node):
+        def __init__(self):
+            super().__init__("probe")
+            self.create_timer(0.05, lambda: None)
+            print("ready", flush=True)
+
+        def destroy_node(self):
+            if MODE == "slow":  # the node's own cleanup, longer than the watch's grace
+                time.sleep(shutdown_watch.GRACE_S + 2.0)
+            MARK.write_text("cleaned up")
+            super().destroy_node()
+
+
+    sys.argv = [sys.argv[0], "--ros-args", "--log-level", "warn"]
+    node_main.run_node(Probe)
+    """
+)
+
+
+def _stop(tmp_path: pathlib.Path, mode: str) -> tuple[int, str, pathlib.Path]:
+    script = tmp_path / "probe.py"
+    script.write_text(SCRIPT)
+    mark = tmp_path / "cleaned.txt"
+    env = dict(os.environ, ROS_LOG_DIR=str(tmp_path / "log"))
+    process = subprocess.Popen(
+        [sys.executable, str(script), mode, str(mark)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        process.send_signal(signal.SIGINT)
+        # Ended by the watch at about GRACE_S, or after the slow cleanup: well before launch's SIGKILL at 15 s
+        # on a quiet machine; the bound is generous for a busy one.
+        code = process.wait(timeout=bound(30))
+    finally:
+        if process.poll() is None:
+            process.kill()
+            process.wait()
+    return code, process.stderr.read(), mark
+
+
+def test_a_node_held_by_the_middleware_after_its_cleanup_ends_with_one_line_and_its_stacks(tmp_path):
+    code, stderr, mark = _stop(tmp_path, "held")
+    assert code == 0, stderr
+    assert mark.read_text() == "cleaned up"  # its own cleanup ran before the hold
+    lines = [line for line in stderr.splitlines() if "middleware still held" in line]
+    assert len(lines) == 1, stderr
+    assert "Traceback" not in stderr
+    stacks = pathlib.Path(lines[0].rsplit("every thread's stack: ", 1)[1].rstrip(")"))
+    assert stacks.parent == tmp_path / "log"
+    assert "try_shutdown" in stacks.read_text()  # the frame that held it
+
+
+def test_a_node_whose_own_cleanup_is_slow_is_not_cut(tmp_path):
+    code, stderr, mark = _stop(tmp_path, "slow")
+    assert code == 0, stderr
+    assert mark.read_text() == "cleaned up"
+    assert "middleware still held" not in stderr
+
+
+def test_a_frame_counts_as_rclpys_only_in_rclpys_own_files():
+    frame = sys._getframe()
+    assert not shutdown_watch.in_rclpy(frame)
+    assert not shutdown_watch.in_rclpy(None)
+    scope = {"sys": sys}
+    exec(compile("def here():\n    return sys._getframe()\n", shutdown_watch.RCLPY_DIR + "/node.py", "exec"), scope)
+    assert shutdown_watch.in_rclpy(scope["here"]())

@@ -5,8 +5,10 @@ from __future__ import annotations
 import fcntl
 import json
 import os
+import signal
 import sys
 import time
+import warnings
 
 import pytest
 
@@ -82,6 +84,30 @@ def pytest_collection_modifyitems(config, items):
     rank = {name: (name in serial, -seconds.get(name, unmeasured), i) for i, name in reversed(list(enumerate(files)))}
     order = sorted(range(len(items)), key=lambda i: rank[files[i]])
     items[:] = [items[i] for i in order]
+
+
+#: The stop signals, whose disposition and mask a process started from a test inherits.
+_STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)
+_DEFAULT_HANDLERS = {signal.SIGINT: signal.default_int_handler, signal.SIGTERM: signal.SIG_DFL}
+
+
+@pytest.fixture(autouse=True)
+def _stop_signals_as_a_terminal_leaves_them(request):
+    """Each test starts with SIGINT and SIGTERM handled and unblocked as in a fresh interpreter.
+
+    A process started from the test inherits an ignored signal and the thread's signal mask: one
+    that a test left ignored or blocked would start every later node, launch and script of the
+    worker deaf to Ctrl-C, and their tests would fail at their stop, far from the cause. A test
+    that leaves them changed is named in a warning, and they are restored.
+    """
+    yield
+    changed = [sig.name for sig in _STOP_SIGNALS if signal.getsignal(sig) is not _DEFAULT_HANDLERS[sig]]
+    for sig in _STOP_SIGNALS:
+        signal.signal(sig, _DEFAULT_HANDLERS[sig])
+    blocked = set(signal.pthread_sigmask(signal.SIG_UNBLOCK, _STOP_SIGNALS)) & set(_STOP_SIGNALS)
+    changed += [f"{signal.Signals(sig).name} blocked" for sig in blocked]
+    if changed:
+        warnings.warn(f"{request.node.nodeid} left {', '.join(changed)}: restored", stacklevel=1)
 
 
 @pytest.fixture(autouse=True)

@@ -8,7 +8,8 @@ stop; if the main thread is still inside rclpy :data:`GRACE_S` seconds later and
 by the next look, the node's own cleanup (torque off, the last checkpoint, a bag's metadata) is
 over, since the process's own code is not on the stack's top: it writes every thread's stack to a
 file in the ROS log directory, says so in one line and ends the process with code 0. While the
-node's own code runs (a checkpoint written slowly on a busy machine) it waits, however long.
+node's own code runs (a checkpoint written slowly on a busy machine) it waits, however long; if
+that lasts :data:`REPORT_S` seconds, it leaves the stacks and one line all the same, once.
 """
 
 from __future__ import annotations
@@ -27,6 +28,8 @@ import rclpy.logging
 GRACE_S = 3.0
 #: Seconds between looks at the main thread once the grace is over.
 LOOK_S = 0.25
+#: Seconds after the stop when a node still stopping in its own code leaves its threads' stacks (and goes on).
+REPORT_S = 8.0
 #: Where rclpy's own Python code lives: a frame there is rclpy's (or the middleware's under it).
 RCLPY_DIR = str(pathlib.Path(rclpy.__file__).resolve().parent)
 
@@ -62,10 +65,18 @@ class StallWatch:
         if self.done.wait(GRACE_S):
             return
         held = None  # the rclpy frame seen at the last look
+        report_at = time.monotonic() + REPORT_S - GRACE_S
         while not self.done.wait(LOOK_S):
             frame = sys._current_frames().get(self.main)
             if not in_rclpy(frame):
                 held = None  # the node's own code (or nothing of ROS): its cleanup goes on
+                if report_at is not None and time.monotonic() >= report_at:
+                    report_at = None  # once: where a slow stop spends its time, for whoever reads the log
+                    sys.stderr.write(
+                        f"[{self.name}] still stopping {REPORT_S:g} s after the stop, in its own code "
+                        f"(every thread's stack: {self._write_stacks()})\n"
+                    )
+                    sys.stderr.flush()
             elif held is frame:
                 self._end()
             else:

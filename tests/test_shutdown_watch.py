@@ -46,8 +46,8 @@ SCRIPT = textwrap.dedent(
             print("ready", flush=True)
 
         def destroy_node(self):
-            if MODE == "slow":  # the node's own cleanup, longer than the watch's grace
-                time.sleep(shutdown_watch.GRACE_S + 2.0)
+            if MODE == "slow":  # the node's own cleanup, longer than the watch's grace and its report
+                time.sleep(shutdown_watch.REPORT_S + 1.0)
             MARK.write_text("cleaned up")
             super().destroy_node()
 
@@ -100,6 +100,9 @@ def test_a_node_whose_own_cleanup_is_slow_is_not_cut(tmp_path):
     assert code == 0, stderr
     assert mark.read_text() == "cleaned up"
     assert "middleware still held" not in stderr
+    (line,) = [line for line in stderr.splitlines() if "still stopping" in line]  # where it spent the time, once
+    stacks = pathlib.Path(line.rsplit("every thread's stack: ", 1)[1].rstrip(")"))
+    assert "destroy_node" in stacks.read_text()
 
 
 def test_a_frame_counts_as_rclpys_only_in_rclpys_own_files():

@@ -27,54 +27,34 @@ _HEADER = {
         "stamp": {"type": "object", "properties": {"sec": {"type": "integer"}, "nsec": {"type": "integer"}}}
     },
 }
+_INTEGERS = {"type": "array", "items": {"type": "integer"}}
+
+
+def _channel(title: str, **fields: dict) -> dict:
+    """A channel's JSON schema: its message's header and question, then its own fields."""
+    properties = {"header": _HEADER, "question": {"type": "string"}, **fields}
+    return {"title": title, "type": "object", "properties": properties}
+
+
 #: The JSON schema of each kind of channel (Foxglove completes message paths from it).
 SCHEMAS = {
-    "predictions": {
-        "title": "gamma_net/QuestionPredictions",
-        "type": "object",
-        "properties": {
-            "header": _HEADER,
-            "question": {"type": "string"},
-            "update_count": {"type": "integer"},
-            "taus": _NUMBERS,
-            "gammas": _NUMBERS,
-            "values": _NUMBERS,
-            "scaled": _NUMBERS,
-            "readouts": {"type": "object", "additionalProperties": {"type": "number"}},
-        },
-    },
-    "errors": {
-        "title": "gamma_net/QuestionErrors",
-        "type": "object",
-        "properties": {
-            "header": _HEADER,
-            "question": {"type": "string"},
-            "taus": _NUMBERS,
-            "rmse": _NUMBERS,
-            "mean_rmse": _NUMBERS,
-            "ratio": _NUMBERS,
-            "samples": {"type": "array", "items": {"type": "integer"}},
-            "readouts": {"type": "object", "additionalProperties": {"type": "object"}},
-        },
-    },
-    "returns": {
-        "title": "gamma_net/QuestionReturns",
-        "type": "object",
-        "properties": {
-            "header": _HEADER,
-            "question": {"type": "string"},
-            "update_count": {"type": "integer"},
-            "taus": _NUMBERS,
-            "gammas": _NUMBERS,
-            "returns": _NUMBERS,
-            "predictions": _NUMBERS,
-            "scaled_returns": _NUMBERS,
-            "scaled_predictions": _NUMBERS,
-            "steps_ago": {"type": "array", "items": {"type": "integer"}},
-            "readouts": {"type": "object", "additionalProperties": {"type": "object"}},
-        },
-    },
-}
+    "predictions": _channel(
+        "gamma_net/QuestionPredictions",
+        update_count={"type": "integer"}, taus=_NUMBERS, gammas=_NUMBERS, values=_NUMBERS, scaled=_NUMBERS,
+        readouts={"type": "object", "additionalProperties": {"type": "number"}},
+    ),
+    "errors": _channel(
+        "gamma_net/QuestionErrors",
+        taus=_NUMBERS, rmse=_NUMBERS, mean_rmse=_NUMBERS, ratio=_NUMBERS, samples=_INTEGERS,
+        readouts={"type": "object", "additionalProperties": {"type": "object"}},
+    ),
+    "returns": _channel(
+        "gamma_net/QuestionReturns",
+        update_count={"type": "integer"}, taus=_NUMBERS, gammas=_NUMBERS, returns=_NUMBERS, predictions=_NUMBERS,
+        scaled_returns=_NUMBERS, scaled_predictions=_NUMBERS, steps_ago=_INTEGERS,
+        readouts={"type": "object", "additionalProperties": {"type": "object"}},
+    ),
+}  # fmt: skip
 
 
 def _number(x: float) -> float | None:

@@ -373,10 +373,15 @@ def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(execu
     arm, watcher = Arm(), Node("client_test_watcher")
     arm.effort = 0.0  # predicted 0 however long it learns: below, whenever the example starts hearing
     alerts = []
-    watcher.create_subscription(Bool, "prediction_alert", lambda m: alerts.append(m.data), 10)
+    heard = watcher.create_subscription(Bool, "prediction_alert", lambda m: alerts.append(m.data), 10)
     executor.add_node(arm)
     executor.add_node(watcher)
     example = Background(line, cwd=ROOT, log_path=tmp_path / "example.txt", shell=True)
+    # Alerts go out at crossings only, so one sent before discovery matched the two is lost: wait for the match.
+    matched = spin(executor, lambda: heard.get_publisher_count() > 0 or "Traceback" in example.output, timeout=120)
+    assert matched and "Traceback" not in example.output, (
+        f"the example's publisher was never discovered\n{example.output}"
+    )
 
     def crossings() -> list[str]:
         return [x for x in example.output.splitlines() if "effort at tau 6 (interpolated)" in x]

@@ -34,7 +34,8 @@ pretrained start once gave it, ``pretrained-OBSTACLE-CONDITION-seedN.json``). At
 start and obstacle (:mod:`gamma_net_core.experiments.reflex_realtime_stats`): the tables, the
 predictive/reactive ratio with a bootstrap interval, the issue's checks (PASS/FAIL), the time
 until the predictive rule's contact rate stays at most half the reactive rule's, two figures,
-and with ``--markdown`` the tables for docs/results.md. ``--plan`` prints the runs and the time they need, and runs none.
+and with ``--markdown`` the tables for docs/results.md. ``--plan`` prints the runs and the time
+they need (the shared runs once), and runs none.
 
 ``--priorities DRIVER,REFLEX,HORDE`` gives those three processes of each launch their own FIFO
 priority (every thread), once the launch gives its first prediction, as docs/robustness.md

@@ -521,14 +521,15 @@ def plot_time_to_beat(path: pathlib.Path, beats: dict) -> pathlib.Path | None:
     return path
 
 
-def plot_summary(path: pathlib.Path, runs: Sequence[dict]) -> pathlib.Path:
+def plot_summary(path: pathlib.Path, runs: Sequence[dict], starts: Sequence[str] | None = None) -> pathlib.Path:
     """Contact time per start, obstacle and condition: mean ± sd bars, each run a dot (shared runs in each start's)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = [(s, o) for s in starts_of(runs) for o in dict.fromkeys(r["obstacle"] for r in runs_of(runs, s))]
+    starts = starts_of(runs) if starts is None else starts
+    panels = [(s, o) for s in starts for o in dict.fromkeys(r["obstacle"] for r in runs_of(runs, s))]
     fig, axes = plt.subplots(
         1, len(panels), figsize=(max(6, 4 * len(panels)), 3.5), squeeze=False, layout="constrained"
     )

@@ -286,7 +286,7 @@ def run(args: argparse.Namespace) -> Report:
         window_s=args.window_s,
         simulated=simulated,
     )
-    figure = plot_summary(out / "reflex_realtime.png", runs)
+    figure = plot_summary(out / "reflex_realtime.png", runs, starts)
     beats = {(s, o): d["time_to_beat"] for s, by in report.data.items() for o, d in by.items()}
     timeline = plot_time_to_beat(out / "reflex_realtime_ahead.png", beats)
     if timeline is None:

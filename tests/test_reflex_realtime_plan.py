@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import shlex
 import subprocess
 import sys
@@ -33,18 +34,20 @@ def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
     out = tmp_path / "study"
     done = plan(out, "--starts", "scratch,pretrained", "--obstacles", "shoulder,elbow=5", "--seconds", "90")
     assert done.returncode == 0, done.stderr
-    # 2 starts x (10 + 5 runs) x 3 conditions, each 90 s + 10 s; 2 checkpoints to warm up (60 s each)
-    # and 2 simulated references (30 s each).
-    assert "90 of 90 runs to make, about 2 h 33 min (100 s a run" in done.stdout
+    # (10 + 5) seeds x (none and reactive once for both starts + predictive per start), each 90 s + 10 s;
+    # 2 checkpoints to warm up (60 s each) and 2 simulated references (30 s each).
+    assert "60 of 60 runs to make, about 1 h 43 min (100 s a run" in done.stdout
     assert "2 checkpoints to warm up" in done.stdout and "2 simulated references" in done.stdout
     rows = json.loads((out / "p.json").read_text())["tables"][0]["rows"]
-    assert rows[0] == ["scratch", "shoulder", "none", 10, 0, 10] and rows[-1] == [
-        "pretrained",
-        "elbow",
-        "predictive",
-        5,
-        0,
-        5,
+    assert rows == [
+        [start, obstacle, condition, runs, 0, runs]
+        for obstacle, runs in (("shoulder", 10), ("elbow", 5))
+        for start, condition in (
+            ("scratch, pretrained", "none"),
+            ("scratch, pretrained", "reactive"),
+            ("scratch", "predictive"),
+            ("pretrained", "predictive"),
+        )
     ]
     assert not (out / "runs").exists()
     # Runs done count as done, and their own wall time sets the estimate.
@@ -55,6 +58,52 @@ def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
         "29 of 30 runs to make, about 1 h 03 min (130 s a run, the mean of 1 done; 1 simulated reference,"
         in again.stdout
     )
+    # A shared run done by either start's name counts for both starts; a predictive one for its own.
+    for name in ("pretrained-shoulder-reactive-seed1.json", "pretrained-shoulder-predictive-seed0.json"):
+        (out / "runs" / name).write_text(json.dumps({"wall_s": 130.0}))
+    both = plan(out, "--obstacles", "shoulder", "--starts", "scratch,pretrained")
+    # 10 seeds x 4 runs, 3 done; 37 x 130 s, a checkpoint to warm up and a reference.
+    assert "37 of 40 runs to make, about 1 h 22 min (130 s a run, the mean of 3 done" in both.stdout
+    done_of = {(r[0], r[2]): r[4] for r in json.loads((out / "p.json").read_text())["tables"][0]["rows"]}
+    assert done_of == {
+        ("scratch, pretrained", "none"): 1,
+        ("scratch, pretrained", "reactive"): 1,
+        ("scratch", "predictive"): 0,
+        ("pretrained", "predictive"): 1,
+    }
+
+
+def test_a_summary_of_both_starts_uses_the_same_reactive_and_none_runs(tmp_path):
+    """Runs recorded (under either name) are summarized by the command itself, with no launch."""
+    out = tmp_path / "study"
+    (out / "runs").mkdir(parents=True)
+
+    def record(name, condition, seed, contact, on, checkpoint=None):
+        run = {"obstacle": "shoulder", "condition": condition, "seed": seed, "pretrained": checkpoint}
+        run.update(contact_s=contact, contacts=2 if contact else 0, peak_current_a=0.5, progress_circuits=1.0)
+        run.update(rule_on_fraction={"shoulder_stall": on}, wall_s=100.0)
+        (out / "runs" / name).write_text(json.dumps(run))
+
+    record("shoulder-reactive-seed0.json", "reactive", 0, 0.2, 0.2)
+    record("pretrained-shoulder-reactive-seed1.json", "reactive", 1, 0.4, 0.2, "/x/shoulder.npz")  # an old name
+    record("shoulder-none-seed0.json", "none", 0, 0.5, 0.3)
+    record("shoulder-none-seed1.json", "none", 1, 0.7, 0.5)
+    for seed in (0, 1):
+        record(f"shoulder-predictive-seed{seed}.json", "predictive", seed, 0.15, 0.1)
+        record(f"pretrained-shoulder-predictive-seed{seed}.json", "predictive", seed, 0.03, 0.1, "/x/shoulder.npz")
+    command = ["gamma-net", "reflex", "realtime-study", "--starts", "scratch,pretrained", "--obstacles", "shoulder"]
+    command += ["--runs", "2", "--seconds", "90", "--simulated-seeds", "0", "--resamples", "500", "--out", str(out)]
+    done = subprocess.run(command + ["--json", str(out / "r.json")], capture_output=True, text=True, timeout=bound(120))
+    assert done.returncode == 0, done.stdout + done.stderr
+    assert "[realtime-study]" not in done.stdout  # every run read back, none launched
+    report = json.loads((out / "r.json").read_text())
+    assert report["data"]["runs"] == 8  # 2 seeds x (none, reactive, predictive twice)
+    scratch, pretrained = report["data"]["scratch"]["shoulder"], report["data"]["pretrained"]["shoulder"]
+    assert scratch["reactive"] == pretrained["reactive"] and scratch["reactive"]["contact_s"] == [0.2, 0.4]
+    assert scratch["ratio"]["ratio"] == pytest.approx(0.5) and pretrained["ratio"]["ratio"] == pytest.approx(0.1)
+    assert scratch["none"]["contact_s"] == pretrained["none"]["contact_s"] == [0.5, 0.7]
+    # None's rule on is its Horde's, which learned from scratch: not the pretrained start's.
+    assert scratch["none"]["rule_on_fraction"] == [0.3, 0.5] and pretrained["none"]["rule_on_fraction"] == []
 
 
 @pytest.mark.parametrize(
@@ -101,7 +150,9 @@ def test_the_launchs_processes_are_found_by_their_scripts_name(tmp_path):
         assert os.path.basename(open(f"/proc/{found}/cmdline").read().split("\0")[1]) == "dynamixel_driver"
         assert "horde" not in _launched(parent.pid)
     finally:
-        for child in _launched(parent.pid).values():
+        # Once each: a process is listed under its interpreter's name and its script's, and once
+        # killed, its parent may reap it before a second kill.
+        for child in set(_launched(parent.pid).values()):
             os.kill(child, 9)
         parent.kill()
         parent.wait()
@@ -123,11 +174,20 @@ def test_the_guides_full_study_command_plans_what_the_issue_asks(tmp_path):
     runs = {}
     for start, obstacle, condition, count, _, _ in json.loads((tmp_path / "p.json").read_text())["tables"][0]["rows"]:
         runs[(start, obstacle, condition)] = count
-    for start in ("scratch", "pretrained"):
-        for condition in ("none", "reactive", "predictive"):
-            assert runs[(start, "shoulder", condition)] >= 10
-            assert runs[(start, "elbow", condition)] >= 5 and runs[(start, "shoulder_low", condition)] >= 5
+    # Both starts: their own predictive runs, and the reactive and none runs shared, one per obstacle and seed.
+    for start, condition in (
+        ("scratch", "predictive"),
+        ("pretrained", "predictive"),
+        ("scratch, pretrained", "reactive"),
+        ("scratch, pretrained", "none"),
+    ):
+        assert runs.pop((start, "shoulder", condition)) >= 10
+        assert runs.pop((start, "elbow", condition)) >= 5 and runs.pop((start, "shoulder_low", condition)) >= 5
+    assert runs == {}
     assert float(words[words.index("--seconds") + 1]) >= 90
+    # The guide's time is the plan's.
+    [said] = re.findall(r"about \d+ h \d+ min", guide)
+    assert f"80 of 80 runs to make, {said} (" in planned.stdout
 
 
 def test_the_per_hit_reference_on_the_shoulder_is_the_simulated_studys_published_number(tmp_path):

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from gamma_net_core.experiments.reflex_realtime_stats import (
+    SHARED,
     SIMULATED_CONTACT_PER_HIT,
     bootstrap_ratio,
     contact_per_hit,
@@ -186,7 +187,8 @@ def test_summarize_reports_the_time_per_start_from_each_runs_series(tmp_path):
             ("reactive", series(0.01)),
             ("predictive", series(0.01, 0.0, 30)),
         ):
-            for checkpoint in (None, "/x/shoulder.npz"):
+            # As the study makes them: the shared conditions once (the Horde from scratch), predictive per start.
+            for checkpoint in (None,) if condition in SHARED else (None, "/x/shoulder.npz"):
                 r = run("shoulder", condition, contact[-1][1], 1.0)
                 r.update(contact_series=contact, pretrained=checkpoint, contacts=10 if contact[-1][1] else 0)
                 runs.append(r)
@@ -203,6 +205,40 @@ def test_summarize_reports_the_time_per_start_from_each_runs_series(tmp_path):
     assert checks.rows[0][8] == "15 s (15 s .. 15 s)"
     assert plot_time_to_beat(tmp_path / "t.png", {("scratch", "shoulder"): beat}).stat().st_size > 0
     assert plot_time_to_beat(tmp_path / "u.png", {}) is None
+
+
+def test_both_starts_use_the_same_reactive_and_none_runs_beside_their_own_predictive_runs():
+    shared = [run("shoulder", "reactive", c, 1.0, on=0.2) for c in (0.2, 0.4)]
+    shared += [run("shoulder", "none", 0.5, 1.0, on=0.3), run("shoulder", "none", 0.7, 1.0, on=0.5)]
+    for r in shared:
+        r["pretrained"] = None  # the shared runs' Horde learned from scratch
+    scratch = [dict(run("shoulder", "predictive", 0.15, 1.0), pretrained=None)]
+    pretrained = [dict(run("shoulder", "predictive", 0.03, 1.0), pretrained="/x/shoulder.npz")]
+    report = summarize(shared + scratch + pretrained, seconds=90, resamples=500)
+    data = report.data
+    assert data["scratch"]["shoulder"]["reactive"] == data["pretrained"]["shoulder"]["reactive"]
+    assert data["scratch"]["shoulder"]["reactive"]["contact_s"] == [0.2, 0.4]  # each shared run once
+    # Each start's ratio: its own predictive runs over the same reactive runs (mean 0.3 s).
+    assert data["scratch"]["shoulder"]["ratio"]["ratio"] == pytest.approx(0.5)
+    assert data["pretrained"]["shoulder"]["ratio"]["ratio"] == pytest.approx(0.1)
+    assert data["scratch"]["shoulder"]["ratio"]["runs"] == data["pretrained"]["shoulder"]["ratio"]["runs"] == [1, 2]
+    # Progress against none: the same none runs for both.
+    assert data["scratch"]["shoulder"]["none"]["contact_s"] == data["pretrained"]["shoulder"]["none"]["contact_s"]
+    # None's rule on is its Horde's (from scratch): given in the scratch table, left out of the pretrained one.
+    scratch_table, _, pretrained_table, _, _ = report.tables
+    assert "shared by every start" in scratch_table.title and "shared by every start" in pretrained_table.title
+    on = list(scratch_table.columns).index("rule on (fraction)")
+    assert scratch_table.rows[0][0] == pretrained_table.rows[0][0] == "none"
+    assert scratch_table.rows[0][on] == "0.4 ± 0.141" and pretrained_table.rows[0][on] == "-"
+    assert scratch_table.rows[1] == pretrained_table.rows[1]  # the reactive row, whole
+    # A none run the pretrained start once made (its Horde pretrained) gives that table its rule on.
+    shared[3]["pretrained"] = "/x/shoulder.npz"
+    again = summarize(shared + scratch + pretrained, seconds=90, resamples=500)
+    assert again.data["pretrained"]["shoulder"]["none"]["rule_on_fraction"] == [0.5]
+    assert again.data["scratch"]["shoulder"]["none"]["rule_on_fraction"] == [0.3]
+    assert again.data["scratch"]["shoulder"]["none"]["contact_s"] == [0.5, 0.7]
+    # Only shared runs: the starts are the ones asked for.
+    assert set(summarize(shared, seconds=90, starts=["pretrained"], resamples=500).data) == {"pretrained"}
 
 
 def test_the_checks_pass_and_fail_at_their_bounds():

@@ -7,7 +7,10 @@ what is computed from their JSON is here, without ROS, so it is tested on plain 
 - :func:`bootstrap_ratio`: the predictive/reactive ratio of mean contact time with a bootstrap
   interval over runs. In real time the same operator seed follows a different path in each
   condition, so runs are not paired: each condition's runs are resampled on their own;
-- :func:`summarize`: per obstacle and condition mean ± sd, and the ratio, as a :class:`Report`;
+- :func:`summarize`: per start, obstacle and condition mean ± sd, and the ratio, as a
+  :class:`Report`. The :data:`SHARED` conditions never read the Horde, so one run per obstacle and
+  seed serves every start: each start's tables put the same reactive and none runs beside that
+  start's own predictive runs;
 - :func:`plot_summary`: contact time per obstacle and condition, each run a dot.
 """
 
@@ -22,6 +25,13 @@ import numpy as np
 from gamma_net_core.report import Report, Table
 
 CONDITIONS = ("none", "reactive", "predictive")
+#: The conditions whose commands never depend on the Horde: ``reactive`` (the rule on the present
+#: signal) and ``none`` (the predictive rule event-only, fail-safe pass: it never changes a
+#: command). Their contact, current and progress are the same whichever start the Horde had, so
+#: their runs are made once and used for every start.
+SHARED = ("none", "reactive")
+#: The Horde's start in the shared runs the study makes: from scratch, which needs no checkpoint.
+SHARED_START = "scratch"
 #: Per-run quantities in each run's JSON, with their table headings.
 QUANTITIES = {
     "contact_s": "contact time (s)",
@@ -301,11 +311,23 @@ def done_when(ratio: dict, progress_change: float | None, per_hit: float | None,
     return {"ratio": ratio_check, "progress": progress_check, "per_hit": hit_check}
 
 
+def runs_of(runs: Sequence[dict], start: str, default: str = "scratch") -> list[dict]:
+    """The runs a start's tables use: its own predictive runs and every :data:`SHARED` condition's run."""
+    return [r for r in runs if r["condition"] in SHARED or start_of(r, default) == start]
+
+
+def starts_of(runs: Sequence[dict], default: str = "scratch") -> list[str]:
+    """The starts the runs are of: those of the predictive runs (the shared runs serve any), else of all."""
+    own = [r for r in runs if r["condition"] not in SHARED] or runs
+    return [s for s in STARTS if any(start_of(r, default) == s for r in own)]
+
+
 def summarize(
     runs: Sequence[dict],
     *,
     seconds: float,
     pretrained: bool = False,
+    starts: Sequence[str] | None = None,
     resamples: int = 10_000,
     window_s: float = WINDOW_S,
     step_s: float = STEP_S,
@@ -318,6 +340,11 @@ def summarize(
         checkpoint or None; ``contact_series`` for the time to beat).
       seconds: each run's length (for the titles).
       pretrained: the start of runs that do not say (no ``pretrained`` key).
+      starts: the starts to report (default: :func:`starts_of` the runs). Each start's tables
+        use its own predictive runs and all the :data:`SHARED` conditions' runs (one per
+        obstacle and seed, whichever start their Horde had); the ``none`` row's rule-on
+        fraction, the only number of those runs that is the Horde's, only from the ``none`` runs
+        whose Horde had this start ("-" without any).
       window_s, step_s: the time to beat's windows (:func:`time_to_beat`).
       simulated: per obstacle the simulated study's reactive contact per hit (s); default
         :data:`SIMULATED_CONTACT_PER_HIT`.
@@ -329,7 +356,7 @@ def summarize(
       ``time_to_beat``, ``progress_vs_none``, ``reactive_contact_per_hit`` and ``checks``.
     """
     default = "pretrained" if pretrained else "scratch"
-    starts = [s for s in STARTS if any(start_of(r, default) == s for r in runs)]
+    starts = starts_of(runs, default) if starts is None else list(starts)
     tables, data = [], {}
     checks = Table(
         "the issue's Done when, per start and obstacle: predictive/reactive contact time <= 0.5 with the 95 % "
@@ -349,8 +376,13 @@ def summarize(
         ],
     )
     for start in starts:
-        mine = [r for r in runs if start_of(r, default) == start]
+        mine = runs_of(runs, start, default)
         title = "pretrained" if start == "pretrained" else "learning from scratch"
+        # Said once per table: which runs are shared, and whose Horde the none row's rule-on is.
+        shared = (
+            f"; {' and '.join(SHARED)} never read the Horde: their runs are shared by every start, and none's "
+            "rule on (the predictive rule's, event only) is given from its runs whose Horde had this start only"
+        )
         obstacles = list(dict.fromkeys(r["obstacle"] for r in mine))
         data[start] = {}
         ratio_table = Table(
@@ -359,7 +391,8 @@ def summarize(
         )
         for obstacle in obstacles:
             table = Table(
-                f"reflex in real time: {obstacle} obstacle, {seconds:g} s a run, {title} (mean ± sd over runs)",
+                f"reflex in real time: {obstacle} obstacle, {seconds:g} s a run, {title} (mean ± sd over runs)"
+                + (shared if any(r["obstacle"] == obstacle and r["condition"] in SHARED for r in mine) else ""),
                 ["condition", "runs", *QUANTITIES.values()],
             )
             by = {c: [r for r in mine if r["obstacle"] == obstacle and r["condition"] == c] for c in CONDITIONS}
@@ -367,9 +400,11 @@ def summarize(
             for condition, rows in by.items():
                 if not rows:
                     continue
-                columns = {
-                    k: [(_on_fraction(r) if k == "rule_on_fraction" else float(r[k])) for r in rows] for k in QUANTITIES
-                }
+                columns = {k: [float(r[k]) for r in rows] for k in QUANTITIES if k != "rule_on_fraction"}
+                # The none rule's on time is its Horde's prediction crossing: another start's Horde is not this one's.
+                horde = [r for r in rows if condition != "none" or start_of(r, default) == start]
+                columns["rule_on_fraction"] = [_on_fraction(r) for r in horde]
+                columns = {k: columns[k] for k in QUANTITIES}
                 table.add(condition, len(rows), *(mean_sd(columns[k]) for k in QUANTITIES))
                 here[condition] = columns
             tables.append(table)
@@ -486,14 +521,15 @@ def plot_time_to_beat(path: pathlib.Path, beats: dict) -> pathlib.Path | None:
     return path
 
 
-def plot_summary(path: pathlib.Path, runs: Sequence[dict]) -> pathlib.Path:
-    """Contact time per start, obstacle and condition: mean ± sd bars, each run a dot."""
+def plot_summary(path: pathlib.Path, runs: Sequence[dict], starts: Sequence[str] | None = None) -> pathlib.Path:
+    """Contact time per start, obstacle and condition: mean ± sd bars, each run a dot (shared runs in each start's)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    panels = list(dict.fromkeys((start_of(r), r["obstacle"]) for r in runs))
+    starts = starts_of(runs) if starts is None else starts
+    panels = [(s, o) for s in starts for o in dict.fromkeys(r["obstacle"] for r in runs_of(runs, s))]
     fig, axes = plt.subplots(
         1, len(panels), figsize=(max(6, 4 * len(panels)), 3.5), squeeze=False, layout="constrained"
     )
@@ -501,8 +537,8 @@ def plot_summary(path: pathlib.Path, runs: Sequence[dict]) -> pathlib.Path:
         for i, condition in enumerate(CONDITIONS):
             values = [
                 r["contact_s"]
-                for r in runs
-                if start_of(r) == start and r["obstacle"] == obstacle and r["condition"] == condition
+                for r in runs_of(runs, start)
+                if r["obstacle"] == obstacle and r["condition"] == condition
             ]
             if not values:
                 continue

@@ -16,7 +16,11 @@ copy of a checkpoint: ``--pretrained CHECKPOINT``, or one the study warms up per
 (``OUT/pretrained/OBSTACLE.npz``: ``--warmup-circuits`` circuits of a simulated recording with
 that obstacle, as `gamma-net reflex study` pretrains). The questions file is the study's own,
 ``OUT/questions.yaml``: config/horde.yaml plus ``elbow_effort``, which the elbow's rule needs; a
-checkpoint must be of those questions.
+checkpoint must be of those questions. Only ``predictive`` reads the Horde: ``reactive`` and
+``none`` (never changing a command) move the arm the same whichever start the Horde had, so they
+run once per obstacle and seed, with the Horde from scratch (no checkpoint to warm up), and every
+start's tables use those runs beside its own predictive runs; ``none``'s rule-on fraction is that
+Horde's, so a pretrained table leaves it out (:data:`SHARED`).
 
 Measured per run, over the window from the Horde's first prediction to ``--seconds`` later:
 contact time, contacts and peak current from the emulator's own obstacle counters (its control
@@ -25,11 +29,13 @@ rule is ahead); the fraction of the time the run's rule was on (from ``reflex/ev
 in circuits along the wire, from ``joint_states`` as the simulated study measures it (the tool's
 position projected on the wire, :class:`ProgressTracker`); the load average before and after,
 and the wall time of the whole launch. One JSON per run in ``OUT/runs/``; a run whose JSON
-exists is skipped, so an interrupted study resumes. At the end, per start and obstacle
-(:mod:`gamma_net_core.experiments.reflex_realtime_stats`): the tables, the predictive/reactive
-ratio with a bootstrap interval, the issue's checks (PASS/FAIL), the time until the predictive
-rule's contact rate stays at most half the reactive rule's, two figures, and with ``--markdown``
-the tables for docs/results.md. ``--plan`` prints the runs and the time they need, and runs none.
+exists is skipped, so an interrupted study resumes (a shared run is also found under the name a
+pretrained start once gave it, ``pretrained-OBSTACLE-CONDITION-seedN.json``). At the end, per
+start and obstacle (:mod:`gamma_net_core.experiments.reflex_realtime_stats`): the tables, the
+predictive/reactive ratio with a bootstrap interval, the issue's checks (PASS/FAIL), the time
+until the predictive rule's contact rate stays at most half the reactive rule's, two figures,
+and with ``--markdown`` the tables for docs/results.md. ``--plan`` prints the runs and the time
+they need (the shared runs once), and runs none.
 
 ``--priorities DRIVER,REFLEX,HORDE`` gives those three processes of each launch their own FIFO
 priority (every thread), once the launch gives its first prediction, as docs/robustness.md
@@ -42,6 +48,7 @@ of its own, or another user's ``joint_states`` would be counted.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import json
 import math
@@ -60,6 +67,8 @@ from gamma_net_core.cli import check, check_range, output_dir
 from gamma_net_core.config import load_config
 from gamma_net_core.experiments.reflex_realtime_stats import (
     CONDITIONS,
+    SHARED,
+    SHARED_START,
     SIMULATED_CONTACT_PER_HIT,
     STARTS,
     WINDOW_S,
@@ -211,15 +220,17 @@ def run(args: argparse.Namespace) -> Report:
     markdown_file = pathlib.Path(args.markdown) if args.markdown else None
     if markdown_file is not None:
         check(not markdown_file.is_dir(), f"--markdown {args.markdown} is a folder; it must name a file")
+    # Per obstacle and seed its runs side by side, so the conditions compared meet the same load;
+    # a shared condition's run once, for every start.
     plan = [
         (start, obstacle, seed, condition)
-        for start in starts
         for obstacle, count in obstacles.items()
         for seed in range(args.first_seed, args.first_seed + count)
         for condition in conditions
+        for start in ([SHARED_RUN] if condition in SHARED else starts)
     ]
     if args.plan:
-        return _plan(plan, out, args, pretrained)
+        return _plan(plan, out, args, pretrained, starts)
     if priorities:
         _check_priorities(priorities)  # refused before any launch, not in the first one
     for sub in ("runs", "rules", "logs"):
@@ -229,21 +240,24 @@ def run(args: argparse.Namespace) -> Report:
         (o, c): _write_rules(out / "rules" / f"{o}-{c}.yaml", o, c, questions) for o in obstacles for c in conditions
     }
     checkpoints: dict[str, pathlib.Path] = {}
-    runs = []
-    with _Watcher() as watcher:
-        for start, obstacle, seed, condition in plan:
-            path = _run_path(out, start, obstacle, condition, seed)
-            if path.exists():  # resumable: a run done is not run again
-                runs.append(json.loads(path.read_text()))
+    # Resumable: a run done is read back, not run again.
+    runs = {key: _done(out, *key) for key in plan}
+    runs = {key: json.loads(path.read_text()) for key, path in runs.items() if path is not None}
+    with _Watcher() if len(runs) < len(plan) else contextlib.nullcontext() as watcher:
+        for key in plan:
+            if key in runs:
                 continue
+            start, obstacle, seed, condition = key
+            path = _run_path(out, start, obstacle, condition, seed)
             checkpoint = None
-            if start == "pretrained":
+            if (SHARED_START if start == SHARED_RUN else start) == "pretrained":
                 if obstacle not in checkpoints:
                     checkpoints[obstacle] = pretrained or _warm_checkpoint(
                         out, obstacle, questions, args.warmup_circuits
                     )
                 checkpoint = checkpoints[obstacle]
-            print(f"[realtime-study] {start} {obstacle} {condition} seed {seed}: {args.seconds:g} s", flush=True)
+            shown = f"{SHARED_START} (for {', '.join(starts)})" if start == SHARED_RUN else start
+            print(f"[realtime-study] {shown} {obstacle} {condition} seed {seed}: {args.seconds:g} s", flush=True)
             result = run_once(
                 watcher,
                 obstacle=obstacle,
@@ -259,14 +273,20 @@ def run(args: argparse.Namespace) -> Report:
                 priorities=priorities,
             )
             write_json(path, result)
-            runs.append(result)
+            runs[key] = result
+    runs = [runs[key] for key in plan]
     simulated = dict(SIMULATED_CONTACT_PER_HIT)
     if args.simulated_seeds:
         simulated = _simulated_per_hit(out, obstacles, rules, questions, seeds=args.simulated_seeds)
     report = summarize(
-        runs, seconds=args.seconds, resamples=args.resamples, window_s=args.window_s, simulated=simulated
+        runs,
+        seconds=args.seconds,
+        starts=starts,
+        resamples=args.resamples,
+        window_s=args.window_s,
+        simulated=simulated,
     )
-    figure = plot_summary(out / "reflex_realtime.png", runs)
+    figure = plot_summary(out / "reflex_realtime.png", runs, starts)
     beats = {(s, o): d["time_to_beat"] for s, by in report.data.items() for o, d in by.items()}
     timeline = plot_time_to_beat(out / "reflex_realtime_ahead.png", beats)
     if timeline is None:
@@ -286,10 +306,26 @@ def run(args: argparse.Namespace) -> Report:
     return report
 
 
+#: The start of a shared condition's run in the plan: made once (its Horde :data:`SHARED_START`'s)
+#: and used for every start.
+SHARED_RUN = "shared"
+
+
 def _run_path(out: pathlib.Path, start: str, obstacle: str, condition: str, seed: int) -> pathlib.Path:
-    # A from-scratch run keeps the name it had before pretrained ones shared the folder.
+    """Where a run is written: a from-scratch or shared run under the name from-scratch runs always had."""
     prefix = "pretrained-" if start == "pretrained" else ""
     return out / "runs" / f"{prefix}{obstacle}-{condition}-seed{seed}.json"
+
+
+def _done(out: pathlib.Path, start: str, obstacle: str, seed: int, condition: str) -> pathlib.Path | None:
+    """The JSON of a run already made, or None.
+
+    A shared run may also be one a pretrained start made under its own name before runs were shared.
+    """
+    names = [_run_path(out, start, obstacle, condition, seed)]
+    if start == SHARED_RUN:
+        names.append(_run_path(out, "pretrained", obstacle, condition, seed))
+    return next((path for path in names if path.exists()), None)
 
 
 #: Seconds a run takes besides its window when no run has measured it yet: the launch to its first
@@ -302,12 +338,13 @@ WARMUP_S = 60.0
 REFERENCE_S = 30.0
 
 
-def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretrained) -> Report:
+def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretrained, starts: list[str]) -> Report:
     """The runs the study would make, which are done already (their JSON in OUT/runs), and the time left."""
-    done = [(s, o, seed, c) for s, o, seed, c in plan if _run_path(out, s, o, c, seed).exists()]
+    found = {key: _done(out, *key) for key in plan}
+    done = [key for key, path in found.items() if path is not None]
     measured = []
     for key in done:
-        wall = json.loads(_run_path(out, key[0], key[1], key[3], key[2]).read_text()).get("wall_s")
+        wall = json.loads(found[key].read_text()).get("wall_s")
         if wall is not None:
             measured.append(float(wall))
     per_run = (sum(measured) / len(measured)) if measured else args.seconds + RUN_OVERHEAD_S
@@ -323,14 +360,22 @@ def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretra
         )
     left = len(plan) - len(done)
     seconds = left * per_run + warmups * WARMUP_S + references * REFERENCE_S
+    shared = [c for c in SHARED if any(k[3] == c for k in plan)]
     table = Table(
-        f"gamma-net reflex realtime-study --plan: runs of {args.seconds:g} s, operator seeds from {args.first_seed}",
+        f"gamma-net reflex realtime-study --plan: runs of {args.seconds:g} s, operator seeds from {args.first_seed}"
+        + (
+            f"; {' and '.join(shared)} never read the Horde: one run per obstacle and seed, the Horde from "
+            f"{SHARED_START}, for {' and '.join(starts)}"
+            if shared
+            else ""
+        ),
         ["start", "obstacle", "condition", "runs", "done", "to run"],
     )
     for start, obstacle, condition in dict.fromkeys((s, o, c) for s, o, _, c in plan):
         mine = [k for k in plan if (k[0], k[1], k[3]) == (start, obstacle, condition)]
         finished = [k for k in mine if k in done]
-        table.add(start, obstacle, condition, len(mine), len(finished), len(mine) - len(finished))
+        shown = ", ".join(starts) if start == SHARED_RUN else start
+        table.add(shown, obstacle, condition, len(mine), len(finished), len(mine) - len(finished))
     basis = f"{per_run:.0f} s a run, " + (
         f"the mean of {len(measured)} done" if measured else f"{args.seconds:g} s + {RUN_OVERHEAD_S:g} s start and stop"
     )

@@ -30,8 +30,10 @@ import contextlib
 import multiprocessing
 import queue
 import sys
+import time
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ProcessPoolExecutor
+from concurrent.futures.process import BrokenProcessPool
 from typing import Any, Generic, TypeVar
 
 T = TypeVar("T")
@@ -39,6 +41,8 @@ R = TypeVar("R")
 
 #: Seconds between looks at the workers' progress messages while no task finishes.
 POLL_S = 0.1
+#: Seconds a finished task's last progress counts may take to arrive (a bound for a worker that died after returning).
+COUNTS_WAIT_S = 30.0
 
 # Where report_progress() sends a count: the bar (in this process) or the runner's queue (in a worker process).
 _report: Callable[[int], Any] | None = None
@@ -103,7 +107,9 @@ class TaskRunner(Generic[T, R]):
         self.initargs = initargs
         self.ray_options = ray_options
         self._pool: ProcessPoolExecutor | None = None
-        self._messages = None  # the worker processes' progress counts
+        self._messages = None  # the worker processes' progress counts, and which task's counts are all sent
+        self._calls = 0  # map_unordered calls on processes: a task's mark names its call and index
+        self._marked: set[tuple[int, int]] = set()
         self._initialised_here = False
 
     @property
@@ -182,10 +188,13 @@ class TaskRunner(Generic[T, R]):
                 initializer=_start_worker,
                 initargs=(self._messages, self.initializer, self.initargs),
             )
+        self._calls += 1
+        call = self._calls
         finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
-        futures = [self._pool.submit(fn, task) for task in tasks]
+        futures = [self._pool.submit(_counted, fn, (call, index), task) for index, task in enumerate(tasks)]
         for future in futures:
             future.add_done_callback(finished.put)
+        order = {id(future): index for index, future in enumerate(futures)}
         try:
             for _ in futures:
                 while True:
@@ -195,6 +204,10 @@ class TaskRunner(Generic[T, R]):
                         break
                     except queue.Empty:
                         continue
+                if not isinstance(done.exception(), BrokenProcessPool):
+                    # A result can overtake the counts its task sent before it (they travel on another
+                    # pipe): the bar takes them all before the task counts as finished.
+                    self._wait_for_counts((call, order[id(done)]), bar)
                 yield done.result()
             self._show_reports(bar)
         finally:
@@ -204,11 +217,25 @@ class TaskRunner(Generic[T, R]):
     def _show_reports(self, bar) -> None:
         while True:
             try:
-                count = self._messages.get_nowait()
+                message = self._messages.get_nowait()
             except queue.Empty:
                 return
-            if bar is not None:
-                bar.update(count)
+            self._take(message, bar)
+
+    def _take(self, message, bar) -> None:
+        if isinstance(message, tuple):
+            self._marked.add(message)
+        elif bar is not None:
+            bar.update(message)
+
+    def _wait_for_counts(self, mark: tuple[int, int], bar) -> None:
+        deadline = time.monotonic() + COUNTS_WAIT_S
+        while mark not in self._marked and time.monotonic() < deadline:
+            try:
+                self._take(self._messages.get(timeout=POLL_S), bar)
+            except queue.Empty:
+                continue
+        self._marked.discard(mark)
 
     # -- on Ray
 
@@ -221,6 +248,14 @@ class TaskRunner(Generic[T, R]):
             yield from _ray_tasks(ray, fn, tasks, self.ray_options)
         else:
             yield from _ray_actors(ray, fn, tasks, max(1, self.workers), self.initializer, self.initargs)
+
+
+def _counted(fn, mark: tuple[int, int], task):
+    """``fn(task)`` in a worker process, then ``mark`` on the progress queue, behind every count the task sent."""
+    try:
+        return fn(task)
+    finally:
+        _report(mark)
 
 
 def _start_worker(messages, initializer, initargs) -> None:

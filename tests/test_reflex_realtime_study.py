@@ -5,10 +5,13 @@ from __future__ import annotations
 import itertools
 import json
 import math
+import os
+import re
+import signal
 import subprocess
 
 import pytest
-from waiting import bound
+from waiting import bound, wait_until
 
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
@@ -84,3 +87,31 @@ def test_bad_arguments_are_refused_in_one_line_before_any_launch(tmp_path):
         refused.stderr
     )
     assert not (tmp_path / "x" / "runs").exists()
+
+
+def test_ctrl_c_ends_the_study_and_its_launch_in_one_line(tmp_path):
+    out = tmp_path / "study"
+    command = ["gamma-net", "reflex", "realtime-study", "--runs", "1", "--seconds", "600", "--obstacles", "shoulder"]
+    command += ["--conditions", "reactive", "--out", str(out)]
+    with subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) as study_process:
+        log = out / "logs" / "shoulder-reactive-seed0.log"
+        # Interrupted mid-run: once the Horde learns (its first predictions start the run's window).
+        assert wait_until(lambda: log.exists() and "learner kernels warm" in log.read_text(), timeout=120), log
+        study_process.send_signal(signal.SIGINT)
+        stdout, stderr = study_process.communicate(timeout=bound(60))
+    assert study_process.returncode == 130, stdout + stderr
+    assert stderr.strip().splitlines()[-1] == "gamma-net reflex realtime-study: interrupted", stderr
+    assert "Traceback" not in stderr, stderr
+    assert not (out / "runs" / "shoulder-reactive-seed0.json").exists()  # a cut run is not recorded as done
+    # The launch ended with it: every process it started is gone.
+    pids = [int(p) for p in re.findall(r"process started with pid \[(\d+)\]", log.read_text())]
+    assert len(pids) >= 6, log.read_text()  # emulator, driver, teleop, operator, horde, reflex
+    assert wait_until(lambda: not any(alive(pid) for pid in pids), timeout=30), log.read_text()
+
+
+def alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    return True

@@ -553,7 +553,9 @@ class _Watcher:
         self.maze = MazePath.from_config(load_config(MazeConfig, config_file("arm"), "/**", "maze"))
         self.lock = threading.Lock()
         self.reset()
-        rclpy.init()
+        # Ctrl-C is the study's (a KeyboardInterrupt that stops the run's launch and ends the study in one
+        # line), not rclpy's: its handler would end this node's thread with a traceback and the study go on.
+        rclpy.init(signal_handler_options=rclpy.signals.SignalHandlerOptions.NO)
         self.node = rclpy.create_node("reflex_realtime_study")
         self.node.create_subscription(ReflexEvent, "reflex/events", self._event, 100)
         self.node.create_subscription(JointState, "joint_states", self._state, qos_profile_sensor_data)

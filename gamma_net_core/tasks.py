@@ -191,10 +191,12 @@ class TaskRunner(Generic[T, R]):
         self._calls += 1
         call = self._calls
         finished: queue.SimpleQueue[Future] = queue.SimpleQueue()
-        futures = [self._pool.submit(_counted, fn, (call, index), task) for index, task in enumerate(tasks)]
+        marks = {
+            self._pool.submit(_counted, fn, (call, index), task): (call, index) for index, task in enumerate(tasks)
+        }
+        futures = list(marks)
         for future in futures:
             future.add_done_callback(finished.put)
-        order = {id(future): index for index, future in enumerate(futures)}
         try:
             for _ in futures:
                 while True:
@@ -207,7 +209,7 @@ class TaskRunner(Generic[T, R]):
                 if not isinstance(done.exception(), BrokenProcessPool):
                     # A result can overtake the counts its task sent before it (they travel on another
                     # pipe): the bar takes them all before the task counts as finished.
-                    self._wait_for_counts((call, order[id(done)]), bar)
+                    self._wait_for_counts(marks[done], bar)
                 yield done.result()
             self._show_reports(bar)
         finally:

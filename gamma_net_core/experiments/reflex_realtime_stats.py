@@ -400,11 +400,12 @@ def summarize(
             for condition, rows in by.items():
                 if not rows:
                     continue
-                columns = {k: [float(r[k]) for r in rows] for k in QUANTITIES if k != "rule_on_fraction"}
                 # The none rule's on time is its Horde's prediction crossing: another start's Horde is not this one's.
                 horde = [r for r in rows if condition != "none" or start_of(r, default) == start]
-                columns["rule_on_fraction"] = [_on_fraction(r) for r in horde]
-                columns = {k: columns[k] for k in QUANTITIES}
+                columns = {
+                    k: [_on_fraction(r) for r in horde] if k == "rule_on_fraction" else [float(r[k]) for r in rows]
+                    for k in QUANTITIES
+                }
                 table.add(condition, len(rows), *(mean_sd(columns[k]) for k in QUANTITIES))
                 here[condition] = columns
             tables.append(table)

@@ -16,7 +16,9 @@ from waiting import bound, wait_until
 from gamma_net_core.experiments.reflex_realtime_stats import SIMULATED_CONTACT_PER_HIT
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
+from gamma_net_core.reflex.rules import load_rules
 from gamma_net_ros.studies.reflex_realtime import (
+    JOINTS,
     _launched,
     _simulated_per_hit,
     _warm_checkpoint,
@@ -197,3 +199,23 @@ def test_the_per_hit_reference_on_the_shoulder_is_the_simulated_studys_published
     rules = {("shoulder", "reactive"): _write_rules(tmp_path / "r.yaml", "shoulder", "reactive", questions)}
     got = _simulated_per_hit(tmp_path, ["shoulder"], rules, questions, seeds=10)
     assert got["shoulder"] == pytest.approx(SIMULATED_CONTACT_PER_HIT["shoulder"], rel=1e-3)
+
+
+def test_the_predictive_condition_has_the_reactive_rule_as_its_floor(tmp_path):
+    questions = _write_questions(tmp_path / "questions.yaml")
+    spec = load_questions(questions)
+
+    def rules(name, obstacle, condition):
+        return load_rules(
+            _write_rules(tmp_path / name, obstacle, condition, questions), questions=spec, joint_names=JOINTS
+        ).rules
+
+    for obstacle, joint in (("shoulder", "shoulder"), ("elbow", "elbow")):
+        ahead, floor = rules(f"{obstacle}.yaml", obstacle, "predictive")
+        assert (ahead.name, ahead.source, ahead.tau) == (f"{joint}_stall_ahead", "prediction", 10)
+        assert (floor.name, floor.source, floor.tau) == (f"{joint}_stall", "signal", None)
+        # The floor is the reactive condition's rule, word for word.
+        (reactive,) = rules(f"{obstacle}-r.yaml", obstacle, "reactive")
+        assert floor == reactive and ahead.response == floor.response and ahead.threshold == floor.threshold
+    (none,) = rules("n.yaml", "shoulder", "none")
+    assert none.response.event and none.fail_safe == "pass"

@@ -7,10 +7,13 @@ import pathlib
 
 import numpy as np
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from gamma_net_core.experiments.reflex_realtime_stats import (
     SHARED,
     SIMULATED_CONTACT_PER_HIT,
+    any_on,
     bootstrap_ratio,
     contact_per_hit,
     cumulative_at,
@@ -34,6 +37,31 @@ def test_time_on_counts_only_the_window_from_the_switches():
         time_on([(2.0, True), (1.0, False)], 0.0, 10.0)
     with pytest.raises(ValueError, match="must end after it starts"):
         time_on([], 3.0, 3.0)
+
+
+def test_any_on_is_on_while_either_rule_is():
+    # The predictive rule 1-3 s, the reactive floor 2-5 s: the command was limited 1-5 s.
+    switches = [("ahead", 1.0, True), ("floor", 2.0, True), ("ahead", 3.0, False), ("floor", 5.0, False)]
+    assert any_on(switches) == [(1.0, True), (5.0, False)]
+    assert time_on(any_on(switches), 0.0, 10.0) == pytest.approx(0.4)
+    # On before the window: off only when the last rule on lets go; a repeated switch changes nothing.
+    assert any_on([("floor", 2.0, True), ("ahead", 4.0, False), ("ahead", 6.0, False)], on_at_start={"ahead"}) == []
+    assert any_on([("ahead", 4.0, False), ("floor", 6.0, True)], on_at_start={"ahead"}) == [(4.0, False), (6.0, True)]
+
+
+@given(
+    st.lists(st.tuples(st.sampled_from(["ahead", "floor"]), st.floats(0.0, 10.0), st.booleans()), max_size=20).map(
+        lambda s: sorted(s, key=lambda x: x[1])
+    ),
+    st.sets(st.sampled_from(["ahead", "floor"])),
+)
+def test_the_time_any_rule_is_on_is_at_least_each_rules_and_at_most_their_sum(switches, on_at_start):
+    each = [
+        time_on([(t, on) for r, t, on in switches if r == rule], 0.0, 10.0, on_at_start=rule in on_at_start)
+        for rule in ("ahead", "floor")
+    ]
+    either = time_on(any_on(switches, on_at_start=on_at_start), 0.0, 10.0, on_at_start=bool(on_at_start))
+    assert max(each) - 1e-9 <= either <= min(1.0, sum(each)) + 1e-9
 
 
 def test_the_ratio_is_of_the_means_with_an_interval_that_holds_it_and_narrows_with_runs():

@@ -41,8 +41,14 @@ def test_the_study_runs_each_condition_through_ros2_launch_and_resumes(tmp_path)
         assert run["contact_s"] >= 0 and (run["contact_s"] > 0) == (run["contacts"] > 0)
         assert math.isfinite(run["peak_current_a"]) and (run["peak_current_a"] > 0) == (run["contacts"] > 0)
         assert run["progress_circuits"] > 0.2  # the operator went round the wire, measured from joint_states
-        [fraction] = run["rule_on_fraction"].values()  # the run's own rule, from reflex/events
-        assert 0.0 <= fraction <= 1.0
+        fractions = run["rule_on_fraction"]  # each of the run's rules, from reflex/events
+        assert set(fractions) <= (
+            {"shoulder_stall_ahead", "shoulder_stall"}
+            if condition == "predictive"
+            else {"shoulder_stall" if condition == "reactive" else "shoulder_stall_ahead"}
+        )
+        assert all(0.0 <= f <= 1.0 for f in fractions.values())
+        assert max(fractions.values()) - 1e-9 <= run["any_rule_on_fraction"] <= min(1.0, sum(fractions.values())) + 1e-9
         assert run["arguments"]["rules_file"].endswith(f"shoulder-{condition}.yaml")
         # The counters read about every second, from 0 at the window's start to the run's totals at its end.
         series = run["contact_series"]

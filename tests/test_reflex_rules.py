@@ -40,7 +40,9 @@ def rules(questions, *entries, **top):
 
 def test_the_installed_rules_file_parses_against_the_installed_questions(questions):
     rule_set = load_rules(config_file("reflex_rules"), questions=questions, joint_names=JOINTS)
-    assert [r.name for r in rule_set.rules] == ["shoulder_stall_ahead"] and rule_set.joints == ("shoulder",)
+    # The prediction in front, the same threshold on the present effort as its floor.
+    assert [r.name for r in rule_set.rules] == ["shoulder_stall_ahead", "shoulder_stall"]
+    assert [r.source for r in rule_set.rules] == ["prediction", "signal"] and rule_set.joints == ("shoulder",)
 
 
 @pytest.mark.parametrize(

@@ -247,6 +247,26 @@ def describe_time_to_beat(beat: dict) -> str:
     return f"{text(beat['T'])} ({text(beat['low'])} .. {text(beat['high'])})"
 
 
+def any_on(switches: Iterable[tuple[str, float, bool]], *, on_at_start: Iterable[str] = ()) -> list[tuple[float, bool]]:
+    """Several rules' switches as one: ``(time, on)`` each time *any* rule's being on changes.
+
+    Args:
+      switches: ``(rule, time, on)`` in time order.
+      on_at_start: the rules on before the first switch.
+
+    Returns:
+      ``(time, on)`` in time order, for :func:`time_on` (with ``on_at_start`` = any rule on).
+    """
+    on = set(on_at_start)
+    merged = []
+    for rule, t, active in switches:
+        was = bool(on)
+        (on.add if active else on.discard)(rule)
+        if bool(on) != was:
+            merged.append((t, bool(on)))
+    return merged
+
+
 def mean_sd(values: Sequence[float], digits: int = 3) -> str:
     """``mean ± sd`` (sample sd, ddof 1; one run: its value ± 0)."""
     v = np.asarray(values, dtype=float)
@@ -257,8 +277,10 @@ def mean_sd(values: Sequence[float], digits: int = 3) -> str:
 
 
 def _on_fraction(run: dict) -> float:
-    """The run's own rule's on fraction (one rule a run)."""
-    fractions = list(run["rule_on_fraction"].values())
+    """The fraction of the run any of its rules was on (a predictive run has the reactive floor beside its own)."""
+    if "any_rule_on_fraction" in run:
+        return float(run["any_rule_on_fraction"])
+    fractions = list(run["rule_on_fraction"].values())  # a run of one rule, recorded before the key
     return float(fractions[0]) if fractions else 0.0
 
 

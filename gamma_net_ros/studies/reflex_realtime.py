@@ -9,7 +9,9 @@ each a rules file the study writes (``OUT/rules/``):
   ``pass``): the reflex is in the path but never changes a command; its on time says how often
   the predictive rule would have acted;
 - ``reactive``: the rule on the present signal (``source: signal``: the joint's |effort| now);
-- ``predictive``: the rule on the Horde's prediction ((1 - gamma) V at its tau).
+- ``predictive``: the rule on the Horde's prediction ((1 - gamma) V at its tau), with the reactive
+  rule beside it as its floor (as config/reflex_rules.yaml ships them): from scratch, before the
+  Horde has learned, it is the reactive rule; what it gains over ``reactive`` is the prediction's.
 
 Two starts (``--starts``): the Horde learns from scratch (in memory), or starts each run from a
 copy of a checkpoint: ``--pretrained CHECKPOINT``, or one the study warms up per obstacle
@@ -25,7 +27,7 @@ Horde's, so a pretrained table leaves it out (:data:`SHARED`).
 Measured per run, over the window from the Horde's first prediction to ``--seconds`` later:
 contact time, contacts and peak current from the emulator's own obstacle counters (its control
 socket), read every ``--poll-s`` as well (``contact_series``, for the time until the predictive
-rule is ahead); the fraction of the time the run's rule was on (from ``reflex/events``); progress
+rule is ahead); the fraction of the time the run's rules were on, each and any (from ``reflex/events``); progress
 in circuits along the wire, from ``joint_states`` as the simulated study measures it (the tool's
 position projected on the wire, :class:`ProgressTracker`); the load average before and after,
 and the wall time of the whole launch. One JSON per run in ``OUT/runs/``; a run whose JSON
@@ -72,6 +74,7 @@ from gamma_net_core.experiments.reflex_realtime_stats import (
     SIMULATED_CONTACT_PER_HIT,
     STARTS,
     WINDOW_S,
+    any_on,
     contact_per_hit,
     markdown,
     plot_summary,
@@ -523,15 +526,19 @@ def _write_rules(path: pathlib.Path, obstacle: str, condition: str, questions: p
         "joints": [joint],
         "direction": "positive" if place["direction"] > 0 else "negative",
     }
-    rule["name"] = f"{joint}_stall_ahead" if condition != "reactive" else f"{joint}_stall"
+    reactive = {**rule, "name": f"{joint}_stall", "source": "signal"}
+    reactive.pop("tau", None)
+    rule["name"] = f"{joint}_stall_ahead"
     if condition == "reactive":
-        rule["source"] = "signal"
-        rule.pop("tau", None)
+        rules = [reactive]
     elif condition == "none":
         # In the path, never acting: what the predictive rule would do, reported, not done.
-        rule["response"] = {"event": True}
-        rule["fail_safe"] = "pass"
-    top = {"stale_after_s": doc["stale_after_s"], "fail_safe": doc["fail_safe"], "rules": [rule]}
+        rules = [{**rule, "response": {"event": True}, "fail_safe": "pass"}]
+    else:
+        # The prediction in front of the reactive rule, as config/reflex_rules.yaml ships them: a
+        # Horde that has not learned yet, or a contact it did not see coming, still meets the floor.
+        rules = [rule, reactive]
+    top = {"stale_after_s": doc["stale_after_s"], "fail_safe": doc["fail_safe"], "rules": rules}
     text = yaml.safe_dump(top, sort_keys=False)
     path.write_text(f"# gamma-net reflex realtime-study: the {obstacle} obstacle, condition {condition}\n{text}")
     load_rules(path, questions=load_questions(questions), joint_names=JOINTS)  # refused here, not in a launch
@@ -710,11 +717,15 @@ def run_once(
             shutil.rmtree(folder, ignore_errors=True)
     wall = time.monotonic() - launched
     rules = sorted({rule for rule, _, _ in switches}) or [yaml.safe_load(rules_file.read_text())["rules"][0]["name"]]
-    on_fraction = {}
+    on_fraction, on_at_start = {}, set()
     for rule in rules:
         mine = [(t, on) for r, t, on in switches if r == rule]
-        on_at_start = ([on for t, on in mine if t <= start][-1:] or [False])[0]
-        on_fraction[rule] = time_on([(t, on) for t, on in mine if t > start], start, end, on_at_start=on_at_start)
+        if ([on for t, on in mine if t <= start][-1:] or [False])[0]:
+            on_at_start.add(rule)
+        in_window = [(t, on) for t, on in mine if t > start]
+        on_fraction[rule] = time_on(in_window, start, end, on_at_start=rule in on_at_start)
+    merged = any_on([switch for switch in switches if switch[1] > start], on_at_start=on_at_start)
+    any_on_fraction = time_on(merged, start, end, on_at_start=bool(on_at_start))
     return {
         "obstacle": obstacle,
         "condition": condition,
@@ -728,6 +739,7 @@ def run_once(
         "peak_current_a": after["peak_current"],
         "progress_circuits": progress,
         "rule_on_fraction": on_fraction,
+        "any_rule_on_fraction": any_on_fraction,
         "rule_switches": sum(1 for _, t, _ in switches if start < t <= end),
         "joint_states": states,
         "launch_exit": exit_code,

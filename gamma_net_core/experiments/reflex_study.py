@@ -6,11 +6,13 @@ now and then overshoots a turn into it. Three conditions on the same seeds, each
 same simulated time:
 
 - ``none``: no reflex;
-- ``reactive``: the rule of ``config/reflex_rules.yaml`` on the present signal (``source: signal``:
-  the shoulder's |effort| now);
-- ``predictive``: the same rule on the Horde's learned prediction ((1 - gamma) V at its tau),
+- ``reactive``: the first rule of ``config/reflex_rules.yaml`` on the present signal (``source:
+  signal``: the shoulder's |effort| now);
+- ``predictive``: that rule alone, on the Horde's learned prediction ((1 - gamma) V at its tau),
   the Horde (``config/horde.yaml``'s questions) warmed up on a recording with the obstacle (as
-  ``make demo`` pretrains) and learning online during the run.
+  ``make demo`` pretrains) and learning online during the run. The shipped file's floor (its
+  second rule, the reactive one) is left out here, so the prediction is measured on its own; the
+  real-time study (`gamma-net reflex realtime-study`) runs the two together, as shipped.
 
 Reported per condition (mean and spread over seeds): contact time, contacts, peak current (the
 stall torque through the XM430-W350's torque constant) and circuits completed. The figure shows

@@ -14,8 +14,9 @@ Every part is the node a robot runs, with the package's YAML files (config/arm.y
 config/dynamixel.yaml, config/horde.yaml, config/reflex.yaml and its rules); only the servos are
 emulated. The operator overshoots now and then (config/reflex.yaml's operator section, or the
 overshoot_* arguments), which is when the joint meets the obstacle; teleop's commands go through
-the reflex to the driver. The driver cycles at ``driver_rate_hz`` (100 Hz) and the Horde ticks on
-each ``joint_states``, so a changed prediction reaches the servos within about one cycle.
+the reflex to the driver. The driver cycles at ``driver_rate_hz`` (100 Hz), so a changed command
+reaches the servos within 10 ms; the Horde ticks at its questions' ``rate_hz`` (30 Hz, the time
+base its taus and the rules were chosen on), or on each message of ``tick_topic``.
 
 The launch ends, every process stopped and exit code 1 with one line naming the process, when
 the reflex, the driver, the Horde or the emulator ends: a safety filter that died must not

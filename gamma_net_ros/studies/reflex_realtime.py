@@ -717,15 +717,9 @@ def run_once(
             shutil.rmtree(folder, ignore_errors=True)
     wall = time.monotonic() - launched
     rules = sorted({rule for rule, _, _ in switches}) or [yaml.safe_load(rules_file.read_text())["rules"][0]["name"]]
-    on_fraction, on_at_start = {}, set()
-    for rule in rules:
-        mine = [(t, on) for r, t, on in switches if r == rule]
-        if ([on for t, on in mine if t <= start][-1:] or [False])[0]:
-            on_at_start.add(rule)
-        in_window = [(t, on) for t, on in mine if t > start]
-        on_fraction[rule] = time_on(in_window, start, end, on_at_start=rule in on_at_start)
-    merged = any_on([switch for switch in switches if switch[1] > start], on_at_start=on_at_start)
-    any_on_fraction = time_on(merged, start, end, on_at_start=bool(on_at_start))
+    # Every switch since the launch: time_on takes those before the window as the state it starts in.
+    on_fraction = {rule: time_on([(t, on) for r, t, on in switches if r == rule], start, end) for rule in rules}
+    any_on_fraction = time_on(any_on(switches), start, end)
     return {
         "obstacle": obstacle,
         "condition": condition,

@@ -48,7 +48,10 @@ class Watch:
         self.stopped: dict[str, int] = {}  # ticks each question did not learn (while others did)
         self.said: set[str] = set()  # the questions whose unreadable field was reported
         self.wrong_types: dict[str, str] = {}  # topic -> the type its publishers use instead
-        self.now_stale: list[str] = []
+        # Stale since the last report, not only at it: a 1 Hz topic read by a 1 Hz report in step
+        # with it would be fresh at every report and never named.
+        self.stale_since_report: dict[str, int] = {}
+        self.ticks_since_report = 0
         self.unreadable: dict[str, str] = {}
 
     def stops(self, topic: str) -> str:
@@ -59,7 +62,9 @@ class Watch:
 
     def note(self, sample, reading: Reading) -> None:
         """Count this tick's stale topics and stopped questions; say once per question why a field cannot be read."""
-        self.now_stale = sample.stale + sample.silent
+        self.ticks_since_report += 1
+        for name in sample.stale + sample.silent:
+            self.stale_since_report[name] = self.stale_since_report.get(name, 0) + 1
         if sample.silent and clock_seconds(self.node) - self.started >= self.settings.silent_warning_s:
             self.node.get_logger().warning(
                 "; ".join(f"no message yet on {t}: {self.stops(t)} stopped" for t in sample.silent),
@@ -115,7 +120,10 @@ class Watch:
                 self.wrong_types.pop(name, None)
 
     def health(self, *, ticks: int, updates: int, saved: str) -> Health:
-        """ERROR for a topic of another type, WARN for stale or silent ones, each naming what it stops."""
+        """ERROR for a topic of another type, WARN for silent ones and those stale on a tick since the last report.
+
+        Each names what it stops; a stale one also on how many of the ticks since the last report.
+        """
         self.check_types()
         since, ticks_then = self.tick_rate
         now = clock_seconds(self.node)
@@ -131,7 +139,11 @@ class Watch:
             for name, types in self.wrong_types.items()
         }
         said.update({name: f"no message yet on {name}" for name in silent if name not in said})
-        said.update({name: f"{name} stale" for name in self.now_stale if name not in said})
+        ticks_seen, self.ticks_since_report = self.ticks_since_report, 0
+        stale, self.stale_since_report = self.stale_since_report, {}
+        said.update(
+            {name: f"{name} stale on {n} of the last {ticks_seen} ticks" for name, n in stale.items() if name not in said}
+        )
         lines = [f"{text}: stops {self.stops(name)}" for name, text in said.items()]
         lines += [f"{label}: {why}" for label, why in self.unreadable.items()]
         skipped = sum(self.skipped.values())

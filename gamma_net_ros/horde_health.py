@@ -141,9 +141,8 @@ class Watch:
         said.update({name: f"no message yet on {name}" for name in silent if name not in said})
         ticks_seen, self.ticks_since_report = self.ticks_since_report, 0
         stale, self.stale_since_report = self.stale_since_report, {}
-        said.update(
-            {name: f"{name} stale on {n} of the last {ticks_seen} ticks" for name, n in stale.items() if name not in said}
-        )
+        said.update({name: f"{name} stale on {n} of the last {ticks_seen} ticks" for name, n in stale.items()
+                     if name not in said})  # fmt: skip
         lines = [f"{text}: stops {self.stops(name)}" for name, text in said.items()]
         lines += [f"{label}: {why}" for label, why in self.unreadable.items()]
         skipped = sum(self.skipped.values())

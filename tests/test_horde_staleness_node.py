@@ -158,10 +158,9 @@ def test_a_1_hz_topic_stops_only_its_questions_while_the_50_hz_ones_publish_on_e
     assert listener.said(re.escape("elbow_effort: field 'effort[elbow]'"))
 
 
-
 def test_a_topic_stale_between_reports_is_named_at_the_next_one_though_fresh_at_it(executor, spin, tmp_path):
     """A 1 Hz topic read by the 1 Hz report just after each of its messages: fresh at every report."""
-    horde, robot, listener = start(executor, spin, tmp_path, questions())
+    horde, robot, _ = start(executor, spin, tmp_path, questions())
     battery = "/my_robot/battery"
     assert spin(executor, lambda: all(t.latest is not None for t in horde.sampler.topics.values()), timeout=30)
     robot.stop()

@@ -40,7 +40,7 @@ def declare_settings(node: Node) -> ReflexSettings:
     """Declare the reflex's parameters on ``node``, all read-only."""
     p = lambda *a, **k: declare(node, *a, read_only=True, **k)  # noqa: E731
     rules_path = p("rules_file", "", "the rules YAML ('' = config/reflex_rules.yaml)")
-    questions_path = p("questions_file", "", "the Horde's questions YAML ('' = config/horde.yaml)")
+    questions_path = p("questions_file", "", "the Horde's questions YAML ('' = config/reflex_questions.yaml)")
     predictor_path = p("predictor_file", "", "the predictor's parameters, for from: predictor rules ('' = arm.yaml)")
     kind = p("command_type", "joint_state", "the command message", constraints=f"one of {list(COMMAND_TYPES)}")
     interface = p("interface", "velocity", "float64_multi_array's interface", constraints=f"one of {INTERFACES}")
@@ -62,7 +62,8 @@ def load_rule_set(s: ReflexSettings, joint_names: list[str]) -> tuple[RuleSet, H
     Raises:
       what the three loaders raise: a file missing or malformed, or rules naming what is not there.
     """
-    spec = load_questions(pathlib.Path(s.questions_path).expanduser() if s.questions_path else config_file("horde"))
+    questions = pathlib.Path(s.questions_path).expanduser() if s.questions_path else config_file("reflex_questions")
+    spec = load_questions(questions)
     predictor = PredictorSpec.from_parameters(
         pathlib.Path(s.predictor_path) if s.predictor_path else config_file("arm")
     )

@@ -11,7 +11,7 @@
                               ^---------------------- horde/predictions
 
 Every part is the node a robot runs, with the package's YAML files (config/arm.yaml,
-config/dynamixel.yaml, config/horde.yaml, config/reflex.yaml and its rules); only the servos are
+config/dynamixel.yaml, config/reflex_questions.yaml, config/reflex.yaml and its rules); only the servos are
 emulated. The operator overshoots now and then (config/reflex.yaml's operator section, or the
 overshoot_* arguments), which is when the joint meets the obstacle; teleop's commands go through
 the reflex to the driver. The driver cycles at ``driver_rate_hz`` (100 Hz), so a changed command
@@ -131,12 +131,14 @@ def generate_launch_description():
             "rules_file", default_value=os.path.join(config, "reflex_rules.yaml"), description="the reflex rules"
         ),
         DeclareLaunchArgument(
-            "questions_file", default_value=os.path.join(config, "horde.yaml"), description="the Horde's questions"
+            "questions_file",
+            default_value=os.path.join(config, "reflex_questions.yaml"),
+            description="the Horde's questions",
         ),
         DeclareLaunchArgument(
             "checkpoint_path", default_value="", description="the Horde's learner ('' = in memory, from scratch)"
         ),
-        # The Horde's clock by default: the questions file's rate_hz (config/horde.yaml: 30 Hz) is the
+        # The Horde's clock by default: the questions file's rate_hz (config/reflex_questions.yaml: 30 Hz) is the
         # time base of its taus and seconds, which the rules' tau were chosen on. tick_topic:=/joint_states
         # gives a prediction after each state within the driver's cycle, but then every tau is a
         # driver cycle long (shorter in wall time by rate_hz / driver_rate_hz): use it with questions

@@ -38,7 +38,7 @@ def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
     assert done.returncode == 0, done.stderr
     # (10 + 5) seeds x (none and reactive once for both starts + predictive per start), each 90 s + 10 s;
     # 2 checkpoints to warm up (60 s each) and 2 simulated references (30 s each).
-    assert "60 of 60 runs to make, about 1 h 43 min (100 s a run" in done.stdout
+    assert "60 of 60 runs to make, about 1 h 43 min (each run's length + 10 s start and stop" in done.stdout
     assert "2 checkpoints to warm up" in done.stdout and "2 simulated references" in done.stdout
     rows = json.loads((out / "p.json").read_text())["tables"][0]["rows"]
     assert rows == [
@@ -52,20 +52,21 @@ def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
         )
     ]
     assert not (out / "runs").exists()
-    # Runs done count as done, and their own wall time sets the estimate.
+    # Runs done count as done, and their own start and stop (wall time beyond their length) sets the estimate.
     (out / "runs").mkdir()
     (out / "runs" / "shoulder-none-seed0.json").write_text(json.dumps({"wall_s": 130.0}))
     again = plan(out, "--obstacles", "shoulder")
     assert (
-        "29 of 30 runs to make, about 1 h 03 min (130 s a run, the mean of 1 done; 1 simulated reference,"
-        in again.stdout
+        "29 of 30 runs to make, about 1 h 03 min (each run's length + 40 s start and stop, the mean of 1 done; "
+        "1 simulated reference," in again.stdout
     )
     # A shared run done by either start's name counts for both starts; a predictive one for its own.
     for name in ("pretrained-shoulder-reactive-seed1.json", "pretrained-shoulder-predictive-seed0.json"):
         (out / "runs" / name).write_text(json.dumps({"wall_s": 130.0}))
     both = plan(out, "--obstacles", "shoulder", "--starts", "scratch,pretrained")
     # 10 seeds x 4 runs, 3 done; 37 x 130 s, a checkpoint to warm up and a reference.
-    assert "37 of 40 runs to make, about 1 h 22 min (130 s a run, the mean of 3 done" in both.stdout
+    said = "37 of 40 runs to make, about 1 h 22 min (each run's length + 40 s start and stop, the mean of 3 done"
+    assert said in both.stdout
     done_of = {(r[0], r[2]): r[4] for r in json.loads((out / "p.json").read_text())["tables"][0]["rows"]}
     assert done_of == {
         ("scratch, pretrained", "none"): 1,
@@ -73,6 +74,26 @@ def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
         ("scratch", "predictive"): 0,
         ("pretrained", "predictive"): 1,
     }
+
+
+def test_from_scratch_predictive_runs_take_their_own_length_and_a_run_of_another_is_refused(tmp_path):
+    out = tmp_path / "study"
+    args = ["--obstacles", "shoulder", "--runs", "2", "--starts", "scratch", "--simulated-seeds", "0"]
+    longer = plan(out, *args, "--scratch-seconds", "150", "--learn-s", "60")
+    assert longer.returncode == 0, longer.stderr
+    assert "runs of 90 s (150 s from scratch with the prediction, its first 60 s to learn)" in longer.stdout
+    # 2 seeds: none and reactive 90 s, predictive 150 s, each + 10 s: 720 s
+    assert "6 of 6 runs to make, about 0 h 12 min" in longer.stdout
+    # A from-scratch predictive run of 90 s is not pooled with runs of 150 s: refused before any launch.
+    (out / "runs").mkdir(parents=True)
+    (out / "runs" / "shoulder-predictive-seed0.json").write_text(json.dumps({"seconds": 90.001, "wall_s": 93.0}))
+    command = ["gamma-net", "reflex", "realtime-study", "--out", str(out), *args, "--conditions", "predictive"]
+    refused = subprocess.run(
+        [*command, "--scratch-seconds", "150", "--learn-s", "60"], capture_output=True, text=True, timeout=bound(60)
+    )
+    assert refused.returncode == 2 and len(refused.stderr.strip().splitlines()) == 1, refused.stderr
+    assert "shoulder-predictive-seed0.json is a run of 90.001 s where this study's are 150 s" in refused.stderr
+    assert "[realtime-study]" not in refused.stdout
 
 
 def test_a_summary_of_both_starts_uses_the_same_reactive_and_none_runs(tmp_path):
@@ -118,6 +139,8 @@ def test_a_summary_of_both_starts_uses_the_same_reactive_and_none_runs(tmp_path)
         (["--priorities", "60,70,80"], "--priorities must be distinct and falling, driver above reflex above horde"),
         (["--obstacles", "elbow=0"], "--obstacles elbow=0: runs must be a whole number, at least 1"),
         (["--poll-s", "0"], "--poll-s"),
+        (["--scratch-seconds", "150", "--learn-s", "150"], "--learn-s 150 leaves nothing of a 150 s run to count"),
+        (["--learn-s", "-1"], "--learn-s"),
     ],
 )
 def test_bad_arguments_are_refused_in_one_line(tmp_path, extra, message):
@@ -214,8 +237,15 @@ def test_the_predictive_condition_has_the_reactive_rule_as_its_floor(tmp_path):
         ahead, floor = rules(f"{obstacle}.yaml", obstacle, "predictive")
         assert (ahead.name, ahead.source, ahead.tau) == (f"{joint}_stall_ahead", "prediction", 10)
         assert (floor.name, floor.source, floor.tau) == (f"{joint}_stall", "signal", None)
+        # the prediction of contact in front, the present effort as the floor: the shipped pair
+        assert (ahead.question, floor.question) == (f"{joint}_contact", f"{joint}_effort")
         # The floor is the reactive condition's rule, word for word.
         (reactive,) = rules(f"{obstacle}-r.yaml", obstacle, "reactive")
-        assert floor == reactive and ahead.response == floor.response and ahead.threshold == floor.threshold
+        assert floor == reactive and ahead.response == floor.response
+    # Pushing the shoulder down: contact is its effort below minus the floor's threshold.
+    ahead, floor = rules("low.yaml", "shoulder_low", "predictive")
+    assert ahead.question == "shoulder_contact_below" and ahead.response.direction == "negative"
+    (contact,) = [q.cumulant for q in spec.questions if q.name == ahead.question]
+    assert (contact.threshold, contact.direction) == (-floor.threshold, "below")
     (none,) = rules("n.yaml", "shoulder", "none")
     assert none.response.event and none.fail_safe == "pass"

@@ -16,6 +16,7 @@ from gamma_net_core.experiments.reflex_realtime_stats import (
     any_on,
     bootstrap_ratio,
     contact_per_hit,
+    counted_contact_rate,
     cumulative_at,
     describe_time_to_beat,
     done_when,
@@ -291,3 +292,27 @@ def test_the_simulated_reference_is_the_simulated_studys_reactive_contact_per_hi
         reactive = json.loads((folder / name).read_text())["data"]["reactive"]
         runs += [{"contact_s": c, "contacts": n} for c, n in zip(reactive["contact_s"], reactive["contacts"])]
     assert SIMULATED_CONTACT_PER_HIT["shoulder"] == pytest.approx(contact_per_hit(runs), rel=1e-9)
+
+
+def test_from_scratch_contact_counts_after_the_learning_time_and_runs_of_other_lengths_compare_as_rates():
+    series = [[0.0, 0.0, 0], [30.0, 0.3, 3], [60.0, 0.4, 4], [150.0, 0.5, 5]]
+    learner = {**run("shoulder", "predictive", 0.5, 15.0), "seconds": 150.0, "contact_series": series}
+    assert counted_contact_rate(learner) == pytest.approx(60 * 0.5 / 150)
+    assert counted_contact_rate(learner, 60.0) == pytest.approx(60 * 0.1 / 90)  # the 0.4 s before 60 s left out
+    with pytest.raises(ValueError, match="nothing after its first 150 s"):
+        counted_contact_rate(learner, 150.0)
+    with pytest.raises(ValueError, match="needs the run's contact_series"):
+        counted_contact_rate({**learner, "contact_series": None}, 60.0)
+    reactive = [{**run("shoulder", "reactive", c, 9.0), "seconds": 90.0} for c in (0.1, 0.3)]
+    none = [{**run("shoulder", "none", 1.0, 9.0), "seconds": 90.0}]
+    report = summarize([learner, *reactive, *none], seconds=90, learn_s=60.0, resamples=500)
+    here = report.data["scratch"]["shoulder"]
+    assert here["ratio"]["ratio"] == pytest.approx((0.1 / 90) / (0.2 / 90))  # rates: 90 s of each counted
+    # 15 circuits in 150 s and 9 in 90 s: 6 a minute each, no loss (the totals would say +67 %)
+    assert here["progress_vs_none"] == pytest.approx(0.0)
+    assert "a run none 90 s, reactive 90 s, predictive 150 s" in report.tables[0].title
+    assert "counted from 60 s on" in report.tables[1].title
+    # a pretrained start counts its runs whole: the learning time is a from-scratch Horde's
+    trained = {**learner, "pretrained": "warm.npz"}
+    again = summarize([trained, *reactive, *none], seconds=90, learn_s=60.0, resamples=500)
+    assert again.data["pretrained"]["shoulder"]["ratio"]["ratio"] == pytest.approx((0.5 / 150) / (0.2 / 90))

@@ -38,11 +38,18 @@ def rules(questions, *entries, **top):
     return load_rules({"rules": list(entries), **top}, questions=questions, joint_names=JOINTS)
 
 
-def test_the_installed_rules_file_parses_against_the_installed_questions(questions):
-    rule_set = load_rules(config_file("reflex_rules"), questions=questions, joint_names=JOINTS)
-    # The prediction in front, the same threshold on the present effort as its floor.
+def test_the_installed_rules_file_parses_against_the_installed_questions():
+    spec = load_questions(config_file("reflex_questions"))
+    rule_set = load_rules(config_file("reflex_rules"), questions=spec, joint_names=JOINTS)
+    # The prediction of contact in front, the present effort as its floor.
     assert [r.name for r in rule_set.rules] == ["shoulder_stall_ahead", "shoulder_stall"]
     assert [r.source for r in rule_set.rules] == ["prediction", "signal"] and rule_set.joints == ("shoulder",)
+    assert [r.question for r in rule_set.rules] == ["shoulder_contact", "shoulder_effort"]
+    # the contact question's cumulant is 1 exactly where the floor acts: the effort above its threshold
+    (contact,) = [q.cumulant for q in spec.questions if q.name == "shoulder_contact"]
+    floor = rule_set.rules[1]
+    assert floor.above and contact.threshold == floor.threshold and contact.direction == "above"
+    assert [contact.apply(e) for e in (0.0, floor.threshold * 0.99, floor.threshold * 1.01, 2.0)] == [0, 0, 1, 1]
 
 
 @pytest.mark.parametrize(

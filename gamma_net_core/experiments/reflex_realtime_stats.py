@@ -354,6 +354,7 @@ def summarize(
     window_s: float = WINDOW_S,
     step_s: float = STEP_S,
     simulated: dict[str, float | None] | None = None,
+    learn_s: float = 0.0,
 ) -> Report:
     """Tables of the runs: per start and obstacle one row per condition, the ratios, and the checks.
 
@@ -370,6 +371,11 @@ def summarize(
       window_s, step_s: the time to beat's windows (:func:`time_to_beat`).
       simulated: per obstacle the simulated study's reactive contact per hit (s); default
         :data:`SIMULATED_CONTACT_PER_HIT`.
+      learn_s: a from-scratch predictive run's contact counts from this long after its start
+        (its Horde's time to learn); the ratio compares contact seconds per minute
+        (:func:`counted_contact_rate`), so runs of other lengths compare, and progress compares
+        circuits per minute over the whole run. With 0 and runs of one length, the ratio of mean
+        contact times and of mean progress.
 
     Returns:
       Per start: a table per obstacle (mean ± sd over runs per condition) and the ratio table;
@@ -381,8 +387,9 @@ def summarize(
     starts = starts_of(runs, default) if starts is None else list(starts)
     tables, data = [], {}
     checks = Table(
-        "the issue's Done when, per start and obstacle: predictive/reactive contact time <= 0.5 with the 95 % "
-        "interval's upper end < 1; progress at most 5 % below no reflex's; reactive contact per hit within 1.5x "
+        "the issue's Done when, per start and obstacle: predictive/reactive contact (s per minute) <= 0.5 with the "
+        f"95 % interval's upper end < 1{'' if not learn_s else f' (from scratch: counted from {learn_s:g} s on)'}; "
+        "progress (circuits per minute) at most 5 % below no reflex's; reactive contact per hit within 1.5x "
         "of the simulated study's; the time from which the predictive rule's contact rate stays at most half "
         f"the reactive rule's ({window_s:g} s windows, pooled over runs, bootstrap 95 %)",
         [
@@ -400,6 +407,8 @@ def summarize(
     for start in starts:
         mine = runs_of(runs, start, default)
         title = "pretrained" if start == "pretrained" else "learning from scratch"
+        learning = learn_s if start == "scratch" else 0.0
+        counted = f", the predictive runs' contact counted from {learning:g} s on" if learning else ""
         # Said once per table: which runs are shared, and whose Horde the none row's rule-on is.
         shared = (
             f"; {' and '.join(SHARED)} never read the Horde: their runs are shared by every start, and none's "
@@ -408,12 +417,14 @@ def summarize(
         obstacles = list(dict.fromkeys(r["obstacle"] for r in mine))
         data[start] = {}
         ratio_table = Table(
-            f"predictive / reactive contact time, bootstrap 95 % interval over runs (unpaired), {title}",
+            f"predictive / reactive contact seconds per minute, bootstrap 95 % interval over runs (unpaired), "
+            f"{title}{counted}",
             ["obstacle", "runs (pred, react)", "ratio", "95 % interval", "progress vs reactive"],
         )
         for obstacle in obstacles:
             table = Table(
-                f"reflex in real time: {obstacle} obstacle, {seconds:g} s a run, {title} (mean ± sd over runs)"
+                f"reflex in real time: {obstacle} obstacle, {_lengths(mine, obstacle, seconds)}, {title} "
+                "(mean ± sd over runs)"
                 + (shared if any(r["obstacle"] == obstacle and r["condition"] in SHARED for r in mine) else ""),
                 ["condition", "runs", *QUANTITIES.values()],
             )
@@ -432,12 +443,14 @@ def summarize(
                 here[condition] = columns
             tables.append(table)
             ratio = bootstrap_ratio(
-                [r["contact_s"] for r in by["predictive"]],
-                [r["contact_s"] for r in by["reactive"]],
+                [counted_contact_rate(r, _learns(r, start, learn_s), seconds=seconds) for r in by["predictive"]],
+                [counted_contact_rate(r, seconds=seconds) for r in by["reactive"]],
                 resamples=resamples,
             )
             here["ratio"] = ratio
-            progress = {c: float(np.mean([r["progress_circuits"] for r in by[c]])) if by[c] else None for c in by}
+            progress = {
+                c: float(np.mean([progress_rate(r, seconds=seconds) for r in by[c]])) if by[c] else None for c in by
+            }
             change = _change(progress["predictive"], progress["reactive"])
             shown = "-" if change is None else f"{100 * change:+.1f} %"
             if ratio["ratio"] is None:
@@ -484,6 +497,42 @@ def summarize(
             )
         tables.append(ratio_table)
     return Report(tables=[*tables, checks], data=data)
+
+
+def counted_contact_rate(run: dict, learn_s: float = 0.0, *, seconds: float | None = None) -> float:
+    """A run's contact seconds per minute, counted from ``learn_s`` after its window's start to its end.
+
+    A from-scratch run gives its Horde ``learn_s`` to learn before its contact counts (its
+    ``contact_series`` gives the contact before then); runs of any length compare as rates.
+    ``seconds``: the run's length where its JSON does not say (``seconds``).
+    """
+    seconds = float(run.get("seconds", seconds))
+    if learn_s <= 0.0:
+        return 60.0 * float(run["contact_s"]) / seconds
+    if not learn_s < seconds:
+        raise ValueError(f"a run of {seconds:g} s has nothing after its first {learn_s:g} s to count")
+    if not run.get("contact_series"):
+        raise ValueError("counting contact after a learning time needs the run's contact_series")
+    before, total = cumulative_at(run["contact_series"], np.array([learn_s, seconds]))
+    return 60.0 * float(total - before) / (seconds - learn_s)
+
+
+def progress_rate(run: dict, *, seconds: float | None = None) -> float:
+    """A run's progress in circuits per minute over its whole window (learning included)."""
+    return 60.0 * float(run["progress_circuits"]) / float(run.get("seconds", seconds))
+
+
+def _learns(run: dict, start: str, learn_s: float) -> float:
+    """The learning time of a run in a start's comparison: ``learn_s`` for a from-scratch predictive run, else 0."""
+    return learn_s if start == "scratch" and run["condition"] == "predictive" else 0.0
+
+
+def _lengths(runs: Sequence[dict], obstacle: str, seconds: float) -> str:
+    """``90 s a run``, or each condition's length where they differ (``predictive 150 s, none 90 s, ...``)."""
+    by = {r["condition"]: round(float(r.get("seconds", seconds))) for r in runs if r["obstacle"] == obstacle}
+    if len(set(by.values())) <= 1:
+        return f"{seconds:g} s a run"
+    return "a run " + ", ".join(f"{c} {by[c]:g} s" for c in CONDITIONS if c in by)
 
 
 def _change(value: float | None, reference: float | None) -> float | None:

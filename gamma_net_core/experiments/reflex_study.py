@@ -7,9 +7,9 @@ same simulated time:
 
 - ``none``: no reflex;
 - ``reactive``: the first rule of ``config/reflex_rules.yaml`` on the present signal (``source:
-  signal``: the shoulder's |effort| now);
+  signal``: its question's cumulant now, shoulder_contact: 1 while the effort is above 0.06 N m);
 - ``predictive``: that rule alone, on the Horde's learned prediction ((1 - gamma) V at its tau),
-  the Horde (``config/horde.yaml``'s questions) warmed up on a recording with the obstacle (as
+  the Horde (``config/reflex_questions.yaml``'s questions) warmed up on a recording with the obstacle (as
   ``make demo`` pretrains) and learning online during the run. The shipped file's floor (its
   second rule, the reactive one) is left out here, so the prediction is measured on its own; the
   real-time study (`gamma-net reflex realtime-study`) runs the two together, as shipped.
@@ -71,7 +71,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--obstacle-low", type=float, default=-0.2, help="shoulder obstacle from, rad")
     parser.add_argument("--obstacle-high", type=float, default=0.5, help="shoulder obstacle to, rad")
     parser.add_argument("--rules", default=None, help="rules YAML (default config/reflex_rules.yaml); its first rule")
-    parser.add_argument("--questions", default=None, help="questions YAML (default config/horde.yaml)")
+    parser.add_argument("--questions", default=None, help="questions YAML (default config/reflex_questions.yaml)")
     parser.add_argument("--out", required=True, help="folder for the figure")
 
 
@@ -82,7 +82,7 @@ def run(args: argparse.Namespace) -> Report:
     check_range("--warmup-circuits", args.warmup_circuits, low=0)
     check(args.obstacle_low < args.obstacle_high, "--obstacle-low must be below --obstacle-high")
     out = output_dir("--out", args.out)
-    spec = load_questions(args.questions or config_file("horde"))
+    spec = load_questions(args.questions or config_file("reflex_questions"))
     arm = load_config(ArmConfig, config_file("arm"), "/**", "arm")
     rule_set = load_rules(args.rules or config_file("reflex_rules"), questions=spec, joint_names=arm.joint_names)
     predictive = rule_set.rules[0]

@@ -15,14 +15,14 @@ each a rules file the study writes (``OUT/rules/``):
 
 Two starts (``--starts``): the Horde learns from scratch (in memory), or starts each run from a
 copy of a checkpoint: ``--pretrained CHECKPOINT``, or one the study warms up per obstacle
-(``OUT/pretrained/OBSTACLE.npz``: ``--warmup-circuits`` circuits of a simulated recording with
-that obstacle, as `gamma-net reflex study` pretrains). The questions file is the study's own,
-``OUT/questions.yaml``: config/horde.yaml plus ``elbow_effort``, which the elbow's rule needs; a
-checkpoint must be of those questions. Only ``predictive`` reads the Horde: ``reactive`` and
-``none`` (never changing a command) move the arm the same whichever start the Horde had, so they
-run once per obstacle and seed, with the Horde from scratch (no checkpoint to warm up), and every
-start's tables use those runs beside its own predictive runs; ``none``'s rule-on fraction is that
-Horde's, so a pretrained table leaves it out (:data:`SHARED`).
+(``OUT/pretrained/OBSTACLE.npz``: ``--warmup-circuits`` circuits of a simulated recording with that
+obstacle, as `gamma-net reflex study` pretrains). The questions file is the study's own,
+``OUT/questions.yaml``: config/reflex_questions.yaml plus the questions the other obstacles' rules
+need (:data:`EXTRA_QUESTIONS`); a checkpoint must be of those questions. Only ``predictive`` reads
+the Horde: ``reactive`` and ``none`` (never changing a command) move the arm the same whichever
+start the Horde had, so they run once per obstacle and seed, with the Horde from scratch (no
+checkpoint to warm up), and every start's tables use those runs beside its own predictive runs;
+``none``'s rule-on fraction is that Horde's, so a pretrained table leaves it out (:data:`SHARED`).
 
 Measured per run, over the window from the Horde's first prediction to ``--seconds`` later:
 contact time, contacts and peak current from the emulator's own obstacle counters (its control
@@ -92,38 +92,61 @@ from gamma_net_core.signals.maze import MazeConfig, MazePath, ProgressTracker
 from gamma_net_core.signals.obstacle import Obstacle
 
 #: Each obstacle: the servo whose range holds it (rad), the joint the operator overshoots toward
-#: it, and the rule adapted to it (its question, joint and direction).
+#: it, and the rules adapted to it: the floor's question (|effort|), the predictive rule's (contact,
+#: the effort past the floor's threshold in the push's direction), the joint and direction.
 OBSTACLES = {
     # The launch's default: 0.05 rad past the shoulder's reach on the route (-0.27 rad at most).
-    "shoulder": {"servo": 1, "low": -0.2, "high": 0.5, "joint": 0, "direction": 1, "question": "shoulder_effort"},
+    "shoulder": {
+        "servo": 1, "low": -0.2, "high": 0.5, "joint": 0, "direction": 1,
+        "question": "shoulder_effort", "ahead": "shoulder_contact",
+    },
     # Just past the elbow's reach on the route (2.16 rad at most).
-    "elbow": {"servo": 2, "low": 2.27, "high": 2.9, "joint": 1, "direction": 1, "question": "elbow_effort"},
+    "elbow": {
+        "servo": 2, "low": 2.27, "high": 2.9, "joint": 1, "direction": 1,
+        "question": "elbow_effort", "ahead": "elbow_contact",
+    },
     # The other way: below the shoulder's lowest on the route (-1.25 rad), the rule's direction negative.
     "shoulder_low": {
-        "servo": 1,
-        "low": -1.55,
-        "high": -1.3,
-        "joint": 0,
-        "direction": -1,
-        "question": "shoulder_effort",
+        "servo": 1, "low": -1.55, "high": -1.3, "joint": 0, "direction": -1,
+        "question": "shoulder_effort", "ahead": "shoulder_contact_below",
     },
-}
+}  # fmt: skip
 JOINTS = ("shoulder", "elbow")
-ELBOW_EFFORT = {
-    "name": "elbow_effort",
-    "cumulant": {
-        "topic": "/joint_states",
-        "type": "sensor_msgs/msg/JointState",
-        "field": "effort[elbow]",
-        "transform": "abs",
+
+
+def _effort(joint: str, **transform) -> dict:
+    return {"topic": "/joint_states", "type": "sensor_msgs/msg/JointState", "field": f"effort[{joint}]", **transform}
+
+
+#: The questions the obstacles' rules need beyond config/reflex_questions.yaml's (shoulder_effort,
+#: shoulder_contact): the elbow's, and contact pushing the shoulder down (its effort below -0.06 N m).
+EXTRA_QUESTIONS = [
+    {"name": "elbow_effort", "cumulant": _effort("elbow", transform="abs")},
+    {"name": "elbow_contact", "cumulant": _effort("elbow", transform="indicator", threshold=0.06, direction="above")},
+    {
+        "name": "shoulder_contact_below",
+        "cumulant": _effort("shoulder", transform="indicator", threshold=-0.06, direction="below"),
     },
-}
+]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--runs", type=int, default=10, help="runs per condition and obstacle (operator seeds)")
     parser.add_argument("--first-seed", type=int, default=0, help="operator seeds first-seed, first-seed + 1, ...")
     parser.add_argument("--seconds", type=float, default=90.0, help="wall seconds a run, from the first prediction")
+    parser.add_argument(
+        "--scratch-seconds",
+        type=float,
+        default=None,
+        help="wall seconds of a from-scratch predictive run, whose Horde learns in it (default: --seconds)",
+    )
+    parser.add_argument(
+        "--learn-s",
+        type=float,
+        default=0.0,
+        help="s of a from-scratch predictive run before its contact counts in the ratio (its time to learn; "
+        "contact is compared per minute, progress per minute over the whole run)",
+    )
     parser.add_argument(
         "--obstacles",
         default="shoulder,elbow,shoulder_low",
@@ -204,6 +227,13 @@ def run(args: argparse.Namespace) -> Report:
     check_range("--runs", args.runs, low=1)
     check_range("--first-seed", args.first_seed, low=0)
     check_range("--seconds", args.seconds, above=0.0)
+    args.scratch_seconds = args.seconds if args.scratch_seconds is None else args.scratch_seconds
+    check_range("--scratch-seconds", args.scratch_seconds, above=0.0)
+    check_range("--learn-s", args.learn_s, low=0.0)
+    check(
+        args.learn_s < args.scratch_seconds,
+        f"--learn-s {args.learn_s:g} leaves nothing of a {args.scratch_seconds:g} s run to count",
+    )
     check_range("--start-timeout", args.start_timeout, above=0.0)
     check_range("--resamples", args.resamples, low=100)
     check_range("--warmup-circuits", args.warmup_circuits, low=1)
@@ -244,8 +274,15 @@ def run(args: argparse.Namespace) -> Report:
     }
     checkpoints: dict[str, pathlib.Path] = {}
     # Resumable: a run done is read back, not run again.
-    runs = {key: _done(out, *key) for key in plan}
-    runs = {key: json.loads(path.read_text()) for key, path in runs.items() if path is not None}
+    found = {key: _done(out, *key) for key in plan}
+    runs = {key: json.loads(path.read_text()) for key, path in found.items() if path is not None}
+    for key, result in runs.items():  # a run of another length is another study's: refused, not pooled
+        want, got = _seconds_of(args, key[0], key[3]), float(result.get("seconds", args.seconds))
+        check(
+            abs(got - want) <= 1.0,
+            f"{found[key]} is a run of {got:g} s where this study's are {want:g} s: move it away, or give "
+            "the length it was made with",
+        )
     with _Watcher() if len(runs) < len(plan) else contextlib.nullcontext() as watcher:
         for key in plan:
             if key in runs:
@@ -260,13 +297,14 @@ def run(args: argparse.Namespace) -> Report:
                     )
                 checkpoint = checkpoints[obstacle]
             shown = f"{SHARED_START} (for {', '.join(starts)})" if start == SHARED_RUN else start
-            print(f"[realtime-study] {shown} {obstacle} {condition} seed {seed}: {args.seconds:g} s", flush=True)
+            seconds = _seconds_of(args, start, condition)
+            print(f"[realtime-study] {shown} {obstacle} {condition} seed {seed}: {seconds:g} s", flush=True)
             result = run_once(
                 watcher,
                 obstacle=obstacle,
                 condition=condition,
                 seed=seed,
-                seconds=args.seconds,
+                seconds=seconds,
                 rules_file=rules[(obstacle, condition)],
                 questions_file=questions,
                 pretrained=checkpoint,
@@ -287,6 +325,7 @@ def run(args: argparse.Namespace) -> Report:
         starts=starts,
         resamples=args.resamples,
         window_s=args.window_s,
+        learn_s=args.learn_s,
         simulated=simulated,
     )
     figure = plot_summary(out / "reflex_realtime.png", runs, starts)
@@ -312,6 +351,11 @@ def run(args: argparse.Namespace) -> Report:
 #: The start of a shared condition's run in the plan: made once (its Horde :data:`SHARED_START`'s)
 #: and used for every start.
 SHARED_RUN = "shared"
+
+
+def _seconds_of(args: argparse.Namespace, start: str, condition: str) -> float:
+    """A run's wall seconds: ``--scratch-seconds`` for a from-scratch predictive run, else ``--seconds``."""
+    return args.scratch_seconds if (start, condition) == ("scratch", "predictive") else args.seconds
 
 
 def _run_path(out: pathlib.Path, start: str, obstacle: str, condition: str, seed: int) -> pathlib.Path:
@@ -345,12 +389,12 @@ def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretra
     """The runs the study would make, which are done already (their JSON in OUT/runs), and the time left."""
     found = {key: _done(out, *key) for key in plan}
     done = [key for key, path in found.items() if path is not None]
-    measured = []
+    measured = []  # each run's start and stop: its wall time beyond its window
     for key in done:
-        wall = json.loads(found[key].read_text()).get("wall_s")
-        if wall is not None:
-            measured.append(float(wall))
-    per_run = (sum(measured) / len(measured)) if measured else args.seconds + RUN_OVERHEAD_S
+        result = json.loads(found[key].read_text())
+        if result.get("wall_s") is not None:
+            measured.append(float(result["wall_s"]) - float(result.get("seconds", args.seconds)))
+    overhead = (sum(measured) / len(measured)) if measured else RUN_OVERHEAD_S
     warmups = 0
     if pretrained is None:
         warm = {o for s, o, _, _ in plan if s == "pretrained"}
@@ -362,10 +406,17 @@ def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretra
             1 for o in dict.fromkeys(o for _, o, _, _ in plan) if f"{o} seeds {args.simulated_seeds}" not in known
         )
     left = len(plan) - len(done)
-    seconds = left * per_run + warmups * WARMUP_S + references * REFERENCE_S
+    to_run = sum(_seconds_of(args, key[0], key[3]) + overhead for key in plan if key not in done)
+    seconds = to_run + warmups * WARMUP_S + references * REFERENCE_S
     shared = [c for c in SHARED if any(k[3] == c for k in plan)]
     table = Table(
-        f"gamma-net reflex realtime-study --plan: runs of {args.seconds:g} s, operator seeds from {args.first_seed}"
+        f"gamma-net reflex realtime-study --plan: runs of {args.seconds:g} s"
+        + (
+            f" ({args.scratch_seconds:g} s from scratch with the prediction, its first {args.learn_s:g} s to learn)"
+            if args.scratch_seconds != args.seconds or args.learn_s
+            else ""
+        )
+        + f", operator seeds from {args.first_seed}"
         + (
             f"; {' and '.join(shared)} never read the Horde: one run per obstacle and seed, the Horde from "
             f"{SHARED_START}, for {' and '.join(starts)}"
@@ -379,8 +430,8 @@ def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretra
         finished = [k for k in mine if k in done]
         shown = ", ".join(starts) if start == SHARED_RUN else start
         table.add(shown, obstacle, condition, len(mine), len(finished), len(mine) - len(finished))
-    basis = f"{per_run:.0f} s a run, " + (
-        f"the mean of {len(measured)} done" if measured else f"{args.seconds:g} s + {RUN_OVERHEAD_S:g} s start and stop"
+    basis = f"each run's length + {overhead:.0f} s start and stop" + (
+        f", the mean of {len(measured)} done" if measured else ""
     )
     hours, minutes = divmod(round(seconds / 60), 60)
     summary = (
@@ -397,7 +448,7 @@ def _plan(plan: list[tuple], out: pathlib.Path, args: argparse.Namespace, pretra
         )
         + ")"
     )
-    data = {"runs": len(plan), "done": len(done), "to_run": left, "seconds_per_run": per_run, "estimate_s": seconds}
+    data = {"runs": len(plan), "done": len(done), "to_run": left, "overhead_s": overhead, "estimate_s": seconds}
     return Report(tables=[table], data={"plan": data}, summary=summary)
 
 
@@ -507,28 +558,26 @@ def _check_priorities(priorities: dict[str, int]) -> None:
 
 
 def _write_questions(path: pathlib.Path) -> pathlib.Path:
-    doc = yaml.safe_load(config_file("horde").read_text())
-    if not any(q["name"] == ELBOW_EFFORT["name"] for q in doc["questions"]):
-        doc["questions"].append(copy.deepcopy(ELBOW_EFFORT))
+    doc = yaml.safe_load(config_file("reflex_questions").read_text())
+    names = {q["name"] for q in doc["questions"]}
+    doc["questions"] += [copy.deepcopy(q) for q in EXTRA_QUESTIONS if q["name"] not in names]
     path.write_text(yaml.safe_dump(doc, sort_keys=False))
     return path
 
 
 def _write_rules(path: pathlib.Path, obstacle: str, condition: str, questions: pathlib.Path) -> pathlib.Path:
-    """The shipped rule (config/reflex_rules.yaml's first), on the obstacle's joint, as ``condition`` has it."""
+    """The shipped rules (config/reflex_rules.yaml's), on the obstacle's joint, as ``condition`` has them."""
     doc = yaml.safe_load(config_file("reflex_rules").read_text())
     place = OBSTACLES[obstacle]
-    rule = dict(doc["rules"][0])
-    rule["question"] = place["question"]
+    rule, reactive = dict(doc["rules"][0]), dict(doc["rules"][1])
     joint = JOINTS[place["joint"]]
-    rule["response"] = {
+    response = {
         **rule["response"],
         "joints": [joint],
         "direction": "positive" if place["direction"] > 0 else "negative",
     }
-    reactive = {**rule, "name": f"{joint}_stall", "source": "signal"}
-    reactive.pop("tau", None)
-    rule["name"] = f"{joint}_stall_ahead"
+    rule.update(name=f"{joint}_stall_ahead", question=place["ahead"], response=response)
+    reactive.update(name=f"{joint}_stall", question=place["question"], response=response)
     if condition == "reactive":
         rules = [reactive]
     elif condition == "none":

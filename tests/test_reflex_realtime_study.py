@@ -95,7 +95,8 @@ def test_bad_arguments_are_refused_in_one_line_before_any_launch(tmp_path):
     assert not (tmp_path / "x" / "runs").exists()
 
 
-def test_ctrl_c_ends_the_study_and_its_launch_in_one_line(tmp_path):
+@pytest.mark.parametrize("stop", [signal.SIGINT, signal.SIGTERM], ids=["ctrl-c", "sigterm"])
+def test_ctrl_c_or_sigterm_ends_the_study_and_its_launch_in_one_line(tmp_path, stop):
     out = tmp_path / "study"
     command = ["gamma-net", "reflex", "realtime-study", "--runs", "1", "--seconds", "600", "--obstacles", "shoulder"]
     command += ["--conditions", "reactive", "--out", str(out)]
@@ -103,7 +104,7 @@ def test_ctrl_c_ends_the_study_and_its_launch_in_one_line(tmp_path):
         log = out / "logs" / "shoulder-reactive-seed0.log"
         # Interrupted mid-run: once the Horde learns (its first predictions start the run's window).
         assert wait_until(lambda: log.exists() and "learner kernels warm" in log.read_text(), timeout=120), log
-        study_process.send_signal(signal.SIGINT)
+        study_process.send_signal(stop)  # Ctrl-C, or a supervisor's SIGTERM
         stdout, stderr = study_process.communicate(timeout=bound(60))
     assert study_process.returncode == 130, stdout + stderr
     assert stderr.strip().splitlines()[-1] == "gamma-net reflex realtime-study: interrupted", stderr

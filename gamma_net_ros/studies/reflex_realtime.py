@@ -283,7 +283,8 @@ def run(args: argparse.Namespace) -> Report:
             f"{found[key]} is a run of {got:g} s where this study's are {want:g} s: move it away, or give "
             "the length it was made with",
         )
-    with _Watcher() if len(runs) < len(plan) else contextlib.nullcontext() as watcher:
+    watching = _Watcher() if len(runs) < len(plan) else contextlib.nullcontext()
+    with _terminate_as_interrupt(), watching as watcher:
         for key in plan:
             if key in runs:
                 continue
@@ -351,6 +352,29 @@ def run(args: argparse.Namespace) -> Report:
 #: The start of a shared condition's run in the plan: made once (its Horde :data:`SHARED_START`'s)
 #: and used for every start.
 SHARED_RUN = "shared"
+
+
+@contextlib.contextmanager
+def _terminate_as_interrupt():
+    """SIGTERM (``kill``, a supervisor, a job scheduler) ends the study as Ctrl-C does.
+
+    The run's launch is stopped with it, the run is not recorded, and the study says
+    "interrupted" in one line; without it a SIGTERM would end the study and leave the launch's
+    processes running. Only the main thread can set a handler; elsewhere nothing changes.
+    """
+
+    def interrupt(signum, frame):
+        raise KeyboardInterrupt
+
+    try:
+        previous = signal.signal(signal.SIGTERM, interrupt)
+    except ValueError:
+        yield
+        return
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _seconds_of(args: argparse.Namespace, start: str, condition: str) -> float:

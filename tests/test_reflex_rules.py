@@ -7,6 +7,7 @@ import math
 import numpy as np
 import pytest
 
+from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.paths import config_file
 from gamma_net_core.reflex.evaluation import ReflexState, prediction_value
@@ -184,3 +185,27 @@ def test_a_prediction_rule_reads_the_scaled_prediction_at_its_timescale_interpol
     readout = rules(questions, rule(tau=None, readout="next_2s")).rules[0]
     assert prediction_value(readout, **read, readouts=["hyperbolic", "next_2s"], readout_values=[1, 2, 3, 4]) == 4
     assert prediction_value(at[5], questions=["shoulder_speed"], gammas=gammas, values=values[0]) is None
+
+
+def test_the_reflex_questions_learn_where_contact_comes_from_one_contact():
+    """config/reflex_questions.yaml's promise: one contact, then 3 s of free motion on the route, and the
+    shipped predictive rule's value is past its threshold approaching the edge, and below it on the route."""
+    spec = load_questions(config_file("reflex_questions"))
+    (ahead, _) = load_rules(config_file("reflex_rules"), questions=spec, joint_names=JOINTS).rules
+    learner = HordeLearner.from_spec(spec, rng=np.random.default_rng(0))
+    contact = spec.names.index(ahead.question)
+    cumulants = np.zeros(len(spec.names))
+    approach = np.array([-0.25, 2.0, 0.3, 0.0])  # shoulder, elbow (rad), their velocities (rad/s): toward the edge
+    learner.step(approach, cumulants, np.ones_like(cumulants))
+    cumulants[contact] = 1.0  # the next step meets the obstacle
+    learner.step(np.array([-0.2, 2.0, 0.0, 0.0]), cumulants, np.ones_like(cumulants))
+    cumulants[:] = 0.0
+    for k in range(90):  # 3 s at 30 Hz on the route, well below the edge, no contact
+        route = [-1.0 + 0.3 * np.sin(k / 15), 1.6 + 0.2 * np.cos(k / 15), 0.3 * np.cos(k / 15), -0.2 * np.sin(k / 15)]
+        learner.step(np.array(route), cumulants, np.ones_like(cumulants))
+
+    def value(state):  # what the rule compares: (1 - gamma) V at its tau
+        return learner.predict(np.array(state), taus=[ahead.tau])[contact, 0] / ahead.tau
+
+    assert value(approach) > ahead.threshold
+    assert value([-1.0, 1.5, -0.3, 0.2]) < ahead.threshold

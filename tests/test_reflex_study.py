@@ -10,6 +10,7 @@ import pytest
 from waiting import bound
 
 from gamma_net_core.experiments.reflex_study import _settings, run_condition
+from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.paths import config_file
 from gamma_net_core.reflex.rules import load_rules
@@ -91,3 +92,34 @@ def test_bench_reflex_reports_both_paths_against_the_echo(tmp_path):
     data = json.loads(out.read_text())["data"]
     for key in ("reflex_path_s", "echo_path_s", "reflex_reaction_s", "echo_reaction_s"):
         assert len(data[key]) > 0, key
+
+
+def test_the_loop_observes_every_rule_of_a_pair_as_the_reflex_node_does():
+    """A prediction rule that never fires beside the reactive floor: the pair acts as the floor alone.
+
+    The loop used to observe only the set's first rule: the floor went stale and the fail-safe held the
+    arm still (no contact, no progress), so a pair could not be simulated.
+    """
+    spec = load_questions(config_file("reflex_questions"))
+    floor = {
+        "name": "floor", "source": "signal", "question": "shoulder_effort", "above": 0.06, "release": 0.03,
+        "hold_s": 0.5, "response": {"scale": 0.0, "joints": ["shoulder"], "direction": "positive"},
+    }  # fmt: skip
+    never = {**floor, "name": "never", "source": "prediction", "question": "shoulder_contact", "tau": 10.0,
+             "above": 0.99, "release": 0.98}  # fmt: skip
+    pair = load_rules({"rules": [never, floor]}, questions=spec, joint_names=("shoulder", "elbow"))
+    alone = load_rules({"rules": [floor]}, questions=spec, joint_names=("shoulder", "elbow"))
+    settings = _settings(ArmConfig())
+    obstacle = Obstacle(-0.26, 0.5)
+    learner = HordeLearner.from_spec(spec, rng=np.random.default_rng(spec.seed))
+    run = dict(seed=1, seconds=30.0, mark_s=10.0)
+    with_pair, trace = run_condition(settings, obstacle, pair, learner, spec, **run)
+    with_floor, _ = run_condition(settings, obstacle, alone, None, spec, **run)
+    none, _ = run_condition(settings, obstacle, None, None, spec, **run)
+    assert with_floor["contact_s"] < 0.5 * none["contact_s"], (with_floor, none)
+    assert with_pair["contact_s"] == with_floor["contact_s"] and with_pair["contacts"] == with_floor["contacts"]
+    assert not trace["on"].any()  # the first rule, the prediction, never fired
+    assert np.isfinite(trace["prediction"]).all() and trace["prediction"].max() < 0.98
+    assert 0.0 < with_pair["contact_s_at_mark"] <= with_pair["contact_s"]
+    with pytest.raises(ValueError, match="needs a learner"):
+        run_condition(settings, obstacle, pair, None, spec, seed=1, seconds=1.0)

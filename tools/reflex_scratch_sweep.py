@@ -4,8 +4,8 @@
 
 The real-time study's obstacles, questions and rules (gamma_net_ros/studies/reflex_realtime.py:
 config/reflex_questions.yaml and the shipped rules, adapted per obstacle), stepped as `gamma-net
-reflex study` steps them (the Horde's rate, 30 Hz), but with both rules of the pair observed, as
-the reflex node and the real-time study run them. Designs:
+reflex study` steps them (its loop, ``reflex_study.run_condition``, at the Horde's rate, 30 Hz), with
+both rules of the pair observed, as the reflex node and the real-time study run them. Designs:
 
 - ``reflex``: as shipped (the reflex's own questions; the rule on (1 - gamma) V of contact);
 - ``paper``: config/horde.yaml's questions (the paper's arm) and the rule the shipped file had
@@ -29,16 +29,13 @@ import numpy as np
 import yaml
 
 from gamma_net_core.config import load_config
-from gamma_net_core.experiments.reflex_study import _message, _signals, study_settings, warm_up
+from gamma_net_core.experiments.reflex_study import run_condition, study_settings, warm_up
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.paths import config_file
-from gamma_net_core.reflex.evaluation import ReflexState
 from gamma_net_core.reflex.rules import load_rules
-from gamma_net_core.signals.arm import ArmConfig, ArmKinematics, SimulatedArm, joystick_to_joint_velocity
-from gamma_net_core.signals.maze import MazePath, ProgressTracker
+from gamma_net_core.signals.arm import ArmConfig
 from gamma_net_core.signals.obstacle import Obstacle
-from gamma_net_core.signals.operator import Operator
 from gamma_net_ros.studies.reflex_realtime import EXTRA_QUESTIONS, OBSTACLES, _write_questions, _write_rules
 
 LEARN_S = 60.0  # the study's --learn-s
@@ -72,56 +69,24 @@ def run(questions, rules, obstacle: str, seed: int, seconds: float, *, learn: bo
     rule_set = load_rules(rules, questions=spec, joint_names=("shoulder", "elbow"))
     arm_config = load_config(ArmConfig, config_file("arm"), "/**", "arm")
     settings = study_settings(arm_config, overshoot_joint=joint, overshoot_direction=place["direction"])
-    obstacles = {joint: Obstacle(place["low"], place["high"])}
-    maze, kinematics = MazePath.from_config(settings["maze"]), ArmKinematics.from_config(settings["arm"])
-    arm = SimulatedArm(settings["arm"], position=kinematics.inverse(maze.point_at(0.0)), obstacles=obstacles)
-    operator = Operator(
-        maze=maze, kinematics=kinematics, joystick=settings["joystick"], config=settings["operator"],
-        rng=np.random.default_rng(seed),
-    )  # fmt: skip
-    tracker = ProgressTracker(maze, arm.tool)
+    obstacle_here = Obstacle(place["low"], place["high"])
     learner = None
     if learn:
         learner = (
-            warm_up(spec, settings, obstacles, circuits=warmup)
+            warm_up(spec, settings, {joint: obstacle_here}, circuits=warmup)
             if warmup
             else HordeLearner.from_spec(spec, rng=np.random.default_rng(spec.seed))
         )
-    reflex = ReflexState(rule_set)
-    dt, names = 1.0 / spec.rate_hz, list(settings["arm"].joint_names)
-    index = {r.question: spec.names.index(r.question) for r in rule_set.rules}
-    contact_at_learn, on = None, 0
-    steps = round(seconds * spec.rate_hz)
-    for step in range(steps):
-        now = step * dt
-        position, velocity, effort = arm.measure()
-        inputs, cumulants, continuations = _signals(spec, _message(names, position, velocity, effort))
-        if learner is not None:
-            learner.step(inputs, cumulants, continuations)
-        for i, rule in enumerate(rule_set.rules):
-            if rule.source == "prediction":
-                value = float(learner.predict(inputs, taus=[rule.tau])[index[rule.question], 0] / rule.tau)
-            else:
-                value = float(cumulants[index[rule.question]])
-            reflex.observe(i, value, now)
-        reflex.decide(now)
-        axes = operator.observe(now, position)
-        joystick = settings["joystick"]
-        command = joystick_to_joint_velocity(axes, max_speed=joystick.max_speed, deadzone=joystick.deadzone)
-        command = reflex.apply(names, command)
-        on += learn and reflex.status[0].on
-        arm.command_velocity(command)
-        arm.step(dt)
-        tracker.update(arm.tool)
-        if step + 1 == round(LEARN_S * spec.rate_hz):
-            contact_at_learn = arm.contacts[joint].contact_s
-    contact = arm.contacts[joint].contact_s
+    result, trace = run_condition(
+        settings, obstacle_here, rule_set, learner, spec, seed=seed, seconds=seconds, joint=joint, mark_s=LEARN_S
+    )  # fmt: skip
+    early = result["contact_s_at_mark"]
     return {
-        "contact": contact,
-        "early": contact_at_learn,
-        "late": contact - contact_at_learn,
-        "circuits": (tracker.progress - tracker.start) / maze.length,
-        "on": on / steps,
+        "contact": result["contact_s"],
+        "early": early,
+        "late": result["contact_s"] - early,
+        "circuits": result["circuits"],
+        "on": float(np.mean(trace["on"])) if learn else 0.0,
     }
 
 

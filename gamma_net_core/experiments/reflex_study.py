@@ -206,16 +206,27 @@ def run_condition(
     seed: int,
     seconds: float,
     joint: int = 0,
+    mark_s: float | None = None,
 ) -> tuple[dict, dict]:
     """One run: the operator drives for ``seconds`` with the reflex of ``rule_set`` (None: none).
 
+    Every rule of the set is observed, as the reflex node observes them: a prediction rule its
+    question's (1 - gamma) V at its tau, a signal rule its question's cumulant now.
+
     Args:
+      learner: learns online through the run; required when a rule is a prediction.
       joint: the joint whose range holds ``obstacle`` (0 the shoulder, 1 the elbow).
+      mark_s: also report the contact time up to this moment (``contact_s_at_mark``), e.g. the end of a
+        learning time.
 
     Returns:
       (result, trace): contact time (s), contacts, peak current (A), circuits (fractional);
-      and the per-step time series (time, the joint's position, effort, prediction, command).
+      and the per-step time series (time, the joint's position, effort, the first prediction rule's
+      prediction, command, whether the first rule is on).
     """
+    rules = rule_set.rules if rule_set is not None else ()
+    if learner is None and any(r.source == "prediction" for r in rules):
+        raise ValueError("a prediction rule needs a learner")
     arm_config, joystick = settings["arm"], settings["joystick"]
     maze = MazePath.from_config(settings["maze"])
     kinematics = ArmKinematics.from_config(arm_config)
@@ -230,36 +241,44 @@ def run_condition(
     )
     tracker = ProgressTracker(maze, arm.tool)
     reflex = ReflexState(rule_set) if rule_set is not None else None
-    rule: Rule | None = rule_set.rules[0] if rule_set is not None else None
+    q_index = [spec.names.index(r.question) for r in rules]
+    plotted = next((i for i, r in enumerate(rules) if r.source == "prediction"), None)
     dt = 1.0 / spec.rate_hz
     names = list(arm_config.joint_names)
-    q_index = spec.names.index(rule.question) if rule is not None else spec.names.index("shoulder_effort")
+    mark_step = None if mark_s is None else round(mark_s * spec.rate_hz)
+    contact_at_mark = None
     trace = {k: [] for k in ("t", "position", "effort", "prediction", "command", "on")}
     for step in range(round(seconds * spec.rate_hz)):
         now = step * dt
         position, velocity, effort = arm.measure()
         msg = _message(names, position, velocity, effort)
         inputs, cumulants, continuations = _signals(spec, msg)
-        prediction = np.nan
         if learner is not None:
             learner.step(inputs, cumulants, continuations)
-            prediction = float(learner.predict(inputs, taus=[rule.tau])[q_index, 0] / rule.tau)  # (1 - gamma) V
+        values = [
+            float(learner.predict(inputs, taus=[r.tau])[q, 0] / r.tau)  # (1 - gamma) V
+            if r.source == "prediction"
+            else float(cumulants[q])
+            for r, q in zip(rules, q_index)
+        ]
         axes = operator.observe(now, position)
         command = joystick_to_joint_velocity(axes, max_speed=joystick.max_speed, deadzone=joystick.deadzone)
         if reflex is not None:
-            value = prediction if rule.source == "prediction" else cumulants[q_index]
-            reflex.observe(0, value, now)
+            for i, value in enumerate(values):
+                reflex.observe(i, value, now)
             reflex.decide(now)
             command = reflex.apply(names, command)
         trace["t"].append(now)
         trace["position"].append(float(position[joint]))
         trace["effort"].append(float(effort[joint]))
-        trace["prediction"].append(prediction)
+        trace["prediction"].append(values[plotted] if plotted is not None else np.nan)
         trace["command"].append(float(command[joint]))
         trace["on"].append(bool(reflex is not None and reflex.status[0].on))
         arm.command_velocity(command)
         arm.step(dt)
         tracker.update(arm.tool)
+        if step + 1 == mark_step:
+            contact_at_mark = arm.contacts[joint].contact_s
     contact = arm.contacts[joint]
     result = {
         "contact_s": contact.contact_s,
@@ -267,6 +286,8 @@ def run_condition(
         "peak_current_a": contact.peak_torque / TORQUE_CONSTANT,
         "circuits": (tracker.progress - tracker.start) / maze.length,  # fractional: progress along the wire
     }
+    if mark_s is not None:
+        result["contact_s_at_mark"] = contact.contact_s if contact_at_mark is None else contact_at_mark
     return result, {k: np.asarray(v) for k, v in trace.items()}
 
 

@@ -407,7 +407,7 @@ def summarize(
     for start in starts:
         mine = runs_of(runs, start, default)
         title = "pretrained" if start == "pretrained" else "learning from scratch"
-        learning = learn_s if start == "scratch" else 0.0
+        learning = learn_s if start == "scratch" else 0.0  # a from-scratch Horde's learning time, not counted
         counted = f", the predictive runs' contact counted from {learning:g} s on" if learning else ""
         # Said once per table: which runs are shared, and whose Horde the none row's rule-on is.
         shared = (
@@ -443,7 +443,7 @@ def summarize(
                 here[condition] = columns
             tables.append(table)
             ratio = bootstrap_ratio(
-                [counted_contact_rate(r, _learns(r, start, learn_s), seconds=seconds) for r in by["predictive"]],
+                [counted_contact_rate(r, learning, seconds=seconds) for r in by["predictive"]],
                 [counted_contact_rate(r, seconds=seconds) for r in by["reactive"]],
                 resamples=resamples,
             )
@@ -520,11 +520,6 @@ def counted_contact_rate(run: dict, learn_s: float = 0.0, *, seconds: float | No
 def progress_rate(run: dict, *, seconds: float | None = None) -> float:
     """A run's progress in circuits per minute over its whole window (learning included)."""
     return 60.0 * float(run["progress_circuits"]) / float(run.get("seconds", seconds))
-
-
-def _learns(run: dict, start: str, learn_s: float) -> float:
-    """The learning time of a run in a start's comparison: ``learn_s`` for a from-scratch predictive run, else 0."""
-    return learn_s if start == "scratch" and run["condition"] == "predictive" else 0.0
 
 
 def _lengths(runs: Sequence[dict], obstacle: str, seconds: float) -> str:

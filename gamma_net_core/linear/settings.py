@@ -69,7 +69,8 @@ class LinearTDConfig:
         0.0,
         "lambda of TD(lambda): how far back a TD error reaches, through traces decaying by gamma * lambda per step; "
         "0: TD(0), the paper's Algorithm 1; above 0 traces on the sampling's fixed ladder at alpha (1 - lambda), "
-        "beside TD(0) on a draw; with a decayed alpha the traces fade out over its first half (linear/traces.py)",
+        "beside TD(0) on a draw (about twice lambda 0's step); with a decayed alpha the traces fade out over its "
+        "first half (linear/traces.py)",
         low=0.0,
         high=0.999,
     )

@@ -25,6 +25,15 @@ TD(0)'s error on the sparse chain of tests/test_lambda_between.py; docs/results.
 constant alpha, and for one timescale without a draw (``FixedTimescaleTD``), the traced step is
 alpha (1 - lambda) decayed as alpha is.
 
+Twice the step. Beside the draw's TD(0) at alpha, the traced update adds about alpha more (its trace
+sums about 1 / (1 - gamma lambda) feature vectors, at alpha (1 - lambda)), so a learner with lambda > 0
+takes about twice the step of lambda = 0, and lambda -> 0 is TD(0) at about 2 alpha, not lambda = 0.
+On the chains of tests/test_lambda_between.py that step, not the traces' reach, is what made
+TD(lambda) better than TD(0) on the ring's event question and worse on the sparse chains' (lambda 0.1
+gains and loses as much as 0.5; with the step matched to TD(0)'s, every lambda measured is within 6 %
+of TD(0) there, ten seeds: docs/results.md). Compare a lambda against a small one (0.1), or against
+TD(0) at a larger alpha, not against lambda = 0 at the same alpha.
+
 Between the rungs. Training only the ladder's gammas leaves the timescales between them to the
 timescale inputs' tile coding, which does not carry the rungs' values there: with tiles narrower
 than the gap between two rungs some tiles between them are never trained, and with wider ones the

@@ -3,13 +3,15 @@
     python tools/lambda_heldout.py SEEDS CHAINS [LAMBDAS [ALPHA]]
     e.g.  python tools/lambda_heldout.py 0-9 sparse:1,ring:1,sparse7:1,sparse11:1 0.1,0.5,0.9
 
-SEEDS: a list (0,3) or a range (0-9). CHAINS: NAME:EPISODIC, NAME one of the test's chains or sparseK
-(the sparse chain with successors of seed K). LAMBDAS: default 0.5,0.9 (the test's); a small lambda
-(0.1) is the control: TD(lambda)'s steps with traces about one step long, so what it gains is the
-steps' doing, not the traces'. One JSON line per chain and seed: per lambda, the final error over
-TD(0)'s ("end") and the mean over the learning curve over TD(0)'s ("curve"), at the test's four
-off-ladder tau, and TD(0)'s own mean error over the curve ("td0 curve"; ALPHA: the test's 0.03
-by default); then per chain and lambda the curve ratio at tau 45.4 and 86.3 (the event question's
+SEEDS: a list (0,3) or a range (0-9). CHAINS: NAME:EPISODIC, NAME one of the test's chains, sparseK
+(the sparse chain with successors of seed K) or ringN (the ring of N states, whose event lies about
+N steps away from the stationary distribution: 23.6 for 24, the test's ring's 7.6). LAMBDAS:
+default 0.5,0.9 (the test's); a small lambda (0.1) is the control: TD(lambda)'s steps with traces
+about one step long, so what it gains is the steps' doing, not the traces'. One JSON line per chain
+and seed: per lambda, the final error over TD(0)'s ("end") and the mean over the learning curve
+over TD(0)'s ("curve"), at the test's four off-ladder tau, and TD(0)'s own mean error over the
+curve ("td0 curve"; ALPHA: the test's 0.03 by default); then per chain and lambda the curve ratio
+at tau 45.4 and 86.3 (the event question's
 bar) as a mean over seeds with a bootstrap 95 % interval, and the largest end ratio (the first bar).
 
 The designs measured against the built one in docs/results.md are a patch (tools/lambda_variants.patch):
@@ -56,6 +58,8 @@ def main(seeds: str, names: str, lams: str = "0.5,0.9", alpha: str | None = None
         chain = name.split(":")[0]
         if chain.startswith("sparse") and chain != "sparse":
             chains.CHAINS[chain] = functools.partial(chains.sparse, seed=int(chain.removeprefix("sparse")))
+        elif chain.startswith("ring") and chain != "ring":
+            chains.CHAINS[chain] = functools.partial(chains.ring, n=int(chain.removeprefix("ring")))
     rows = []
     for seed in _seeds(seeds):
         for name in names.split(","):

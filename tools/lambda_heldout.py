@@ -1,6 +1,6 @@
 """TD(lambda)'s two bars of tests/test_lambda_between.py on seeds and chains the test does not use.
 
-    python tools/lambda_heldout.py SEEDS CHAINS [LAMBDAS [ALPHA]]
+    python tools/lambda_heldout.py SEEDS CHAINS [LAMBDAS [ALPHA [BIAS]]]
     e.g.  python tools/lambda_heldout.py 0-9 sparse:1,ring:1,sparse7:1,sparse11:1 0.1,0.5,0.9
 
 SEEDS: a list (0,3) or a range (0-9). CHAINS: NAME:EPISODIC, NAME one of the test's chains, sparseK
@@ -10,7 +10,8 @@ default 0.5,0.9 (the test's); a small lambda (0.1) is the control: TD(lambda)'s 
 about one step long, so what it gains is the steps' doing, not the traces'. One JSON line per chain
 and seed: per lambda, the final error over TD(0)'s ("end") and the mean over the learning curve
 over TD(0)'s ("curve"), at the test's four off-ladder tau, and TD(0)'s own mean error over the
-curve ("td0 curve"; ALPHA: the test's 0.03 by default); then per chain and lambda the curve ratio
+curve ("td0 curve"; ALPHA: the test's 0.03 by default; BIAS: nobias leaves out the bias feature,
+which the test's tiles do not need); then per chain and lambda the curve ratio
 at tau 45.4 and 86.3 (the event question's
 bar) as a mean over seeds with a bootstrap 95 % interval, and the largest end ratio (the first bar).
 
@@ -23,6 +24,7 @@ read when the kernels compile):
         python /tmp/variants/tools/lambda_heldout.py 0-9 ring:1,sparse:1 0.1,0.5,0.9
 """
 
+import dataclasses
 import functools
 import json
 import pathlib
@@ -50,10 +52,15 @@ def bootstrap_mean(values, *, resamples: int = 10_000, seed: int = 0) -> tuple[f
     return float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
 
 
-def main(seeds: str, names: str, lams: str = "0.5,0.9", alpha: str | None = None) -> None:
+def main(seeds: str, names: str, lams: str = "0.5,0.9", alpha: str | None = None, bias: str = "bias") -> None:
     lambdas = tuple(float(s) for s in lams.split(","))
     if alpha is not None:
         chains.ALPHA = float(alpha)  # read by the harness's config() when each learner is made
+    if bias not in ("bias", "nobias"):
+        sys.exit(f"BIAS must be bias or nobias; got {bias!r}")
+    if bias == "nobias":
+        config = chains.config
+        chains.config = lambda lam, steps: dataclasses.replace(config(lam, steps), bias=False)
     for name in names.split(","):
         chain = name.split(":")[0]
         if chain.startswith("sparse") and chain != "sparse":
@@ -85,6 +92,6 @@ def main(seeds: str, names: str, lams: str = "0.5,0.9", alpha: str | None = None
 
 
 if __name__ == "__main__":
-    if len(sys.argv) not in (3, 4, 5):
+    if len(sys.argv) not in (3, 4, 5, 6):
         sys.exit(__doc__)
     main(*sys.argv[1:])

@@ -32,6 +32,8 @@ import sys
 
 import numpy as np
 
+from gamma_net_core.experiments.reflex_realtime_stats import bootstrap_ratio
+
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 import test_lambda_between as chains  # the test's harness: same streams, tiles, alpha
 
@@ -45,11 +47,10 @@ def _seeds(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
-def bootstrap_mean(values, *, resamples: int = 10_000, seed: int = 0) -> tuple[float, float, float]:
-    """(mean, 2.5 %, 97.5 %) of the mean of ``values`` over resampled seeds."""
-    x = np.asarray(values, dtype=float)
-    means = np.random.default_rng(seed).choice(x, size=(resamples, x.size)).mean(axis=1)
-    return float(x.mean()), float(np.percentile(means, 2.5)), float(np.percentile(means, 97.5))
+def mean_interval(values) -> tuple[float, float, float]:
+    """(mean, 2.5 %, 97.5 %) of the mean over resampled seeds: the real-time study's bootstrap, of a ratio to 1."""
+    out = bootstrap_ratio(values, np.ones(len(values)))
+    return out["ratio"], out["low"], out["high"]
 
 
 def main(seeds: str, names: str, lams: str = "0.5,0.9", alpha: str | None = None, bias: str = "bias") -> None:
@@ -84,7 +85,7 @@ def main(seeds: str, names: str, lams: str = "0.5,0.9", alpha: str | None = None
         mine = [r for r in rows if r["chain"] == name]
         for lam in lambdas:
             curves = np.array([r[f"curve {lam}"][LONG] for r in mine])
-            cells = [bootstrap_mean(curves[:, j]) for j in range(curves.shape[1])]
+            cells = [mean_interval(curves[:, j]) for j in range(curves.shape[1])]
             better = int(np.sum(np.all(curves < 1.0, axis=1)))
             end = max(max(r[f"end {lam}"]) for r in mine)
             said = " | ".join(f"{m:.2f} [{lo:.2f}, {hi:.2f}]" for m, lo, hi in cells)

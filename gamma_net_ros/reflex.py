@@ -12,7 +12,8 @@ that are on and the fail-safe (:mod:`gamma_net_core.reflex.evaluation`). The rul
 ``horde/predictions``, the predictor's ``predictions`` or the present signal; position goals are
 scaled and held relative to ``joint_states``. Each switch is a ReflexEvent on ``reflex/events``
 and re-sends the last command; while a fail-safe stop lasts, its hold is re-sent every
-``hold_period_s``. Malformed inputs are counted and dropped; no callback can end the node (an
+``hold_period_s``. Malformed inputs are counted and dropped, a command with a non-finite value
+is counted and held (each said in a throttled warning); no callback can end the node (an
 error is logged and the hold sent). A bad rules file or parameter is refused in one line (exit 1).
 """
 
@@ -67,7 +68,7 @@ class Reflex(Node):
         self.last = None  # (the last well-formed command, its message)
         self.last_at = self.sent_at = -float("inf")
         self.counts = dict.fromkeys(
-            ("commands", "held", "scaled", "stopped", "events", "rejected", "unsent", "errors"), 0
+            ("commands", "held", "scaled", "stopped", "events", "rejected", "non_finite", "unsent", "errors"), 0
         )
         self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick))
         self.health = Diagnostics(self, "rules", self._health, period=s.diagnostics_period_s)
@@ -137,6 +138,9 @@ class Reflex(Node):
         except ValueError as exc:
             self._reject("command", exc)
             return self._send_hold()  # a command the reflex cannot read is not passed: the hold is
+        if (bad := command.non_finite()) is not None:  # the filter holds it; the operator hears why
+            self.counts["non_finite"] += 1
+            self.get_logger().warning(f"command held, not finite: {bad}", throttle_duration_sec=5.0)
         self.last, self.last_at = (command, msg), self._now()
         self.decide(resend=False)  # a command never goes out on a decision older than itself
         self._send(command, msg)

@@ -140,8 +140,10 @@ def test_a_mobile_base_twist_is_filtered_by_axis(tmp_path, executor, spin, stamp
     out = body(base.through(twist(0.5, 0.2, stamped)))
     assert (out.linear.x, out.angular.z) == (0.0, 0.2)  # forward stopped, turning free
     assert body(base.through(twist(-0.5, 0.2, stamped))).linear.x == -0.5  # backing away free
+    assert reflex.counts["non_finite"] == 0
     out = body(base.through(twist(math.nan, 0.2, stamped)))
     assert (out.linear.x, out.angular.z) == (0.0, 0.0)  # not finite: held
+    assert reflex.counts["non_finite"] == 1 and reflex.counts["rejected"] == 0
 
 
 @pytest.mark.parametrize("interface", ["velocity", "position"])

@@ -116,6 +116,13 @@ def test_non_finite_commands_never_pass_they_are_held(questions):
     np.testing.assert_array_equal(held.position, [[0.2, 1.5]])
 
 
+def test_a_non_finite_command_names_its_first_bad_value():
+    assert joint_command(JOINTS, velocity=[[0.4, 0.1]]).non_finite() is None
+    assert joint_command(JOINTS, velocity=[[0.4, math.nan]]).non_finite() == "velocity of 'elbow' is nan"
+    trajectory = joint_command(JOINTS, position=[[0.1, 0.2], [-math.inf, 0.3]], velocity=[[math.inf, 0.0]] * 2)
+    assert trajectory.non_finite() == "position of 'shoulder' at point 1 is -inf"  # fields in order: position first
+
+
 def test_a_stop_holds_position_goals_at_the_present_position_not_the_goal(questions):
     state = state_with(questions, stall())  # never seen: stale, fail-safe stop
     state.decide(0.0)
@@ -254,6 +261,7 @@ def check(state: ReflexState, command: JointCommand, present, out: JointCommand 
         assert "position" in command.fields and any(n not in known for n in command.names)
         return
     assert out.names == command.names and out.is_finite()
+    assert (command.non_finite() is None) == command.is_finite()
     if state.stopped or not command.is_finite():  # the hold: one point, no motion, at the present position
         assert out.points == 1
         for field in out.fields:

@@ -54,6 +54,17 @@ class JointCommand:
         """Whether every value the command gives is finite."""
         return all(np.isfinite(getattr(self, f)).all() for f in self.fields)
 
+    def non_finite(self) -> str | None:
+        """The first value that is not finite, named (``"velocity of 'elbow' is nan"``), or None."""
+        for field in self.fields:
+            values = getattr(self, field)
+            bad = np.argwhere(~np.isfinite(values))
+            if len(bad):
+                point, joint = (int(i) for i in bad[0])
+                where = f" at point {point}" if self.points > 1 else ""
+                return f"{field} of {self.names[joint]!r}{where} is {values[point, joint]}"
+        return None
+
     def with_fields(self, **fields: np.ndarray | None) -> JointCommand:
         return replace(self, **fields)
 

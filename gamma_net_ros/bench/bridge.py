@@ -26,7 +26,6 @@ import pathlib
 import platform
 import re
 import tempfile
-import threading
 import time
 
 from gamma_net_core.report import Report, Table
@@ -64,6 +63,8 @@ class _Diagnostics:
         from diagnostic_msgs.msg import DiagnosticArray
         from rclpy.executors import SingleThreadedExecutor
 
+        from gamma_net_ros.spin_thread import SpinThread
+
         self.context = rclpy.Context()
         rclpy.init(context=self.context)
         self.node = rclpy.create_node("bench_bridge_listener", context=self.context)
@@ -71,8 +72,7 @@ class _Diagnostics:
         self.node.create_subscription(DiagnosticArray, "/diagnostics", self._on_diagnostics, 10)
         self.executor = SingleThreadedExecutor(context=self.context)
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = SpinThread(self.executor)
 
     def _on_diagnostics(self, msg) -> None:
         for status in msg.status:
@@ -89,7 +89,7 @@ class _Diagnostics:
         raise RuntimeError(f"{name} did not report {key} >= {at_least} within {timeout} s; last heard: {last}")
 
     def close(self) -> None:
-        self.executor.shutdown()
+        self.spinner.stop()
         self.node.destroy_node()
         self.context.try_shutdown()
 

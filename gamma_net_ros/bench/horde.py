@@ -266,6 +266,7 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
 
     from gamma_net_ros.bench.gc_trace import read_trace
     from gamma_net_ros.processes import NodeProcess, node_command
+    from gamma_net_ros.spin_thread import SpinThread
 
     folder = pathlib.Path(tempfile.mkdtemp(prefix="bench-horde-"))
     questions = folder / "questions.yaml"
@@ -293,16 +294,7 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
     probe.node_pid = process.process.pid if workers == 1 else None
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    stop = threading.Event()
-
-    def spin() -> None:
-        while not stop.is_set():
-            executor.spin_once(timeout_sec=0.05)
-
-    # Stopped before the executor is shut down: shutting it down under a spinning thread raced
-    # with the thread's own use of it (an InvalidHandle traceback at the end of a run).
-    spinner = threading.Thread(target=spin, daemon=True)
-    spinner.start()
+    spinner = SpinThread(executor)
     try:
         deadline = time.monotonic() + 120  # the node's first start compiles its numba kernels
         step = 0
@@ -321,13 +313,11 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
         with probe.lock:
             sent, arrays, waits = np.array(probe.sent), list(probe.arrays), np.array(probe.waits)
     finally:
-        stop.set()
-        spinner.join(timeout=10)
-        executor.shutdown()
+        spinner.stop()
+        for each in processes:  # before this participant goes (spin_thread.py)
+            each.stop()
         node.destroy_node()
         rclpy.try_shutdown()
-        for each in processes:
-            each.stop()
     if tick_topic:
         arrays = _complete(arrays, workers) if workers > 1 else arrays
         # Each array is stamped with the JointState that ticked it: exact, one per message (the

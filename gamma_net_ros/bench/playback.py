@@ -150,6 +150,8 @@ def run(args: argparse.Namespace) -> Report:
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
 
+    from gamma_net_ros.spin_thread import SpinThread
+
     _check(args)
     rows = []
     with tempfile.TemporaryDirectory(prefix="bench_playback_") as tmp:
@@ -160,15 +162,14 @@ def run(args: argparse.Namespace) -> Report:
         diagnostics = _Diagnostics(node)
         executor = SingleThreadedExecutor()
         executor.add_node(node)
-        spinner = threading.Thread(target=executor.spin, daemon=True)
-        spinner.start()
+        spinner = SpinThread(executor)
         try:
             with open(f"{tmp}/players.log", "w") as log:
                 for rate in args.rates:
                     for window in (args.depth,) if args.no_reference else (args.depth, 0):
                         rows.append(_play(bag, args.messages, rate, args.depth, window, diagnostics, log))
         finally:
-            executor.shutdown()
+            spinner.stop()
             node.destroy_node()
             rclpy.try_shutdown()
     table = Table(

@@ -187,6 +187,7 @@ def _measure(which: str, args, folder: pathlib.Path) -> dict:
     from rclpy.node import Node
 
     from gamma_net_ros.processes import NodeProcess, node_command
+    from gamma_net_ros.spin_thread import SpinThread
 
     if which == "reflex":
         rules = folder / "rules.yaml"
@@ -200,8 +201,7 @@ def _measure(which: str, args, folder: pathlib.Path) -> dict:
     probe = _Probe(node)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    spinner = SpinThread(executor)
     try:
         deadline = time.monotonic() + 120
         while not probe.received:
@@ -218,10 +218,10 @@ def _measure(which: str, args, folder: pathlib.Path) -> dict:
             sent, switches = list(probe.sent_commands), list(probe.switches)
             stamps, received = list(probe.prediction_stamps), list(probe.received)
     finally:
-        executor.shutdown()
+        spinner.stop()
+        process.stop()  # before this participant goes (spin_thread.py)
         node.destroy_node()
         rclpy.try_shutdown()
-        process.stop()
     path = _command_latency(sent, received)
     reaction = _reaction(switches, received) if which == "reflex" else _echo_reaction(stamps, received)
     return {"path": path, "reaction": reaction, "sent": len(sent), "switches": len(switches)}

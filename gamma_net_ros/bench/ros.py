@@ -111,6 +111,7 @@ def _measure(module: str, args, *, echo: bool) -> dict:
 
     from gamma_net_ros.paths import config_file
     from gamma_net_ros.processes import NodeProcess, node_command
+    from gamma_net_ros.spin_thread import SpinThread
 
     if echo:
         cmd = [sys.executable, "-u", "-m", "gamma_net_ros.bench.ros", "--echo"]
@@ -121,8 +122,7 @@ def _measure(module: str, args, *, echo: bool) -> dict:
     timer = _Timer(node)
     executor = SingleThreadedExecutor()
     executor.add_node(node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    spinner = SpinThread(executor)
     results: dict = {"ramp": []}
     try:
         deadline = time.monotonic() + 30
@@ -158,9 +158,11 @@ def _measure(module: str, args, *, echo: bool) -> dict:
             if not sustained:
                 break
     finally:
-        executor.shutdown()
-        node.destroy_node()
+        spinner.stop()
+        # The measured node goes first, its leaving seen by the DDS threads while this participant still
+        # stands: a participant destroyed during a discovery callback once deadlocked (spin_thread.py).
         process.stop()
+        node.destroy_node()
     return results
 
 

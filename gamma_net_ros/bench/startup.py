@@ -128,13 +128,14 @@ def run(args: argparse.Namespace) -> Report:
     import rclpy
     from rclpy.executors import SingleThreadedExecutor
 
+    from gamma_net_ros.spin_thread import SpinThread
+
     _check(args)
     rclpy.init()
     rig = _Rig()
     executor = SingleThreadedExecutor()
     executor.add_node(rig.node)
-    spinner = threading.Thread(target=executor.spin, daemon=True)
-    spinner.start()
+    spinner = SpinThread(executor)
     rows = []
     try:
         for name in args.nodes:
@@ -144,7 +145,7 @@ def run(args: argparse.Namespace) -> Report:
                 warm = _start_to_first_prediction(name, cache, rig, args.timeout)
             rows.append({"node": name, "cold_s": cold, "warm_s": warm, "cold_over_warm": cold / warm})
     finally:
-        executor.shutdown()
+        spinner.stop()
         rig.node.destroy_node()
         rclpy.try_shutdown()
     table = Table(

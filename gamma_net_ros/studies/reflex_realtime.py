@@ -628,6 +628,8 @@ class _Watcher:
         from rclpy.qos import qos_profile_sensor_data
         from sensor_msgs.msg import JointState
 
+        from gamma_net_ros.spin_thread import SpinThread
+
         arm = load_config(ArmConfig, config_file("arm"), "/**", "arm")
         self.kinematics = ArmKinematics.from_config(arm)
         self.maze = MazePath.from_config(load_config(MazeConfig, config_file("arm"), "/**", "maze"))
@@ -642,17 +644,15 @@ class _Watcher:
         self.node.create_subscription(PredictionArray, "horde/predictions", self._prediction, qos_profile_sensor_data)
         self.executor = SingleThreadedExecutor()
         self.executor.add_node(self.node)
-        self.thread = threading.Thread(target=self.executor.spin, daemon=True)
-        self.thread.start()
+        self.spinner = SpinThread(self.executor)
         return self
 
     def __exit__(self, *exc) -> None:
         import rclpy
 
-        self.executor.shutdown()
+        self.spinner.stop()
         self.node.destroy_node()
         rclpy.try_shutdown()
-        self.thread.join(timeout=5.0)
 
     def reset(self) -> None:
         """Forget the last run (called before each launch)."""

@@ -8,7 +8,9 @@ the last node, the DDS participant) on that thread when it lets go, holding the 
 destruction deadlocked with a discovery callback of a node exiting at the same moment, and
 ``gamma-net bench ros`` spun at 100 % CPU and never exited. A thread stopped between
 ``spin_once`` calls holds nothing. (Shutting an executor down under a spinning thread also raced
-with the thread's own use of it: an InvalidHandle traceback at the end of a run.)
+with the thread's own use of it: an InvalidHandle traceback at the end of a run.) For the same
+deadlock, a bench stops the node processes it measures before destroying its own node, so their
+leaving is seen while its participant still stands.
 """
 
 from __future__ import annotations

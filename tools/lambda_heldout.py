@@ -11,9 +11,9 @@ about one step long, so what it gains is the steps' doing, not the traces'. One 
 and seed: per lambda, the final error over TD(0)'s ("end") and the mean over the learning curve
 over TD(0)'s ("curve"), at the test's four off-ladder tau, and TD(0)'s own mean error over the
 curve ("td0 curve"; ALPHA: the test's 0.03 by default; BIAS: nobias leaves out the bias feature,
-which the test's tiles do not need); then per chain and lambda the curve ratio
-at tau 45.4 and 86.3 (the event question's
-bar) as a mean over seeds with a bootstrap 95 % interval, and the largest end ratio (the first bar).
+which the test's tiles do not need); then per chain and lambda the curve ratio at tau 45.4 and 86.3
+(the event question's bar) as a mean over seeds with a bootstrap 95 % interval, and the largest end
+ratio (the first bar).
 
 The designs measured against the built one in docs/results.md are a patch (tools/lambda_variants.patch):
 apply it in a worktree and run this tool from there, one numba cache per setting (the settings are

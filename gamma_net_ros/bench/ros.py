@@ -159,9 +159,7 @@ def _measure(module: str, args, *, echo: bool) -> dict:
                 break
     finally:
         spinner.stop()
-        # The measured node goes first, its leaving seen by the DDS threads while this participant still
-        # stands: a participant destroyed during a discovery callback once deadlocked (spin_thread.py).
-        process.stop()
+        process.stop()  # before this participant goes (spin_thread.py)
         node.destroy_node()
     return results
 

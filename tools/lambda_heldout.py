@@ -22,6 +22,9 @@ read when the kernels compile):
     git worktree add /tmp/variants HEAD && git -C /tmp/variants apply tools/lambda_variants.patch
     LAM_SHARE=0.5 LAM_NORM=1 NUMBA_CACHE_DIR=/tmp/nb-share-norm PYTHONPATH=/tmp/variants \
         python /tmp/variants/tools/lambda_heldout.py 0-9 ring:1,sparse:1 0.1,0.5,0.9
+
+(LAM_SHARE=1 LAM_HAND=1 is the handover: the traces at alpha phi_t, textbook TD(lambda)'s step, the
+draw at alpha_t (1 - phi_t).) tools/lambda_tabular.py is the tabular oracle for the same bar.
 """
 
 import dataclasses

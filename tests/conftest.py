@@ -57,6 +57,28 @@ def pytest_configure(config):
         config.option.timeout = bound(float(config.getini("timeout")))
 
 
+#: Each rerun's first failure: (test, its last lines). Collected where reports arrive (the controller under xdist).
+_RERUNS: list[tuple[str, str]] = []
+#: How many of a rerun failure's last lines the summary shows: the exception and the assertion's message.
+RERUN_LINES = 20
+
+
+def pytest_runtest_logreport(report):
+    """A test that passes on its rerun (``make test``'s RERUN_ARGS) leaves only an R in the log; CI keeps
+    only the log, so its first failure is kept here for the summary, which names the flake and why."""
+    if report.outcome == "rerun":
+        lines = [line for line in report.longreprtext.splitlines() if line.strip()]
+        _RERUNS.append((report.nodeid, "\n".join(lines[-RERUN_LINES:])))
+
+
+def pytest_terminal_summary(terminalreporter):
+    if _RERUNS:
+        terminalreporter.section("reruns: the first failure of each test run again")
+        for nodeid, tail in _RERUNS:
+            terminalreporter.write_line(f"{nodeid}:")
+            terminalreporter.write_line(tail)
+
+
 #: Each test file's measured seconds (`tools/file_durations.py`), which orders the files longest first.
 DURATIONS = os.environ.get("GAMMA_NET_TEST_DURATIONS", os.path.join(os.path.dirname(__file__), "durations.json"))
 

@@ -77,6 +77,11 @@ def exact(P, c, gamma, beta):
     return np.linalg.solve(np.eye(len(c)) - gamma * P * beta[None, :], P @ c)
 
 
+def relative_rmse(got, want, d):
+    """sqrt(sum_s d(s) (got - want)^2 / sum_s d(s) want^2): over the last axis (states), weighted by d."""
+    return np.sqrt((got - want) ** 2 @ d / (d @ want**2))
+
+
 def stationary(P):
     w, v = np.linalg.eig(P.T)
     d = np.real(v[:, np.argmin(np.abs(w - 1.0))])
@@ -132,7 +137,7 @@ def run(chain: str, episodic: bool, lams, *, steps: int = STEPS, seed: int = 0) 
             row = []
             for tau, want in zip(OFF_LADDER_TAUS, wants):
                 got = net.predict(states, [1.0 - 1.0 / tau])[:, 0]
-                row.append(np.sqrt(d @ (got - want) ** 2 / (d @ want**2)))
+                row.append(relative_rmse(got, want, d))
             curve.append(row)
         errors[lam] = np.array(curve)
     return errors
@@ -261,7 +266,17 @@ def tabular_curve(walk, tau: float, lam: float, alpha: float, design: str = "tex
     out = np.zeros((len(checkpoints), len(c)))
     plain, traced, fade = TABULAR_DESIGNS[design if lam > 0 else "textbook"](alpha, lam)
     tabular_td(s, c, beta, gamma, lam, np.array(plain), np.array(traced), fade, checkpoints, out)
-    return float(np.mean(np.sqrt((out - want) ** 2 @ d / (d @ want**2))))
+    return float(np.mean(relative_rmse(out, want, d)))
+
+
+def one_gamma_td(gamma: float, lam: float, alpha: float, steps: int, *, bias: bool, width: float) -> FixedTimescaleTD:
+    """The library's one-gamma learner at textbook TD(lambda)'s step alpha (its traced step is step_size (1 - lambda)),
+    decayed to 0 over ``steps``, with 8 tilings of ``width`` over the state."""
+    config = FixedTimescaleConfig(
+        state_low=(0.0,), state_high=(1.0,), tilings=(8,), tile_widths=(width,), memory_size=0, bias=bias,
+        step_size=alpha / (1.0 - lam), step_size_decay_steps=steps, lam=lam, gamma=gamma,
+    )  # fmt: skip
+    return FixedTimescaleTD(config, rng=np.random.default_rng(0))
 
 
 def test_tabular_td_lambda_matches_the_exact_values_it_is_checked_against():
@@ -278,9 +293,7 @@ def test_tabular_td_lambda_matches_the_exact_values_it_is_checked_against():
             gamma = 1.0 - 1.0 / 14.7
             tabular_td(s, c, beta, gamma, lam, np.zeros(2), np.array([0.01, 0.0]), False,
                        np.array([STEPS], dtype=np.int64), out)  # fmt: skip
-            want = exact(P, c, gamma, beta)
-            d = stationary(P)
-            assert np.sqrt(d @ (out[0] - want) ** 2 / (d @ want**2)) < 0.05, (chain, lam)
+            assert relative_rmse(out[0], exact(P, c, gamma, beta), stationary(P)) < 0.05, (chain, lam)
 
 
 def test_the_chains_allow_the_event_bar_and_the_traced_step_alpha_1_minus_lambda_gives_it_up():
@@ -312,13 +325,7 @@ def test_the_librarys_one_gamma_td_lambda_with_a_tile_per_state_is_the_tabular_o
         n = len(c)
         x = (s + 0.5) / n
         gamma, alpha = 1.0 - 1.0 / 45.4, 0.03
-        learner = FixedTimescaleTD(
-            FixedTimescaleConfig(
-                state_low=(0.0,), state_high=(1.0,), tilings=(8,), tile_widths=(1 / 64,), memory_size=0, bias=False,
-                step_size=alpha / (1.0 - lam), step_size_decay_steps=len(s) - 1, lam=lam, gamma=gamma,
-            ),
-            rng=np.random.default_rng(0),
-        )  # fmt: skip
+        learner = one_gamma_td(gamma, lam, alpha, len(s) - 1, bias=False, width=1 / 64)
         learner.learn_recording(states_t=x[:-1, None], cumulants=c[s[1:]], states_tp1=x[1:, None],
                                 terminals=beta[s[1:]] == 0)  # fmt: skip
         table = np.zeros((1, n))

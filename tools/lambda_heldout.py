@@ -50,6 +50,14 @@ def _seeds(text: str) -> list[int]:
     return [int(s) for s in text.split(",")]
 
 
+def register_chain(chain: str) -> None:
+    """Adds sparseK (the sparse chain with successors of seed K) or ringN (N states) to the harness's chains."""
+    if chain.startswith("sparse") and chain != "sparse":
+        chains.CHAINS[chain] = functools.partial(chains.sparse, seed=int(chain.removeprefix("sparse")))
+    elif chain.startswith("ring") and chain != "ring":
+        chains.CHAINS[chain] = functools.partial(chains.ring, n=int(chain.removeprefix("ring")))
+
+
 def mean_interval(values) -> tuple[float, float, float]:
     """(mean, 2.5 %, 97.5 %) of the mean over resampled seeds: the real-time study's bootstrap, of a ratio to 1."""
     out = bootstrap_ratio(values, np.ones(len(values)))
@@ -66,11 +74,7 @@ def main(seeds: str, names: str, lams: str = "0.5,0.9", alpha: str | None = None
         config = chains.config
         chains.config = lambda lam, steps: dataclasses.replace(config(lam, steps), bias=False)
     for name in names.split(","):
-        chain = name.split(":")[0]
-        if chain.startswith("sparse") and chain != "sparse":
-            chains.CHAINS[chain] = functools.partial(chains.sparse, seed=int(chain.removeprefix("sparse")))
-        elif chain.startswith("ring") and chain != "ring":
-            chains.CHAINS[chain] = functools.partial(chains.ring, n=int(chain.removeprefix("ring")))
+        register_chain(name.split(":")[0])
     rows = []
     for seed in _seeds(seeds):
         for name in names.split(","):

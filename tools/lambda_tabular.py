@@ -19,18 +19,11 @@ tau TD(0)'s mean curve error and each lambda's curve over TD(0)'s, as a mean ove
 bootstrap 95 % interval.
 """
 
-import functools
 import itertools
-import pathlib
 import sys
 
 import numpy as np
-
-from gamma_net_core.experiments.reflex_realtime_stats import bootstrap_ratio
-from gamma_net_core.linear import FixedTimescaleConfig, FixedTimescaleTD
-
-sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
-import test_lambda_between as chains  # the test's chains, streams, checkpoints and the tabular learner
+from lambda_heldout import _seeds, chains, mean_interval, register_chain  # chains: the test's harness
 
 TAUS = (45.4, 86.3)
 #: The library's one-gamma learner: (bias, state tile width) of each design.
@@ -38,7 +31,7 @@ LIBRARY = {"library": (True, 1 / 16), "library-nobias": (False, 1 / 16), "librar
 
 
 def library_curve(walk, tau: float, lam: float, alpha: float, design: str) -> float:
-    """tabular_curve's measure for FixedTimescaleTD at tau, TD(lambda) at alpha (its step_size over 1 - lambda)."""
+    """tabular_curve's measure for FixedTimescaleTD at tau, at textbook TD(lambda)'s step alpha."""
     P, c, beta, s = walk
     n = len(c)
     x = (s + 0.5) / n
@@ -46,17 +39,13 @@ def library_curve(walk, tau: float, lam: float, alpha: float, design: str) -> fl
     want = chains.exact(P, c, gamma, beta)
     d = chains.stationary(P)
     bias, width = LIBRARY[design]
-    config = FixedTimescaleConfig(
-        state_low=(0.0,), state_high=(1.0,), tilings=(8,), tile_widths=(width,), memory_size=0, bias=bias,
-        step_size=alpha / (1.0 - lam), step_size_decay_steps=len(s) - 1, lam=lam, gamma=gamma,
-    )  # fmt: skip
-    net = FixedTimescaleTD(config, rng=np.random.default_rng(0))
+    net = chains.one_gamma_td(gamma, lam, alpha, len(s) - 1, bias=bias, width=width)
     states = ((np.arange(n) + 0.5) / n)[:, None]
     errors = []
     for a, b in itertools.pairwise([0, *chains.CHECKPOINTS]):
         net.learn_recording(states_t=x[a:b, None], cumulants=c[s[a + 1 : b + 1]], states_tp1=x[a + 1 : b + 1, None],
                             terminals=beta[s[a + 1 : b + 1]] == 0)  # fmt: skip
-        errors.append(np.sqrt(d @ (net.predict(states) - want) ** 2 / (d @ want**2)))
+        errors.append(chains.relative_rmse(net.predict(states), want, d))
     return float(np.mean(errors))
 
 
@@ -66,23 +55,13 @@ def curve(walk, tau: float, lam: float, alpha: float, design: str) -> float:
     return chains.tabular_curve(walk, tau, lam, alpha, design)
 
 
-def _seeds(text: str) -> list[int]:
-    if "-" in text:
-        first, last = (int(s) for s in text.split("-"))
-        return list(range(first, last + 1))
-    return [int(s) for s in text.split(",")]
-
-
 def main(seeds: str, names: str, lams: str = "0.1,0.5,0.9", alphas: str = "0.003,0.01,0.03,0.1",
          design: str = "textbook") -> None:  # fmt: skip
     if design not in (*chains.TABULAR_DESIGNS, *LIBRARY):
         sys.exit(f"DESIGN must be one of {', '.join((*chains.TABULAR_DESIGNS, *LIBRARY))}; got {design!r}")
     lambdas = [float(x) for x in lams.split(",")]
     for name in names.split(","):
-        if name.startswith("sparse") and name != "sparse":
-            chains.CHAINS[name] = functools.partial(chains.sparse, seed=int(name.removeprefix("sparse")))
-        elif name.startswith("ring") and name != "ring":
-            chains.CHAINS[name] = functools.partial(chains.ring, n=int(name.removeprefix("ring")))
+        register_chain(name)
         walks = [chains.stream(name, True, chains.STEPS, seed) for seed in _seeds(seeds)]
         for alpha in (float(x) for x in alphas.split(",")):
             for tau in TAUS:
@@ -90,8 +69,8 @@ def main(seeds: str, names: str, lams: str = "0.1,0.5,0.9", alphas: str = "0.003
                 cells = [f"{name:9s} alpha {alpha:<6g} tau {tau:5.1f}  TD(0) {td0.mean():.3f}"]
                 for lam in lambdas:
                     got = np.array([curve(walk, tau, lam, alpha, design) for walk in walks])
-                    r = bootstrap_ratio(got / td0, np.ones(len(td0)))
-                    cells.append(f"lam {lam:g} {r['ratio']:.2f} ({r['low']:.2f}-{r['high']:.2f})")
+                    mean, low, high = mean_interval(got / td0)
+                    cells.append(f"lam {lam:g} {mean:.2f} ({low:.2f}-{high:.2f})")
                 print("  ".join(cells), flush=True)
 
 

@@ -34,7 +34,7 @@ import numpy as np
 from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
 from gamma_net_core.config import from_mapping, to_mapping
 from gamma_net_core.data.joints import DEFAULT_MAX_GAP, JointSample, JointsConfig, JointSelector, Skip
-from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
+from gamma_net_core.linear import GammaNetConfig, LinearGammaNet, uses_ladder
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas
 
 KIND = "online_linear_gamma_net"
@@ -91,7 +91,7 @@ class OnlineGammaNet:
         self.selector = JointSelector(joints, max_gap=self.max_gap)
         self.net = _net if _net is not None else LinearGammaNet(learner, rng=rng)
         # TD(lambda) traces belong to fixed timescales: the sampling's ladder, then a draw (linear/traces.py).
-        self.sampler = TimescaleSampler(timescales, rng, fixed=learner.lam > 0.0)
+        self.sampler = TimescaleSampler(timescales, rng, fixed=uses_ladder(learner))
         self.latest: JointSample | None = None
         self.episodes = 0
         self.td_errors: np.ndarray | None = None

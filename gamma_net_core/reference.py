@@ -6,13 +6,15 @@ constants); :class:`ReferenceLinearTD` is Algorithm 1 of the paper line by line,
 Python loop over the gammas in Gamma_t, with loss scaling as the paper derives it (the
 weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)), and with ``lam`` > 0
 TD(0) on a draw then TD(lambda) with one dense trace per rung of a fixed ladder (why:
-:mod:`gamma_net_core.linear.traces`). Tests check that the fast learners in
+:mod:`gamma_net_core.linear.traces`), or with ``lambda_horizon`` > 0 each update towards the truncated
+lambda-return of the drawn gammas (:mod:`gamma_net_core.linear.lambda_return`). Tests check that the fast learners in
 :mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
 """
 
 from __future__ import annotations
 
 import math
+from collections import deque
 from collections.abc import Sequence
 
 import numpy as np
@@ -107,6 +109,9 @@ class ReferenceLinearTD:
         self.lam = config.lam
         self.trace_gammas: np.ndarray | None = None  # TD(lambda): the fixed Gamma, set by the first update
         self.z: np.ndarray | None = None  # [K, n_features]: one accumulating trace per gamma in trace_gammas
+        self.lambda_horizon = getattr(config, "lambda_horizon", 0)
+        # lambda_horizon > 0: the last transitions (S_t, C, S_{t+1}, end), end "terminal", "gap" or None.
+        self.window: deque = deque()
 
     def features(self, state, gamma: float) -> np.ndarray:
         """x(S, gamma) as its active indices: the state's inputs, then the timescale's."""
@@ -140,6 +145,8 @@ class ReferenceLinearTD:
         Returns:
           The TD errors of V, delta_f / s(gamma) [K], in the cumulant's units.
         """
+        if self.lambda_horizon:
+            return self._learn_lambda_return(state_t, cumulant, state_tp1, terminal, gammas)
         if self.lam > 0.0:
             return self._learn_lambda(state_t, cumulant, state_tp1, terminal, np.asarray(gammas, dtype=np.float64))
         Delta = np.zeros_like(self.w)
@@ -198,6 +205,44 @@ class ReferenceLinearTD:
             self.z[:] = 0.0
         self.update_count += 1
         return np.array(deltas_f) / np.array([self.scale(g) for g in gammas])
+
+    def cut(self) -> None:
+        """With ``lambda_horizon``: the stream does not continue from the last transition."""
+        if self.window and self.window[-1][3] is None:
+            self.window[-1] = (*self.window[-1][:3], "gap")
+
+    def lambda_return(self, gamma: float, lam: float) -> float:
+        """G of the window's oldest state at gamma, in f's units: the recursion backwards from the newest step."""
+        s = self.scale(gamma)
+        G = None
+        for _, cumulant, state_tp1, end in reversed(self.window):
+            if end == "terminal":
+                G = s * cumulant
+            elif end == "gap" or G is None:
+                G = s * cumulant + gamma * self.output(state_tp1, gamma)
+            else:
+                G = s * cumulant + gamma * ((1.0 - lam) * self.output(state_tp1, gamma) + lam * G)
+        return G
+
+    def _learn_lambda_return(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas) -> np.ndarray:
+        """Into the window; once it holds H transitions, the oldest state towards each gamma's lambda-return."""
+        self.window.append((state_t, cumulant, state_tp1, "terminal" if terminal else None))
+        if len(self.window) < self.lambda_horizon:
+            self.update_count += 1
+            return np.zeros(len(gammas))
+        fade = traced_decay_steps(self.config.step_size_decay_steps)  # lambda decays over alpha's first half
+        lam = self.lam * max(0.0, 1.0 - self.update_count / fade) if fade else self.lam
+        oldest = self.window[0][0]
+        Delta = np.zeros_like(self.w)
+        deltas_v = []
+        for gamma in gammas:
+            delta_f = self.lambda_return(gamma, lam) - self.output(oldest, gamma)
+            np.add.at(Delta, self.features(oldest, gamma), delta_f)
+            deltas_v.append(delta_f / self.scale(gamma))
+        self.w += self.step_size() * Delta
+        self.window.popleft()
+        self.update_count += 1
+        return np.array(deltas_v)
 
     def learn_recording(
         self, *, states_t, cumulants, states_tp1, timescales, terminals=None, probe_gammas=None, record_from=0

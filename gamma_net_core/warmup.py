@@ -25,7 +25,7 @@ from collections.abc import Callable, Sequence
 
 import numpy as np
 
-from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
+from gamma_net_core.linear import GammaNetConfig, LinearGammaNet, uses_ladder
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, to_gammas
 
 
@@ -40,7 +40,7 @@ def warm_linear(learner: GammaNetConfig, timescales: TimescaleSampling, *, publi
     rng = np.random.default_rng(0)
     net = LinearGammaNet(learner, rng=rng)
     # As the node draws them: with TD(lambda) the sampling's fixed ladder (its traces need one Gamma_t).
-    sampler = TimescaleSampler(timescales, rng, fixed=learner.lam > 0.0)
+    sampler = TimescaleSampler(timescales, rng, fixed=uses_ladder(learner))
     state = np.full(learner.n_state, 0.5)
     for _ in range(2):
         net.learn(state, 0.0, state, False, sampler.sample())
@@ -117,7 +117,7 @@ def warm_offline(learner: GammaNetConfig, timescales: TimescaleSampling) -> None
         cumulants=np.zeros(4),
         states_tp1=states,
         # As `arm train` draws them: with TD(lambda) the ladder, then a draw (its kernel: linear/laddered.py).
-        timescales=TimescaleSampler(timescales, rng, fixed=learner.lam > 0.0),
+        timescales=TimescaleSampler(timescales, rng, fixed=uses_ladder(learner)),
         probe_gammas=np.array([0.5, 0.9]),
     )
 

@@ -138,7 +138,7 @@ def train_seed(task: tuple) -> dict:
       the predictions [window, G] shown in the figure}``.
     """
     from gamma_net_core.evaluation import cumulative_absolute_error
-    from gamma_net_core.linear import FixedTimescaleTD, LinearGammaNet
+    from gamma_net_core.linear import FixedTimescaleTD, LinearGammaNet, uses_ladder
     from gamma_net_core.timescales import TimescaleSampler
 
     run, data, returns, settings, checkpoint = task
@@ -146,8 +146,9 @@ def train_seed(task: tuple) -> dict:
     gammas = np.array(settings.gammas)
     streams = _seeds(settings.seed, run, len(gammas))
     net = LinearGammaNet(settings.learner, rng=np.random.default_rng(streams[0]))
-    # TD(lambda): traces on the sampling's fixed ladder, TD(0) on a draw beside it (gamma_net_core.linear.traces).
-    sampler = TimescaleSampler(settings.sampling, np.random.default_rng(streams[1]), fixed=settings.learner.lam > 0)
+    # TD(lambda) by traces: on the sampling's fixed ladder, TD(0) on a draw beside it (gamma_net_core.linear.traces).
+    ladder = uses_ladder(settings.learner)
+    sampler = TimescaleSampler(settings.sampling, np.random.default_rng(streams[1]), fixed=ladder)
     started = time.perf_counter()
     net.learn_recording(
         states_t=data.states_t, cumulants=data.cumulants, states_tp1=data.states_tp1, timescales=sampler

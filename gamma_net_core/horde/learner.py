@@ -119,6 +119,9 @@ class HordeLearner:
         self.timescales = timescales
         self.adaptation = adaptation
         self.rate_hz = float(rate_hz)
+        if config.lambda_horizon > 0:
+            raise ValueError(f"lambda_horizon {config.lambda_horizon} (TD(lambda) by lambda-returns) is the single "
+                             "Γ-net's; a Horde learns TD(lambda) by traces: set lambda_horizon 0")  # fmt: skip
         if config.lam > 0.0 and adaptation.method != "constant":
             raise ValueError(f"lam {config.lam!r} > 0 (TD(lambda)) needs adaptation method 'constant'; got "
                              f"{adaptation.method!r}")  # fmt: skip

@@ -39,7 +39,10 @@ TD(lambda) (``lam`` > 0): Gamma_t is a fixed ladder (:func:`gamma_net_core.times
 followed by a draw; each step the update above on the draw, then the same TD errors of the ladder
 applied through one eligibility trace per rung at alpha (1 - lambda) (with alpha decayed, decayed to 0
 over the first half of alpha's decay); why, and the trace form, in
-:mod:`gamma_net_core.linear.traces`. ``lam`` 0 (the default) is the TD(0) learner above, its
+:mod:`gamma_net_core.linear.traces`. A Γ-net with ``lambda_horizon`` H > 0 learns TD(lambda) by
+lambda-returns instead: on the draw alone, no ladder, each step moving the state H - 1 steps back
+towards each drawn gamma's lambda-return over the last H transitions, at alpha
+(:mod:`gamma_net_core.linear.lambda_return`). ``lam`` 0 (the default) is the TD(0) learner above, its
 kernels and draws unchanged.
 
 Checkpoint format (``save`` / ``load``, via :func:`gamma_net_core.checkpoint.save_npz`): an
@@ -55,7 +58,10 @@ meta ``{"update_count", "n_features", "n_dims"}``; its arrays are
 - ``mult``     uint64  [n_tilings, n_dims]: hashing multipliers (strides when unhashed);
 - ``base``     uint64  [n_tilings]: hashing offsets (first index of each tiling when unhashed);
 - with ``lam`` > 0 only: ``traces`` float64 [K, n_features] and ``trace_gammas`` float64 [K], the
-  eligibility traces and the fixed Gamma they belong to (K = 0 before the first update).
+  eligibility traces and the fixed Gamma they belong to (K = 0 before the first update); with
+  ``lambda_horizon`` > 0 instead ``window_states_t``, ``window_states_tp1`` float64 [n, n_state],
+  ``window_cumulants`` float64 [n] and ``window_ends`` int8 [n] (0 continues, 1 terminal, 2 gap), the
+  n < H transitions not yet learned from, oldest first.
 
 A file written before ``lam`` existed has no ``lam`` in its configuration and loads as lam 0.
 
@@ -68,6 +74,7 @@ state and timescale, input checks, the step size, the kernels' view of a learner
 from it too), :mod:`~gamma_net_core.linear.kernels` (numba tile keys and TD(0) updates, shared with the
 multi-question kernels of :mod:`gamma_net_core.horde`), :mod:`~gamma_net_core.linear.learners`
 (the two learners), :mod:`~gamma_net_core.linear.traces` (TD(lambda)'s traces),
+:mod:`~gamma_net_core.linear.lambda_return` (TD(lambda) by truncated lambda-returns on the draws),
 :mod:`~gamma_net_core.linear.td_delta` (TD(Delta), a baseline learning a ladder of value differences) and
 :mod:`~gamma_net_core.linear.checkpoints` (save and load).
 """
@@ -80,6 +87,7 @@ from gamma_net_core.linear.settings import (
     GammaNetConfig,
     LinearTDConfig,
     fixed_timescale_config,
+    uses_ladder,
 )
 
 __all__ = [
@@ -91,4 +99,5 @@ __all__ = [
     "LinearGammaNet",
     "LinearTDConfig",
     "fixed_timescale_config",
+    "uses_ladder",
 ]

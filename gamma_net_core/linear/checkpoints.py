@@ -73,7 +73,14 @@ def learner_from_arrays(cls, config, arrays, *, update_count, source: str = "sta
         raise CheckpointError(f"{source}: bad update_count {update_count!r}")
     learner._weights = np.array(weights)
     learner.update_count = update_count
-    if config.lam > 0.0:
+    if learner._window is not None:
+        from gamma_net_core.linear.lambda_return import Window
+
+        try:
+            learner._window = Window.from_arrays(config.lambda_horizon, config.n_state, learner._plain_coding, arrays)
+        except ValueError as exc:
+            raise CheckpointError(f"{source}: {exc}") from None
+    elif config.lam > 0.0:
         learner._traces, learner._work = _traces_from_arrays(arrays, learner.n_features, source)
     return learner
 

@@ -278,7 +278,7 @@ def learn_one(w, state_t, state_tp1, gammas, cumulant, terminal, alpha, plain_co
 
 
 @numba.njit(cache=True, inline="always")
-def _record_probes(w, keys_t, tiles, probes, n):  # pragma: no cover - compiled
+def record_probes(w, keys_t, tiles, probes, n):  # pragma: no cover - compiled
     """The probes' predictions V(S_n) (``keys_t``: S_n's keys) before update n, from ``record_from`` on."""
     keys, scales, record_from, predictions = probes.keys, probes.scales, probes.record_from, probes.predictions
     if n >= record_from:
@@ -313,7 +313,7 @@ def learn_many(w, recording, gammas, schedule, plain_coding, probes):  # pragma:
     first_count, n_active = schedule.first_count, schedule.n_active
     for n in range(states_t.shape[0]):
         state_keys(states_t[n], tiles, u, keys_t)
-        _record_probes(w, keys_t, tiles, probes, n)
+        record_probes(w, keys_t, tiles, probes, n)
         state_keys(states_tp1[n], tiles, u, keys_tp1)
         g, c, end = gammas[n], cumulants[n], terminals[n]
         _td_errors(w, keys_t, keys_tp1, g, c, end, coding, u_ts, keys_ts, idx, deltas)
@@ -443,7 +443,7 @@ def learn_many_lambda(
     dw, mark, touched, w_limit = work.dw, work.mark, work.touched, coding.w_limit
     for n in range(states_t.shape[0]):
         state_keys(states_t[n], tiles, u, keys_t)
-        _record_probes(w, keys_t, tiles, probes, n)
+        record_probes(w, keys_t, tiles, probes, n)
         state_keys(states_tp1[n], tiles, u, keys_tp1)
         end = terminals[n]
         _td_errors(w, keys_t, keys_tp1, gammas, cumulants[n], end, coding, u_ts, keys_ts, idx, deltas)

@@ -24,6 +24,7 @@ from gamma_net_core.linear.kernels import (
     traced_work,
 )
 from gamma_net_core.linear.laddered import learn_many_laddered
+from gamma_net_core.linear.lambda_return import Window, learn_many_lambda_return
 from gamma_net_core.linear.settings import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
 from gamma_net_core.linear.traces import Traces, traced_decay_steps
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
@@ -56,6 +57,9 @@ class _LinearTD:
         # TD(lambda): the traces of the fixed Gamma, made on the first update (see linear/traces.py).
         self._traces: Traces | None = None
         self._work: TraceWork | None = None
+        # TD(lambda) by lambda-returns (lambda_horizon > 0): the transitions not yet learned from.
+        horizon = getattr(config, "lambda_horizon", 0)
+        self._window = Window(horizon, config.n_state, sum(config.tilings)) if horizon else None
 
     # -- TD(lambda) traces
 
@@ -78,9 +82,19 @@ class _LinearTD:
         return view
 
     def reset_traces(self) -> None:
-        """Cut the traces: the next transition does not continue from the last (an episode boundary)."""
+        """Cut the traces: the next transition does not continue from the last (an episode boundary).
+
+        With ``lambda_horizon`` the window's lambda-returns stop at the last transition (bootstrapping there).
+        """
         if self._traces is not None:
             self._traces.reset()
+        if self._window is not None:
+            self._window.cut()
+
+    @property
+    def window_size(self) -> int:
+        """Transitions held but not yet learned from (``lambda_horizon`` > 0; fewer than it), else 0."""
+        return 0 if self._window is None else len(self._window)
 
     def _traces_for(self, gammas: np.ndarray) -> Traces:
         if self._traces is None:
@@ -143,7 +157,9 @@ class _LinearTD:
         c = self._cumulant(cumulant)
         deltas = np.empty(gammas.shape[0])
         args = (self._weights, s_t, s_tp1, gammas, c, terminal, self.step_size(), self._plain_coding, deltas)
-        if self.config.lam > 0.0:
+        if self._window is not None:
+            ok, deltas = self._learn_window(s_t, c, s_tp1, terminal, gammas)
+        elif self.config.lam > 0.0:
             ladder, drawn = _split(gammas, self._draws)
             traces = self._traces_for(ladder)
             deltas = np.empty(ladder.shape[0])
@@ -174,6 +190,22 @@ class _LinearTD:
         self.update_count += 1
         return deltas
 
+    def _learn_window(self, s_t, c, s_tp1, terminal, gammas) -> tuple[bool, np.ndarray]:
+        """One transition into the lambda-return window (linear/lambda_return.py); a refusal changes nothing."""
+        cfg = self.config
+        recording = Recording(s_t[None, :], s_tp1[None, :], np.array([c]), np.array([terminal]))
+        schedule = Schedule(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active)
+        before, window_before = self._weights.copy(), self._window.copy()
+        deltas = np.zeros(gammas.shape[0])
+        bad = learn_many_lambda_return(
+            self._weights, recording, gammas[None, :], schedule, cfg.lam, traced_decay_steps(cfg.step_size_decay_steps),
+            self._plain_coding, _no_probes(self._window), self._window.kernel_args, deltas,
+        )  # fmt: skip
+        if bad >= 0:
+            self._weights[:] = before
+            self._window = window_before
+        return bad < 0, deltas
+
     def _learn_recording(self, states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from):
         c = np.ascontiguousarray(np.asarray(cumulants, dtype=np.float64))
         if c.ndim != 1:
@@ -199,6 +231,7 @@ class _LinearTD:
         # A failure part way restores these, so the learner is as it was before the call.
         before, count = self._weights.copy(), self.update_count
         traces_before = None if self._traces is None else self._traces.copy()
+        window_before = None if self._window is None else self._window.copy()
         cfg = self.config
         for start in range(0, T, _CHUNK):
             stop = min(T, start + _CHUNK)
@@ -208,7 +241,12 @@ class _LinearTD:
             recording = Recording(s_t[start:stop], s_tp1[start:stop], c[start:stop], ends[start:stop])
             schedule = Schedule(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active)
             probes_here = Probes(probe_keys, probe_scales, rf, out)
-            if cfg.lam > 0.0 and stop > start:
+            if self._window is not None:
+                bad = learn_many_lambda_return(
+                    self._weights, recording, gammas, schedule, cfg.lam, traced_decay_steps(cfg.step_size_decay_steps),
+                    self._plain_coding, probes_here, self._window.kernel_args, np.zeros(gammas.shape[1]),
+                )  # fmt: skip
+            elif cfg.lam > 0.0 and stop > start:
                 try:
                     ladder, _ = _split(gammas[0], self._draws)
                     K = ladder.shape[0]
@@ -235,6 +273,7 @@ class _LinearTD:
                 self._weights[:] = before
                 self.update_count = count
                 self._traces = traces_before
+                self._window = window_before
                 raise FloatingPointError(
                     f"update at step {start + bad} (cumulant {float(c[start + bad])!r}) would make weights non-finite "
                     "or predictions overflow; learner unchanged: lower step_size or check the cumulant's scale"
@@ -256,10 +295,13 @@ class _LinearTD:
     def to_state_dict(self) -> dict[str, np.ndarray]:
         """Weights and tile coder state (copies), as saved in a checkpoint; with lam > 0 the traces too.
 
-        ``traces`` [K, n_features] and ``trace_gammas`` [K] (K = 0 before the first update).
+        ``traces`` [K, n_features] and ``trace_gammas`` [K] (K = 0 before the first update); with
+        ``lambda_horizon`` the window instead (:meth:`gamma_net_core.linear.lambda_return.Window.to_arrays`).
         """
         state = {"weights": self._weights.copy(), **self.coder.to_state_dict()}
-        if self.config.lam > 0.0:
+        if self._window is not None:
+            state.update(self._window.to_arrays())
+        elif self.config.lam > 0.0:
             t = self._traces
             state["traces"] = np.zeros((0, self.n_features)) if t is None else t.z[0].copy()
             state["trace_gammas"] = np.zeros(0) if t is None else t.gammas.copy()
@@ -418,6 +460,10 @@ class FixedTimescaleTD(_LinearTD):
         """Predicted return at the baseline's gamma: a float for one state [n_state], [N] for many."""
         out = self._predict(state, self._gammas)
         return float(out[0]) if out.ndim == 1 else out[:, 0]
+
+
+def _no_probes(window: Window) -> Probes:
+    return Probes(np.empty((0, window.keys_t.shape[1]), dtype=np.uint64), np.empty(0), 1, np.empty((0, 0)))
 
 
 def _split(gammas: np.ndarray, draws: bool = True) -> tuple[np.ndarray, np.ndarray]:

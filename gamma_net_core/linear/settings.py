@@ -70,7 +70,7 @@ class LinearTDConfig:
         "lambda of TD(lambda): how far back a TD error reaches, through traces decaying by gamma * lambda per step; "
         "0: TD(0), the paper's Algorithm 1; above 0 traces on the sampling's fixed ladder at alpha (1 - lambda), "
         "beside TD(0) on a draw (about twice lambda 0's step); with a decayed alpha the traces fade out over its "
-        "first half (linear/traces.py)",
+        "first half (linear/traces.py); a Γ-net with lambda_horizon > 0 learns lambda-returns on the draws instead",
         low=0.0,
         high=0.999,
     )
@@ -105,6 +105,26 @@ class GammaNetConfig(LinearTDConfig):
         low=1.0,
         high=1e12,
     )
+    lambda_horizon: int = setting(
+        0,
+        "with lam > 0: 0, TD(lambda) by traces on the sampling's fixed ladder beside a draw (linear/traces.py); "
+        "H >= 1, each update moves the state H - 1 steps back towards the lambda-return of each drawn gamma, "
+        "truncated after H transitions (the forward view, no ladder; predictions lag H - 1 steps; "
+        "linear/lambda_return.py); lambda 0.9: 44, lambda 0.5: 7",
+        low=0,
+        high=10_000,
+    )
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if self.lambda_horizon > 0 and self.lam == 0.0:
+            raise ValueError(f"lambda_horizon {self.lambda_horizon} needs lam > 0 (with lam 0 every update is TD(0))")
+
+
+def uses_ladder(config: LinearTDConfig) -> bool:
+    """Whether Gamma_t must be the sampling's fixed ladder then a draw (``TimescaleSampler(..., fixed=True)``):
+    TD(lambda) by traces, not by lambda-returns."""
+    return config.lam > 0.0 and not getattr(config, "lambda_horizon", 0)
 
 
 @dataclass(frozen=True)

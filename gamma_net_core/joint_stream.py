@@ -35,6 +35,7 @@ from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_n
 from gamma_net_core.config import from_mapping, to_mapping
 from gamma_net_core.data.joints import DEFAULT_MAX_GAP, JointSample, JointsConfig, JointSelector, Skip
 from gamma_net_core.linear import GammaNetConfig, LinearGammaNet, uses_ladder
+from gamma_net_core.linear.settings import saved_learner_mapping
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas
 
 KIND = "online_linear_gamma_net"
@@ -215,7 +216,8 @@ class OnlineGammaNet:
         saved, arrays, meta = load_npz(path, kind=KIND, version=VERSION)
         try:
             # Defaults filled in: a file from before a setting existed (e.g. lam) has its default.
-            learner = to_mapping(from_mapping(GammaNetConfig, saved.get("learner", {}), where=str(path)))
+            saved_learner = saved_learner_mapping(saved.get("learner", {}))
+            learner = to_mapping(from_mapping(GammaNetConfig, saved_learner, where=str(path)))
         except (TypeError, ValueError) as exc:
             raise CheckpointError(f"{path}: unusable learner configuration: {exc}") from None
         check_same_config(path, {**saved, "learner": learner}, self._config_mapping())

@@ -4,11 +4,12 @@ Nothing here is compiled or tuned. :class:`ReferenceTileCoder` computes the indi
 :class:`~gamma_net_core.tilecoding.TileCoder` from the same state (offsets, hashing
 constants); :class:`ReferenceLinearTD` is Algorithm 1 of the paper line by line, a
 Python loop over the gammas in Gamma_t, with loss scaling as the paper derives it (the
-weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)), and with ``lam`` > 0
-TD(0) on a draw then TD(lambda) with one dense trace per rung of a fixed ladder (why:
-:mod:`gamma_net_core.linear.traces`), or with ``lambda_horizon`` > 0 each update towards the truncated
-lambda-return of the drawn gammas (:mod:`gamma_net_core.linear.lambda_return`). Tests check that the fast learners in
-:mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
+weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)), and with ``lam`` > 0 in the
+forward view each transition towards the truncated lambda-returns of its own Gamma_t once they are
+complete (:mod:`gamma_net_core.linear.lambda_return`), or in the backward view TD(0) on a draw then
+TD(lambda) with one dense trace per rung of a fixed ladder (why: :mod:`gamma_net_core.linear.traces`).
+Tests check that the fast learners in :mod:`gamma_net_core.linear` reach the same weights; benchmarks
+time both.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
+from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig, lambda_horizon
 from gamma_net_core.linear.traces import DROP, traced_decay_steps
 from gamma_net_core.tilecoding import draw_tilings
 from gamma_net_core.timescales import TimescaleSampler
@@ -109,8 +110,8 @@ class ReferenceLinearTD:
         self.lam = config.lam
         self.trace_gammas: np.ndarray | None = None  # TD(lambda): the fixed Gamma, set by the first update
         self.z: np.ndarray | None = None  # [K, n_features]: one accumulating trace per gamma in trace_gammas
-        self.lambda_horizon = getattr(config, "lambda_horizon", 0)
-        # lambda_horizon > 0: the last transitions (S_t, C, S_{t+1}, end), end "terminal", "gap" or None.
+        self.lambda_horizon = lambda_horizon(config)
+        # The forward view: the transitions (S_t, C, S_{t+1}, end, Gamma_t) waiting, end "terminal", "gap" or None.
         self.window: deque = deque()
 
     def features(self, state, gamma: float) -> np.ndarray:
@@ -207,15 +208,16 @@ class ReferenceLinearTD:
         return np.array(deltas_f) / np.array([self.scale(g) for g in gammas])
 
     def cut(self) -> None:
-        """With ``lambda_horizon``: the stream does not continue from the last transition."""
+        """In the forward view: the stream does not continue from the last transition."""
         if self.window and self.window[-1][3] is None:
-            self.window[-1] = (*self.window[-1][:3], "gap")
+            self.window[-1] = (*self.window[-1][:3], "gap", self.window[-1][4])
 
-    def lambda_return(self, gamma: float, lam: float) -> float:
-        """G of the window's oldest state at gamma, in f's units: the recursion backwards from the newest step."""
+    def lambda_return(self, gamma: float, lam: float, steps: int) -> float:
+        """G of the window's oldest state at gamma over its first ``steps`` transitions, in f's units: the
+        recursion backwards from the last of them."""
         s = self.scale(gamma)
         G = None
-        for _, cumulant, state_tp1, end in reversed(self.window):
+        for _, cumulant, state_tp1, end, _ in reversed(list(self.window)[:steps]):
             if end == "terminal":
                 G = s * cumulant
             elif end == "gap" or G is None:
@@ -225,22 +227,31 @@ class ReferenceLinearTD:
         return G
 
     def _learn_lambda_return(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas) -> np.ndarray:
-        """Into the window; once it holds H transitions, the oldest state towards each gamma's lambda-return."""
-        self.window.append((state_t, cumulant, state_tp1, "terminal" if terminal else None))
-        if len(self.window) < self.lambda_horizon:
-            self.update_count += 1
-            return np.zeros(len(gammas))
+        """Into the window with its Gamma_t; then each held transition whose lambda-return is complete (H held,
+        an end among them, or lambda 0), oldest first, towards it on its own Gamma_t."""
+        self.window.append((state_t, cumulant, state_tp1, "terminal" if terminal else None, np.array(gammas)))
         fade = traced_decay_steps(self.config.step_size_decay_steps)  # lambda decays over alpha's first half
         lam = self.lam * max(0.0, 1.0 - self.update_count / fade) if fade else self.lam
-        oldest = self.window[0][0]
-        Delta = np.zeros_like(self.w)
-        deltas_v = []
-        for gamma in gammas:
-            delta_f = self.lambda_return(gamma, lam) - self.output(oldest, gamma)
-            np.add.at(Delta, self.features(oldest, gamma), delta_f)
-            deltas_v.append(delta_f / self.scale(gamma))
-        self.w += self.step_size() * Delta
-        self.window.popleft()
+        deltas_v = np.zeros(len(gammas))
+        while self.window:
+            ends = [j for j, step in enumerate(self.window) if step[3] is not None]
+            if lam == 0.0:
+                steps = 1
+            elif ends:
+                steps = ends[0] + 1
+            elif len(self.window) == self.lambda_horizon:
+                steps = self.lambda_horizon
+            else:
+                break
+            oldest, draw = self.window[0][0], self.window[0][4]
+            Delta = np.zeros_like(self.w)
+            deltas_v = []
+            for gamma in draw:
+                delta_f = self.lambda_return(gamma, lam, steps) - self.output(oldest, gamma)
+                np.add.at(Delta, self.features(oldest, gamma), delta_f)
+                deltas_v.append(delta_f / self.scale(gamma))
+            self.w += self.step_size() * Delta
+            self.window.popleft()
         self.update_count += 1
         return np.array(deltas_v)
 

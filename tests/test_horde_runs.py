@@ -195,8 +195,8 @@ def test_other_codings_blocks_and_repeated_gammas_learn_the_same(coding):
 def test_td_lambda_learns_on_the_plain_kernels_and_predicts_on_the_run_kernel():
     """With lam > 0 the learning stays on the plain kernels (bit for bit N single learners, tests/test_lambda.py);
     the predictions take the run kernel."""
-    config = GammaNetConfig(tilings=(8,), memory_size=256, step_size=0.2, lam=0.6, state_low=(0.0, 0.0),
-                            state_high=(1.0, 1.0))  # fmt: skip
+    config = GammaNetConfig(tilings=(8,), memory_size=256, step_size=0.2, lam=0.6, lambda_view="backward",
+                            state_low=(0.0, 0.0), state_high=(1.0, 1.0))  # fmt: skip
     sampling = TimescaleSampling(n_gamma=1, n_tau=3, tau_max=20)
     rng = np.random.default_rng(5)
     T, Q = 80, 3

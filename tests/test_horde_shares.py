@@ -64,7 +64,7 @@ def spec(adaptation="constant", lam=0.0):
         {
             "seed": 4,
             "state": [{**JS, "field": f"position[{d}]", "low": 0.0, "high": 1.0} for d in range(2)],
-            "learner": {"tilings": [8], "memory_size": 256, "step_size": 0.3, "lam": lam},
+            "learner": {"tilings": [8], "memory_size": 256, "step_size": 0.3, "lam": lam, "lambda_view": "backward"},
             "timescales": {"n_gamma": 1, "n_tau": 4, "tau_max": 20},
             "adaptation": {"method": adaptation, "meta_step_size": 0.05, "trace_tau": 100.0},
             "questions": questions,

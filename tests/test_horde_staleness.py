@@ -92,7 +92,7 @@ def test_a_skipped_question_keeps_its_weights_and_restarts_while_the_others_lear
 
 
 def test_with_traces_a_skipped_question_keeps_its_weights():
-    config = dataclasses.replace(CONFIG, lam=0.8)
+    config = dataclasses.replace(CONFIG, lam=0.8, lambda_view="backward")
     states, cumulants, _ = stream(20, 2)
     horde = HordeLearner(config, names=["a", "b"], timescales=SAMPLING, rng=np.random.default_rng(2))
     horde.step(states[0], cumulants[0], usable=[True, False])

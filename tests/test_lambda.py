@@ -1,4 +1,5 @@
-"""TD(lambda) for the linear Γ-nets and the Horde: the NumPy oracle, exact values on a Markov chain, checkpoints.
+"""TD(lambda) by traces (the backward view) for the linear Γ-nets and the Horde: the NumPy oracle, exact values on a
+Markov chain, checkpoints. The forward view, a Γ-net's default, is tests/test_lambda_return.py's.
 
 lambda = 0 must be today's TD(0) learner; the fast kernels must equal the dense NumPy reference on a
 stream; on a chain whose values the features represent exactly, every lambda must reach the same
@@ -29,7 +30,8 @@ from gamma_net_core.reference import ReferenceLinearTD
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladder
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-ARM = GammaNetConfig(step_size_decay_steps=1500)  # the paper's arm learner: 100 tilings hashed into 2048 + bias
+# The paper's arm learner (100 tilings hashed into 2048 + bias), learning TD(lambda) by traces.
+ARM = GammaNetConfig(step_size_decay_steps=1500, lambda_view="backward")
 ARM_SAMPLING = TimescaleSampling(n_gamma=1, n_tau=29)
 
 
@@ -183,6 +185,7 @@ def chain_config(lam, steps):
     return GammaNetConfig(
         state_low=(0.0,), state_high=(1.0,), tilings=(1,), tile_widths=(1.0 / N_STATES,), memory_size=0,
         bias=False, step_size=0.1, step_size_decay_steps=steps, timescale_input="tau", tau_scale=10.0, lam=lam,
+        lambda_view="backward",
     )  # fmt: skip
 
 
@@ -353,6 +356,22 @@ def test_a_checkpoint_from_before_lambda_resumes_as_td0(tmp_path):
     again = LinearGammaNet.load(tmp_path / "old.npz", config=ARM)
     np.testing.assert_array_equal(again.weights, net.weights)
     assert again.lam == 0.0
+
+
+def test_a_td_lambda_file_from_before_the_views_resumes_its_traces_in_the_backward_view(tmp_path):
+    """A lam > 0 file written before lambda_view existed learned by traces: it loads in the backward view with its
+    traces (the default, forward, would find no window), and a learner asking for the forward view is told."""
+    config = dataclasses.replace(ARM, lam=0.9)
+    net = LinearGammaNet(config, rng=np.random.default_rng(0))
+    net.learn([0.4, 0.5], 1.0, [0.45, 0.5], False, np.concatenate([ladder(ARM_SAMPLING)] * 2))
+    old = {k: v for k, v in to_mapping(config).items() if k not in ("lambda_view", "lambda_horizon")}
+    meta = {"update_count": 1, "n_features": net.n_features, "n_dims": net.coder.n_dims}
+    save_npz(tmp_path / "old.npz", kind=net.kind, version=VERSION, config=old, arrays=net.to_state_dict(), meta=meta)
+    again = LinearGammaNet.load(tmp_path / "old.npz", config=config)
+    assert again.config.lambda_view == "backward"
+    np.testing.assert_array_equal(again.traces, net.traces)
+    with pytest.raises(CheckpointError, match="lambda_view: file has 'backward', expected 'forward'"):
+        LinearGammaNet.load(tmp_path / "old.npz", config=dataclasses.replace(config, lambda_view="forward"))
 
 
 def test_the_online_learner_takes_lambda_cuts_traces_at_a_gap_and_refuses_another_on_resume(tmp_path):

@@ -1,23 +1,30 @@
 """TD(lambda) between the ladder's rungs: two Markov chains, exact values, against TD(0) on drawn Gamma_t.
 
-TD(lambda) keeps traces on a fixed ladder of timescales and trains TD(0) between its rungs
-(gamma_net_core/linear/traces.py). On an 8-state ring and a 25-state sparse chain with a rare
-large cumulant, continuing and episodic (the return stops on entering state 0: an event
-question), with exact values V = (I - gamma P B)^-1 P c (B: the continuations), issue 24 asks it
-to be within 1.5x of the paper's TD(0) on drawn Gamma_t at timescales on no ladder, and better on
-the episodic chains at tau >= 40, where the return runs up to the event and TD(0) bootstraps it
-back a step at a time. The first is checked at the end of the run; the second over the learning
-curve (faster, not more accurate once both have converged), and on the sparse chain it does not
-hold: kept as an expected failure there. Both learners see the same stream, tile offsets, coding
-and draws (TD(lambda)'s TD(0) part trains on the draws the baseline trains on).
+On an 8-state ring and a 25-state sparse chain with a rare large cumulant, continuing and episodic
+(the return stops on entering state 0: an event question), with exact values
+V = (I - gamma P B)^-1 P c (B: the continuations), issue 24 asks TD(lambda) with lambda 0.5 and 0.9 to
+be within 1.5x of the paper's TD(0) on drawn Gamma_t at timescales on no ladder, and better on the
+episodic chains at tau >= 40, where the return runs up to the event and TD(0) bootstraps it back a step
+at a time. The first is checked at the end of the run (alpha decayed to 0), the second over the
+learning curve (faster, not more accurate once both have converged), each on seeds 0-2. Both learners
+see the same stream, tile offsets, coding and draws.
 
-What the second bar measures here is the step more than the traces: TD(lambda) beside the draw
-takes about twice TD(0)'s step (linear/traces.py), and over ten seeds lambda 0.1 gains on the ring
-and loses on the sparse chains as much as 0.5 does; with the step matched to TD(0)'s every lambda is
-within 6 % of TD(0) on both (docs/results.md, `python tools/lambda_heldout.py 0-9 ...`). The ring's
-pass is the larger step's. The reach is there to be had: textbook tabular TD(lambda) at TD(0)'s alpha
-(:func:`tabular_td`, the oracle at the end of this file) is faster on both chains, and the library's
-traced step alpha (1 - lambda) gives it up by construction (linear/traces.py, "The reach given up").
+TD(lambda) here is a Γ-net's default, the forward view (linear/lambda_return.py): each transition moves
+towards the truncated lambda-return of its own draw, at alpha. The learners have no bias feature and
+alpha is 0.01, for two measured reasons (docs/results.md, "The forward view"):
+
+- the bias is shared by every state and timescale, and with loss scaling a short timescale's update of
+  it moves the long timescales' values by up to tau times as much: on these chains it is most of every
+  learner's error at tau >= 40 (TD(0)'s mean error over the curve at tau 86.3, alpha 0.01: sparse 1.02
+  with it, 0.33 without; ring 0.84 and 0.17), so with it the comparison measures that noise, not the
+  learning rule. The chains' state tiles represent them without it.
+- a lambda-return at lambda 0.9 moves a value some ten times further than a one-step target, and
+  textbook TD(lambda) needs a smaller alpha the larger lambda (Sutton & Barto 2018, fig. 12.3): at 0.03
+  the tabular oracle below is itself at the edge on the sparse chain's event question at lambda 0.9.
+  At 0.01 TD(0) is within 15 % of its best alpha of 0.003, 0.01, 0.03 on the sparse chain.
+
+With the bias, or at alpha 0.03, lambda 0.9 is worse than TD(0) on the sparse chain's event question:
+docs/results.md has those runs beside these (`python tools/lambda_heldout.py ...`).
 """
 
 from __future__ import annotations
@@ -29,7 +36,7 @@ import numba
 import numpy as np
 import pytest
 
-from gamma_net_core.linear import FixedTimescaleConfig, FixedTimescaleTD, GammaNetConfig, LinearGammaNet
+from gamma_net_core.linear import FixedTimescaleConfig, FixedTimescaleTD, GammaNetConfig, LinearGammaNet, uses_ladder
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladder
 
 #: Timescales on no ladder: the midpoints of the arm ladder's gaps 2.71-6.12, 12.95-16.36, 43.67-47.09, 84.64-88.05.
@@ -43,7 +50,11 @@ CHECKPOINTS = (1_000, 2_000, 5_000, 10_000, 20_000, 50_000, 100_000, 150_000, 20
 #: Within this factor of drawn-Gamma_t TD(0) at every off-ladder tau.
 RATIO = 1.5
 #: alpha (per active feature after division), decayed linearly to 0 over the run.
-ALPHA = 0.03
+ALPHA = 0.01
+#: The bias feature (every learner here has it or not).
+BIAS = False
+#: Seeds of the stream, tile offsets and draws each check runs on.
+SEEDS = (0, 1, 2)
 
 
 def ring(n: int = 8) -> tuple[np.ndarray, np.ndarray]:
@@ -88,12 +99,25 @@ def stationary(P):
     return d / d.sum()
 
 
-def config(lam: float, steps: int) -> GammaNetConfig:
-    """8 tilings of width 1/16 over the state and both timescale inputs: fine enough to represent either chain."""
+def config(lam: float, steps: int, *, view: str = "forward", alpha: float | None = None,
+           bias: bool | None = None) -> GammaNetConfig:  # fmt: skip
+    """8 tilings of width 1/16 over the state and both timescale inputs: fine enough to represent either chain.
+
+    ``view``: TD(lambda)'s (forward, the default: lambda-returns on the draws; backward: traces on the ladder
+    beside a draw); ``alpha`` and ``bias`` default to :data:`ALPHA` and :data:`BIAS`.
+    """
     return GammaNetConfig(
-        state_low=(0.0,), state_high=(1.0,), tilings=(8,), tile_widths=(1 / 16,), memory_size=0, bias=True,
-        step_size=ALPHA, step_size_decay_steps=steps, lam=lam, timescale_input="both", tau_scale=100.0,
+        state_low=(0.0,), state_high=(1.0,), tilings=(8,), tile_widths=(1 / 16,), memory_size=0,
+        bias=BIAS if bias is None else bias, step_size=ALPHA if alpha is None else alpha, step_size_decay_steps=steps,
+        lam=lam, lambda_view=view, timescale_input="both", tau_scale=100.0,
     )  # fmt: skip
+
+
+@numba.njit(cache=True)
+def _walk(cumulative, u, s):  # pragma: no cover - compiled
+    n = cumulative.shape[0]
+    for t in range(u.shape[0]):
+        s[t + 1] = min(np.searchsorted(cumulative[s[t]], u[t]), n - 1)
 
 
 def stream(chain: str, episodic: bool, steps: int, seed: int):
@@ -104,20 +128,17 @@ def stream(chain: str, episodic: bool, steps: int, seed: int):
     if episodic:
         beta[0] = 0.0
     rng = np.random.default_rng(seed)
-    cumulative = np.cumsum(P, axis=1)
-    s = np.empty(steps + 1, dtype=np.int64)
-    s[0] = 0
-    u = rng.random(steps)
-    for t in range(steps):
-        s[t + 1] = min(np.searchsorted(cumulative[s[t]], u[t]), n - 1)
+    s = np.zeros(steps + 1, dtype=np.int64)
+    _walk(np.cumsum(P, axis=1), rng.random(steps), s)
     return P, c, beta, s
 
 
-def run(chain: str, episodic: bool, lams, *, steps: int = STEPS, seed: int = 0) -> dict:
+def run(chain: str, episodic: bool, lams, *, steps: int = STEPS, seed: int = 0, **settings) -> dict:
     """Relative RMSE (weighted by the stationary distribution) at OFF_LADDER_TAUS of TD(0) (key 0.0) and each lambda.
 
     Each value is [len(CHECKPOINTS), len(OFF_LADDER_TAUS)]: the learning curve, read after each
-    checkpoint's step (the stream is learned in pieces, which learns what one call does).
+    checkpoint's step (the stream is learned in pieces, which learns what one call does). ``settings``
+    go to :func:`config` (view, alpha, bias).
     """
     P, c, beta, s = stream(chain, episodic, steps, seed)
     n = len(c)
@@ -128,8 +149,9 @@ def run(chain: str, episodic: bool, lams, *, steps: int = STEPS, seed: int = 0) 
     bounds = [0, *(b for b in CHECKPOINTS if b < steps), steps]
     errors = {}
     for lam in (0.0, *lams):
-        net = LinearGammaNet(config(lam, steps), rng=np.random.default_rng(seed + 1))
-        sampler = TimescaleSampler(SAMPLING, np.random.default_rng(seed + 2), fixed=lam > 0.0)
+        cfg = config(lam, steps, **settings)
+        net = LinearGammaNet(cfg, rng=np.random.default_rng(seed + 1))
+        sampler = TimescaleSampler(SAMPLING, np.random.default_rng(seed + 2), fixed=uses_ladder(cfg))
         curve = []
         for a, b in itertools.pairwise(bounds):
             net.learn_recording(states_t=x[a:b, None], cumulants=c[s[a + 1 : b + 1]], states_tp1=x[a + 1 : b + 1, None],
@@ -148,16 +170,10 @@ def test_the_probed_taus_are_on_no_ladder():
     assert np.min(np.abs(rungs[:, None] - np.array(OFF_LADDER_TAUS)[None, :])) > 0.99
 
 
-#: The event question's gain at tau >= 40 on the sparse chain: TD(lambda)'s second step costs there what it gains
-#: on the ring (1.05-1.22x TD(0) at tau 86.3, means over ten seeds, lambda 0.1 the worst), and at a step matched to
-#: TD(0)'s it is within 2 % of TD(0) at every lambda: the traced step alpha (1 - lambda) gives the traces' reach up
-#: (test_the_chains_allow_the_event_bar_..., docs/results.md).
-EVENT_SPARSE = pytest.mark.xfail(reason="sparse chain: TD(lambda)'s learning curve not below TD(0)'s at tau >= 40")
-
-
 @functools.cache
-def errors_of(chain: str, episodic: bool) -> dict:
-    return run(chain, episodic, (0.5, 0.9))
+def errors_of(chain: str, episodic: bool, seed: int) -> dict:
+    """lambda 0.5 and 0.9, and on the event questions the control lambda 0.1."""
+    return run(chain, episodic, (0.1, 0.5, 0.9) if episodic else (0.5, 0.9), seed=seed)
 
 
 @pytest.mark.parametrize(
@@ -166,44 +182,44 @@ def errors_of(chain: str, episodic: bool) -> dict:
     ids=["ring-continuing", "ring-episodic", "sparse-continuing", "sparse-episodic"],
 )  # fmt: skip
 def test_td_lambda_holds_between_the_rungs(chain, episodic):
-    """The error at the end of the run (alpha decayed to 0), seed 0; other seeds in docs/results.md."""
-    errors = errors_of(chain, episodic)
+    """The final error (alpha decayed to 0) over seeds 0-2 within 1.5x of TD(0)'s at every off-ladder tau.
+
+    Over seeds: both end near what the stream allows, and at the event questions' long tau that is a
+    relative error of about 1 %, whose ratio one seed scatters by a third (0.94-1.54 at lambda 0.9).
+    """
+    runs = [errors_of(chain, episodic, seed) for seed in SEEDS]
+    td0 = np.mean([r[0.0][-1] for r in runs], axis=0)
     for lam in (0.5, 0.9):
-        assert np.all(errors[lam][-1] / errors[0.0][-1] < RATIO), (lam, errors[lam][-1], errors[0.0][-1])
+        end = np.mean([r[lam][-1] for r in runs], axis=0)
+        assert np.all(end / td0 < RATIO), (lam, end, td0)
 
 
-@pytest.mark.parametrize("chain", ["ring", pytest.param("sparse", marks=EVENT_SPARSE)])
+def long_curve_ratios(chain: str, lam: float) -> np.ndarray:
+    """[seed, tau >= 40]: the event question's mean error over the learning curve, over TD(0)'s."""
+    long = np.array(OFF_LADDER_TAUS) >= 40
+    runs = [errors_of(chain, True, seed) for seed in SEEDS]
+    return np.array([r[lam].mean(axis=0)[long] / r[0.0].mean(axis=0)[long] for r in runs])
+
+
+@pytest.mark.parametrize("chain", ["ring", "sparse"])
 def test_td_lambda_learns_the_event_question_faster_at_long_timescales(chain):
-    """Faster: a lower mean error over the learning curve (CHECKPOINTS), not a lower error at its end.
+    """Faster: a lower mean error over the learning curve (CHECKPOINTS), not a lower error at its end, on every seed.
 
-    With alpha decayed to 0 both learners converge to the values the stream allows, and what is left
-    at the end is noise (since the traces fade out over the first half of the decay, TD(lambda) ends
-    as TD(0) on the same draws: the end is the first test's). TD(lambda)'s claim is speed: an event's
-    return reaches back along the traces in one step where TD(0) bootstraps it back one step per visit.
-    On the ring the pass is carried by the larger step of TD(lambda) beside the draw (lambda 0.1 gains
-    as much: the module's docstring), not by that reach.
+    With alpha decayed to 0 both learners converge to the values the stream allows (the first test).
+    TD(lambda)'s claim is speed: an event's return reaches back along the lambda-return in one update,
+    where TD(0) bootstraps it back one step per visit.
     """
-    errors = errors_of(chain, True)
-    long = np.array(OFF_LADDER_TAUS) >= 40
-    td0 = errors[0.0].mean(axis=0)[long]
     for lam in (0.5, 0.9):
-        assert np.all(errors[lam].mean(axis=0)[long] < td0), (lam, errors[lam].mean(axis=0), errors[0.0].mean(axis=0))
+        ratios = long_curve_ratios(chain, lam)
+        assert np.all(ratios < 1.0), (lam, ratios)
 
 
-def test_the_rings_event_gain_is_the_step_lambda_0_1_gains_as_much():
-    """The control for the traces' reach (linear/traces.py, "Twice the step"): lambda 0.1, traces about one step
-    long but the same two updates a step, is as far below TD(0) on the ring's event question as lambda 0.5.
-
-    Over ten seeds the two differ by 0.09 at most at tau >= 40 (docs/results.md); seed 0 here.
-    """
-    errors = errors_of("ring", True)
-    control = run("ring", True, (0.1,))
-    np.testing.assert_array_equal(control[0.0], errors[0.0])  # the same stream, draws and TD(0)
-    long = np.array(OFF_LADDER_TAUS) >= 40
-    td0 = errors[0.0].mean(axis=0)[long]
-    reach = errors[0.5].mean(axis=0)[long] / td0
-    step = control[0.1].mean(axis=0)[long] / td0
-    assert np.all(step < 1.0) and np.all(np.abs(reach - step) < 0.1), (step, reach)
+@pytest.mark.parametrize("chain", ["ring", "sparse"])
+def test_the_event_gain_is_the_lambda_returns_reach_it_grows_with_lambda(chain):
+    """The control: lambda 0.1 (returns about one step long, the same alpha) gains under 10 %, and the gain grows with
+    lambda: what TD(lambda) gains is the return's reach, not a larger step (as the backward view's gain was)."""
+    control, middle, far = (long_curve_ratios(chain, lam).mean(axis=0) for lam in (0.1, 0.5, 0.9))
+    assert np.all(control > 0.9) and np.all(control > middle) and np.all(middle > far), (control, middle, far)
 
 
 # The oracle for the second bar: textbook tabular TD(lambda), one table entry per state and one fixed gamma, no

@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.horde.learner import HordeLearner
-from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
-from gamma_net_core.linear.lambda_return import default_horizon
+from gamma_net_core.linear import GammaNetConfig, LinearGammaNet, default_horizon, lambda_horizon, uses_ladder
 from gamma_net_core.reference import ReferenceLinearTD
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
 
@@ -45,15 +46,19 @@ def test_the_fast_learner_is_the_plain_reference(overrides):
     gammas = draws(400)
     fast = LinearGammaNet(cfg, rng=np.random.default_rng(0))
     ref = ReferenceLinearTD(cfg, rng=np.random.default_rng(0))
+    held = set()
     for t in range(400):
         got = fast.learn(s_t[t], c[t], s_tp1[t], ends[t], gammas[t])
         want = ref.learn(s_t[t], c[t], s_tp1[t], ends[t], gammas[t])
         np.testing.assert_allclose(got, want, rtol=0, atol=1e-12)
+        assert fast.window_size == len(ref.window)
+        held.add(fast.window_size)
         if t == 200:  # the stream does not continue from here: no return reaches past it
             fast.reset_traces()
             ref.cut()
     np.testing.assert_allclose(fast.weights, ref.w, rtol=0, atol=1e-12)
-    assert fast.window_size == len(ref.window) == cfg.lambda_horizon - 1
+    # A transition waits until its return is complete: H - 1 held at most, none after an end (or once lambda is 0).
+    assert max(held) == (cfg.lambda_horizon - 1 if cfg.lambda_horizon > 1 else 0) and 0 in held
     assert np.abs(fast.weights).max() > 0.1  # it learned
 
 
@@ -106,6 +111,7 @@ def test_learn_recording_in_pieces_is_learn_step_by_step():
 
 def test_a_checkpoint_holds_the_window_and_resumes_bit_for_bit(tmp_path):
     s_t, s_tp1, c, ends = walk(1000)
+    ends[490:503] = False  # the window is full at the save
     gammas = draws(1000)
     straight = LinearGammaNet(config(), rng=np.random.default_rng(0))
     straight.learn_recording(states_t=s_t, cumulants=c, states_tp1=s_tp1, terminals=ends, timescales=gammas)
@@ -134,10 +140,13 @@ def test_a_checkpoint_holds_the_window_and_resumes_bit_for_bit(tmp_path):
         ("window_cumulants", np.zeros(5), "window_cumulants"),
         ("window_states_t", np.full((4, 2), np.nan), "non-finite"),
         ("window_states_tp1", None, "no window_states_tp1"),
+        ("window_gammas", np.full((4, 8), 1.0), r"outside \[0, 1\)"),
+        ("window_gammas", np.zeros((3, 8)), "window_gammas"),
     ],
 )
 def test_a_damaged_window_is_refused_by_name(tmp_path, name, value, message):
     s_t, s_tp1, c, ends = walk(100)
+    ends[90:] = False  # the window is full at the save
     net = LinearGammaNet(config(), rng=np.random.default_rng(0))
     net.learn_recording(states_t=s_t, cumulants=c, states_tp1=s_tp1, terminals=ends, timescales=draws(100))
     arrays = net.to_state_dict()
@@ -162,12 +171,24 @@ def test_a_refused_update_changes_nothing():
 
 
 def test_settings_that_cannot_work_are_refused_by_name():
-    with pytest.raises(ValueError, match="lambda_horizon 5 needs lam > 0"):
+    with pytest.raises(ValueError, match="lambda_horizon 5 is the forward view's truncation: it needs lam > 0"):
         GammaNetConfig(lambda_horizon=5)
+    with pytest.raises(ValueError, match="lambda_view 'backward'"):
+        GammaNetConfig(lam=0.5, lambda_view="backward", lambda_horizon=5)
     with pytest.raises(ValueError, match="lambda_horizon"):
         GammaNetConfig(lam=0.5, lambda_horizon=-1)
-    with pytest.raises(ValueError, match=r"lambda_horizon 5 .* a Horde learns TD\(lambda\) by traces"):
+    with pytest.raises(ValueError, match="lambda_view"):
+        GammaNetConfig(lam=0.5, lambda_view="sideways")
+    with pytest.raises(ValueError, match=r"lambda_view 'forward' .* a Horde learns TD\(lambda\) by traces"):
         HordeLearner(config(), names=("a",), rng=np.random.default_rng(0))
+
+
+def test_the_forward_view_is_the_default_and_its_horizon_follows_lambda():
+    assert lambda_horizon(GammaNetConfig(lam=0.9)) == 44
+    assert lambda_horizon(GammaNetConfig(lam=0.5, lambda_horizon=3)) == 3
+    assert lambda_horizon(GammaNetConfig(lam=0.9, lambda_view="backward")) == 0
+    assert lambda_horizon(GammaNetConfig()) == 0
+    assert uses_ladder(GammaNetConfig(lam=0.9, lambda_view="backward")) and not uses_ladder(GammaNetConfig(lam=0.9))
 
 
 def test_default_horizon_weighs_what_is_beyond_it_at_most_one_percent():
@@ -175,3 +196,40 @@ def test_default_horizon_weighs_what_is_beyond_it_at_most_one_percent():
         H = default_horizon(lam)
         assert lam**H <= 0.01 * (1 + 1e-12) < lam ** (H - 1)
     assert (default_horizon(0.5), default_horizon(0.9)) == (7, 44)
+
+
+def test_a_transition_waits_only_until_its_return_is_complete():
+    """H - 1 held while the stream goes on; none after a terminal (every held return stops there); once lambda
+    has faded to 0 none is held, and each step is TD(0)'s on its own draw, bit for bit."""
+    s_t, s_tp1, c, ends = walk(600)
+    ends[:] = False
+    ends[100] = True
+    gammas = draws(600)
+    cfg = config(step_size_decay_steps=800)  # lambda fades to 0 over 400 updates
+    net = LinearGammaNet(cfg, rng=np.random.default_rng(0))
+    for t in range(420):
+        net.learn(s_t[t], c[t], s_tp1[t], ends[t], gammas[t])
+        if t in (50, 150):
+            assert net.window_size == cfg.lambda_horizon - 1
+        if t == 100:
+            assert net.window_size == 0
+    assert net.window_size == 0
+    td0_config = dataclasses.replace(cfg, lam=0.0, lambda_horizon=0)
+    arrays = {k: v for k, v in net.to_state_dict().items() if not k.startswith("window_")}
+    td0 = LinearGammaNet.from_arrays(td0_config, arrays, update_count=net.update_count)
+    for t in range(420, 600):
+        np.testing.assert_array_equal(net.learn(s_t[t], c[t], s_tp1[t], ends[t], gammas[t]),
+                                      td0.learn(s_t[t], c[t], s_tp1[t], ends[t], gammas[t]))  # fmt: skip
+    np.testing.assert_array_equal(net.weights, td0.weights)
+
+
+def test_gamma_t_of_another_size_is_refused_while_transitions_wait_on_their_own():
+    s_t, s_tp1, c, _ = walk(10)
+    net = LinearGammaNet(config(), rng=np.random.default_rng(0))
+    for t in range(3):
+        net.learn(s_t[t], c[t], s_tp1[t], False, np.array([0.5, 0.9]))
+    weights = net.weights.copy()
+    with pytest.raises(ValueError, match="Gamma_t has 3 timescales, but the 3 transitions held"):
+        net.learn(s_t[3], c[3], s_tp1[3], False, np.array([0.5, 0.9, 0.99]))
+    np.testing.assert_array_equal(net.weights, weights)
+    assert net.window_size == 3

@@ -149,7 +149,7 @@ def test_every_bundle_the_learners_hand_the_kernels_is_a_named_tuple():
     def named(bundle) -> bool:
         return isinstance(bundle, tuple) and hasattr(type(bundle), "_fields") and bool(type(bundle).__annotations__)
 
-    config = GammaNetConfig(lam=0.5)
+    config = GammaNetConfig(lam=0.5, lambda_view="backward")
     horde = HordeLearner(config, names=["a", "b"], rng=np.random.default_rng(0), trace_groups=[0, 1])
     autostep = HordeLearner(
         GammaNetConfig(), names=["a"], adaptation=AdaptationConfig(method="autostep"), rng=np.random.default_rng(0)
@@ -163,6 +163,9 @@ def test_every_bundle_the_learners_hand_the_kernels_is_a_named_tuple():
         "Horde scratch": horde._scratch,
         "Horde trace groups": horde._groups,
         "Horde lambda work": horde._lambda_work,
+        "lambda-return window": LinearGammaNet(
+            GammaNetConfig(lam=0.5), rng=np.random.default_rng(1)
+        )._window.kernel_args,
         "Autostep state": autostep._autostep_state,
         "Autostep work": autostep._autostep_work,
     }

@@ -335,17 +335,20 @@ def test_a_warm_start_does_not_say_it_compiles(tmp_path):
 
 
 def test_the_readme_td_lambda_setting_starts_a_predictor(tmp_path):
-    """The arm guide: `-p predictor:learner.lam:=0.9`; its warm-up must learn as the node will, on the fixed ladder."""
+    """The arm guide: `-p predictor:learner.lam:=0.9`; its warm-up must learn as the node will (the forward view, on
+    the draws), and so must `lambda_view:=backward`'s (on the fixed ladder)."""
     from guides import guide_text
     from ros2_cli import Background
 
     assert "-p predictor:learner.lam:=0.9" in guide_text("arm")
     command = ["ros2", "run", "gamma_net_ros", "predictor", "--ros-args", "--params-file", str(ARM)]
-    run = Background([*command, "-p", "predictor:learner.lam:=0.9"], cwd=tmp_path, log_path=tmp_path / "p.log")
-    try:
-        assert run.wait_for("ready: learner kernels warm", timeout=COLD_START_S), run.output
-        code = run.interrupt(timeout=STOP_S)
-    finally:
-        run.close()
-    assert code == 0, run.output
-    assert "refusing to start" not in run.output and "Traceback" not in run.output, run.output
+    for view in ("forward", "backward"):
+        settings = ["-p", "predictor:learner.lam:=0.9", "-p", f"predictor:learner.lambda_view:={view}"]
+        run = Background([*command, *settings], cwd=tmp_path, log_path=tmp_path / f"{view}.log")
+        try:
+            assert run.wait_for("ready: learner kernels warm", timeout=COLD_START_S), run.output
+            code = run.interrupt(timeout=STOP_S)
+        finally:
+            run.close()
+        assert code == 0, run.output
+        assert "refusing to start" not in run.output and "Traceback" not in run.output, run.output

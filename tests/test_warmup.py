@@ -57,18 +57,22 @@ def test_warmup_fills_an_empty_cache_with_every_kernel_the_nodes_use(tmp_path):
     assert str(cache) in data["cache_dir"]
 
 
-def test_offline_warmup_with_td_lambda_compiles_the_laddered_kernel():
-    """With lam > 0 `arm train` learns a recording through linear/laddered.py: the offline warm-up takes that door."""
+@pytest.mark.parametrize("view", ["forward", "backward"])
+def test_offline_warmup_with_td_lambda_compiles_the_kernel_of_its_view(view):
+    """With lam > 0 `arm train` learns a recording through linear/lambda_return.py (the forward view) or
+    linear/laddered.py (the backward view): the offline warm-up takes the same door."""
     import dataclasses
 
     from gamma_net_core.config import load_config
     from gamma_net_core.linear import GammaNetConfig
     from gamma_net_core.linear.laddered import learn_many_laddered
+    from gamma_net_core.linear.lambda_return import learn_many_lambda_return
     from gamma_net_core.paths import config_file
     from gamma_net_core.timescales import TimescaleSampling
     from gamma_net_core.warmup import warm_offline
 
     arm = config_file("arm")
-    learner = dataclasses.replace(load_config(GammaNetConfig, arm, "predictor", "learner"), lam=0.9)
+    learner = dataclasses.replace(load_config(GammaNetConfig, arm, "predictor", "learner"), lam=0.9, lambda_view=view)
+    kernel = learn_many_lambda_return if view == "forward" else learn_many_laddered
     warm_offline(learner, load_config(TimescaleSampling, arm, "predictor", "timescales"))
-    assert learn_many_laddered.signatures
+    assert kernel.signatures

@@ -96,7 +96,7 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
         def once() -> None:
             adaptation = AdaptationConfig(method=method)
             rng = np.random.default_rng(1)
-            cfg = dataclasses.replace(config, lam=lam)
+            cfg = dataclasses.replace(config, lam=lam, lambda_view="backward")  # a Horde has traces only
             learner = HordeLearner(cfg, names=names, timescales=sampling, adaptation=adaptation, rng=rng,
                                    reference_kernels=reference)  # fmt: skip
             for t in range(horde_steps):
@@ -119,8 +119,8 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
         warm.learn(s_t[0], c[0, :2], s_tp1[0])
     LinearGammaNet(config, rng=np.random.default_rng(1)).learn(s_t[0], c[0, 0], s_tp1[0], False, [0.5])
     if lam > 0.0:
-        warm = HordeLearner(dataclasses.replace(config, lam=lam), names=names[:2], timescales=sampling,
-                            rng=np.random.default_rng(1))  # fmt: skip
+        traced = dataclasses.replace(config, lam=lam, lambda_view="backward")
+        warm = HordeLearner(traced, names=names[:2], timescales=sampling, rng=np.random.default_rng(1))
         warm.learn(s_t[0], c[0, :2], s_tp1[0])
     lambda_rate = horde_steps / _best_seconds(repeats, horde("constant", lam)) if lam > 0.0 else None
     horde_rate = horde_steps / _best_seconds(repeats, horde("constant"))

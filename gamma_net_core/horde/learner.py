@@ -54,7 +54,7 @@ from gamma_net_core.horde import kernels
 from gamma_net_core.horde.questions import AdaptationConfig, HordeSpec, Readout
 from gamma_net_core.horde.readouts import readout_weights
 from gamma_net_core.linear import GammaNetConfig, coding
-from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
+from gamma_net_core.linear.settings import N_TIMESCALE_DIMS, saved_learner_mapping
 from gamma_net_core.linear.traces import Traces
 from gamma_net_core.tilecoding import TileCoder
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas, validate_taus
@@ -119,9 +119,9 @@ class HordeLearner:
         self.timescales = timescales
         self.adaptation = adaptation
         self.rate_hz = float(rate_hz)
-        if config.lambda_horizon > 0:
-            raise ValueError(f"lambda_horizon {config.lambda_horizon} (TD(lambda) by lambda-returns) is the single "
-                             "Γ-net's; a Horde learns TD(lambda) by traces: set lambda_horizon 0")  # fmt: skip
+        if config.lam > 0.0 and config.lambda_view != "backward":
+            raise ValueError(f"lambda_view {config.lambda_view!r} with lam {config.lam!r}: a Horde learns TD(lambda) "
+                             "by traces on the ladder only: set lambda_view 'backward'")  # fmt: skip
         if config.lam > 0.0 and adaptation.method != "constant":
             raise ValueError(f"lam {config.lam!r} > 0 (TD(lambda)) needs adaptation method 'constant'; got "
                              f"{adaptation.method!r}")  # fmt: skip
@@ -544,7 +544,7 @@ class HordeLearner:
         saved, arrays, meta = load_npz(path, kind=KIND, version=VERSION)
         where = str(path)
         try:
-            config = config_lib.from_mapping(GammaNetConfig, saved["learner"], where=where)
+            config = config_lib.from_mapping(GammaNetConfig, saved_learner_mapping(saved["learner"]), where=where)
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: unusable configuration or tile coder state: {exc}") from None
         if spec is not None:

@@ -35,15 +35,17 @@ value before any weight changes; an update that would make a weight non-finite, 
 large that a prediction (a sum of ``n_active`` weights) could overflow, raises
 ``FloatingPointError`` and leaves the learner as it was.
 
-TD(lambda) (``lam`` > 0): Gamma_t is a fixed ladder (:func:`gamma_net_core.timescales.ladder`)
-followed by a draw; each step the update above on the draw, then the same TD errors of the ladder
-applied through one eligibility trace per rung at alpha (1 - lambda) (with alpha decayed, decayed to 0
-over the first half of alpha's decay); why, and the trace form, in
-:mod:`gamma_net_core.linear.traces`. A Γ-net with ``lambda_horizon`` H > 0 learns TD(lambda) by
-lambda-returns instead: on the draw alone, no ladder, each step moving the state H - 1 steps back
-towards each drawn gamma's lambda-return over the last H transitions, at alpha
-(:mod:`gamma_net_core.linear.lambda_return`). ``lam`` 0 (the default) is the TD(0) learner above, its
-kernels and draws unchanged.
+TD(lambda) (``lam`` > 0). A Γ-net learns it in the forward view by default (``lambda_view``
+"forward"): each transition keeps its own Gamma_t and, once its lambda-return truncated after
+``lambda_horizon`` transitions is complete, its state moves towards that return of every gamma in it,
+at alpha (:mod:`gamma_net_core.linear.lambda_return`): every timescale is trained as Algorithm 1
+trains it, and the reach of the traces is kept. In the backward view (``lambda_view`` "backward", and
+always for the fixed-timescale baseline and a Horde) Gamma_t is a fixed ladder
+(:func:`gamma_net_core.timescales.ladder`) followed by a draw; each step the update above on the draw,
+then the same TD errors of the ladder applied through one eligibility trace per rung at alpha
+(1 - lambda); :mod:`gamma_net_core.linear.traces`. With alpha decayed, lambda fades to 0 over the first
+half of its decay in both. ``lam`` 0 (the default) is the TD(0) learner above, its kernels and draws
+unchanged.
 
 Checkpoint format (``save`` / ``load``, via :func:`gamma_net_core.checkpoint.save_npz`): an
 ``.npz`` whose JSON header holds kind ``"linear_gamma_net"`` (or ``"linear_fixed_timescale"``),
@@ -57,13 +59,15 @@ meta ``{"update_count", "n_features", "n_dims"}``; its arrays are
 - ``offsets``  float64 [n_tilings, n_dims]: tiling offsets in tile widths, in [0, 1);
 - ``mult``     uint64  [n_tilings, n_dims]: hashing multipliers (strides when unhashed);
 - ``base``     uint64  [n_tilings]: hashing offsets (first index of each tiling when unhashed);
-- with ``lam`` > 0 only: ``traces`` float64 [K, n_features] and ``trace_gammas`` float64 [K], the
-  eligibility traces and the fixed Gamma they belong to (K = 0 before the first update); with
-  ``lambda_horizon`` > 0 instead ``window_states_t``, ``window_states_tp1`` float64 [n, n_state],
-  ``window_cumulants`` float64 [n] and ``window_ends`` int8 [n] (0 continues, 1 terminal, 2 gap), the
-  n < H transitions not yet learned from, oldest first.
+- with ``lam`` > 0 in the backward view only: ``traces`` float64 [K, n_features] and ``trace_gammas``
+  float64 [K], the eligibility traces and the fixed Gamma they belong to (K = 0 before the first
+  update); in the forward view instead ``window_states_t``, ``window_states_tp1`` float64 [n, n_state],
+  ``window_cumulants`` float64 [n], ``window_ends`` int8 [n] (0 continues, 1 terminal, 2 gap) and
+  ``window_gammas`` float64 [n, K] (each one's Gamma_t), the n < H transitions whose lambda-returns
+  are not yet complete, oldest first.
 
-A file written before ``lam`` existed has no ``lam`` in its configuration and loads as lam 0.
+A file written before ``lam`` existed has no ``lam`` in its configuration and loads as lam 0; one
+written before ``lambda_view`` existed with lam > 0 loads in the backward view, the only one it had.
 
 Input dimensions are the state's, then gamma and/or tau / tau_scale. A file of another
 kind, version, configuration or array shape is refused with :class:`~gamma_net_core.checkpoint.CheckpointError`.
@@ -74,7 +78,7 @@ state and timescale, input checks, the step size, the kernels' view of a learner
 from it too), :mod:`~gamma_net_core.linear.kernels` (numba tile keys and TD(0) updates, shared with the
 multi-question kernels of :mod:`gamma_net_core.horde`), :mod:`~gamma_net_core.linear.learners`
 (the two learners), :mod:`~gamma_net_core.linear.traces` (TD(lambda)'s traces),
-:mod:`~gamma_net_core.linear.lambda_return` (TD(lambda) by truncated lambda-returns on the draws),
+:mod:`~gamma_net_core.linear.lambda_return` (TD(lambda)'s forward view: truncated lambda-returns on the draws),
 :mod:`~gamma_net_core.linear.td_delta` (TD(Delta), a baseline learning a ladder of value differences) and
 :mod:`~gamma_net_core.linear.checkpoints` (save and load).
 """
@@ -86,7 +90,9 @@ from gamma_net_core.linear.settings import (
     FixedTimescaleConfig,
     GammaNetConfig,
     LinearTDConfig,
+    default_horizon,
     fixed_timescale_config,
+    lambda_horizon,
     uses_ladder,
 )
 
@@ -98,6 +104,8 @@ __all__ = [
     "GammaNetConfig",
     "LinearGammaNet",
     "LinearTDConfig",
+    "default_horizon",
     "fixed_timescale_config",
+    "lambda_horizon",
     "uses_ladder",
 ]

@@ -9,6 +9,7 @@ import numpy as np
 
 from gamma_net_core import config as config_lib
 from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
+from gamma_net_core.linear.settings import saved_learner_mapping
 
 #: 2: with loss scaling the weights hold f = (1 - gamma) V (version 1: V, its updates scaled).
 VERSION = 2
@@ -43,7 +44,7 @@ def load_learner(cls, path: str | os.PathLike, *, config=None):
     """
     saved, arrays, meta = load_npz(path, kind=cls.kind, version=VERSION)
     try:
-        cfg = config_lib.from_mapping(cls._config_class, saved, where=str(path))
+        cfg = config_lib.from_mapping(cls._config_class, saved_learner_mapping(saved), where=str(path))
     except ValueError as exc:
         raise CheckpointError(f"{path}: unusable configuration: {exc}") from None
     if config is not None:
@@ -75,9 +76,11 @@ def learner_from_arrays(cls, config, arrays, *, update_count, source: str = "sta
     learner.update_count = update_count
     if learner._window is not None:
         from gamma_net_core.linear.lambda_return import Window
+        from gamma_net_core.linear.settings import lambda_horizon
 
         try:
-            learner._window = Window.from_arrays(config.lambda_horizon, config.n_state, learner._plain_coding, arrays)
+            horizon = lambda_horizon(config)
+            learner._window = Window.from_arrays(horizon, config.n_state, learner._plain_coding, arrays)
         except ValueError as exc:
             raise CheckpointError(f"{source}: {exc}") from None
     elif config.lam > 0.0:

@@ -1,45 +1,53 @@
-"""TD(lambda) on drawn timescales: the forward view, each update towards a lambda-return truncated after H steps.
+"""TD(lambda) on drawn timescales, the forward view: each transition towards its truncated lambda-return.
 
-Why a forward view. The backward view keeps a trace per gamma, so it needs the same gammas at every
-step: the ladder of :mod:`gamma_net_core.linear.traces`. Its traced step alpha (1 - lambda) also gives up
-the traces' reach (that module, "The reach given up"). The lambda-return needs no past of its
-gamma: for any gamma it is a function of the recent transitions and the current weights. So with
-``lambda_horizon`` H > 0 the Γ-net keeps the last H transitions (a :class:`Window`), and each step,
-once it holds H, it moves the oldest state S_m towards the truncated lambda-return of every gamma in
-that step's draw Gamma_t, at Algorithm 1's alpha::
+This is a Γ-net's TD(lambda) by default (``lambda_view`` "forward"; truncated TD(lambda), Sutton & Barto
+2018, 12.3). Why a forward view. The backward view keeps a trace per gamma, so it needs the same gammas at
+every step: the ladder of :mod:`gamma_net_core.linear.traces`, whose traced step alpha (1 - lambda) also
+gives the traces' reach up (that module, "The reach given up"). A lambda-return needs no past of its
+gamma: for any gamma it is a function of the transitions that follow and the current weights. So the
+Γ-net keeps each transition, with the Gamma_t drawn for it, in a :class:`Window` until its lambda-return
+truncated after H = ``lambda_horizon`` transitions is complete, then moves its state S_m towards that
+return of every gamma in its Gamma_t, at Algorithm 1's alpha::
 
-    G_j = s C_{j+1} + gamma [(1 - lambda) f(S_{j+1}, gamma) + lambda G_{j+1}]    (j = m .. m + H - 1)
-    G_{m+H-1} = s C_{m+H} + gamma f(S_{m+H}, gamma)                               (the newest transition)
+    G_j = s C_{j+1} + gamma [(1 - lambda) f(S_{j+1}, gamma) + lambda G_{j+1}]    (j = m .. l - 1)
+    G_l = s C_{l+1} + gamma f(S_{l+1}, gamma)                                     (l = m + H - 1, the last)
     w += alpha / n_active * sum_k (G_m(gamma_k) - f(S_m, gamma_k)) x(S_m, gamma_k)
 
 in the weights' output f = s V (s: :func:`~gamma_net_core.linear.kernels.output_scale`). A terminal
-transition (S_{j+1} ends) makes G_j = s C_{j+1}; a gap (:meth:`Window.cut`, the stream does not
-continue) makes G_j = s C_{j+1} + gamma f(S_{j+1}, gamma): no return reaches past either. Offline, the
-sum of these updates is textbook TD(lambda)'s at alpha (Sutton & Barto 2018, ch. 12.1), so the reach is
-kept; online each step moves one state's features, as TD(0) does, so the step is TD(0)'s size. Every
-gamma is trained where Algorithm 1 trains it: no ladder, nothing left between rungs.
+transition (S_{j+1} ends) makes G_j = s C_{j+1}, a gap (:meth:`Window.cut`, the stream does not
+continue) G_j = s C_{j+1} + gamma f(S_{j+1}, gamma): no return reaches past either, so every held
+transition up to one is complete there and learned at once. With lambda 0 a return is one step, so
+nothing waits. Offline, the sum of these updates is textbook TD(lambda)'s at alpha (ch. 12.1), so the
+reach is kept; each update moves one state's features, as TD(0) does. Every gamma is trained where
+Algorithm 1 trains it, on the transition it was drawn for: no ladder, nothing left between rungs.
 
-The price is a lag and a window. The state S_m is updated H - 1 steps after it was seen, so the
-learner's predictions trail the stream by H - 1 transitions (for a node at 30 Hz with lambda 0.9 and
-H 44 about 1.4 s), and each update evaluates f at up to H states per gamma: H times TD(0)'s
-predictions. H = 1 is TD(0), bit for bit. The truncation puts the weight
-lambda^(H-1) that the full return gives to the steps beyond the window on the bootstrap f(S_{m+H}), so
-it bounds the reach, not the fixed point: :func:`default_horizon` is the smallest H with
-lambda^H <= 0.01.
+The price is a lag and a window. A state is learned from up to H - 1 steps after it was seen, so the
+weights trail the stream by that much (at 30 Hz with lambda 0.9 and H 44, about 1.4 s), and an update
+evaluates f at up to H states per gamma. The truncation puts the weight lambda^(H-1) that the full
+return gives to the steps beyond the window on the bootstrap f(S_{l+1}), so it bounds the reach, not
+the fixed point: :func:`~gamma_net_core.linear.settings.default_horizon` is the smallest H with
+lambda^H <= 0.01. H = 1 is TD(0), bit for bit.
 
 With alpha decayed (``step_size_decay_steps`` > 0) lambda is decayed too, to 0 over the first half of
-alpha's decay (:func:`~gamma_net_core.linear.traces.traced_decay_steps`, as the backward view's traced
-step): a lambda-return with a rare large cumulant is noisier than a one-step one, and late in a run
-what is left to remove is noise. The learner ends as TD(0) on the draws, lagged by H - 1 steps.
+alpha's decay (:func:`~gamma_net_core.linear.traces.traced_decay_steps`, as in the backward view): a
+lambda-return with a rare large cumulant is noisier than a one-step one, and late in a run what is left
+to remove is noise. From there the learner is TD(0) on the same transitions and draws as Algorithm 1,
+with no lag.
+
+Measured (docs/results.md, "The forward view"; tests/test_lambda_between.py): on the two test chains'
+event questions at tau 45 and 86 the forward view at lambda 0.5 and 0.9 is 0.3-0.85x TD(0)'s error
+over the learning curve on every seed, and the control lambda 0.1 0.93-1.0x: the reach, not a step.
+It needs the smaller alpha that textbook TD(lambda) needs at large lambda: at alpha 0.03, with the
+bias feature, lambda 0.9 is 1.2x TD(0) on the sparse chain's event question.
 
 The window is learner state: checkpoints save it oldest first (``window_states_t``,
-``window_states_tp1`` [n, n_state], ``window_cumulants`` [n], ``window_ends`` int8 [n], n < H), and
-a learner restored from one continues bit for bit.
+``window_states_tp1`` [n, n_state], ``window_cumulants`` [n], ``window_ends`` int8 [n],
+``window_gammas`` [n, K], n < H), and a learner restored from one continues bit for bit.
 """
 
 from __future__ import annotations
 
-import math
+from typing import NamedTuple
 
 import numba
 import numpy as np
@@ -59,13 +67,21 @@ from gamma_net_core.tilecoding import finalize
 CONTINUES, TERMINAL, GAP = 0, 1, 2
 
 
-def default_horizon(lam: float) -> int:
-    """The smallest H with lambda^H <= 0.01: the steps beyond H weigh at most 1 % of the lambda-return."""
-    return 1 if lam <= 0.0 else max(1, math.ceil(math.log(0.01) / math.log(lam)))
+class WindowArrays(NamedTuple):
+    """A :class:`Window` as :func:`learn_many_lambda_return` takes it: a ring of H slots, ``fill`` [held, oldest]."""
+
+    states_t: np.ndarray
+    states_tp1: np.ndarray
+    cumulants: np.ndarray
+    ends: np.ndarray
+    keys_t: np.ndarray
+    keys_tp1: np.ndarray
+    gammas: np.ndarray
+    fill: np.ndarray
 
 
 class Window:
-    """The last transitions not yet learned from, in a ring of ``horizon`` slots, with their tile keys.
+    """The transitions not yet learned from, in a ring of ``horizon`` slots, with their tile keys and Gamma_t.
 
     Args:
       horizon: H, the transitions a lambda-return looks ahead.
@@ -80,6 +96,7 @@ class Window:
         self.ends = np.zeros(horizon, dtype=np.int8)
         self.keys_t = np.zeros((horizon, n_tilings), dtype=np.uint64)
         self.keys_tp1 = np.zeros((horizon, n_tilings), dtype=np.uint64)
+        self.gammas = np.zeros((horizon, 0))  # [H, K]: each transition's Gamma_t, K set by the first
         self.fill = np.zeros(2, dtype=np.int64)  # [transitions held, slot of the oldest]
 
     @property
@@ -91,9 +108,25 @@ class Window:
 
     def copy(self) -> Window:
         out = Window.__new__(Window)
-        for name in ("states_t", "states_tp1", "cumulants", "ends", "keys_t", "keys_tp1", "fill"):
+        for name in WindowArrays._fields:
             setattr(out, name, getattr(self, name).copy())
         return out
+
+    def take(self, n_gammas: int) -> None:
+        """Ready for transitions with Gamma_t of ``n_gammas``: each is learned on its own, so while one is held
+        the size cannot change.
+
+        Raises:
+          ValueError: ``n_gammas`` differs from the held transitions' (named).
+        """
+        if n_gammas == self.gammas.shape[1]:
+            return
+        if len(self):
+            raise ValueError(
+                f"Gamma_t has {n_gammas} timescales, but the {len(self)} transitions held for their lambda-returns "
+                f"were drawn {self.gammas.shape[1]} (each is learned on its own draw)"
+            )
+        self.gammas = np.zeros((self.horizon, n_gammas))
 
     def _order(self) -> np.ndarray:
         n, start = self.fill
@@ -114,6 +147,7 @@ class Window:
             "window_states_tp1": self.states_tp1[order].copy(),
             "window_cumulants": self.cumulants[order].copy(),
             "window_ends": self.ends[order].copy(),
+            "window_gammas": self.gammas[order].copy(),
         }
 
     @classmethod
@@ -121,34 +155,40 @@ class Window:
         """The window :meth:`to_arrays` saved, its keys recomputed.
 
         Raises:
-          ValueError: a missing array, a wrong dtype or shape, more than H - 1 transitions, a non-finite
-            value or an unknown end code (named).
+          ValueError: a missing array, a wrong dtype or shape, H transitions or more, a non-finite value, a
+            gamma outside [0, 1) or an unknown end code (named).
         """
-        names = ("window_states_t", "window_states_tp1", "window_cumulants", "window_ends")
+        names = ("window_states_t", "window_states_tp1", "window_cumulants", "window_ends", "window_gammas")
         missing = [name for name in names if name not in arrays]
         if missing:
             raise ValueError(f"lambda_horizon {horizon} but no {missing[0]} saved (the window is learner state)")
-        s_t, s_tp1, c, ends = (np.asarray(arrays[name]) for name in names)
+        s_t, s_tp1, c, ends, gammas = (np.asarray(arrays[name]) for name in names)
         n = c.shape[0] if c.ndim == 1 else -1
         if not 0 <= n < horizon or c.dtype != np.float64:
             raise ValueError(f"window_cumulants are {c.dtype}{list(c.shape)}; expected float64[n], n < {horizon}")
         for name, a, shape in (("window_states_t", s_t, (n, n_state)), ("window_states_tp1", s_tp1, (n, n_state))):
             if a.dtype != np.float64 or a.shape != shape:
                 raise ValueError(f"{name} are {a.dtype}{list(a.shape)}; expected float64{list(shape)}")
+        if gammas.dtype != np.float64 or gammas.ndim != 2 or gammas.shape[0] != n:
+            raise ValueError(f"window_gammas are {gammas.dtype}{list(gammas.shape)}; expected float64[{n}, K]")
         if ends.dtype != np.int8 or ends.shape != (n,) or not np.all(np.isin(ends, (CONTINUES, TERMINAL, GAP))):
             raise ValueError(f"window_ends are {ends.dtype}{list(ends.shape)} with codes {np.unique(ends).tolist()}; "
                              f"expected int8[{n}] of 0, 1, 2")  # fmt: skip
         if not (np.all(np.isfinite(s_t)) and np.all(np.isfinite(s_tp1)) and np.all(np.isfinite(c))):
             raise ValueError("window states or cumulants hold non-finite values")
+        if not np.all((gammas >= 0.0) & (gammas < 1.0)):
+            raise ValueError("window_gammas hold values outside [0, 1)")
         out = cls(horizon, n_state, len(plain_coding[0][0]))
+        out.take(gammas.shape[1])
         out.states_t[:n], out.states_tp1[:n], out.cumulants[:n], out.ends[:n] = s_t, s_tp1, c, ends
+        out.gammas[:n] = gammas
         out.fill[0] = n
         fill_keys(out.states_t, out.states_tp1, out.keys_t, out.keys_tp1, n, plain_coding)
         return out
 
     @property
-    def kernel_args(self) -> tuple:
-        return self.states_t, self.states_tp1, self.cumulants, self.ends, self.keys_t, self.keys_tp1, self.fill
+    def kernel_args(self) -> WindowArrays:
+        return WindowArrays(*(getattr(self, name) for name in WindowArrays._fields))
 
 
 @numba.njit(cache=True)
@@ -179,16 +219,30 @@ def _output(w, keys_state, keys_timescale, memory_size, bias_index):  # pragma: 
     return f
 
 
+@numba.njit(cache=True, inline="always")
+def _return_ends_at(ends, held, oldest, lam, H):  # pragma: no cover - compiled
+    """Where the oldest transition's lambda-return stops (its offset in the window), or -1 if it is not complete:
+    at the first end (terminal or gap), else after one step with lambda 0, else after H steps once H are held."""
+    for j in range(held):
+        if ends[(oldest + j) % H] != CONTINUES:
+            return 0 if lam == 0.0 else j
+    if lam == 0.0:
+        return 0
+    return H - 1 if held == H else -1
+
+
 @numba.njit(cache=True)
 def learn_many_lambda_return(
     w, recording, gammas, schedule, lam, fade_steps, plain_coding, probes, window, deltas
 ):  # pragma: no cover - compiled
-    """Each transition into the window; once it holds H, the oldest state's update on ``gammas[n]``, then it leaves.
+    """Each transition into the window, with its Gamma_t ``gammas[n]``; then every held transition whose
+    lambda-return is complete, oldest first, moves towards it on its own Gamma_t and leaves.
 
     ``recording``, ``schedule`` and ``probes`` are those of :func:`~gamma_net_core.linear.kernels.learn_many`;
-    ``window`` is :attr:`Window.kernel_args`. ``deltas`` [K] holds, after the call, the last step's
-    lambda-return errors G - V in the cumulant's units (0 where that step updated nothing). Returns -1,
-    or the first step whose update put a weight beyond w_limit (the caller restores weights and window).
+    ``window`` is :attr:`Window.kernel_args` (its Gamma_t as wide as ``gammas``). ``deltas`` [K] holds, after
+    the call, the last update's lambda-return errors G - V in the cumulant's units (0 if the last step updated
+    nothing). Returns -1, or the first step whose update put a weight beyond w_limit (the caller restores
+    weights and window).
     """
     coding = named_coding(plain_coding)
     tiles = coding.tiles
@@ -198,7 +252,14 @@ def learn_many_lambda_return(
     loss_scaling = coding.loss_scaling
     n_tilings = tiles.base.shape[0]
     K = gammas.shape[1]
-    w_states_t, w_states_tp1, w_cumulants, w_ends, w_keys_t, w_keys_tp1, fill = window
+    w_states_t = window.states_t
+    w_states_tp1 = window.states_tp1
+    w_cumulants = window.cumulants
+    w_ends = window.ends
+    w_keys_t = window.keys_t
+    w_keys_tp1 = window.keys_tp1
+    w_gammas = window.gammas
+    fill = window.fill
     H = w_cumulants.shape[0]
     u = np.empty(recording.states_t.shape[1])
     u_ts = np.empty(n_timescale_dims(coding.timescale_input))
@@ -215,64 +276,61 @@ def learn_many_lambda_return(
         w_states_t[slot] = states_t[n]
         w_states_tp1[slot] = states_tp1[n]
         w_cumulants[slot] = cumulants[n]
-        w_ends[slot] = 1 if terminals[n] else 0
+        w_ends[slot] = TERMINAL if terminals[n] else CONTINUES
+        w_gammas[slot] = gammas[n]
         state_keys(states_t[n], tiles, u, w_keys_t[slot])
         state_keys(states_tp1[n], tiles, u, w_keys_tp1[slot])
         record_probes(w, w_keys_t[slot], tiles, probes, n)
         held += 1
         deltas[:] = 0.0
-        if held < H:
-            continue
         lam_n = lam_at(lam, fade_steps, first_count + n)
-        # The lambda-return looks no further than the first end (or, with lambda 0, than one step).
-        last = H - 1
-        for j in range(H):
-            if w_ends[(oldest + j) % H] != 0 or (lam_n == 0.0 and j == 0):
-                last = j
-                break
-        for k in range(K):
-            gamma = gammas[n, k]
-            timescale_keys(gamma, coding, u_ts, keys_ts)
-            s = output_scale(gamma, loss_scaling)
-            at = (oldest + last) % H
-            if w_ends[at] == 1:
-                G = s * w_cumulants[at]
-            else:
-                G = s * w_cumulants[at] + gamma * _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index)
-            for j in range(last - 1, -1, -1):
-                at = (oldest + j) % H
-                f_next = _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index)
-                G = s * w_cumulants[at] + gamma * ((1.0 - lam_n) * f_next + lam_n * G)
-            f_m = 0.0
-            for t in range(n_tilings):
-                i = finalize(w_keys_t[oldest, t] + keys_ts[t], memory_size)
-                idx[k, t] = i
-                f_m += w[i]
-            if bias_index >= 0:
-                f_m += w[bias_index]
-            deltas[k] = G - f_m
         alpha = alpha_at(step_size, decay_steps, first_count + n, n_active)
-        ok = True
-        for k in range(K):
-            steps[k] = alpha * deltas[k]
-            ok &= np.isfinite(steps[k])
-        if not ok:
-            fill[0], fill[1] = held, oldest
-            return n
-        for k in range(K):
-            s_k = steps[k]
-            for t in range(n_tilings):
-                i = idx[k, t]
-                w[i] += s_k
-                ok &= abs(w[i]) <= w_limit  # False for NaN too
-            if bias_index >= 0:
-                w[bias_index] += s_k
-                ok &= abs(w[bias_index]) <= w_limit
-            deltas[k] /= output_scale(gammas[n, k], loss_scaling)
-        oldest = (oldest + 1) % H
-        held -= 1
-        if not ok:
-            fill[0], fill[1] = held, oldest
-            return n
+        while held > 0:
+            last = _return_ends_at(w_ends, held, oldest, lam_n, H)
+            if last < 0:
+                break
+            for k in range(K):
+                gamma = w_gammas[oldest, k]
+                timescale_keys(gamma, coding, u_ts, keys_ts)
+                s = output_scale(gamma, loss_scaling)
+                at = (oldest + last) % H
+                if w_ends[at] == TERMINAL:
+                    G = s * w_cumulants[at]
+                else:
+                    G = s * w_cumulants[at] + gamma * _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index)
+                for j in range(last - 1, -1, -1):
+                    at = (oldest + j) % H
+                    f_next = _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index)
+                    G = s * w_cumulants[at] + gamma * ((1.0 - lam_n) * f_next + lam_n * G)
+                f_m = 0.0
+                for t in range(n_tilings):
+                    i = finalize(w_keys_t[oldest, t] + keys_ts[t], memory_size)
+                    idx[k, t] = i
+                    f_m += w[i]
+                if bias_index >= 0:
+                    f_m += w[bias_index]
+                deltas[k] = G - f_m
+            ok = True
+            for k in range(K):
+                steps[k] = alpha * deltas[k]
+                ok &= np.isfinite(steps[k])
+            if not ok:
+                fill[0], fill[1] = held, oldest
+                return n
+            for k in range(K):
+                s_k = steps[k]
+                for t in range(n_tilings):
+                    i = idx[k, t]
+                    w[i] += s_k
+                    ok &= abs(w[i]) <= w_limit  # False for NaN too
+                if bias_index >= 0:
+                    w[bias_index] += s_k
+                    ok &= abs(w[bias_index]) <= w_limit
+                deltas[k] /= output_scale(w_gammas[oldest, k], loss_scaling)
+            oldest = (oldest + 1) % H
+            held -= 1
+            if not ok:
+                fill[0], fill[1] = held, oldest
+                return n
     fill[0], fill[1] = held, oldest
     return -1

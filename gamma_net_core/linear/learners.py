@@ -25,7 +25,7 @@ from gamma_net_core.linear.kernels import (
 )
 from gamma_net_core.linear.laddered import learn_many_laddered
 from gamma_net_core.linear.lambda_return import Window, learn_many_lambda_return
-from gamma_net_core.linear.settings import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig
+from gamma_net_core.linear.settings import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig, lambda_horizon
 from gamma_net_core.linear.traces import Traces, traced_decay_steps
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
 
@@ -57,8 +57,8 @@ class _LinearTD:
         # TD(lambda): the traces of the fixed Gamma, made on the first update (see linear/traces.py).
         self._traces: Traces | None = None
         self._work: TraceWork | None = None
-        # TD(lambda) by lambda-returns (lambda_horizon > 0): the transitions not yet learned from.
-        horizon = getattr(config, "lambda_horizon", 0)
+        # TD(lambda) in the forward view: the transitions whose lambda-returns are not yet complete.
+        horizon = lambda_horizon(config)
         self._window = Window(horizon, config.n_state, sum(config.tilings)) if horizon else None
 
     # -- TD(lambda) traces
@@ -195,6 +195,7 @@ class _LinearTD:
         cfg = self.config
         recording = Recording(s_t[None, :], s_tp1[None, :], np.array([c]), np.array([terminal]))
         schedule = Schedule(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active)
+        self._window.take(gammas.shape[0])
         before, window_before = self._weights.copy(), self._window.copy()
         deltas = np.zeros(gammas.shape[0])
         bad = learn_many_lambda_return(
@@ -242,6 +243,13 @@ class _LinearTD:
             schedule = Schedule(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active)
             probes_here = Probes(probe_keys, probe_scales, rf, out)
             if self._window is not None:
+                try:
+                    self._window.take(gammas.shape[1])
+                except ValueError:
+                    self._weights[:] = before
+                    self.update_count = count
+                    self._window = window_before
+                    raise
                 bad = learn_many_lambda_return(
                     self._weights, recording, gammas, schedule, cfg.lam, traced_decay_steps(cfg.step_size_decay_steps),
                     self._plain_coding, probes_here, self._window.kernel_args, np.zeros(gammas.shape[1]),

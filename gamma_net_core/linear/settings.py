@@ -8,6 +8,7 @@ step size, loss scaling); :class:`GammaNetConfig` adds how the timescale enters 
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 
 from gamma_net_core import config as config_lib
@@ -67,10 +68,10 @@ class LinearTDConfig:
     )
     lam: float = setting(
         0.0,
-        "lambda of TD(lambda): how far back a TD error reaches, through traces decaying by gamma * lambda per step; "
-        "0: TD(0), the paper's Algorithm 1; above 0 traces on the sampling's fixed ladder at alpha (1 - lambda), "
-        "beside TD(0) on a draw (about twice lambda 0's step); with a decayed alpha the traces fade out over its "
-        "first half (linear/traces.py); a Γ-net with lambda_horizon > 0 learns lambda-returns on the draws instead",
+        "lambda of TD(lambda): how far a TD error reaches, decaying by gamma * lambda per step; 0: TD(0), the "
+        "paper's Algorithm 1; above 0 a Γ-net learns as its lambda_view says (default: each drawn gamma's "
+        "truncated lambda-return, linear/lambda_return.py), the fixed-timescale baseline by traces at "
+        "alpha (1 - lambda) (linear/traces.py); with a decayed alpha lambda fades to 0 over its first half",
         low=0.0,
         high=0.999,
     )
@@ -105,26 +106,57 @@ class GammaNetConfig(LinearTDConfig):
         low=1.0,
         high=1e12,
     )
+    lambda_view: str = setting(
+        "forward",
+        "how a Γ-net learns TD(lambda) (lam > 0): forward, each transition moves towards the lambda-return of "
+        "every gamma of its own Gamma_t once that return is complete, truncated after lambda_horizon transitions "
+        "(truncated TD(lambda), Sutton & Barto 2018 12.3; no ladder; predictions lag until then; "
+        "linear/lambda_return.py); backward, traces on the sampling's fixed ladder at alpha (1 - lambda) beside "
+        "TD(0) on a draw (linear/traces.py; the only view a Horde has)",
+        choices=("forward", "backward"),
+    )
     lambda_horizon: int = setting(
         0,
-        "with lam > 0: 0, TD(lambda) by traces on the sampling's fixed ladder beside a draw (linear/traces.py); "
-        "H >= 1, each update moves the state H - 1 steps back towards the lambda-return of each drawn gamma, "
-        "truncated after H transitions (the forward view, no ladder; predictions lag H - 1 steps; "
-        "linear/lambda_return.py); lambda 0.9: 44, lambda 0.5: 7",
+        "the forward view's truncation: transitions a lambda-return looks ahead; 0: the smallest H with "
+        "lambda^H <= 0.01 (lambda 0.5: 7, 0.9: 44)",
         low=0,
         high=10_000,
     )
 
     def __post_init__(self) -> None:
         super().__post_init__()
-        if self.lambda_horizon > 0 and self.lam == 0.0:
-            raise ValueError(f"lambda_horizon {self.lambda_horizon} needs lam > 0 (with lam 0 every update is TD(0))")
+        if self.lambda_horizon > 0 and (self.lam == 0.0 or self.lambda_view != "forward"):
+            raise ValueError(
+                f"lambda_horizon {self.lambda_horizon} is the forward view's truncation: it needs lam > 0 and "
+                f"lambda_view 'forward'; got lam {self.lam!r}, lambda_view {self.lambda_view!r}"
+            )
+
+
+def lambda_horizon(config: LinearTDConfig) -> int:
+    """H of the forward view's truncated lambda-returns (:mod:`gamma_net_core.linear.lambda_return`), or 0 when
+    the learner learns no lambda-returns (lam 0, the backward view, or no timescale input)."""
+    if config.lam == 0.0 or getattr(config, "lambda_view", "backward") != "forward":
+        return 0
+    return config.lambda_horizon or default_horizon(config.lam)
+
+
+def default_horizon(lam: float) -> int:
+    """The smallest H with lambda^H <= 0.01: the steps beyond H weigh at most 1 % of the lambda-return."""
+    return 1 if lam <= 0.0 else max(1, math.ceil(math.log(0.01) / math.log(lam)))
 
 
 def uses_ladder(config: LinearTDConfig) -> bool:
     """Whether Gamma_t must be the sampling's fixed ladder then a draw (``TimescaleSampler(..., fixed=True)``):
-    TD(lambda) by traces, not by lambda-returns."""
-    return config.lam > 0.0 and not getattr(config, "lambda_horizon", 0)
+    a Γ-net's TD(lambda) in the backward view."""
+    return config.lam > 0.0 and getattr(config, "lambda_view", None) == "backward"
+
+
+def saved_learner_mapping(mapping: dict) -> dict:
+    """A saved Γ-net configuration as it was meant: one saved before ``lambda_view`` existed learned TD(lambda)
+    by traces, so with lam > 0 its view is the backward one (a missing setting otherwise takes its default)."""
+    if "lambda_view" not in mapping and float(mapping.get("lam", 0.0)) > 0.0:
+        return {**mapping, "lambda_view": "backward"}
+    return mapping
 
 
 @dataclass(frozen=True)

@@ -1,4 +1,9 @@
-"""TD(lambda) for the linear Γ-nets: traces on a fixed ladder of timescales, TD(0) on a draw beside it.
+"""TD(lambda) in the backward view: traces on a fixed ladder of timescales, TD(0) on a draw beside it.
+
+A Γ-net learns TD(lambda) in the forward view by default (:mod:`gamma_net_core.linear.lambda_return`),
+which keeps the reach this view gives up (below, "The reach given up"); this view is a Γ-net's with
+``lambda_view`` "backward", the Horde's (:mod:`gamma_net_core.horde`), and, with one gamma and no draw,
+the fixed-timescale baseline's.
 
 Why a fixed set. The backward view of TD(lambda) at one discount gamma keeps
 z_t = gamma lambda z_{t-1} + x(S_t, gamma) and moves the weights by alpha delta_t z_t; z_t is the
@@ -41,7 +46,7 @@ gamma -> 1. Textbook TD(lambda) at alpha is faster than TD(0) on the event quest
 (tabular, one gamma, ten seeds: 0.38-0.90x TD(0)'s error over the learning curve at lambda 0.9); the
 traces alone at alpha (1 - lambda) are not (1.00-1.05x at 0.5, 1.14-1.49x at 0.9). A traced step of about
 alpha that stays stable where the timescale tiles and the bias share weights across rungs is not built
-(docs/results.md, "The traced step gives the reach up").
+here (docs/results.md, "The traced step gives the reach up"); the forward view moves each state at alpha itself.
 
 Between the rungs. Training only the ladder's gammas leaves the timescales between them to the
 timescale inputs' tile coding, which does not carry the rungs' values there: with tiles narrower

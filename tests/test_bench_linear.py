@@ -33,4 +33,6 @@ def test_bench_script_reports_both_settings(tmp_path):
         # TD(lambda) timed beside TD(0) in the same run: the cost of a step is their ratio.
         assert r["lam"] == 0.9 and r["lambda_cost"] == r["recording_steps_per_s"] / r["recording_lambda_steps_per_s"]
         assert r["learn_lambda_cost"] == r["learn_steps_per_s"] / r["learn_lambda_steps_per_s"] > 0
-    assert "TD(lambda) step <= 3x a TD(0) step (robot arm, recording)" in result.stdout
+        assert r["backward_cost"] == r["recording_steps_per_s"] / r["recording_backward_steps_per_s"] > 0
+        assert r["learn_backward_cost"] == r["learn_steps_per_s"] / r["learn_backward_steps_per_s"] > 0
+    assert "TD(lambda) step, backward view, <= 3x a TD(0) step (robot arm, recording)" in result.stdout

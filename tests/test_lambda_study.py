@@ -25,8 +25,8 @@ def test_lambda_study_writes_curves_for_every_learner_and_the_figures(tmp_path):
     for name in ("lambda_square_wave.png", "lambda_arm.png", "lambda_horde_event.png", "lambda_study.json"):
         assert (out / name).stat().st_size > 0, name
     data = json.loads((out / "lambda_study.json").read_text())
-    linear = ["Γ-net TD(0)", "Γ-net TD(0), fixed ladder", "Γ-net TD(λ=0.5)", "fixed-timescale TD(0)", "TD(Δ)",
-              "TD(Δ), per-component λ, α"]  # fmt: skip
+    linear = ["Γ-net TD(0)", "Γ-net TD(0), fixed ladder", "Γ-net TD(λ=0.5)", "Γ-net TD(λ=0.5), backward view",
+              "fixed-timescale TD(0)", "TD(Δ)", "TD(Δ), per-component λ, α"]  # fmt: skip
     for domain in ("square_wave", "arm"):
         assert [k for k in data[domain]] == linear
         for run in data[domain].values():

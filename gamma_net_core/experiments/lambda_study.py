@@ -16,14 +16,16 @@ truncates; the last half on a stream shorter than 10 tau_max). Three domains, ea
   event question (the elbow's speed until the elbow passes 2.0 rad), whose return stops there.
 
 Learners: the Γ-net with TD(0) on drawn Gamma_t (the paper's Algorithm 1), with TD(0) on the fixed
-ladder only (a control), and with TD(lambda) for each ``--lams`` (traces on the fixed ladder, TD(0)
-on a draw beside it, :mod:`gamma_net_core.linear.traces`; the default's lambda 0.1 is the control for
-the traces' reach, since the two updates take about twice TD(0)'s step); per probe tau a fixed-timescale TD(0)
-learner (the paper's baseline), and two TD(Delta) learners on the ladder of the probe taus
-(:mod:`gamma_net_core.linear.td_delta`): one setting for every component (which is fixed-timescale
-TD(0), by construction) and per-component settings (:data:`DELTA_LAMBDA`); for the Horde, TD(0),
-the ladder control and the same lambdas. Each
-learner's wall time is kept (steps per second on a loaded machine: a relative cost only).
+ladder only (a control), and with TD(lambda) for each ``--lams`` in both views: the forward view, a
+Γ-net's default (truncated lambda-returns on the draws, :mod:`gamma_net_core.linear.lambda_return`),
+and the backward view (traces on the fixed ladder, TD(0) on a draw beside it,
+:mod:`gamma_net_core.linear.traces`); the default's lambda 0.1 is the control for the reach, returns
+or traces about one step long. Per probe tau a fixed-timescale TD(0) learner (the paper's baseline),
+and two TD(Delta) learners on the ladder of the probe taus (:mod:`gamma_net_core.linear.td_delta`):
+one setting for every component (which is fixed-timescale TD(0), by construction) and per-component
+settings (:data:`DELTA_LAMBDA`); for the Horde, TD(0), the ladder control and the same lambdas in the
+backward view, the only one a Horde has. Each learner's wall time is kept (steps per second on a
+loaded machine: a relative cost only).
 Writes ``lambda_study.json`` and one PNG of learning curves per domain.
 """
 
@@ -35,6 +37,7 @@ import itertools
 import pathlib
 import time
 import zlib
+from typing import NamedTuple
 
 import numpy as np
 
@@ -55,8 +58,8 @@ class Budget:
     square_steps: int = 20_000
     circuits: int = 20
     evaluations: int = 10
-    #: 0.1 is the control: TD(lambda)'s two updates a step with traces about one step long, so what it gains
-    #: over TD(0) is the larger step's doing, not the traces' reach (docs/results.md)
+    #: 0.1 is the control: returns (or traces) about one step long, so what it gains over TD(0) is not the reach
+    #: (in the backward view, its larger step: docs/results.md)
     lams: tuple[float, ...] = (0.1, 0.5, 0.9)
     seed: int = 0
 
@@ -76,22 +79,29 @@ def _chunks(steps: int, evaluations: int) -> list[tuple[int, int]]:
     return [(int(a), int(b)) for a, b in itertools.pairwise(edges) if b > a]
 
 
-def _variants(budget: Budget) -> list[tuple[float, bool]]:
-    """(lambda, fixed ladder) of each Γ-net run.
+class Variant(NamedTuple):
+    """One Γ-net (or Horde) run: its lambda and view, or TD(0) on the fixed ladder alone (the control)."""
 
-    TD(0) on drawn Gamma_t (the paper's), TD(0) on the fixed ladder only (the control that shows
-    what training only the rungs costs between them), then each lambda: TD(lambda) on the ladder
-    with TD(0) on a draw beside it (:mod:`gamma_net_core.linear.traces`; its traced step is alpha
-    (1 - lambda), built in). Beside the draw's alpha the traces add about alpha more, so a small
-    lambda (the default's 0.1) is the control for the traces' reach: what it gains is the step's.
-    """
-    return [(0.0, False), (0.0, True)] + [(lam, True) for lam in budget.lams]
+    name: str
+    lam: float
+    view: str
+    only_ladder: bool
 
 
-def _name(learner: str, lam: float, fixed: bool) -> str:
-    if lam == 0.0:
-        return f"{learner} TD(0)" + (", fixed ladder" if fixed else "")
-    return f"{learner} TD(λ={lam})"
+def _variants(budget: Budget, learner: str, views: tuple[str, ...]) -> list[Variant]:
+    """TD(0) on drawn Gamma_t (the paper's), TD(0) on the fixed ladder only (the control that shows what
+    training only the rungs costs between them), then each lambda in each of ``views``: the forward view
+    (lambda-returns on the draws) and the backward view (traces on the ladder at alpha (1 - lambda), TD(0)
+    on a draw beside it: about twice TD(0)'s step). A small lambda (the default's 0.1) is the control for
+    the reach."""
+    out = [
+        Variant(f"{learner} TD(0)", 0.0, "forward", False),
+        Variant(f"{learner} TD(0), fixed ladder", 0.0, "forward", True),
+    ]
+    for view in views:
+        suffix = "" if view == "forward" or len(views) == 1 else ", backward view"
+        out += [Variant(f"{learner} TD(λ={lam}){suffix}", lam, view, False) for lam in budget.lams]
+    return out
 
 
 #: TD(Delta)'s per-component settings in the study (Romoff et al. 2019: each difference its own horizon and
@@ -117,7 +127,7 @@ def linear_curves(stream: dict, config, sampling, budget: Budget) -> dict:
       config: the Γ-net's :class:`~gamma_net_core.linear.GammaNetConfig` (TD(0); lambdas are set here).
       sampling: its Gamma_t sampling.
     """
-    from gamma_net_core.linear import FixedTimescaleTD, LinearGammaNet, fixed_timescale_config
+    from gamma_net_core.linear import FixedTimescaleTD, LinearGammaNet, fixed_timescale_config, uses_ladder
     from gamma_net_core.linear.td_delta import TDDelta
     from gamma_net_core.timescales import TimescaleSampler
 
@@ -127,13 +137,12 @@ def linear_curves(stream: dict, config, sampling, budget: Budget) -> dict:
     scored = slice(0, returns.shape[0])
     chunks = _chunks(T, budget.evaluations)
     learners = {}
-    for lam, fixed_ladder in _variants(budget):
-        name = _name("Γ-net", lam, fixed_ladder)
-        cfg = dataclasses.replace(config, lam=lam)
+    for name, lam, view, only_ladder in _variants(budget, "Γ-net", ("forward", "backward")):
+        cfg = dataclasses.replace(config, lam=lam, lambda_view=view)
         rng = _rng_of(budget.seed, name)
         net = LinearGammaNet(cfg, rng=np.random.default_rng(rng.integers(2**32)))
-        sampler = TimescaleSampler(sampling, np.random.default_rng(rng.integers(2**32)), fixed=lam > 0.0)
-        only_ladder = fixed_ladder and lam == 0.0  # the control: TD(0) on the ladder alone, nothing drawn
+        # The ladder for the control (TD(0) on it alone, nothing drawn) and for the backward view's traces.
+        sampler = TimescaleSampler(sampling, np.random.default_rng(rng.integers(2**32)), fixed=uses_ladder(cfg))
 
         def learn(a, b, net=net, sampler=sampler, only_ladder=only_ladder):
             timescales = np.broadcast_to(sampler.ladder, (b - a, sampler.ladder.size)) if only_ladder else sampler
@@ -249,10 +258,9 @@ def horde_curves(recording, budget: Budget) -> dict:
     chunks = _chunks(T, budget.evaluations)
     out = {"questions": list(spec.names)}
     ladder_gammas = ladder(spec.timescales)
-    for lam, fixed_ladder in _variants(budget):
-        learner = dataclasses.replace(spec.learner, lam=lam)
+    for name, lam, _, only_ladder in _variants(budget, "Horde", ("backward",)):
+        learner = dataclasses.replace(spec.learner, lam=lam, lambda_view="backward")
         horde = HordeLearner.from_spec(dataclasses.replace(spec, learner=learner))
-        name = _name("Horde", lam, fixed_ladder)
         curve, seconds, failed = [], 0.0, None
         for a, b in chunks:
             started = time.perf_counter()
@@ -260,7 +268,7 @@ def horde_curves(recording, budget: Budget) -> dict:
                 for t in range(a, b):
                     # The control trains the ladder alone; None: Gamma_t from the Horde's sampler (with lam > 0
                     # the ladder, then a draw).
-                    g = ladder_gammas if fixed_ladder and lam == 0.0 else None
+                    g = ladder_gammas if only_ladder else None
                     horde.learn(inputs[t], cumulants[t + 1], inputs[t + 1], continuations[t + 1], gammas=g)
             except FloatingPointError as exc:
                 failed = f"diverged at step {t}: {exc}"

@@ -287,27 +287,32 @@ def plot_curves(path: pathlib.Path, title: str, curves: dict, *, question: int |
 
     plt = pyplot()
     taus = list(PROBE_TAUS)
-    fig, axes = plt.subplots(1, len(FIGURE_TAUS) + 1, figsize=(4 * (len(FIGURE_TAUS) + 1), 3.4), sharex=True)
+    fig, axes = plt.subplots(1, len(FIGURE_TAUS) + 1, figsize=(4 * (len(FIGURE_TAUS) + 1) + 2.6, 3.4), sharex=True)
+    colours: dict[str, str] = {}
     for name, run in curves.items():
         if not isinstance(run, dict) or not run["errors"]:
             continue
         errors = np.array(run["errors"])
         if question is not None:
             errors = errors[:, question]
+        # One colour per learner, a view's two lines alike: the backward view dashed beside the forward view.
+        base = name.removesuffix(", backward view")
+        style = {"color": colours.setdefault(base, f"C{len(colours) % 10}"), "ls": "--" if base != name else "-"}
         if errors[-1].mean() > UNSTABLE:
             name += " (unstable: off the chart)"
         for ax, tau in zip(axes, FIGURE_TAUS):
-            ax.plot(run["steps"], errors[:, taus.index(tau)], label=name)
-        axes[-1].plot(run["steps"], errors.mean(axis=1), label=name)
+            ax.plot(run["steps"], errors[:, taus.index(tau)], label=name, **style)
+        axes[-1].plot(run["steps"], errors.mean(axis=1), label=name, **style)
     for ax, tau in zip(axes, FIGURE_TAUS):
         ax.set_title(f"τ = {tau:g}")
     axes[-1].set_title("mean over the 9 probe τ")
     for ax in axes:
         ax.set_xlabel("steps")
+        ax.locator_params(axis="x", nbins=4)
         ax.set_yscale("log")
         ax.set_ylim(1e-3, 3.0)  # above 1 a learner is worse than predicting 0
     axes[0].set_ylabel("|V − G| / |G| (mean)")
-    axes[-1].legend(fontsize=7)
+    axes[-1].legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0))
     fig.suptitle(title)
     fig.tight_layout()
     fig.savefig(path, dpi=80)

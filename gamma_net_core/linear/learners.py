@@ -1,7 +1,8 @@
 """The linear Γ-net and its fixed-timescale baseline: validation, the two doors to the kernels, checkpoints.
 
 See :mod:`gamma_net_core.linear` for the update (Algorithm 1 with loss scaling) and the checkpoint format,
-and :mod:`gamma_net_core.linear.traces` for TD(lambda) (``lam`` > 0).
+and for TD(lambda) (``lam`` > 0) :mod:`gamma_net_core.linear.lambda_return` (the forward view, a Γ-net's default)
+and :mod:`gamma_net_core.linear.traces` (the backward view, and the fixed-timescale baseline's).
 """
 
 from __future__ import annotations
@@ -38,7 +39,7 @@ class _LinearTD:
 
     kind = ""
     _mode = "none"
-    _draws = True  # with lam > 0, Gamma_t is the ladder then a draw (linear/traces.py)
+    _draws = True  # in the backward view Gamma_t is the ladder then a draw (linear/traces.py)
 
     def __init__(self, config: LinearTDConfig, *, rng: np.random.Generator | None = None, _state=None) -> None:
         self.config = config
@@ -84,7 +85,8 @@ class _LinearTD:
     def reset_traces(self) -> None:
         """Cut the traces: the next transition does not continue from the last (an episode boundary).
 
-        With ``lambda_horizon`` the window's lambda-returns stop at the last transition (bootstrapping there).
+        In the forward view the held transitions' lambda-returns stop at the last one (bootstrapping there), so they
+        are learned with the next transition.
         """
         if self._traces is not None:
             self._traces.reset()
@@ -93,7 +95,7 @@ class _LinearTD:
 
     @property
     def window_size(self) -> int:
-        """Transitions held but not yet learned from (``lambda_horizon`` > 0; fewer than it), else 0."""
+        """Transitions held until their lambda-returns are complete (the forward view; under its horizon), else 0."""
         return 0 if self._window is None else len(self._window)
 
     def _traces_for(self, gammas: np.ndarray) -> Traces:
@@ -303,8 +305,8 @@ class _LinearTD:
     def to_state_dict(self) -> dict[str, np.ndarray]:
         """Weights and tile coder state (copies), as saved in a checkpoint; with lam > 0 the traces too.
 
-        ``traces`` [K, n_features] and ``trace_gammas`` [K] (K = 0 before the first update); with
-        ``lambda_horizon`` the window instead (:meth:`gamma_net_core.linear.lambda_return.Window.to_arrays`).
+        ``traces`` [K, n_features] and ``trace_gammas`` [K] (K = 0 before the first update); in the forward
+        view the window instead (:meth:`gamma_net_core.linear.lambda_return.Window.to_arrays`).
         """
         state = {"weights": self._weights.copy(), **self.coder.to_state_dict()}
         if self._window is not None:
@@ -370,13 +372,15 @@ class LinearGammaNet(_LinearTD):
           cumulant: C_{t+1}, in the signal's units.
           state_tp1: S_{t+1} [n_state]; may be None when ``terminal``.
           terminal: S_{t+1} ends the episode: delta = C - v(S_t, gamma).
-          gammas: Gamma_t, the discounts trained on at this step [K], each in [0, 1); with lam > 0 the
-            ladder, then a draw ([2K]: ``TimescaleSampler(..., fixed=True)``).
+          gammas: Gamma_t, the discounts trained on at this step [K], each in [0, 1); in the backward view
+            (lam > 0, ``lambda_view`` "backward") the ladder, then a draw ([2K]: ``TimescaleSampler(...,
+            fixed=True)``).
 
         Returns:
-          The TD errors delta_V [K] of each gamma before the update (with lam > 0: of the ladder's,
-          after the draw's TD(0) update), in the cumulant's units (with loss scaling the update
-          used (1 - gamma) times these).
+          The TD errors delta_V [K] of each gamma before the update (backward view: of the ladder's,
+          after the draw's TD(0) update; forward view: the lambda-return errors of the last transition
+          learned at this step, on its own Gamma_t, or 0 if none was), in the cumulant's units (with loss
+          scaling the update used (1 - gamma) times these).
         """
         return self._learn(state_t, cumulant, state_tp1, terminal, validate_gammas(gammas, name="Gamma_t"))
 
@@ -483,8 +487,8 @@ def _split(gammas: np.ndarray, draws: bool = True) -> tuple[np.ndarray, np.ndarr
         return np.ascontiguousarray(gammas), np.empty(0)
     if gammas.shape[0] % 2:
         raise ValueError(
-            f"with lam > 0 Gamma_t is the ladder then a draw (an even count; TimescaleSampler(..., fixed=True) gives "
-            f"it); got {gammas.shape[0]} gammas"
+            f"in the backward view (lam > 0, lambda_view 'backward') Gamma_t is the ladder then a draw (an even count; "
+            f"TimescaleSampler(..., fixed=True) gives it); got {gammas.shape[0]} gammas"
         )
     K = gammas.shape[0] // 2
     return np.ascontiguousarray(gammas[:K]), np.ascontiguousarray(gammas[K:])

@@ -91,7 +91,7 @@ class OnlineGammaNet:
         self.learning = learn
         self.selector = JointSelector(joints, max_gap=self.max_gap)
         self.net = _net if _net is not None else LinearGammaNet(learner, rng=rng)
-        # TD(lambda) traces belong to fixed timescales: the sampling's ladder, then a draw (linear/traces.py).
+        # In TD(lambda)'s backward view traces belong to fixed timescales: the ladder, then a draw (linear/traces.py).
         self.sampler = TimescaleSampler(timescales, rng, fixed=uses_ladder(learner))
         self.latest: JointSample | None = None
         self.episodes = 0

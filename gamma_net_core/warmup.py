@@ -39,7 +39,7 @@ def warm_linear(learner: GammaNetConfig, timescales: TimescaleSampling, *, publi
     """
     rng = np.random.default_rng(0)
     net = LinearGammaNet(learner, rng=rng)
-    # As the node draws them: with TD(lambda) the sampling's fixed ladder (its traces need one Gamma_t).
+    # As the node draws them: in TD(lambda)'s backward view the sampling's fixed ladder (its traces need one Gamma_t).
     sampler = TimescaleSampler(timescales, rng, fixed=uses_ladder(learner))
     state = np.full(learner.n_state, 0.5)
     for _ in range(2):
@@ -116,7 +116,7 @@ def warm_offline(learner: GammaNetConfig, timescales: TimescaleSampling) -> None
         states_t=states,
         cumulants=np.zeros(4),
         states_tp1=states,
-        # As `arm train` draws them: with TD(lambda) the ladder, then a draw (its kernel: linear/laddered.py).
+        # As `arm train` draws them: in TD(lambda)'s backward view the ladder, then a draw (linear/laddered.py).
         timescales=TimescaleSampler(timescales, rng, fixed=uses_ladder(learner)),
         probe_gammas=np.array([0.5, 0.9]),
     )

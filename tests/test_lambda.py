@@ -374,6 +374,17 @@ def test_a_td_lambda_file_from_before_the_views_resumes_its_traces_in_the_backwa
         LinearGammaNet.load(tmp_path / "old.npz", config=dataclasses.replace(config, lambda_view="forward"))
 
 
+def test_a_fixed_timescale_td_lambda_checkpoint_resumes_its_traces(tmp_path):
+    """The baseline has no views (traces, one gamma): its lam > 0 file loads as it was saved."""
+    config = FixedTimescaleConfig(lam=0.9, gamma=0.95, step_size_decay_steps=0)
+    base = FixedTimescaleTD(config, rng=np.random.default_rng(0))
+    for t in range(5):
+        base.learn([0.1 * t, 0.5], 1.0, [0.1 * t + 0.1, 0.5], False)
+    again = FixedTimescaleTD.load(base.save(tmp_path / "base.npz"), config=config)
+    np.testing.assert_array_equal(again.traces, base.traces)
+    np.testing.assert_array_equal(again.weights, base.weights)
+
+
 def test_the_online_learner_takes_lambda_cuts_traces_at_a_gap_and_refuses_another_on_resume(tmp_path):
     """What the predictor node runs: lam from its learner settings, the fixed ladder, traces cut at episode starts."""
     from gamma_net_core.data.joints import JointsConfig

@@ -9,7 +9,7 @@ import numpy as np
 
 from gamma_net_core import config as config_lib
 from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
-from gamma_net_core.linear.settings import saved_learner_mapping
+from gamma_net_core.linear.settings import GammaNetConfig, saved_learner_mapping
 
 #: 2: with loss scaling the weights hold f = (1 - gamma) V (version 1: V, its updates scaled).
 VERSION = 2
@@ -44,7 +44,9 @@ def load_learner(cls, path: str | os.PathLike, *, config=None):
     """
     saved, arrays, meta = load_npz(path, kind=cls.kind, version=VERSION)
     try:
-        cfg = config_lib.from_mapping(cls._config_class, saved_learner_mapping(saved), where=str(path))
+        if issubclass(cls._config_class, GammaNetConfig):
+            saved = saved_learner_mapping(saved)
+        cfg = config_lib.from_mapping(cls._config_class, saved, where=str(path))
     except ValueError as exc:
         raise CheckpointError(f"{path}: unusable configuration: {exc}") from None
     if config is not None:

@@ -134,7 +134,8 @@ class GammaNetConfig(LinearTDConfig):
 
 def lambda_horizon(config: LinearTDConfig) -> int:
     """H of the forward view's truncated lambda-returns (:mod:`gamma_net_core.linear.lambda_return`), or 0 when
-    the learner learns no lambda-returns (lam 0, the backward view, or no timescale input)."""
+    the learner learns no lambda-returns (lam 0, or by traces: a Γ-net's backward view, the fixed-timescale
+    baseline)."""
     if config.lam == 0.0 or getattr(config, "lambda_view", "backward") != "forward":
         return 0
     return config.lambda_horizon or default_horizon(config.lam)
@@ -152,8 +153,9 @@ def uses_ladder(config: LinearTDConfig) -> bool:
 
 
 def saved_learner_mapping(mapping: dict) -> dict:
-    """A saved Γ-net configuration as it was meant: one saved before ``lambda_view`` existed learned TD(lambda)
-    by traces, so with lam > 0 its view is the backward one (a missing setting otherwise takes its default)."""
+    """A saved Γ-net configuration (a :class:`GammaNetConfig`'s) as it was meant: one saved before ``lambda_view``
+    existed learned TD(lambda) by traces, so with lam > 0 its view is the backward one (a missing setting
+    otherwise takes its default)."""
     if "lambda_view" not in mapping and float(mapping.get("lam", 0.0)) > 0.0:
         return {**mapping, "lambda_view": "backward"}
     return mapping

@@ -233,3 +233,7 @@ def test_gamma_t_of_another_size_is_refused_while_transitions_wait_on_their_own(
         net.learn(s_t[3], c[3], s_tp1[3], False, np.array([0.5, 0.9, 0.99]))
     np.testing.assert_array_equal(net.weights, weights)
     assert net.window_size == 3
+    with pytest.raises(ValueError, match="Gamma_t has 3 timescales, but the 3 transitions held"):
+        net.learn_recording(states_t=s_t[3:6], cumulants=c[3:6], states_tp1=s_tp1[3:6], timescales=np.full((3, 3), 0.5))
+    np.testing.assert_array_equal(net.weights, weights)
+    assert net.window_size == 3 and net.update_count == 3

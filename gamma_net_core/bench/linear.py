@@ -97,41 +97,29 @@ def measure(setting: Setting, *, reference_steps: int, fast_steps: int, repeats:
         n = reference_steps
         learner.learn_recording(states_t=s_t[:n], cumulants=c[:n], states_tp1=s_tp1[:n], timescales=sampler)
 
-    def recording() -> None:
-        learner = LinearGammaNet(config, rng=np.random.default_rng(1))
-        sampler = TimescaleSampler(sampling, np.random.default_rng(2))
-        n = fast_steps
-        learner.learn_recording(states_t=s_t[:n], cumulants=c[:n], states_tp1=s_tp1[:n], timescales=sampler)
+    def recording(cfg) -> Callable[[], None]:
+        def once() -> None:
+            learner = LinearGammaNet(cfg, rng=np.random.default_rng(1))
+            sampler = TimescaleSampler(sampling, np.random.default_rng(2), fixed=uses_ladder(cfg))
+            n = fast_steps
+            learner.learn_recording(states_t=s_t[:n], cumulants=c[:n], states_tp1=s_tp1[:n], timescales=sampler)
 
-    def per_step() -> None:
-        learner = LinearGammaNet(config, rng=np.random.default_rng(1))
-        sampler = TimescaleSampler(sampling, np.random.default_rng(2))
-        for t in range(per_step_steps):
-            learner.learn(s_t[t], c[t], s_tp1[t], False, sampler.sample())
+        return once
+
+    def per_step(cfg) -> Callable[[], None]:
+        def once() -> None:
+            learner = LinearGammaNet(cfg, rng=np.random.default_rng(1))
+            sampler = TimescaleSampler(sampling, np.random.default_rng(2), fixed=uses_ladder(cfg))
+            for t in range(per_step_steps):
+                learner.learn(s_t[t], c[t], s_tp1[t], False, sampler.sample())
+
+        return once
 
     # A cost benchmark needs a run that stays finite, and the work per step does not depend on alpha: a
     # lambda-return or an accumulating trace sums ~1 / (1 - gamma lambda) steps and the |Gamma_t| timescales'
     # updates add up on shared tiles, so the square wave's alpha of 1.0 diverges with lambda 0.9 unless scaled down.
     traced = {view: dataclasses.replace(config, lam=lam, lambda_view=view, step_size=config.step_size * (1.0 - lam)
                                         / sampling.size) for view in ("forward", "backward")}  # fmt: skip
-
-    def recording_lambda(view: str) -> Callable[[], None]:
-        def once() -> None:
-            learner = LinearGammaNet(traced[view], rng=np.random.default_rng(1))
-            sampler = TimescaleSampler(sampling, np.random.default_rng(2), fixed=uses_ladder(traced[view]))
-            n = fast_steps
-            learner.learn_recording(states_t=s_t[:n], cumulants=c[:n], states_tp1=s_tp1[:n], timescales=sampler)
-
-        return once
-
-    def per_step_lambda(view: str) -> Callable[[], None]:
-        def once() -> None:
-            learner = LinearGammaNet(traced[view], rng=np.random.default_rng(1))
-            sampler = TimescaleSampler(sampling, np.random.default_rng(2), fixed=uses_ladder(traced[view]))
-            for t in range(per_step_steps):
-                learner.learn(s_t[t], c[t], s_tp1[t], False, sampler.sample())
-
-        return once
 
     per_step_steps = min(fast_steps, 20_000)
     # Compile (or load the cached kernels) outside the timings.
@@ -144,13 +132,13 @@ def measure(setting: Setting, *, reference_steps: int, fast_steps: int, repeats:
                              timescales=np.full((10, width), 0.5))  # fmt: skip
         warm.learn(s_t[0], c[0], s_tp1[0], False, np.full(width, 0.5))
     lambda_rates = {
-        view: (_best_rate(fast_steps, repeats, recording_lambda(view)),
-               _best_rate(per_step_steps, repeats, per_step_lambda(view)))
+        view: (_best_rate(fast_steps, repeats, recording(traced[view])),
+               _best_rate(per_step_steps, repeats, per_step(traced[view])))
         for view in ("forward", "backward")
     }  # fmt: skip
     ref_rate = _best_rate(reference_steps, repeats, reference)
-    fast_rate = _best_rate(fast_steps, repeats, recording)
-    step_rate = _best_rate(per_step_steps, repeats, per_step)
+    fast_rate = _best_rate(fast_steps, repeats, recording(config))
+    step_rate = _best_rate(per_step_steps, repeats, per_step(config))
     return {
         "setting": setting.name,
         "tilings": sum(config.tilings),
@@ -242,11 +230,10 @@ def run(args: argparse.Namespace) -> Report:
         formats={**{k: "{:,.0f}" for k in rates}, "cost": "{:.2f}x", "learn() cost": "{:.2f}x"},
     )
     for r in rows:
-        for view, prefix in (("forward", "lambda"), ("backward", "backward")):
-            cost = "lambda_cost" if view == "forward" else "backward_cost"
+        for view, key in (("forward", "lambda"), ("backward", "backward")):
             traces.add(
-                r["setting"], view, r["recording_steps_per_s"], r[f"recording_{prefix}_steps_per_s"], r[cost],
-                r["learn_steps_per_s"], r[f"learn_{prefix}_steps_per_s"], r[f"learn_{cost}"],
+                r["setting"], view, r["recording_steps_per_s"], r[f"recording_{key}_steps_per_s"], r[f"{key}_cost"],
+                r["learn_steps_per_s"], r[f"learn_{key}_steps_per_s"], r[f"learn_{key}_cost"],
             )  # fmt: skip
     square = rows[0]
     goals = Table("goals (issues 3 and 18)", ["goal", "measured", "met"])

@@ -224,12 +224,12 @@ def _output(w, keys_state, keys_timescale, memory_size, bias_index):  # pragma: 
 @numba.njit(cache=True, inline="always")
 def _return_ends_at(ends, held, oldest, lam, H):  # pragma: no cover - compiled
     """Where the oldest transition's lambda-return stops (its offset in the window), or -1 if it is not complete:
-    at the first end (terminal or gap), else after one step with lambda 0, else after H steps once H are held."""
-    for j in range(held):
-        if ends[(oldest + j) % H] != CONTINUES:
-            return 0 if lam == 0.0 else j
+    after one step with lambda 0, else at the first end (terminal or gap), else after H steps once H are held."""
     if lam == 0.0:
         return 0
+    for j in range(held):
+        if ends[(oldest + j) % H] != CONTINUES:
+            return j
     return H - 1 if held == H else -1
 
 

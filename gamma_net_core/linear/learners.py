@@ -245,13 +245,7 @@ class _LinearTD:
             schedule = Schedule(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active)
             probes_here = Probes(probe_keys, probe_scales, rf, out)
             if self._window is not None:
-                try:
-                    self._window.take(gammas.shape[1])
-                except ValueError:
-                    self._weights[:] = before
-                    self.update_count = count
-                    self._window = window_before
-                    raise
+                self._window.take(gammas.shape[1])  # every chunk is as wide as the first, refused before any change
                 bad = learn_many_lambda_return(
                     self._weights, recording, gammas, schedule, cfg.lam, traced_decay_steps(cfg.step_size_decay_steps),
                     self._plain_coding, probes_here, self._window.kernel_args, np.zeros(gammas.shape[1]),

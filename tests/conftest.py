@@ -7,6 +7,7 @@ import json
 import os
 import signal
 import sys
+import tempfile
 import time
 import warnings
 
@@ -136,8 +137,9 @@ def _stop_signals_as_a_terminal_leaves_them(request):
 def _serial_tests_run_alone(request, tmp_path_factory):
     """Under pytest-xdist, a test marked ``serial`` runs while no other test of the run does.
 
-    Such tests time things or load every core; beside another test they would measure it, or slow
-    it. Every test holds a shared lock on a file of this run (in the run's temporary folder, which
+    Such tests check something timed; beside another test they could miss it. A test that only
+    reports timings (the compute benchmarks) is not ``serial``: a worker waiting on a serial test is
+    idle. Every test holds a shared lock on a file of this run (in the run's temporary folder, which
     the workers share) and a ``serial`` one an exclusive lock. A gate file taken before either lets
     a waiting serial test in ahead of tests that start after it, so it never waits to the end.
     """
@@ -155,6 +157,19 @@ def _serial_tests_run_alone(request, tmp_path_factory):
         # The wait is in the test's setup time: a JUnit report keeps it apart (tools/file_durations.py).
         request.node.user_properties.append(("serial_lock_wait_s", round(time.monotonic() - waited, 3)))
         yield
+
+
+@pytest.fixture
+def live_view_port():
+    """The live view's port, 8765, as the guides write it, held by this test alone.
+
+    Two guide tests serve there (docs/live-view.md's and docs/own-robot.md's): each takes this
+    lock on the machine for its run, so they take turns (with each other, and with another run of
+    the suite on the machine) while the other worker's tests run beside them.
+    """
+    with open(os.path.join(tempfile.gettempdir(), "gamma_net_test_port_8765.lock"), "a") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        yield 8765
 
 
 @pytest.fixture(scope="session")

@@ -8,13 +8,11 @@ import pathlib
 import subprocess
 import sys
 
-import pytest
 from waiting import bound
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
-@pytest.mark.serial  # the benchmark times its loops on every core
 def test_bench_script_reports_both_settings(tmp_path):
     out = tmp_path / "bench.json"
     args = ["--reference-steps", "5", "--fast-steps", "300", "--repeats", "1", "--json", str(out)]

@@ -15,7 +15,6 @@ BENCH_S = 450.0
 pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
-@pytest.mark.serial  # times the starts: another test beside it would be timed too
 @pytest.mark.timeout(bound(BENCH_S + 60))
 def test_bench_startup_times_a_cold_and_a_warm_start_to_the_first_prediction(tmp_path):
     out = tmp_path / "bench.json"

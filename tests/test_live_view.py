@@ -535,8 +535,7 @@ def guide_commands() -> list[str]:
 
 @pytest.mark.ros
 @pytest.mark.slow
-@pytest.mark.serial  # the guide's port, 8765, as written: no other test of the run may hold it
-def test_the_guide_runs_as_written(executor, tmp_path):
+def test_the_guide_runs_as_written(executor, tmp_path, live_view_port):
     """docs/live-view.md: the node on ws://localhost:8765 (a client connects there), the monitor, the layout command."""
     from gamma_net_msgs.msg import PredictionArray, PredictionErrors
     from ros2_cli import Background, close_all

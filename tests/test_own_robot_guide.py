@@ -12,12 +12,10 @@ chosen threshold's row, and the alert rising before the grip spikes.
 
 from __future__ import annotations
 
-import fcntl
 import json
 import math
 import re
 import subprocess
-import tempfile
 
 import pytest
 from foxglove_client import FoxgloveClient
@@ -118,19 +116,6 @@ def test_the_guide_shows_the_commands_its_test_runs():
     threshold = re.search(r"threshold:=(\S+)", alert).group(1)
     assert threshold in thresholds.split("--thresholds ")[1].split(" --")[0].split()
     assert "topics:\n  /my_robot/battery: {rate_hz: 1.0}" in questions_file()
-
-
-@pytest.fixture
-def live_view_port():
-    """The live view's port, 8765, as the guide writes it, held by this test alone.
-
-    Its other user in the suite, test_live_view.py's guide test, is ``serial`` (alone in its run);
-    this test takes a lock instead, so the other worker's tests run beside its 100 s, and two
-    runs of it on one machine take turns.
-    """
-    with open(f"{tempfile.gettempdir()}/gamma_net_test_port_8765.lock", "a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        yield 8765
 
 
 def test_every_command_runs_as_written_on_a_robot_standin(tmp_path, live_view_port):

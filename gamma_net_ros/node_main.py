@@ -20,6 +20,9 @@ torn down while anything still uses it, and the exit code after a signal is alwa
 process then ends at once (see :func:`run_node`), and further signals are ignored meanwhile.
 A process that the middleware holds inside rclpy's teardown after its own cleanup is done ends
 anyway, with one line and its threads' stacks in a file (:mod:`gamma_net_ros.shutdown_watch`).
+Where a thread holds the GIL inside C (nothing of Python can then run, not even a signal handler),
+a C thread still writes every thread's stack to a file once the loop has not come round for 5 s,
+or 7 s after the stop: a process that is then killed leaves where it was held.
 
 Start. A node process starts in :mod:`gamma_net_ros.entry`, whose handlers end it at once
 (code 0, one line "[name] stopped while starting") while the node's module imports and rclpy
@@ -58,9 +61,9 @@ from rclpy.node import Node
 from rclpy.signals import SignalHandlerOptions
 
 from gamma_net_core.checkpoint import CheckpointError
-from gamma_net_ros import entry
+from gamma_net_ros import entry, shutdown_watch
 from gamma_net_ros.params import ROS_FLAGS, mistyped_overrides, read_params_file, ros_arguments, unknown_parameters
-from gamma_net_ros.shutdown_watch import StallWatch
+from gamma_net_ros.shutdown_watch import LoopWatch, StallWatch
 
 #: Errors that mean "these settings cannot run", reported as such: bad values, files that are
 #: missing, unreadable or corrupt, an optional package the settings need but that is missing.
@@ -249,8 +252,11 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
     code = 0
     ready = not stop.is_set()  # a signal while the node was built: it stops before taking anything
     warming = _WarmUp(node) if learning and ready else None
+    held = _loop_watch(name) if watch else None
     try:
         while not stop.is_set():
+            if held is not None:
+                held.beat()
             executor.spin_once(timeout_sec=POLL_S)
             try:
                 if warming is not None and warming.finished():
@@ -266,13 +272,29 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
         if stop.is_set() and (warming is not None or not ready):
             node.get_logger().info(STOPPED_WHILE_STARTING)
     finally:
+        if held is not None:
+            held.stopping()
         executor.remove_node(node)
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
         if stall is not None:
             stall.finished()
+        if held is not None and (where := held.close()) is not None:
+            sys.stderr.write(
+                f"[{name}] held at least once ({shutdown_watch.HELD_S:g} s without a turn of its loop, or "
+                f"{shutdown_watch.STOPPING_HELD_S:g} s stopping): every thread's stack then is in {where}\n"
+            )
     return code
+
+
+def _loop_watch(name: str) -> LoopWatch | None:
+    """The node's :class:`LoopWatch`, or None where its file cannot be made (a diagnosis, never a reason to stop)."""
+    try:
+        return LoopWatch(name)
+    except OSError as exc:
+        rclpy.logging.get_logger(name).warning(f"no record of a held loop: {exc}")
+        return None
 
 
 class _WarmUp:

@@ -3,13 +3,18 @@
 Fast DDS can block a participant's teardown (shared-memory ports of processes that ended at the
 same moment, eProsima/Fast-DDS#1144, #2051): a node stopped with Ctrl-C then sits inside rclpy's
 ``destroy_node`` or ``shutdown`` for ever, ignores the SIGTERM ``ros2 launch`` sends 5 s later (a
-signal there only sets the stop flag) and is SIGKILLed at 15 s. :class:`StallWatch` waits for the
+signal there only sets the stop flag) and is SIGKILLed 10 s after the SIGINT. :class:`StallWatch` waits for the
 stop; if the main thread is still inside rclpy :data:`GRACE_S` seconds later and has not left it
 by the next look, the node's own cleanup (torque off, the last checkpoint, a bag's metadata) is
 over, since the process's own code is not on the stack's top: it writes every thread's stack to a
 file in the ROS log directory, says so in one line and ends the process with code 0. While the
 node's own code runs (a checkpoint written slowly on a busy machine) it waits, however long; if
 that lasts :data:`REPORT_S` seconds, it leaves the stacks and one line all the same, once.
+
+:class:`LoopWatch` covers what a Python thread cannot: a thread that holds the GIL inside C
+(a middleware call that never returns and never lets the GIL go) freezes the signal handlers and
+:class:`StallWatch` alike, and the process, deaf to SIGINT and SIGTERM, is SIGKILLed with no word
+of where it was. faulthandler's watchdog is a C thread that needs no GIL.
 """
 
 from __future__ import annotations
@@ -30,6 +35,13 @@ GRACE_S = 3.0
 LOOK_S = 0.25
 #: Seconds after the stop when a node still stopping in its own code leaves its threads' stacks (and goes on).
 REPORT_S = 8.0
+#: Seconds the spin loop may go without coming round before :class:`LoopWatch` writes the stacks.
+HELD_S = 5.0
+#: Seconds after the spin loop ends (the stop seen, the teardown begun) before it writes them:
+#: after the SIGTERM that ``ros2 launch`` sends 5 s after its SIGINT, before its SIGKILL at 10 s.
+STOPPING_HELD_S = 7.0
+#: The loop re-arms the C watchdog at most this often (each arming starts a thread).
+REARM_S = 1.0
 #: Where rclpy's own Python code lives: a frame there is rclpy's (or the middleware's under it).
 RCLPY_DIR = str(pathlib.Path(rclpy.__file__).resolve().parent)
 
@@ -101,3 +113,47 @@ class StallWatch:
             return str(path)
         except Exception as exc:  # a full disk must not keep the process from ending
             return f"not written: {exc}"
+
+
+class LoopWatch:
+    """Every thread's stack in a file, written by a C thread, when the node's spin loop is held.
+
+    Armed at each turn of the loop (:meth:`beat`, at most once a :data:`REARM_S`), faulthandler's
+    watchdog writes the stacks if the loop has not come round for :data:`HELD_S` s; once the loop
+    has ended (:meth:`stopping`), if the process is still there :data:`STOPPING_HELD_S` s later.
+    It only writes: whether a held loop recovers is the loop's business, and a stop held by the
+    middleware is :class:`StallWatch`'s. The file is ``NAME_PID_held_stacks.txt`` in the ROS log
+    directory; :meth:`close` removes it if nothing was written, so a file left behind belongs to a
+    process that was held (and, without a clean end, killed while held).
+
+    Args:
+      name: the node's name, for the file.
+      log_dir: where the file goes (rclpy's logging directory when None).
+    """
+
+    def __init__(self, name: str, *, log_dir: pathlib.Path | None = None) -> None:
+        directory = log_dir or pathlib.Path(rclpy.logging.get_logging_directory())
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{name}_{os.getpid()}_held_stacks.txt"
+        self.file = open(self.path, "w")  # the C watchdog writes to it until close()
+        self.armed_at = -REARM_S
+
+    def beat(self) -> None:
+        """The loop came round: the stacks are written if it does not again within :data:`HELD_S` s."""
+        now = time.monotonic()
+        if now - self.armed_at >= REARM_S:
+            self.armed_at = now
+            faulthandler.dump_traceback_later(HELD_S, file=self.file)
+
+    def stopping(self) -> None:
+        """The loop has ended: the stacks are written if the process is still there in :data:`STOPPING_HELD_S` s."""
+        faulthandler.dump_traceback_later(STOPPING_HELD_S, file=self.file)
+
+    def close(self) -> str | None:
+        """Disarm; the file's path if stacks were written, else None (the file removed)."""
+        faulthandler.cancel_dump_traceback_later()
+        self.file.close()
+        if self.path.stat().st_size > 0:
+            return str(self.path)
+        self.path.unlink(missing_ok=True)
+        return None

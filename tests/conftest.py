@@ -60,8 +60,9 @@ def pytest_configure(config):
 
 #: Each rerun's first failure: (test, its last lines). Collected where reports arrive (the controller under xdist).
 _RERUNS: list[tuple[str, str]] = []
-#: How many of a rerun failure's last lines the summary shows: the exception and the assertion's message.
-RERUN_LINES = 20
+#: How many of a rerun failure's last lines the summary shows: the exception, the assertion's message and
+#: any held stacks it names (tests/ros2_cli.py's held_stacks).
+RERUN_LINES = 60
 
 
 def pytest_runtest_logreport(report):
@@ -88,11 +89,11 @@ DURATIONS = os.environ.get("GAMMA_NET_TEST_DURATIONS", os.path.join(os.path.dirn
 def pytest_collection_modifyitems(config, items):
     """The files run longest first, and those with ``serial`` tests last.
 
-    ``make test`` hands whole files to its two workers in collection order (``--dist loadfile
+    ``make test`` hands whole files to its workers in collection order (``--dist loadfile
     --no-loadscope-reorder``), each worker taking the next file as it runs out. Longest first, the
     last files handed out are the shortest, so the run never ends with one worker alone in a long
     file. A serial test runs alone wherever it comes, but among other tests it first waits for the
-    other worker's test to end, with its own worker idle; last, it mostly follows another serial
+    other workers' tests to end, with its own worker idle; last, it mostly follows another serial
     test or nothing. A file not yet measured counts as the longest (started early rather than
     last). A file's tests keep their order.
     """

@@ -10,6 +10,8 @@ which `stop_daemon` ends at the session's end.
 from __future__ import annotations
 
 import os
+import pathlib
+import re
 import shutil
 import signal
 import subprocess
@@ -179,14 +181,25 @@ def param_set(node: str, name: str, value: str) -> str:
         time.sleep(0.5)
 
 
+def held_stacks(output: str) -> str:
+    """Where each node that launch reports dead was held: its LoopWatch file (gamma_net_ros.shutdown_watch)."""
+    folder = pathlib.Path(environment()["ROS_LOG_DIR"])
+    found = []
+    for pid in re.findall(r"process has died \[pid (\d+)", output):
+        for path in sorted(folder.glob(f"*_{pid}_held_stacks.txt")):
+            found.append(f"--- {path}\n{path.read_text(errors='replace') or '(empty: not held 5 s)'}")
+    return "\n".join(found)
+
+
 def assert_clean_shutdown(output: str, processes: list[str]) -> None:
     """Every process launch started finished cleanly (exit 0) on SIGINT, none needed SIGTERM."""
     assert "Traceback" not in output, output
     for name in processes:
         assert f"[{name}-" in output, f"{name} was not started:\n{output}"
     cleanly = output.count("process has finished cleanly")
-    assert cleanly == len(processes), f"{cleanly} of {len(processes)} processes exited with 0:\n{output}"
-    assert "process has died" not in output, output
+    held = held_stacks(output)
+    assert cleanly == len(processes), f"{cleanly} of {len(processes)} processes exited with 0:\n{output}\n{held}"
+    assert "process has died" not in output, f"{output}\n{held}"
     assert "sending signal 'SIGTERM'" not in output, f"a process outlived SIGINT by {SIGTERM_AFTER_S} s:\n{output}"
 
 

@@ -16,7 +16,7 @@ import sys
 import textwrap
 
 import pytest
-from waiting import bound
+from waiting import bound, wait_until
 
 from gamma_net_ros import shutdown_watch
 
@@ -24,7 +24,7 @@ pytestmark = pytest.mark.ros
 
 SCRIPT = textwrap.dedent(
     """
-    import pathlib, sys, time
+    import ctypes, pathlib, sys, time
     import rclpy
     from rclpy.node import Node
     from gamma_net_ros import node_main, shutdown_watch
@@ -37,13 +37,27 @@ SCRIPT = textwrap.dedent(
         scope = {"time": time}
         exec(code, scope)
         node_main.rclpy.try_shutdown = scope["try_shutdown"]
+    shutdown_watch.HELD_S = 1.0  # the loop watch's bound, short for the test
+
+
+    def hold_the_gil(seconds):
+        # A C call made with the GIL held (ctypes.PyDLL keeps it): no Python thread runs meanwhile.
+        ctypes.PyDLL(None).sleep(seconds)
 
 
     class Probe(Node):
         def __init__(self):
             super().__init__("probe")
-            self.create_timer(0.05, lambda: None)
+            self.create_timer(0.05, self.tick)
+            self.ticks = 0
             print("ready", flush=True)
+
+        def tick(self):
+            self.ticks += 1
+            if self.ticks == 5 and MODE in ("gil", "gil_forever"):
+                print("holding", flush=True)
+                hold_the_gil(3 if MODE == "gil" else 600)
+                print("let go", flush=True)
 
         def destroy_node(self):
             if MODE == "slow":  # the node's own cleanup, longer than the watch's grace and its report
@@ -58,22 +72,33 @@ SCRIPT = textwrap.dedent(
 )
 
 
-def _stop(tmp_path: pathlib.Path, mode: str) -> tuple[int, str, pathlib.Path]:
+def _start(tmp_path: pathlib.Path, mode: str) -> tuple[subprocess.Popen, pathlib.Path]:
     script = tmp_path / "probe.py"
     script.write_text(SCRIPT)
     mark = tmp_path / "cleaned.txt"
     env = dict(os.environ, ROS_LOG_DIR=str(tmp_path / "log"))
-    process = subprocess.Popen(
+    return subprocess.Popen(
         [sys.executable, str(script), mode, str(mark)],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         text=True,
         env=env,
-    )
+    ), mark
+
+
+def held_files(tmp_path: pathlib.Path) -> list[pathlib.Path]:
+    return sorted((tmp_path / "log").glob("probe_*_held_stacks.txt"))
+
+
+def _stop(tmp_path: pathlib.Path, mode: str) -> tuple[int, str, pathlib.Path]:
+    process, mark = _start(tmp_path, mode)
     try:
         assert process.stdout.readline().strip() == "ready"
+        if mode == "gil":
+            assert process.stdout.readline().strip() == "holding"
+            assert process.stdout.readline().strip() == "let go"
         process.send_signal(signal.SIGINT)
-        # Ended by the watch at about GRACE_S, or after the slow cleanup: well before launch's SIGKILL at 15 s
+        # Ended by the watch at about GRACE_S, or after the slow cleanup (9 s): before launch's SIGKILL at 10 s
         # on a quiet machine; the bound is generous for a busy one.
         code = process.wait(timeout=bound(30))
     finally:
@@ -103,6 +128,16 @@ def test_a_node_whose_own_cleanup_is_slow_is_not_cut(tmp_path):
     (line,) = [line for line in stderr.splitlines() if "still stopping" in line]  # where it spent the time, once
     stacks = pathlib.Path(line.rsplit("every thread's stack: ", 1)[1].rstrip(")"))
     assert "destroy_node" in stacks.read_text()
+    # 9 s of its own cleanup, past the loop watch's 7 s (launch's SIGTERM comes at 5 s): its record and line too.
+    (line,) = [line for line in stderr.splitlines() if "held at least once" in line]
+    (path,) = held_files(tmp_path)
+    assert line.endswith(str(path)) and "destroy_node" in path.read_text()
+
+
+def test_a_quick_clean_stop_leaves_no_record_of_a_held_loop(tmp_path):
+    code, stderr, mark = _stop(tmp_path, "plain")
+    assert code == 0 and mark.read_text() == "cleaned up", stderr
+    assert "held at least once" not in stderr and "still stopping" not in stderr and held_files(tmp_path) == []
 
 
 def test_a_frame_counts_as_rclpys_only_in_rclpys_own_files():
@@ -112,3 +147,32 @@ def test_a_frame_counts_as_rclpys_only_in_rclpys_own_files():
     scope = {"sys": sys}
     exec(compile("def here():\n    return sys._getframe()\n", shutdown_watch.RCLPY_DIR + "/node.py", "exec"), scope)
     assert shutdown_watch.in_rclpy(scope["here"]())
+
+
+def test_a_loop_held_with_the_gil_leaves_every_threads_stack_and_one_line(tmp_path):
+    """The C call held the GIL 3 s (the test's bound: 1 s): the node then stopped cleanly and said where it was held."""
+    code, stderr, mark = _stop(tmp_path, "gil")
+    assert code == 0 and mark.read_text() == "cleaned up", stderr
+    (line,) = [line for line in stderr.splitlines() if "held at least once" in line]
+    (path,) = held_files(tmp_path)
+    assert line.endswith(f"every thread's stack then is in {path}")
+    stacks = path.read_text()
+    assert "Timeout (0:00:01)!" in stacks and "hold_the_gil" in stacks and "tick" in stacks, stacks
+
+
+def test_a_node_killed_while_a_thread_holds_the_gil_leaves_where_it_was_held(tmp_path):
+    """As in the field: deaf to SIGINT and SIGTERM (no Python runs), killed; the stacks were written in C."""
+    process, _ = _start(tmp_path, "gil_forever")
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        assert process.stdout.readline().strip() == "holding"
+        process.send_signal(signal.SIGINT)
+        process.send_signal(signal.SIGTERM)
+        # The whole dump, its main thread last (a kill while the C thread writes would cut it short).
+        assert wait_until(lambda: "hold_the_gil" in "".join(p.read_text() for p in held_files(tmp_path)), bound(30))
+        assert process.poll() is None  # still held: the signals could not reach Python
+    finally:
+        process.kill()
+        process.wait()
+    (path,) = held_files(tmp_path)  # left behind by the killed process
+    assert path.read_text().startswith("Timeout (0:00:01)!"), path.read_text()

@@ -1,6 +1,6 @@
 """Write tests/durations.json, each test file's seconds, from a run's JUnit XML report.
 
-tests/conftest.py orders the files longest first by it, so `make test`'s two workers never end
+tests/conftest.py orders the files longest first by it, so `make test`'s workers never end
 with one of them alone in a long file. Refresh it after a whole run on a quiet machine:
 
     make test PYTEST_ARGS=--junitxml=build/junit.xml

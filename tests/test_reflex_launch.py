@@ -19,6 +19,7 @@ import pytest
 from ros2_cli import (
     assert_clean_shutdown,
     close_all,
+    held_stacks,
     launch,
     param_get,
     stop_daemon,
@@ -117,7 +118,7 @@ def test_a_reflex_or_driver_killed_mid_run_ends_the_launch(tmp_path, process):
         f"[ERROR] [launch]: Caught exception in launch (see debug for traceback): {process} was killed by SIGKILL"
     ], output
     # The rest were stopped as on Ctrl-C: each ended by itself, the driver before the servos.
-    assert output.count("process has finished cleanly") == len(PROCESSES) - 1, output
+    assert output.count("process has finished cleanly") == len(PROCESSES) - 1, f"{output}\n{held_stacks(output)}"
     assert not lost_at_shutdown(output), output
 
 

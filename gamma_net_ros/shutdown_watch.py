@@ -123,8 +123,9 @@ class LoopWatch:
     has ended (:meth:`stopping`), if the process is still there :data:`STOPPING_HELD_S` s later.
     It only writes: whether a held loop recovers is the loop's business, and a stop held by the
     middleware is :class:`StallWatch`'s. The file is ``NAME_PID_held_stacks.txt`` in the ROS log
-    directory; :meth:`close` removes it if nothing was written, so a file left behind belongs to a
-    process that was held (and, without a clean end, killed while held).
+    directory; :meth:`close` removes it if nothing was written. A file with stacks in it belongs to
+    a process that was held (left by one without a clean end: killed while held); an empty one, to
+    a process killed, or ended by :class:`StallWatch`, before it was held that long.
 
     Args:
       name: the node's name, for the file.

@@ -377,8 +377,8 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
 
     rig.create_subscription(PredictionArray, "horde/predictions", on_predictions, 100)
     rig.create_subscription(PredictionErrors, "horde/errors", lambda m: scored.update({stamp(m): m}), 10)
-    realized: dict[int, RealizedReturns] = {}
-    rig.create_subscription(RealizedReturns, "horde/returns", lambda m: realized.update({m.update_count: m}), 100)
+    realized: dict[tuple[int, int], RealizedReturns] = {}  # by stamp, as the arrays: an update count can repeat
+    rig.create_subscription(RealizedReturns, "horde/returns", lambda m: realized.update({stamp(m): m}), 100)
     ticks = [0]
 
     def publish():
@@ -452,7 +452,8 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
 def check_returns(received: list, realized: dict, published: dict) -> None:
     """The client's returns of grip_effort (the first question) are the horde's, each beside its prediction then.
 
-    ``realized``, ``published``: the horde's RealizedReturns and PredictionArrays by update count.
+    ``realized``: the horde's RealizedReturns by stamp (a tick that learns nothing publishes again at
+    the same update count); ``published``: its PredictionArrays by update count.
     """
     G = 3  # the published taus 1, 5, 25
     H = [horizon(1.0 - 1.0 / tau) for tau in ROBOT_QUESTIONS["publish_taus"]]
@@ -460,10 +461,11 @@ def check_returns(received: list, realized: dict, published: dict) -> None:
     assert len(records) > 500
     matched = then = 0
     for record in records:
-        msg = realized.get(record["update_count"])
+        msg = realized.get((record["header"]["stamp"]["sec"], record["header"]["stamp"]["nsec"]))
         if msg is None:
             continue
         matched += 1
+        assert record["update_count"] == msg.update_count
         P = G + len(msg.readouts)
         assert record["returns"] == [v if math.isfinite(v) else None for v in msg.returns[:G]]  # JSON: NaN is null
         assert record["steps_ago"] == list(msg.steps_ago[:G])

@@ -36,9 +36,9 @@ RERUN_ARGS ?= --reruns 1 --only-rerun 'TimeoutExpired|failed to terminate|proces
 # a file's tests stay on one worker, so its module fixtures run once); tests marked `serial` still
 # run alone. TEST_WORKERS=0 runs every test in one process. The files are handed out longest first,
 # in the order tests/conftest.py sorts them (tests/durations.json), not xdist's by number of tests.
-# Three workers on two cores: a quarter of two workers' time was idle (tests waiting on real time:
-# a robot stand-in's grips, runs of fixed length), and three fill it (docs/robustness.md).
-TEST_WORKERS ?= 3
+# TEST_WORKERS=3 on two cores took 12-13 min instead of 16-18 (a quarter of two workers' time is
+# tests waiting on real time) but showed races and a hang not yet understood (docs/robustness.md).
+TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 
 .PHONY: demo demo-setup test setup lint lock bench clean

@@ -197,9 +197,11 @@ def assert_clean_shutdown(output: str, processes: list[str]) -> None:
     for name in processes:
         assert f"[{name}-" in output, f"{name} was not started:\n{output}"
     cleanly = output.count("process has finished cleanly")
-    held = held_stacks(output)
-    assert cleanly == len(processes), f"{cleanly} of {len(processes)} processes exited with 0:\n{output}\n{held}"
-    assert "process has died" not in output, f"{output}\n{held}"
+    # The messages (and so the held stacks' files) are read only when an assertion fails.
+    assert cleanly == len(processes), (
+        f"{cleanly} of {len(processes)} processes exited with 0:\n{output}\n{held_stacks(output)}"
+    )
+    assert "process has died" not in output, f"{output}\n{held_stacks(output)}"
     assert "sending signal 'SIGTERM'" not in output, f"a process outlived SIGINT by {SIGTERM_AFTER_S} s:\n{output}"
 
 

@@ -421,7 +421,7 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
     assert len(effort) > 500
     matched = 0
     for _, record in effort:
-        msg = by_stamp.get((record["header"]["stamp"]["sec"], record["header"]["stamp"]["nsec"]))
+        msg = by_stamp.get(record_stamp(record))
         if msg is not None:
             matched += 1
             assert record["values"] == pytest.approx(list(msg.values[:3]))  # the array's first row: grip_effort
@@ -429,7 +429,7 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
     assert matched > 0.9 * len(effort)
     errors = [r for _, r in client.received["/horde/errors/grip_effort"]]
     for record in errors:
-        key = (record["header"]["stamp"]["sec"], record["header"]["stamp"]["nsec"])
+        key = record_stamp(record)
         if key in scored:
             assert record["samples"] == list(scored[key].samples[:3])
     assert errors[-1]["samples"][0] > 500 and errors[-1]["ratio"][0] < 1.0  # it learned when the grip comes
@@ -449,6 +449,11 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
         draw(client.received, figure)
 
 
+def record_stamp(record: dict) -> tuple[int, int]:
+    """A client record's header stamp as (sec, nanosec), the key the rig's messages are kept by."""
+    return record["header"]["stamp"]["sec"], record["header"]["stamp"]["nsec"]
+
+
 def check_returns(received: list, realized: dict, published: dict) -> None:
     """The client's returns of grip_effort (the first question) are the horde's, each beside its prediction then.
 
@@ -461,7 +466,7 @@ def check_returns(received: list, realized: dict, published: dict) -> None:
     assert len(records) > 500
     matched = then = 0
     for record in records:
-        msg = realized.get((record["header"]["stamp"]["sec"], record["header"]["stamp"]["nsec"]))
+        msg = realized.get(record_stamp(record))
         if msg is None:
             continue
         matched += 1

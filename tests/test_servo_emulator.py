@@ -127,14 +127,14 @@ def test_leftovers_of_a_killed_emulator_are_reused(folder):
                 state = client.wait_ready(timeout=0.2)
             except TimeoutError:
                 pass
-        if state is None and again.poll() is not None:
-            # Another process (another test's) got the pty number between the look above and this start.
-            out, err = again.communicate()
-            assert again.returncode == 2 and "already exists" in err, out + err
-            return
-        assert state is not None and state["connected"] and os.readlink(link) == state["device"], state
+        if state is not None:  # its link is checked while it runs: it goes at the stop
+            assert state["connected"] and os.readlink(link) == state["device"], state
     finally:
-        code, output = stop(again) if again.poll() is None else (0, "")
+        code, output = stop(again)  # no signal is sent to a process that has ended
+    if state is None:
+        # Another process (another test's) got the pty number between the look above and this start.
+        assert code == 2 and "already exists" in output, output
+        return
     assert code == 0, output
     assert list(folder.iterdir()) == []
 

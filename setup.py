@@ -67,7 +67,16 @@ setup(
     long_description_content_type="text/markdown",
     license="Apache-2.0",
     python_requires=">=3.10",
-    packages=find_packages(include=["gamma_net_core", "gamma_net_core.*", "gamma_net_ros", "gamma_net_ros.*"]),
+    packages=find_packages(
+        include=[
+            "gamma_net_core",
+            "gamma_net_core.*",
+            "gamma_net_ros",
+            "gamma_net_ros.*",
+            "gamma_net_studies",
+            "gamma_net_studies.*",
+        ]
+    ),
     data_files=[
         ("share/ament_index/resource_index/packages", [f"resource/{PACKAGE}"]),
         (f"share/{PACKAGE}", ["package.xml"]),

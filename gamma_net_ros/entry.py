@@ -36,17 +36,17 @@ import sys
 NODES = {
     "bag_player": "gamma_net_ros.bag_player",
     "bag_recorder": "gamma_net_ros.bag_recorder",
-    "dynamixel_driver": "gamma_net_ros.dynamixel_driver",
+    "dynamixel_driver": "gamma_net_ros.dynamixel_driver.node",
     "prediction_monitor": "gamma_net_ros.prediction_monitor",
     "servo_emulator": "gamma_net_ros.hardware.emulator",
     "teleop": "gamma_net_ros.teleop",
     "operator": "gamma_net_ros.operator",
     "predictor": "gamma_net_ros.predictor",
     "ale_bridge": "gamma_net_ros.ale_bridge",
-    "neural_predictor": "gamma_net_ros.neural_predictor",
+    "neural_predictor": "gamma_net_ros.neural_predictor.node",
     "transition_counter": "gamma_net_ros.transition_counter",
-    "horde": "gamma_net_ros.horde",
-    "reflex": "gamma_net_ros.reflex",
+    "horde": "gamma_net_ros.horde.node",
+    "reflex": "gamma_net_ros.reflex.node",
     "live_view": "gamma_net_ros.live_view",
 }
 #: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.

@@ -25,7 +25,7 @@ def emulator(start_emulator):
 
 
 def test_teleop_moves_the_emulated_arm(emulator, executor, spin):
-    from gamma_net_ros.dynamixel_driver import DynamixelDriver
+    from gamma_net_ros.dynamixel_driver.node import DynamixelDriver
 
     port, client = emulator
     driver = DynamixelDriver(

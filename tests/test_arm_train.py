@@ -16,11 +16,11 @@ from gamma_net_core.cli import main
 from gamma_net_core.config import load_config
 from gamma_net_core.data.bags import JointStateBagWriter, read_joint_states, write_recording
 from gamma_net_core.data.joints import JointsConfig
-from gamma_net_core.experiments import arm_train as study
 from gamma_net_core.joint_stream import OnlineGammaNet
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.signals.arm_recording import simulate_arm
 from gamma_net_core.timescales import TimescaleSampling
+from gamma_net_studies import arm_train as study
 
 ARM_YAML = pathlib.Path(__file__).resolve().parent.parent / "config" / "arm.yaml"
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

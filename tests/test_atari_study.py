@@ -12,11 +12,11 @@ import torch
 from gamma_net_core.atari.evaluation_points import EvaluationPoints
 from gamma_net_core.atari.rollouts import MonteCarloReturns
 from gamma_net_core.cli import main
-from gamma_net_core.experiments import atari_evaluate as ev
-from gamma_net_core.experiments import atari_series as study
-from gamma_net_core.experiments import atari_train as train
 from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
 from gamma_net_core.timescales import gamma_from_tau
+from gamma_net_studies import atari_evaluate as ev
+from gamma_net_studies import atari_series as study
+from gamma_net_studies import atari_train as train
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

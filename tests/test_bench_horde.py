@@ -53,14 +53,14 @@ def test_bench_horde_refuses_a_bad_budget_in_one_line():
 
 def test_bench_all_runs_every_bench_command_but_itself():
     from gamma_net_core.cli import COMMANDS
-    from gamma_net_ros.bench.all import BENCHMARKS
+    from gamma_net_studies.ros.bench.all import BENCHMARKS
 
     benches = {words[1]: module for words, module, _ in COMMANDS if words[0] == "bench" and words[1] != "all"}
     assert BENCHMARKS == benches
 
 
 def test_the_cost_model_counts_each_distinct_row_once_and_every_access_apart():
-    from gamma_net_core.bench.horde import tick_cost
+    from gamma_net_studies.bench.horde import tick_cost
 
     cost = tick_cost(questions=10, gammas=2, published=3, n_active=4, rows_learn=12, rows_publish=9)
     assert cost["bytes"] == 80 * (12 + 6 + 9)  # read each row once, write S_t's (about half), read the published

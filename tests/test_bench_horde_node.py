@@ -11,7 +11,7 @@ import pytest
 from waiting import bound
 
 from gamma_net_core.horde.questions import load_questions
-from gamma_net_ros.bench.horde import _latencies, questions_doc, waited_for_a_cpu, waited_on_collection
+from gamma_net_studies.ros.bench.horde import _latencies, questions_doc, waited_for_a_cpu, waited_on_collection
 
 pytestmark = pytest.mark.ros
 
@@ -92,7 +92,7 @@ def test_bench_horde_node_reports_latency(tmp_path):
 
 
 def test_a_split_nodes_message_counts_when_all_its_workers_arrays_have_arrived():
-    from gamma_net_ros.bench.horde import _complete
+    from gamma_net_studies.ros.bench.horde import _complete
 
     arrays = [(1.0, 1.002), (1.0, 1.004), (2.0, 2.003), (3.0, 3.001), (3.0, 3.009)]  # stamp 2.0: one array of two
     assert _complete(arrays, 2) == [(1.0, 1.004), (3.0, 3.009)]

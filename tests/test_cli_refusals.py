@@ -242,7 +242,7 @@ def test_bad_input_is_refused_in_one_line_and_changes_nothing(workspace, argv, c
 
 
 def test_demo_replaces_only_what_an_earlier_demo_wrote(tmp_path):
-    from gamma_net_ros.demo import arm as demo
+    from gamma_net_studies.ros.demo import arm as demo
 
     out = tmp_path / "demo"
     outputs = demo._outputs(out, pretrain=True)

@@ -30,7 +30,7 @@ def emulator(start_emulator):
 
 
 def start_driver(executor, port, **params):
-    from gamma_net_ros.dynamixel_driver import DynamixelDriver
+    from gamma_net_ros.dynamixel_driver.node import DynamixelDriver
 
     params = {"port": port, "diagnostics_period_s": 0.2, **params}
     args = ["--ros-args", "--params-file", str(config_file("dynamixel"))]
@@ -224,7 +224,7 @@ def test_servos_that_stop_answering_are_reconfigured_when_they_return(emulator, 
 def test_ros_run_style_process_turns_torque_off_on_sigint(emulator, executor, spin):
     port, client = emulator
     listener = Listener(executor)
-    command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
+    command = node_command("gamma_net_ros.dynamixel_driver.node", params_file=config_file("dynamixel"),
                            params={"port": port})  # fmt: skip
     driver = NodeProcess(command).start(stdout=subprocess.DEVNULL)
     try:
@@ -236,7 +236,7 @@ def test_ros_run_style_process_turns_torque_off_on_sigint(emulator, executor, sp
 
 
 def test_bad_configuration_is_refused_at_start(executor):
-    from gamma_net_ros.dynamixel_driver import DynamixelDriver
+    from gamma_net_ros.dynamixel_driver.node import DynamixelDriver
 
     with pytest.raises(ValueError, match="one distinct joint name per servo id"):
         DynamixelDriver(parameter_overrides=[Parameter("ids", value=[1, 2, 3])])
@@ -319,7 +319,7 @@ def test_a_slow_usb_adapter_is_measured_and_its_replies_waited_for(start_emulato
 def test_replies_too_slow_for_the_rate_are_refused_in_one_line(start_emulator):
     port, client = start_emulator(HELD)
     client.set_faults(latency_s=0.05)  # 50 ms: more than a 30 Hz cycle
-    command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
+    command = node_command("gamma_net_ros.dynamixel_driver.node", params_file=config_file("dynamixel"),
                            params={"port": port}, node="dynamixel_driver")  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=bound(30))
     output = result.stdout + result.stderr
@@ -355,7 +355,7 @@ def test_a_second_driver_on_the_same_port_is_refused_and_the_first_is_undisturbe
     listener = Listener(executor)
     first = start_driver(executor, port)
     assert spin(executor, lambda: len(listener.states) >= 5, timeout=15)
-    command = node_command("gamma_net_ros.dynamixel_driver", params_file=config_file("dynamixel"),
+    command = node_command("gamma_net_ros.dynamixel_driver.node", params_file=config_file("dynamixel"),
                            params={"port": port}, node="dynamixel_driver")  # fmt: skip
     result = subprocess.run(command, capture_output=True, text=True, timeout=bound(60))
     output = result.stdout + result.stderr

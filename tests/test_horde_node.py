@@ -29,7 +29,7 @@ from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_ros.conversions import seconds_to_stamp
-from gamma_net_ros.horde import Horde, Row
+from gamma_net_ros.horde.node import Horde, Row
 from gamma_net_ros.processes import node_command
 
 pytestmark = pytest.mark.ros
@@ -396,7 +396,9 @@ def test_checkpoint_is_resumed_and_one_of_other_questions_refused(executor, spin
     doc["questions"] = doc["questions"][:2]
     other.write_text(yaml.safe_dump(doc))
     before = checkpoint.read_bytes()
-    cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(other), "checkpoint_path": str(checkpoint)})
+    cmd = node_command(
+        "gamma_net_ros.horde.node", params={"questions_file": str(other), "checkpoint_path": str(checkpoint)}
+    )
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
@@ -467,7 +469,7 @@ def _tau_beyond_tau_max(doc):
 def test_a_missing_field_or_type_is_refused_at_start_in_one_line(tmp_path, change, needle):
     path = tmp_path / "questions.yaml"
     path.write_text(yaml.safe_dump(change(questions())))
-    cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(path)})
+    cmd = node_command("gamma_net_ros.horde.node", params={"questions_file": str(path)})
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out
@@ -537,7 +539,7 @@ def test_checkpoint_survives_a_kill_and_the_node_resumes(executor, spin, tmp_pat
     path.write_text(yaml.safe_dump(doc))
     checkpoint = tmp_path / "horde.npz"
     params = {"questions_file": str(path), "checkpoint_path": str(checkpoint), "checkpoint_interval": 0.3}
-    cmd = node_command("gamma_net_ros.horde", params=params)
+    cmd = node_command("gamma_net_ros.horde.node", params=params)
     rig = Rig()
     executor.add_node(rig)
 
@@ -628,7 +630,7 @@ def test_tick_topic_ticks_once_per_message_and_never_without_one(executor, spin,
 def test_a_tick_topic_that_no_question_reads_is_refused_at_start_in_one_line(tmp_path):
     path = tmp_path / "questions.yaml"
     path.write_text(yaml.safe_dump(questions()))
-    cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(path), "tick_topic": "/imu"})
+    cmd = node_command("gamma_net_ros.horde.node", params={"questions_file": str(path), "tick_topic": "/imu"})
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out

@@ -9,7 +9,6 @@ import numpy as np
 import pytest
 from guides import guide_text
 
-from gamma_net_core.experiments.forecasts import RING, chain_values, learn_chain, ring_chain
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.online_error import OnlineError, PlainOnlineError
 from gamma_net_core.horde.questions import Readout
@@ -26,6 +25,7 @@ from gamma_net_core.horde.readouts import (
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.returns import discounted_returns
 from gamma_net_core.timescales import TimescaleSampling
+from gamma_net_studies.forecasts import RING, chain_values, learn_chain, ring_chain
 
 HYPERBOLIC = Readout(name="hyperbolic", kind="hyperbolic", k=0.5)
 WINDOW = Readout(name="next_1s", kind="window", seconds=1.0)
@@ -247,7 +247,7 @@ def test_forecast_kernels_are_the_tabulated_ones_and_forecast_a_constant_exactly
         assert high - low + 1 <= 1.1 * k + 1  # a band about k steps wide: the resolution is ~k
 
 
-#: Largest |forecast - P^k c| over the ring (gamma_net_core.experiments.forecasts) from exact values
+#: Largest |forecast - P^k c| over the ring (gamma_net_studies.forecasts) from exact values
 #: (tau_max 100, 10 Hz); docs/horde.md states them.
 EXACT_VALUES_ERROR = {0.1: 0.007, 0.5: 0.13, 1.0: 0.18, 2.0: 0.25}
 

@@ -210,7 +210,7 @@ def test_a_share_that_names_no_question_of_the_file_is_refused_at_start_in_one_l
 
     path = tmp_path / "questions.yaml"
     path.write_text(yaml.safe_dump(questions()))
-    cmd = node_command("gamma_net_ros.horde", params={"questions_file": str(path), "share": "q1,q9"})
+    cmd = node_command("gamma_net_ros.horde.node", params={"questions_file": str(path), "share": "q1,q9"})
     result = subprocess.run(cmd, capture_output=True, text=True, timeout=bound(60))
     out = result.stdout + result.stderr
     assert result.returncode == 1, out

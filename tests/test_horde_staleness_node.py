@@ -23,9 +23,9 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import BatteryState, JointState
 
 from gamma_net_ros.diagnostics import WARN
-from gamma_net_ros.horde import Horde
-from gamma_net_ros.horde_rows import Reading
-from gamma_net_ros.horde_topics import Sample
+from gamma_net_ros.horde.node import Horde
+from gamma_net_ros.horde.rows import Reading
+from gamma_net_ros.horde.topics import Sample
 from gamma_net_ros.processes import NodeProcess
 
 pytestmark = pytest.mark.ros

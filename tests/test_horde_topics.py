@@ -10,7 +10,7 @@ from rosgraph_msgs.msg import Clock
 from sensor_msgs.msg import BatteryState, Imu, JointState
 
 from gamma_net_ros.conversions import seconds_to_stamp
-from gamma_net_ros.horde_topics import TopicSampler, check_field, message_class
+from gamma_net_ros.horde.topics import TopicSampler, check_field, message_class
 
 pytestmark = pytest.mark.ros
 

@@ -77,6 +77,42 @@ def test_every_core_module_imports_with_ros_blocked():
     assert "loaded ROS modules: []" in result.stdout
 
 
+def _imports(path: pathlib.Path) -> list[tuple[int, str]]:
+    """Every absolute module name ``path`` imports, with its line (function-level imports included)."""
+    found = []
+    for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+        if isinstance(node, ast.Import):
+            found += [(node.lineno, a.name) for a in node.names]
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            found.append((node.lineno, node.module))
+    return found
+
+
+def test_library_imports_nothing_from_the_studies():
+    """The library (gamma_net_core, gamma_net_ros) never imports the studies and benchmarks: they import it."""
+    offenders = [
+        f"{path.relative_to(REPO)}:{line} {name}"
+        for package in ("gamma_net_core", "gamma_net_ros")
+        for path in (REPO / package).rglob("*.py")
+        for line, name in _imports(path)
+        if name.split(".")[0] == "gamma_net_studies"
+    ]
+    assert not offenders, "the library must not import gamma_net_studies:\n" + "\n".join(offenders)
+
+
+def test_studies_without_ros_import_no_ros():
+    """gamma_net_studies outside its ``ros`` package runs where only gamma_net_core is installed."""
+    studies = REPO / "gamma_net_studies"
+    offenders = [
+        f"{path.relative_to(REPO)}:{line} {name}"
+        for path in studies.rglob("*.py")
+        if "ros" not in path.relative_to(studies).parts[:-1]
+        for line, name in _imports(path)
+        if name.split(".")[0] in ROS_MODULES
+    ]
+    assert not offenders, "only gamma_net_studies.ros may import ROS:\n" + "\n".join(offenders)
+
+
 def test_pip_install_gives_core_without_ros(tmp_path):
     """`pip install .` (no ROS on the path) yields an importable gamma_net_core and the CLI."""
     # From a copy of the tracked files: pip writes *.egg-info beside the sources it builds, and

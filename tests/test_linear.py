@@ -12,7 +12,6 @@ import pytest
 
 from gamma_net_core.checkpoint import CheckpointError, load_npz, save_npz
 from gamma_net_core.config import from_mapping
-from gamma_net_core.experiments.square_wave import SERIES, learner_config
 from gamma_net_core.linear import (
     FixedTimescaleConfig,
     FixedTimescaleTD,
@@ -22,6 +21,7 @@ from gamma_net_core.linear import (
 from gamma_net_core.reference import ReferenceLinearTD
 from gamma_net_core.signals.square_wave import SquareWave
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, gamma_from_tau
+from gamma_net_studies.square_wave import SERIES, learner_config
 
 SQUARE = learner_config(SERIES[0], 0.5)  # the paper's square-wave learner, the study's alpha = 0.5 / 70
 PROBE_TAUS = np.array([1, 2, 5, 10, 20, 40, 60, 80, 100.0])

@@ -393,7 +393,7 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
     horde_params = {"questions_file": str(questions), "checkpoint_path": str(tmp_path / "horde.npz")}
     horde_log, view_log = tmp_path / "horde.log", tmp_path / "live_view.log"
     with (
-        NodeProcess(node_command("gamma_net_ros.horde", params=horde_params), horde_log) as horde,
+        NodeProcess(node_command("gamma_net_ros.horde.node", params=horde_params), horde_log) as horde,
         NodeProcess(node_command("gamma_net_ros.live_view", params={"port": port}), view_log) as view,
     ):
         up = lambda: "serving ws://" in view_log.read_text() or not view.running  # noqa: E731

@@ -15,9 +15,9 @@ from gamma_net_core.atari.minatar_network import MinAtarQNetwork
 from gamma_net_core.atari.rollouts import MonteCarloReturns
 from gamma_net_core.cli import main
 from gamma_net_core.data.shards import read_transitions
-from gamma_net_core.experiments import atari_series as study
 from gamma_net_core.neural.learner import NeuralConfig
 from gamma_net_core.paths import config_file
+from gamma_net_studies import atari_series as study
 
 pytestmark = pytest.mark.usefixtures("one_torch_thread")
 

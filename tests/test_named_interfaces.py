@@ -23,8 +23,8 @@ KERNEL_SOURCES = (
     "gamma_net_core/linear",
     "gamma_net_core/horde",
     "gamma_net_core/warmup.py",
-    "gamma_net_core/bench/linear.py",
-    "gamma_net_core/bench/horde.py",
+    "gamma_net_studies/bench/linear.py",
+    "gamma_net_studies/bench/horde.py",
 )
 #: The names kernel bundles go by (as variables, attributes, or the coder's ``kernel_args``).
 BUNDLES = (

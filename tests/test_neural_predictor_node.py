@@ -25,7 +25,7 @@ from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
 from gamma_net_core.neural.online import updates_due
 from gamma_net_ros.ale_bridge import AleBridge
 from gamma_net_ros.conversions import seconds_to_stamp
-from gamma_net_ros.neural_predictor import NeuralPredictor
+from gamma_net_ros.neural_predictor.node import NeuralPredictor
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
@@ -218,7 +218,9 @@ def test_publish_timescales_are_validated_at_run_time(executor, spin):
 def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
     checkpoint = tmp_path / "centipede.pt"
     params = {**TINY, "checkpoint_path": str(checkpoint), "checkpoint_interval": 0.3}
-    command = node_command("gamma_net_ros.neural_predictor", params_file=ATARI, params=params, node="neural_predictor")
+    command = node_command(
+        "gamma_net_ros.neural_predictor.node", params_file=ATARI, params=params, node="neural_predictor"
+    )
     rig = Rig()
     executor.add_node(rig)
     rng = np.random.default_rng(0)

@@ -88,7 +88,11 @@ def _interrupt(process: subprocess.Popen, sig=signal.SIGINT) -> tuple[int, str]:
 WAYS = {
     "installed executable": lambda: [_installed("neural_predictor")],
     "python -m gamma_net_ros.entry": lambda: [sys.executable, "-m", "gamma_net_ros.entry", "neural_predictor"],
-    "python -m gamma_net_ros.neural_predictor": lambda: [sys.executable, "-m", "gamma_net_ros.neural_predictor"],
+    "python -m gamma_net_ros.neural_predictor.node": lambda: [
+        sys.executable,
+        "-m",
+        "gamma_net_ros.neural_predictor.node",
+    ],
 }
 
 
@@ -279,7 +283,7 @@ def test_ctrl_c_on_a_horde_launch_while_it_compiles_ends_it_cleanly_and_leaves_c
     # The compilation was cut short, the process ended with the worker inside numba: what it left
     # (whole cache files, a checkpoint of nothing learned, or none) serves the next start.
     log = tmp_path / "again.log"
-    command = node_command("gamma_net_ros.horde", params={"checkpoint_path": str(checkpoint)})
+    command = node_command("gamma_net_ros.horde.node", params={"checkpoint_path": str(checkpoint)})
     again = NodeProcess(command, log_path=log, env={"NUMBA_CACHE_DIR": str(cache)}).start()
     try:
         wait_until(lambda: "ready: learner kernels" in log.read_text() or not again.running, timeout=COLD_START_S)
@@ -317,7 +321,7 @@ def test_a_middleware_that_does_not_start_is_reported_in_one_line(monkeypatch, c
 
 def test_a_warm_start_does_not_say_it_compiles(tmp_path):
     """The "compiling" line only where numba compiles: not on a start whose kernels load from the cache."""
-    command = node_command("gamma_net_ros.horde")
+    command = node_command("gamma_net_ros.horde.node")
     logs = []
     for start in ("first", "second"):  # the first fills the cache should it lack these kernels
         log = tmp_path / f"{start}.log"

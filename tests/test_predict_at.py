@@ -17,7 +17,7 @@ from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from waiting import bound
 
-from gamma_net_ros.neural_predictor import NeuralPredictor
+from gamma_net_ros.neural_predictor.node import NeuralPredictor
 from gamma_net_ros.predictor import Predictor
 from gamma_net_ros.processes import node_command
 

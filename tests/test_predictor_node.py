@@ -272,7 +272,7 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
 
 def test_arm_train_refuses_exactly_the_keys_the_node_refuses(executor):
     """`gamma-net arm train` checks the predictor section against a list of the node's parameters: this list."""
-    from gamma_net_core.experiments.arm_workers import NODE_GROUPS, NODE_PARAMETERS
+    from gamma_net_studies.arm_workers import NODE_GROUPS, NODE_PARAMETERS
 
     node = Predictor()
     executor.add_node(node)

@@ -110,7 +110,7 @@ class Rig:
 
 
 def make_reflex(rules: pathlib.Path):
-    from gamma_net_ros.reflex import Reflex
+    from gamma_net_ros.reflex.node import Reflex
 
     return Reflex(cli_args=["--ros-args", "-p", f"rules_file:={rules}"])
 
@@ -227,7 +227,7 @@ def test_hold_keeps_a_rule_as_it_was_while_its_prediction_is_stale(tmp_path, exe
 def test_a_bad_rules_file_is_refused_at_start_in_one_line(tmp_path, rule, named):
     path = rules_file(tmp_path, rule)
     before = path.read_bytes()
-    command = node_command("gamma_net_ros.reflex", params={"rules_file": str(path)})
+    command = node_command("gamma_net_ros.reflex.node", params={"rules_file": str(path)})
     result = subprocess.run(command, capture_output=True, text=True, timeout=bound(120))
     output = result.stdout + result.stderr
     assert result.returncode == 1, output

@@ -27,7 +27,7 @@ pytestmark = pytest.mark.ros
 
 
 def make_reflex(rules, remap=(), **params):
-    from gamma_net_ros.reflex import Reflex
+    from gamma_net_ros.reflex.node import Reflex
 
     args = ["--ros-args", "-p", f"rules_file:={rules}"]
     for rule in remap:
@@ -198,7 +198,7 @@ def test_joint_trajectory_goals_are_filtered_and_held(tmp_path, executor, spin):
     ],
 )
 def test_bad_parameters_are_refused_in_one_line(tmp_path, params, named):
-    command = node_command("gamma_net_ros.reflex", params=params)
+    command = node_command("gamma_net_ros.reflex.node", params=params)
     result = subprocess.run(command, capture_output=True, text=True, timeout=bound(120))
     output = result.stdout + result.stderr
     assert result.returncode == 1 and "Traceback" not in output, output
@@ -263,7 +263,7 @@ def test_the_node_as_users_run_it_outlives_a_fuzz_never_pushes_toward_the_hazard
     from ros2_cli import Background, close_all
 
     rules = rules_file(tmp_path, STALL | {"hold_s": 0.0}, stale_after_s=0.2)
-    command = node_command("gamma_net_ros.reflex", params={"rules_file": str(rules), "hold_period_s": 0.05})
+    command = node_command("gamma_net_ros.reflex.node", params={"rules_file": str(rules), "hold_period_s": 0.05})
     run = Background(command, cwd=tmp_path, log_path=tmp_path / "reflex.log")
     rig = Rig(executor, spin)
     try:

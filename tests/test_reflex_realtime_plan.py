@@ -13,11 +13,11 @@ import sys
 import pytest
 from waiting import bound, wait_until
 
-from gamma_net_core.experiments.reflex_realtime_stats import SIMULATED_CONTACT_PER_HIT
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.reflex.rules import load_rules
-from gamma_net_ros.studies.reflex_realtime import (
+from gamma_net_studies.reflex_realtime_stats import SIMULATED_CONTACT_PER_HIT
+from gamma_net_studies.ros.reflex_realtime import (
     JOINTS,
     _launched,
     _simulated_per_hit,

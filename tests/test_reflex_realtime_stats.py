@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from gamma_net_core.experiments.reflex_realtime_stats import (
+from gamma_net_studies.reflex_realtime_stats import (
     SHARED,
     SIMULATED_CONTACT_PER_HIT,
     any_on,

@@ -9,14 +9,14 @@ import numpy as np
 import pytest
 from waiting import bound
 
-from gamma_net_core.experiments.reflex_study import _settings, run_condition
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.paths import config_file
 from gamma_net_core.reflex.rules import load_rules
 from gamma_net_core.signals.arm import ArmConfig
 from gamma_net_core.signals.obstacle import Obstacle
-from gamma_net_ros.bench.reflex import _command_latency, _reaction
+from gamma_net_studies.reflex_study import _settings, run_condition
+from gamma_net_studies.ros.bench.reflex import _command_latency, _reaction
 
 #: The study on its tiny budget: a Horde warmed, three conditions simulated (scaled by `bound`).
 STUDY_S = 250.0

@@ -8,10 +8,10 @@ import numpy as np
 import pytest
 
 from gamma_net_core.cli import main
-from gamma_net_core.experiments import square_wave as study
 from gamma_net_core.returns import discounted_returns
 from gamma_net_core.signals.square_wave import SquareWave
 from gamma_net_core.timescales import gamma_from_tau
+from gamma_net_studies import square_wave as study
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"
 

@@ -36,7 +36,7 @@ import sys
 
 import numpy as np
 
-from gamma_net_core.experiments.reflex_realtime_stats import bootstrap_ratio
+from gamma_net_studies.reflex_realtime_stats import bootstrap_ratio
 
 sys.path.insert(0, str(pathlib.Path(__file__).resolve().parents[1] / "tests"))
 import test_lambda_between as chains  # the test's harness: same streams, tiles, alpha

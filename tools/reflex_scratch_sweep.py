@@ -2,7 +2,7 @@
 
     python tools/reflex_scratch_sweep.py [SEEDS [SECONDS [DESIGNS [WARMUP]]]]     e.g.  8 180 paper,reflex 0
 
-The real-time study's obstacles, questions and rules (gamma_net_ros/studies/reflex_realtime.py:
+The real-time study's obstacles, questions and rules (gamma_net_studies/ros/reflex_realtime.py:
 config/reflex_questions.yaml and the shipped rules, adapted per obstacle), stepped as `gamma-net
 reflex study` steps them (its loop, ``reflex_study.run_condition``, at the Horde's rate, 30 Hz), with
 both rules of the pair observed, as the reflex node and the real-time study run them. Designs:
@@ -29,14 +29,14 @@ import numpy as np
 import yaml
 
 from gamma_net_core.config import load_config
-from gamma_net_core.experiments.reflex_study import run_condition, study_settings, warm_up
 from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.paths import config_file
 from gamma_net_core.reflex.rules import load_rules
 from gamma_net_core.signals.arm import ArmConfig
 from gamma_net_core.signals.obstacle import Obstacle
-from gamma_net_ros.studies.reflex_realtime import EXTRA_QUESTIONS, OBSTACLES, _write_questions, _write_rules
+from gamma_net_studies.reflex_study import run_condition, study_settings, warm_up
+from gamma_net_studies.ros.reflex_realtime import EXTRA_QUESTIONS, OBSTACLES, _write_questions, _write_rules
 
 LEARN_S = 60.0  # the study's --learn-s
 

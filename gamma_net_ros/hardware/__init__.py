@@ -6,5 +6,5 @@
 - goals: JointGoals, commands by joint name clamped to limits, soft stop, command timeout.
 - emulator: ServoBank + ServoEmulator, servos on a pseudo-terminal with fault injection.
 
-The driver node (gamma_net_ros.dynamixel_driver) adapts these to ROS messages.
+The driver node (gamma_net_ros.dynamixel_driver.node) adapts these to ROS messages.
 """

@@ -1,0 +1,227 @@
+"""The horde node's rows: the latest messages turned into the learner's inputs, cumulants and continuations.
+
+Each question is judged on its own (:class:`Reading`): a question is usable where the state is
+(every state input fresh, readable and finite: the state is shared, so a state input that is not
+stops every question) and its own cumulant and termination are. A stale or silent topic leaves
+its fields unread; a field that cannot be read (a joint the messages lack) or is not finite
+stops the questions that read it, and the reason is kept for the node to say once.
+"""
+
+from __future__ import annotations
+
+import array
+import math
+from dataclasses import dataclass, field
+
+import numpy as np
+from gamma_net_msgs.msg import PredictionArray, RealizedReturns
+
+from gamma_net_core.horde.fields import parse_field
+from gamma_net_core.horde.online_error import RealizedReturns as Realized
+from gamma_net_core.horde.questions import HordeSpec
+from gamma_net_ros.horde.topics import check_field, message_class
+
+
+def doubles(values) -> array.array:
+    # array.array is taken by rclpy as is; a list would be checked element by element.
+    return array.array("d", np.ascontiguousarray(values, dtype=np.float64).tobytes())
+
+
+@dataclass
+class Reading:
+    """One tick's row: NaN where a value could not be read; ``usable`` [Q] says which questions learn.
+
+    ``errors``: {signal label: why its field could not be read}, a label being ``state`` or a
+    question's name.
+    """
+
+    inputs: np.ndarray
+    cumulants: np.ndarray
+    continuations: np.ndarray
+    usable: np.ndarray
+    state_ok: bool
+    errors: dict[str, str] = field(default_factory=dict)
+
+
+class Row:
+    """Turns the latest message of each topic into the learner's row: inputs, cumulants, continuations.
+
+    Each distinct (topic, field) is read once per tick, and each distinct cumulant and termination
+    computed once, however many questions use it (thousands of questions share a few dozen).
+    """
+
+    def __init__(self, spec: HordeSpec) -> None:
+        fields: dict[tuple[str, str], int] = {}
+
+        def slot(signal) -> int:
+            return fields.setdefault((signal.topic, signal.field), len(fields))
+
+        self.names = spec.names
+        self.state = [slot(s) for s in spec.state]
+        self.cumulants = [(slot(q.cumulant), q.cumulant.apply) for q in spec.questions]
+        self.terminations = [
+            (slot(q.termination), q.termination.continuation) if q.termination is not None else None
+            for q in spec.questions
+        ]
+        cumulants, ends = {}, {}  # each distinct signal -> its place; a question without termination: the last
+        of = [cumulants.setdefault(q.cumulant, len(cumulants)) for q in spec.questions]
+        self.cumulant_of = np.array(of, dtype=np.intp)
+        self.distinct_cumulants = [(slot(c), c.apply) for c in cumulants]
+        ends_of = [-1 if q.termination is None else ends.setdefault(q.termination, len(ends)) for q in spec.questions]
+        self.termination_of = np.array([len(ends) if e < 0 else e for e in ends_of], dtype=np.intp)
+        self.distinct_terminations = [(slot(t), t.continuation) for t in ends]
+        self.reads = [(topic, parse_field(field)) for (topic, field) in fields]
+        self.cumulant_slots = np.array([k for k, _ in self.cumulants], dtype=np.intp)
+        self.terminated = np.array([t is not None for t in self.terminations])
+        self.termination_slots = np.array([t[0] if t else 0 for t in self.terminations], dtype=np.intp)
+
+    def __call__(self, messages: dict) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The row of every question. ValueError naming the first field that cannot be read or is not finite."""
+        reading = self.read(messages)
+        if reading.errors:
+            raise ValueError(next(iter(reading.errors.values())))
+        return reading.inputs, reading.cumulants, reading.continuations
+
+    def read(self, messages: dict) -> Reading:
+        """The row of ``messages`` ({topic: latest fresh message}; a topic left out is stale or silent)."""
+        read, why = [], {}  # a Python list: each value is used as a float below, not as an array element
+        for topic, path in self.reads:
+            message = messages.get(topic)
+            if message is None:
+                read.append(math.nan)
+                continue
+            try:
+                read.append(path.resolve(message))
+            except ValueError as exc:
+                why[len(read)] = str(exc)
+                read.append(math.nan)
+        values = np.array(read)
+        finite = np.isfinite(values)
+        if not finite.all():
+            for k in np.flatnonzero(~finite):
+                topic, path = self.reads[k]
+                if k not in why and topic in messages:
+                    why[int(k)] = f"field {path.path!r} on {topic} is {read[k]}"
+        errors = {"state": why[k] for k in self.state[::-1] if k in why}  # noqa: B035 - the first wins
+        inputs = values[self.state]
+        state_ok = bool(finite[self.state].all())
+        usable = finite[self.cumulant_slots] & (finite[self.termination_slots] | ~self.terminated) & state_ok
+        # a signal that cannot be read gives NaN (or a number, unused): only usable questions take theirs
+        kinds = np.array([apply(read[k]) for k, apply in self.distinct_cumulants])
+        ends = np.array([continuation(read[k]) for k, continuation in self.distinct_terminations] + [1.0])
+        cumulants = np.where(usable, kinds[self.cumulant_of], np.nan)
+        continuations = np.where(usable, ends[self.termination_of], 1.0)
+        for q in np.flatnonzero(~usable).tolist():
+            (k, _), termination = self.cumulants[q], self.terminations[q]
+            slots = [k] if termination is None else [k, termination[0]]
+            errors.update({self.names[q]: why[j] for j in slots[::-1] if j in why})  # noqa: B035 - the first
+        return Reading(inputs, cumulants, continuations, usable, state_ok, errors)
+
+
+def check_signals(spec: HordeSpec) -> None:
+    """What could never be read, refused before the first tick: ValueError naming the question and field.
+
+    A type that is not installed, a field it lacks, an index beyond a fixed-size array, or a
+    topic given a second type (one subscription carries one type: the signals naming the other
+    could never be read).
+    """
+    labelled = [(f"state[{i}]", s) for i, s in enumerate(spec.state)]
+    for q in spec.questions:
+        labelled.append((f"question {q.name!r} cumulant", q.cumulant))
+        if q.termination is not None:
+            labelled.append((f"question {q.name!r} termination", q.termination))
+    first: dict[str, tuple[str, str]] = {}  # topic -> (label, type) of the first signal on it
+    for label, signal in labelled:
+        try:
+            cls = message_class(signal.type)
+            check_field(cls, signal.field)
+        except ValueError as exc:
+            raise ValueError(f"{label} on {signal.topic}: {exc}") from None
+        label_then, type_then = first.setdefault(signal.topic, (label, signal.type))
+        if cls is not message_class(type_then):  # pkg/Type and pkg/msg/Type name one class
+            raise ValueError(
+                f"{label} on {signal.topic}: type {signal.type}, but {label_then} on the same topic says "
+                f"{type_then}; a topic carries one type"
+            )
+
+
+def stamp_of(msg):
+    """The header stamp of ``msg``, or None where it has no header or an unset (zero) stamp."""
+    header = getattr(msg, "header", None)
+    stamp = getattr(header, "stamp", None)
+    if stamp is None or (stamp.sec == 0 and stamp.nanosec == 0):
+        return None
+    return stamp
+
+
+def prediction_array(names, gammas, readout_names, table: np.ndarray, stamp, update_count: int) -> PredictionArray:
+    """The PredictionArray of ``table`` [Q, G + R]: the published gammas, then the readouts (NaN: stopped)."""
+    n = len(gammas)
+    msg = PredictionArray()
+    msg.header.stamp = stamp
+    msg.questions = list(names)
+    msg.gammas = doubles(gammas)
+    msg.values = doubles(table[:, :n].reshape(-1))
+    msg.readouts = list(readout_names)
+    msg.readout_values = doubles(table[:, n:].reshape(-1))
+    msg.update_count = int(update_count)
+    return msg
+
+
+def returns_msg(names, gammas, readout_names, realized: Realized, stamp, update_count: int) -> RealizedReturns:
+    """The RealizedReturns of this tick (``horde/returns``): [Q x (G + R)], row-major, NaN where none completed."""
+    msg = RealizedReturns()
+    msg.header.stamp = stamp
+    msg.questions = list(names)
+    msg.gammas = doubles(gammas)
+    msg.readouts = list(readout_names)
+    msg.returns = doubles(realized.returns.reshape(-1))
+    msg.predictions = doubles(realized.predictions.reshape(-1))
+    msg.steps_ago = array.array("I", np.ascontiguousarray(realized.steps_ago, dtype=np.uint32).tobytes())
+    msg.update_count = int(update_count)
+    return msg
+
+
+def freeze_start_up_objects() -> None:
+    """Move every object alive now (modules, numba's compiled kernels, the learner) out of the collector's reach.
+
+    A full collection walks every tracked object; after start-up that is some hundreds of
+    thousands (numpy, numba, rclpy), so each one held the node for milliseconds, and the ticks
+    that arrived meanwhile came out late together. Frozen, the collector walks only what was
+    made since. Nothing frozen is freed (it lives as long as the node anyway).
+    """
+    import gc
+
+    gc.collect()  # what start-up left as garbage is freed first, not frozen
+    gc.freeze()
+
+
+def prediction_table(learner, inputs: np.ndarray, gammas: np.ndarray) -> np.ndarray:
+    """[Q, G + R]: each question's prediction at ``gammas``, then under each of the learner's readouts."""
+    values = learner.predict(inputs, gammas)
+    readouts = [learner.readout(inputs, name) for name in learner.readout_names]
+    return np.column_stack([values, *readouts])
+
+
+def question_index(names: list[str], name: str) -> int:
+    """The index of question ``name`` ('' for the only one); ValueError naming the questions there are."""
+    if not name:
+        if len(names) == 1:
+            return 0
+        raise ValueError(f"name a question: one of {names}")
+    if name not in names:
+        raise ValueError(f"no question {name!r}; questions: {names}")
+    return names.index(name)
+
+
+def answer(response, learner, question: int, gammas, inputs, stamp):
+    """``response`` (a PredictAt reply) filled with ``question``'s prediction at ``gammas`` from the latest state."""
+    if inputs is None:
+        raise ValueError("no sampled state yet: every topic must publish first")
+    response.values = doubles(learner.predict(inputs, gammas)[question])
+    response.success = True
+    response.header.stamp = stamp
+    response.question = learner.names[question]
+    response.gammas = doubles(gammas)
+    response.update_count = int(learner.update_count)
+    return response

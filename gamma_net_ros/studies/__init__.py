@@ -1,1 +1,0 @@
-"""Experiments that orchestrate ROS processes (launches) and read what they report."""

@@ -1,4 +1,4 @@
-"""Every relative link in README.md and docs/*.md leads to a file that exists, and to a heading there."""
+"""Every relative link in README.md, docs/ and docs/lab-notes/ leads to a file that exists, and to a heading there."""
 
 from __future__ import annotations
 
@@ -18,11 +18,16 @@ def prose(text: str) -> str:
     return re.sub(r"`[^`\n]*`", "", text)
 
 
+#: An anchor kept by hand where a heading changed and pages or code still link its old name.
+HTML_ANCHOR = re.compile(r'<a (?:id|name)="([^"]+)"></a>')
+
+
 def anchors(path: pathlib.Path) -> set[str]:
-    """The anchors GitHub gives PATH's headings: lowercase, punctuation dropped, spaces to hyphens."""
+    """The anchors GitHub gives PATH's headings (lowercase, punctuation dropped, spaces to hyphens) and `<a id>`s."""
     seen: dict[str, int] = {}
-    result = set()
-    for line in re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M).splitlines():
+    text = re.sub(r"^```.*?^```", "", path.read_text(encoding="utf-8"), flags=re.S | re.M)
+    result = set(HTML_ANCHOR.findall(text))
+    for line in text.splitlines():
         heading = re.match(r"#{1,6}\s+(.*?)\s*#*\s*$", line)
         if not heading:
             continue
@@ -50,7 +55,13 @@ def broken_links(page: pathlib.Path) -> list[str]:
     return broken
 
 
-@pytest.mark.parametrize("page", all_guides(), ids=lambda p: str(p.relative_to(ROOT)))
+def linked_pages() -> list[pathlib.Path]:
+    """The guides, the lab notes and the project's own pages at the root: every page whose links are checked."""
+    notes = sorted((ROOT / "docs" / "lab-notes").glob("*.md"))
+    return [*all_guides(), *notes, ROOT / "CONTRIBUTING.md", ROOT / "CHANGELOG.md"]
+
+
+@pytest.mark.parametrize("page", linked_pages(), ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_relative_link_points_to_an_existing_file_and_heading(page):
     assert not broken_links(page)
 
@@ -66,6 +77,7 @@ def test_the_link_check_finds_a_missing_file_and_a_missing_heading(tmp_path):
         "# Title: `here`\n\n```bash\n# not a heading\n```\n"
         "[ok](a.md#title-here) [self](#title-here) [gone](b.md) [astray](a.md#elsewhere) `[code](c.md)`\n"
         "![figure](a.md) [web](https://example.org/x.md)\n"
+        '<a id="old-name"></a>\n\n## Kept\n[ok](a.md#old-name)\n'
     )
-    assert anchors(tmp_path / "a.md") == {"title-here"}
+    assert anchors(tmp_path / "a.md") == {"title-here", "old-name", "kept"}
     assert broken_links(tmp_path / "a.md") == ["b.md: no such file", "a.md#elsewhere: no heading #elsewhere in a.md"]

@@ -16,6 +16,7 @@ what is computed from their JSON is here, without ROS, so it is tested on plain 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import pathlib
 from collections.abc import Iterable, Sequence
@@ -386,7 +387,40 @@ def summarize(
     default = "pretrained" if pretrained else "scratch"
     starts = starts_of(runs, default) if starts is None else list(starts)
     tables, data = [], {}
-    checks = Table(
+    checks = _checks_table(window_s, learn_s)
+    for start in starts:
+        mine = runs_of(runs, start, default)
+        learning = learn_s if start == "scratch" else 0.0  # a from-scratch Horde's learning time, not counted
+        counted = f", the predictive runs' contact counted from {learning:g} s on" if learning else ""
+        ratio_table = Table(
+            f"predictive / reactive contact seconds per minute, bootstrap 95 % interval over runs (unpaired), "
+            f"{_title(start)}{counted}",
+            ["obstacle", "runs (pred, react)", "ratio", "95 % interval", "progress vs reactive"],
+        )
+        data[start] = {}
+        for obstacle in dict.fromkeys(r["obstacle"] for r in mine):
+            by = {c: [r for r in mine if r["obstacle"] == obstacle and r["condition"] == c] for c in CONDITIONS}
+            table, here = _condition_table(mine, by, obstacle, start, default, seconds)
+            tables.append(table)
+            data[start][obstacle] = here
+            comparison = _Comparison(
+                seconds=seconds, learning=learning, resamples=resamples, window_s=window_s, step_s=step_s
+            )
+            reference = (SIMULATED_CONTACT_PER_HIT if simulated is None else simulated).get(obstacle)
+            ratio_row, checks_row = comparison.add(here, by, reference)
+            ratio_table.add(obstacle, *ratio_row)
+            checks.add(start, obstacle, *checks_row)
+        tables.append(ratio_table)
+    return Report(tables=[*tables, checks], data=data)
+
+
+def _title(start: str) -> str:
+    return "pretrained" if start == "pretrained" else "learning from scratch"
+
+
+def _checks_table(window_s: float, learn_s: float) -> Table:
+    """The table of :func:`done_when`'s checks and the time to beat, one row per start and obstacle."""
+    return Table(
         "the issue's Done when, per start and obstacle: predictive/reactive contact (s per minute) <= 0.5 with the "
         f"95 % interval's upper end < 1{'' if not learn_s else f' (from scratch: counted from {learn_s:g} s on)'}; "
         "progress (circuits per minute) at most 5 % below no reflex's; reactive contact per hit within 1.5x "
@@ -404,99 +438,101 @@ def summarize(
             "predictive ahead from (95 %)",
         ],
     )
-    for start in starts:
-        mine = runs_of(runs, start, default)
-        title = "pretrained" if start == "pretrained" else "learning from scratch"
-        learning = learn_s if start == "scratch" else 0.0  # a from-scratch Horde's learning time, not counted
-        counted = f", the predictive runs' contact counted from {learning:g} s on" if learning else ""
-        # Said once per table: which runs are shared, and whose Horde the none row's rule-on is.
-        shared = (
-            f"; {' and '.join(SHARED)} never read the Horde: their runs are shared by every start, and none's "
-            "rule on (the predictive rule's, event only) is given from its runs whose Horde had this start only"
+
+
+def _condition_table(
+    mine: Sequence[dict], by: dict[str, list[dict]], obstacle: str, start: str, default: str, seconds: float
+) -> tuple[Table, dict]:
+    """One obstacle's table (mean ± sd per condition) and its columns per condition."""
+    # Said once per table: which runs are shared, and whose Horde the none row's rule-on is.
+    shared = (
+        f"; {' and '.join(SHARED)} never read the Horde: their runs are shared by every start, and none's "
+        "rule on (the predictive rule's, event only) is given from its runs whose Horde had this start only"
+    )
+    table = Table(
+        f"reflex in real time: {obstacle} obstacle, {_lengths(mine, obstacle, seconds)}, {_title(start)} "
+        "(mean ± sd over runs)"
+        + (shared if any(r["obstacle"] == obstacle and r["condition"] in SHARED for r in mine) else ""),
+        ["condition", "runs", *QUANTITIES.values()],
+    )
+    here = {}
+    for condition, rows in by.items():
+        if not rows:
+            continue
+        # The none rule's on time is its Horde's prediction crossing: another start's Horde is not this one's.
+        horde = [r for r in rows if condition != "none" or start_of(r, default) == start]
+        columns = {
+            k: [_on_fraction(r) for r in horde] if k == "rule_on_fraction" else [float(r[k]) for r in rows]
+            for k in QUANTITIES
+        }
+        table.add(condition, len(rows), *(mean_sd(columns[k]) for k in QUANTITIES))
+        here[condition] = columns
+    return table, here
+
+
+@dataclasses.dataclass(frozen=True)
+class _Comparison:
+    """How one obstacle's predictive runs are compared with its reactive and no-reflex runs."""
+
+    seconds: float
+    learning: float
+    resamples: int
+    window_s: float
+    step_s: float
+
+    def add(self, here: dict, by: dict[str, list[dict]], reference: float | None) -> tuple[tuple, tuple]:
+        """The ratio, progress, time to beat and checks of one obstacle, put into ``here``.
+
+        Returns:
+          The obstacle's cells of the ratio table and of the checks table (after its own name).
+        """
+        ratio = bootstrap_ratio(
+            [counted_contact_rate(r, self.learning, seconds=self.seconds) for r in by["predictive"]],
+            [counted_contact_rate(r, seconds=self.seconds) for r in by["reactive"]],
+            resamples=self.resamples,
         )
-        obstacles = list(dict.fromkeys(r["obstacle"] for r in mine))
-        data[start] = {}
-        ratio_table = Table(
-            f"predictive / reactive contact seconds per minute, bootstrap 95 % interval over runs (unpaired), "
-            f"{title}{counted}",
-            ["obstacle", "runs (pred, react)", "ratio", "95 % interval", "progress vs reactive"],
+        here["ratio"] = ratio
+        progress = {
+            c: float(np.mean([progress_rate(r, seconds=self.seconds) for r in by[c]])) if by[c] else None for c in by
+        }
+        change = _change(progress["predictive"], progress["reactive"])
+        runs = f"{ratio['runs'][0]}, {ratio['runs'][1]}"
+        shown = "-" if change is None else f"{100 * change:+.1f} %"
+        if ratio["ratio"] is None:
+            ratio_row = (runs, "undefined", ratio["undefined"], shown)
+        else:
+            ratio_row = (runs, f"{ratio['ratio']:.2f}", f"{ratio['low']:.2f} .. {ratio['high']:.2f}", shown)
+        # A run from before the series were recorded has none: the time to beat uses the runs that do.
+        beat = time_to_beat(
+            [r["contact_series"] for r in by["predictive"] if r.get("contact_series")],
+            [r["contact_series"] for r in by["reactive"] if r.get("contact_series")],
+            window_s=self.window_s,
+            step_s=self.step_s,
+            resamples=self.resamples,
         )
-        for obstacle in obstacles:
-            table = Table(
-                f"reflex in real time: {obstacle} obstacle, {_lengths(mine, obstacle, seconds)}, {title} "
-                "(mean ± sd over runs)"
-                + (shared if any(r["obstacle"] == obstacle and r["condition"] in SHARED for r in mine) else ""),
-                ["condition", "runs", *QUANTITIES.values()],
-            )
-            by = {c: [r for r in mine if r["obstacle"] == obstacle and r["condition"] == c] for c in CONDITIONS}
-            here = data[start][obstacle] = {}
-            for condition, rows in by.items():
-                if not rows:
-                    continue
-                # The none rule's on time is its Horde's prediction crossing: another start's Horde is not this one's.
-                horde = [r for r in rows if condition != "none" or start_of(r, default) == start]
-                columns = {
-                    k: [_on_fraction(r) for r in horde] if k == "rule_on_fraction" else [float(r[k]) for r in rows]
-                    for k in QUANTITIES
-                }
-                table.add(condition, len(rows), *(mean_sd(columns[k]) for k in QUANTITIES))
-                here[condition] = columns
-            tables.append(table)
-            ratio = bootstrap_ratio(
-                [counted_contact_rate(r, learning, seconds=seconds) for r in by["predictive"]],
-                [counted_contact_rate(r, seconds=seconds) for r in by["reactive"]],
-                resamples=resamples,
-            )
-            here["ratio"] = ratio
-            progress = {
-                c: float(np.mean([progress_rate(r, seconds=seconds) for r in by[c]])) if by[c] else None for c in by
-            }
-            change = _change(progress["predictive"], progress["reactive"])
-            shown = "-" if change is None else f"{100 * change:+.1f} %"
-            if ratio["ratio"] is None:
-                ratio_table.add(
-                    obstacle, f"{ratio['runs'][0]}, {ratio['runs'][1]}", "undefined", ratio["undefined"], shown
-                )
-            else:
-                interval = f"{ratio['low']:.2f} .. {ratio['high']:.2f}"
-                ratio_table.add(
-                    obstacle, f"{ratio['runs'][0]}, {ratio['runs'][1]}", f"{ratio['ratio']:.2f}", interval, shown
-                )
-            # A run from before the series were recorded has none: the time to beat uses the runs that do.
-            beat = time_to_beat(
-                [r["contact_series"] for r in by["predictive"] if r.get("contact_series")],
-                [r["contact_series"] for r in by["reactive"] if r.get("contact_series")],
-                window_s=window_s,
-                step_s=step_s,
-                resamples=resamples,
-            )
-            vs_none = _change(progress["predictive"], progress["none"])
-            per_hit = contact_per_hit(by["reactive"]) if by["reactive"] else None
-            reference = (SIMULATED_CONTACT_PER_HIT if simulated is None else simulated).get(obstacle)
-            verdict = done_when(ratio, vs_none, per_hit, reference)
-            here.update(
-                time_to_beat=beat,
-                progress_vs_none=vs_none,
-                reactive_contact_per_hit=per_hit,
-                simulated_contact_per_hit=reference,
-                checks=verdict,
-            )
-            checks.add(
-                start,
-                obstacle,
-                "undefined"
-                if ratio["ratio"] is None
-                else f"{ratio['ratio']:.2f} ({ratio['low']:.2f} .. {ratio['high']:.2f})",
-                verdict["ratio"],
-                "-" if vs_none is None else f"{100 * vs_none:+.1f} %",
-                verdict["progress"],
-                ("-" if per_hit is None else f"{per_hit:.3f}")
-                + ("" if reference is None else f" (simulated {reference:.3f})"),
-                verdict["per_hit"],
-                describe_time_to_beat(beat),
-            )
-        tables.append(ratio_table)
-    return Report(tables=[*tables, checks], data=data)
+        vs_none = _change(progress["predictive"], progress["none"])
+        per_hit = contact_per_hit(by["reactive"]) if by["reactive"] else None
+        verdict = done_when(ratio, vs_none, per_hit, reference)
+        here.update(
+            time_to_beat=beat,
+            progress_vs_none=vs_none,
+            reactive_contact_per_hit=per_hit,
+            simulated_contact_per_hit=reference,
+            checks=verdict,
+        )
+        checks_row = (
+            "undefined"
+            if ratio["ratio"] is None
+            else f"{ratio['ratio']:.2f} ({ratio['low']:.2f} .. {ratio['high']:.2f})",
+            verdict["ratio"],
+            "-" if vs_none is None else f"{100 * vs_none:+.1f} %",
+            verdict["progress"],
+            ("-" if per_hit is None else f"{per_hit:.3f}")
+            + ("" if reference is None else f" (simulated {reference:.3f})"),
+            verdict["per_hit"],
+            describe_time_to_beat(beat),
+        )
+        return ratio_row, checks_row
 
 
 def counted_contact_rate(run: dict, learn_s: float = 0.0, *, seconds: float | None = None) -> float:

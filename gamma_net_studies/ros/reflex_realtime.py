@@ -52,6 +52,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import copy
+import dataclasses
 import json
 import math
 import os
@@ -223,7 +224,50 @@ def _obstacle_runs(text: str, runs: int) -> dict[str, int]:
     return counts
 
 
+@dataclasses.dataclass(frozen=True)
+class _Study:
+    """What a study's arguments ask for, checked."""
+
+    obstacles: dict[str, int]
+    conditions: list[str]
+    starts: list[str]
+    pretrained: pathlib.Path | None
+    priorities: dict[str, int]
+    out: pathlib.Path
+    markdown_file: pathlib.Path | None
+
+
 def run(args: argparse.Namespace) -> Report:
+    study = _configure(args)
+    # Per obstacle and seed its runs side by side, so the conditions compared meet the same load;
+    # a shared condition's run once, for every start.
+    plan = [
+        (start, obstacle, seed, condition)
+        for obstacle, count in study.obstacles.items()
+        for seed in range(args.first_seed, args.first_seed + count)
+        for condition in study.conditions
+        for start in ([SHARED_RUN] if condition in SHARED else study.starts)
+    ]
+    if args.plan:
+        return _plan(plan, study.out, args, study.pretrained, study.starts)
+    if study.priorities:
+        _check_priorities(study.priorities)  # refused before any launch, not in the first one
+    for sub in ("runs", "rules", "logs"):
+        (study.out / sub).mkdir(parents=True, exist_ok=True)
+    questions = _write_questions(study.out / "questions.yaml")
+    rules = {
+        (o, c): _write_rules(study.out / "rules" / f"{o}-{c}.yaml", o, c, questions)
+        for o in study.obstacles
+        for c in study.conditions
+    }
+    runs = _run_plan(args, study, plan, questions, rules)
+    simulated = dict(SIMULATED_CONTACT_PER_HIT)
+    if args.simulated_seeds:
+        simulated = _simulated_per_hit(study.out, study.obstacles, rules, questions, seeds=args.simulated_seeds)
+    return _report(args, study, runs, simulated)
+
+
+def _configure(args: argparse.Namespace) -> _Study:
     check_range("--runs", args.runs, low=1)
     check_range("--first-seed", args.first_seed, low=0)
     check_range("--seconds", args.seconds, above=0.0)
@@ -253,25 +297,14 @@ def run(args: argparse.Namespace) -> Report:
     markdown_file = pathlib.Path(args.markdown) if args.markdown else None
     if markdown_file is not None:
         check(not markdown_file.is_dir(), f"--markdown {args.markdown} is a folder; it must name a file")
-    # Per obstacle and seed its runs side by side, so the conditions compared meet the same load;
-    # a shared condition's run once, for every start.
-    plan = [
-        (start, obstacle, seed, condition)
-        for obstacle, count in obstacles.items()
-        for seed in range(args.first_seed, args.first_seed + count)
-        for condition in conditions
-        for start in ([SHARED_RUN] if condition in SHARED else starts)
-    ]
-    if args.plan:
-        return _plan(plan, out, args, pretrained, starts)
-    if priorities:
-        _check_priorities(priorities)  # refused before any launch, not in the first one
-    for sub in ("runs", "rules", "logs"):
-        (out / sub).mkdir(parents=True, exist_ok=True)
-    questions = _write_questions(out / "questions.yaml")
-    rules = {
-        (o, c): _write_rules(out / "rules" / f"{o}-{c}.yaml", o, c, questions) for o in obstacles for c in conditions
-    }
+    return _Study(obstacles, conditions, starts, pretrained, priorities, out, markdown_file)
+
+
+def _run_plan(
+    args: argparse.Namespace, study: _Study, plan: list[tuple], questions: pathlib.Path, rules: dict
+) -> list[dict]:
+    """Each planned run's results, in the plan's order: run now, or read back from an earlier call."""
+    out = study.out
     checkpoints: dict[str, pathlib.Path] = {}
     # Resumable: a run done is read back, not run again.
     found = {key: _done(out, *key) for key in plan}
@@ -293,11 +326,11 @@ def run(args: argparse.Namespace) -> Report:
             checkpoint = None
             if (SHARED_START if start == SHARED_RUN else start) == "pretrained":
                 if obstacle not in checkpoints:
-                    checkpoints[obstacle] = pretrained or _warm_checkpoint(
+                    checkpoints[obstacle] = study.pretrained or _warm_checkpoint(
                         out, obstacle, questions, args.warmup_circuits
                     )
                 checkpoint = checkpoints[obstacle]
-            shown = f"{SHARED_START} (for {', '.join(starts)})" if start == SHARED_RUN else start
+            shown = f"{SHARED_START} (for {', '.join(study.starts)})" if start == SHARED_RUN else start
             seconds = _seconds_of(args, start, condition)
             print(f"[realtime-study] {shown} {obstacle} {condition} seed {seed}: {seconds:g} s", flush=True)
             result = run_once(
@@ -312,32 +345,34 @@ def run(args: argparse.Namespace) -> Report:
                 log=out / "logs" / f"{path.stem}.log",
                 start_timeout=args.start_timeout,
                 poll_s=args.poll_s,
-                priorities=priorities,
+                priorities=study.priorities,
             )
             write_json(path, result)
             runs[key] = result
-    runs = [runs[key] for key in plan]
-    simulated = dict(SIMULATED_CONTACT_PER_HIT)
-    if args.simulated_seeds:
-        simulated = _simulated_per_hit(out, obstacles, rules, questions, seeds=args.simulated_seeds)
+    return [runs[key] for key in plan]
+
+
+def _report(args: argparse.Namespace, study: _Study, runs: list[dict], simulated: dict) -> Report:
+    """The summary's tables, its figures and the checks' count."""
+    out = study.out
     report = summarize(
         runs,
         seconds=args.seconds,
-        starts=starts,
+        starts=study.starts,
         resamples=args.resamples,
         window_s=args.window_s,
         learn_s=args.learn_s,
         simulated=simulated,
     )
-    figure = plot_summary(out / "reflex_realtime.png", runs, starts)
+    figure = plot_summary(out / "reflex_realtime.png", runs, study.starts)
     beats = {(s, o): d["time_to_beat"] for s, by in report.data.items() for o, d in by.items()}
     timeline = plot_time_to_beat(out / "reflex_realtime_ahead.png", beats)
     if timeline is None:
         (out / "reflex_realtime_ahead.png").unlink(missing_ok=True)  # not an earlier summary's
     report.files += [str(figure), *([str(timeline)] if timeline else []), str(out / "runs")]
-    if markdown_file is not None:
-        markdown_file.write_text(markdown(report.tables))
-        report.files.append(str(markdown_file))
+    if study.markdown_file is not None:
+        study.markdown_file.write_text(markdown(report.tables))
+        report.files.append(str(study.markdown_file))
     report.data["runs"] = len(runs)
     checks = [
         c for by in report.data.values() if isinstance(by, dict) for d in by.values() for c in d["checks"].values()
@@ -746,41 +781,20 @@ def run_once(
     watcher.reset()
     launched = time.monotonic()
     load_before = os.getloadavg()
-    series, missed, applied = [], 0, {}
+    applied = {}
     with open(log, "w") as log_file:
         process = subprocess.Popen(command, stdout=log_file, stderr=subprocess.STDOUT, start_new_session=True)
         try:
             client = EmulatorClient(f"{port}.ctl")
-            # A reading late by more than its interval is skipped, not waited for: the window's end is kept.
-            poller = EmulatorClient(f"{port}.ctl", timeout=poll_s)
-            deadline = time.monotonic() + start_timeout
-            while watcher.first_prediction is None:
-                if process.poll() is not None:
-                    raise ChildProcessError(
-                        f"the launch ended (exit {process.returncode}) before a prediction: see {log}"
-                    )
-                if time.monotonic() > deadline:
-                    raise ChildProcessError(f"no prediction within {start_timeout:g} s of the launch: see {log}")
-                time.sleep(0.05)
+            _wait_for_first_prediction(watcher, process, time.monotonic() + start_timeout, start_timeout, log)
             if priorities:
                 applied = _apply_priorities(process.pid, priorities)
             before = client.state()["servos"][place["servo"]]["obstacle"]
             watcher.start_window()
             start = time.monotonic()
-            series.append([0.0, 0.0, 0])
-            next_poll = start + poll_s
-            while time.monotonic() - start < seconds:
-                if process.poll() is not None:
-                    raise ChildProcessError(f"the launch ended (exit {process.returncode}) during the run: see {log}")
-                if time.monotonic() >= next_poll:
-                    next_poll += poll_s
-                    try:
-                        now = poller.state()["servos"][place["servo"]]["obstacle"]
-                    except (OSError, ValueError):  # a busy emulator's late reply: the next reading will do
-                        missed += 1
-                    else:
-                        series.append(_since(before, now, time.monotonic() - start))
-                time.sleep(min(0.1, max(0.0, next_poll - time.monotonic())))
+            # A reading late by more than its interval is skipped, not waited for: the window's end is kept.
+            poller = EmulatorClient(f"{port}.ctl", timeout=poll_s)
+            series, missed = _poll_contact(poller, place["servo"], process, before, start, seconds, poll_s, log)
             after = client.state()["servos"][place["servo"]]["obstacle"]
             end = time.monotonic()
             series.append(_since(before, after, end - start))
@@ -816,6 +830,46 @@ def run_once(
         "arguments": {k: str(v) for k, v in arguments.items() if k not in ("port", "checkpoint_path")},
         "log": str(log),
     }
+
+
+def _wait_for_first_prediction(
+    watcher: _Watcher, process: subprocess.Popen, deadline: float, start_timeout: float, log: pathlib.Path
+) -> None:
+    """Until the watcher has heard a prediction; a launch that ends or stays silent is an error naming its log."""
+    while watcher.first_prediction is None:
+        if process.poll() is not None:
+            raise ChildProcessError(f"the launch ended (exit {process.returncode}) before a prediction: see {log}")
+        if time.monotonic() > deadline:
+            raise ChildProcessError(f"no prediction within {start_timeout:g} s of the launch: see {log}")
+        time.sleep(0.05)
+
+
+def _poll_contact(
+    poller,
+    servo: int,
+    process: subprocess.Popen,
+    before: dict,
+    start: float,
+    seconds: float,
+    poll_s: float,
+    log: pathlib.Path,
+) -> tuple[list, int]:
+    """The obstacle's contact series over the window (from ``[0, 0, 0]``) and the readings missed."""
+    series, missed = [[0.0, 0.0, 0]], 0
+    next_poll = start + poll_s
+    while time.monotonic() - start < seconds:
+        if process.poll() is not None:
+            raise ChildProcessError(f"the launch ended (exit {process.returncode}) during the run: see {log}")
+        if time.monotonic() >= next_poll:
+            next_poll += poll_s
+            try:
+                now = poller.state()["servos"][servo]["obstacle"]
+            except (OSError, ValueError):  # a busy emulator's late reply: the next reading will do
+                missed += 1
+            else:
+                series.append(_since(before, now, time.monotonic() - start))
+        time.sleep(min(0.1, max(0.0, next_poll - time.monotonic())))
+    return series, missed
 
 
 def _since(before: dict, now: dict, t: float) -> list:

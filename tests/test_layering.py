@@ -194,7 +194,6 @@ FUNCTION_LINES = 80
 FUNCTION_LINES_EXCEPTIONS = {
     "gamma_net_core/horde/thresholds_command.py:run",
     "gamma_net_core/horde/train_command.py:run",
-    "gamma_net_studies/ros/reflex_realtime.py:run_once",
     "gamma_net_core/linear/lambda_return.py:learn_many_lambda_return",
     "gamma_net_core/atari/points_command.py:run",
     "gamma_net_studies/arm_train.py:run",

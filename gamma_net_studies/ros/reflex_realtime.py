@@ -750,31 +750,17 @@ def run_once(
 ) -> dict:
     """One launch for ``seconds`` from its first prediction; its results (the module docstring's).
 
-    ``contact_series`` is the obstacle's counters read every ``poll_s`` through the emulator's
-    control socket: ``[t, contact_s, contacts]``, t from the window's start, both counters since
-    then (a reading the emulator did not answer in time is left out and counted in
-    ``polls_missed``).
+    ``contact_series``: the obstacle's counters since the window's start, ``[t, contact_s, contacts]``
+    read every ``poll_s`` through the emulator's control socket (a late reading counts in ``polls_missed``).
     """
     from gamma_net_ros.hardware.emulator.client import EmulatorClient
 
     place = OBSTACLES[obstacle]
     folder = pathlib.Path(tempfile.mkdtemp(prefix="gnrt-"))  # short: a Unix socket path has ~100 characters
     port = folder / "ttyDXL"
-    checkpoint = ""
-    if pretrained is not None:
-        checkpoint = str(shutil.copyfile(pretrained, folder / pretrained.name))  # a copy: the Horde saves into it
-    arguments = {
-        "port": port,
-        "operator_seed": seed,
-        "overshoot_joint": place["joint"],
-        "overshoot_direction": place["direction"],
-        "obstacle_servo": place["servo"],
-        "obstacle_low": place["low"],
-        "obstacle_high": place["high"],
-        "rules_file": rules_file,
-        "questions_file": questions_file,
-        "checkpoint_path": checkpoint,
-    }
+    arguments = _launch_arguments(place, port=port, seed=seed, rules_file=rules_file, questions=questions_file)
+    if pretrained is not None:  # a copy: the Horde saves into it
+        arguments["checkpoint_path"] = str(shutil.copyfile(pretrained, folder / pretrained.name))
     # An empty value is not a launch argument: '' (from scratch) is the launch's default.
     given = [f"{k}:={v}" for k, v in arguments.items() if v != ""]
     command = ["ros2", "launch", "gamma_net_ros", "reflex.launch.py", *given]
@@ -803,10 +789,7 @@ def run_once(
             exit_code = _stop(process)
             shutil.rmtree(folder, ignore_errors=True)
     wall = time.monotonic() - launched
-    rules = sorted({rule for rule, _, _ in switches}) or [yaml.safe_load(rules_file.read_text())["rules"][0]["name"]]
-    # Every switch since the launch: time_on takes those before the window as the state it starts in.
-    on_fraction = {rule: time_on([(t, on) for r, t, on in switches if r == rule], start, end) for rule in rules}
-    any_on_fraction = time_on(any_on(switches), start, end)
+    on_fraction, any_on_fraction = _on_fractions(switches, rules_file, start, end)
     return {
         "obstacle": obstacle,
         "condition": condition,
@@ -830,6 +813,30 @@ def run_once(
         "arguments": {k: str(v) for k, v in arguments.items() if k not in ("port", "checkpoint_path")},
         "log": str(log),
     }
+
+
+def _launch_arguments(place: dict, *, port: pathlib.Path, seed: int, rules_file, questions) -> dict:
+    """reflex.launch.py's arguments for one run at an obstacle's ``place``, from scratch."""
+    return {
+        "port": port,
+        "operator_seed": seed,
+        "overshoot_joint": place["joint"],
+        "overshoot_direction": place["direction"],
+        "obstacle_servo": place["servo"],
+        "obstacle_low": place["low"],
+        "obstacle_high": place["high"],
+        "rules_file": rules_file,
+        "questions_file": questions,
+        "checkpoint_path": "",
+    }
+
+
+def _on_fractions(switches: list, rules_file: pathlib.Path, start: float, end: float) -> tuple[dict, float]:
+    """Each rule's fraction of the window it was on, and any rule's."""
+    rules = sorted({rule for rule, _, _ in switches}) or [yaml.safe_load(rules_file.read_text())["rules"][0]["name"]]
+    # Every switch since the launch: time_on takes those before the window as the state it starts in.
+    on_fraction = {rule: time_on([(t, on) for r, t, on in switches if r == rule], start, end) for rule in rules}
+    return on_fraction, time_on(any_on(switches), start, end)
 
 
 def _wait_for_first_prediction(

@@ -232,23 +232,51 @@ def measure_ensemble(args) -> dict:
     }
 
 
+def _full_replay(replay, rng: np.random.Generator):
+    """``replay`` filled a little past its capacity (the ring has wrapped), with random priorities."""
+    capacity, chunk = replay.capacity, 10_000
+    for start in range(0, capacity + 10, chunk):
+        count = min(chunk, capacity + 10 - start)
+        replay.add(
+            rng.random((count, replay.feature_size), dtype=np.float32),
+            rng.normal(size=count),
+            rng.random(count) < 1e-3,
+            np.zeros(count, bool),
+        )
+    replay.update_priorities(np.arange(capacity), rng.random(capacity) + 0.01)
+    return replay
+
+
+def _device_tree_timer(replay, new_priorities: list, rng: np.random.Generator, device_name: str):
+    """A timer of the replay's sum tree copied to ``device_name``: seconds per round of 32 draws and updates."""
+    import torch
+
+    from gamma_net_core.neural.device_sum_tree import DeviceSumTree
+
+    device = torch.device(device_name)
+    on_device = DeviceSumTree.from_tree(replay.tree, device)
+    device_priorities = [torch.as_tensor(p, device=device) for p in new_priorities]
+    device_uniforms = [torch.as_tensor(rng.random(32), device=device) for _ in range(64)]
+
+    def device_tree(rounds: int) -> float:
+        started = time.perf_counter()
+        for i in range(rounds):
+            slots, _ = on_device.stratified_sample(device_uniforms[i % 64])
+            on_device.update_positive(slots, device_priorities[i % 64])
+        if device.type == "cuda":
+            torch.cuda.synchronize(device)  # the rounds are queued without waiting: wait once, at the end
+        return (time.perf_counter() - started) / rounds
+
+    return device_tree
+
+
 def measure_replay(args) -> dict:
     from gamma_net_core.neural.reference import ReferenceSumTree
     from gamma_net_core.neural.replay import PrioritizedReplay
 
     capacity, D = (2000, 32) if args.tiny else (args.replay_capacity, 512)
     rng = np.random.default_rng(1)
-    replay = PrioritizedReplay(capacity=capacity, feature_size=D, n=4, rng=rng)
-    chunk = 10_000
-    for start in range(0, capacity + 10, chunk):  # a little past full: the ring has wrapped
-        count = min(chunk, capacity + 10 - start)
-        replay.add(
-            rng.random((count, D), dtype=np.float32),
-            rng.normal(size=count),
-            rng.random(count) < 1e-3,
-            np.zeros(count, bool),
-        )
-    replay.update_priorities(np.arange(capacity), rng.random(capacity) + 0.01)
+    replay = _full_replay(PrioritizedReplay(capacity=capacity, feature_size=D, n=4, rng=rng), rng)
     new_priorities = [rng.random(32) + 0.01 for _ in range(64)]
 
     def sample_and_update(rounds: int) -> float:
@@ -266,24 +294,7 @@ def measure_replay(args) -> dict:
             tree.update_positive(slots, new_priorities[i % 64])
         return (time.perf_counter() - started) / rounds
 
-    import torch
-
-    from gamma_net_core.neural.device_sum_tree import DeviceSumTree
-
-    device = torch.device(args.device)
-    on_device = DeviceSumTree.from_tree(replay.tree, device)
-    device_priorities = [torch.as_tensor(p, device=device) for p in new_priorities]
-    device_uniforms = [torch.as_tensor(rng.random(32), device=device) for _ in range(64)]
-
-    def device_tree(rounds: int) -> float:
-        started = time.perf_counter()
-        for i in range(rounds):
-            slots, _ = on_device.stratified_sample(device_uniforms[i % 64])
-            on_device.update_positive(slots, device_priorities[i % 64])
-        if device.type == "cuda":
-            torch.cuda.synchronize(device)  # the rounds are queued without waiting: wait once, at the end
-        return (time.perf_counter() - started) / rounds
-
+    device_tree = _device_tree_timer(replay, new_priorities, rng, args.device)
     plain = ReferenceSumTree(capacity)
     for i, p in enumerate(replay.tree.leaves):
         plain.set(i, float(p))
@@ -318,24 +329,7 @@ def measure_replay(args) -> dict:
 
 
 def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.cli import UsageError, check, check_range
-
-    for name in ("updates", "repeats", "replay_capacity", "replay_batches"):
-        check_range("--" + name.replace("_", "-"), getattr(args, name), low=1)
-    check_range("--threads", args.threads, low=0)
-    check_range("--ensemble", args.ensemble, low=0)
-    import torch
-
-    from gamma_net_core.neural.learner import EMBEDDINGS, torch_device
-
-    check(args.embedding in EMBEDDINGS, f"--embedding must be one of {list(EMBEDDINGS)}; got {args.embedding!r}")
-    try:
-        torch_device(args.device)
-    except ValueError as exc:  # torch lists every device type it knows: too long for one line
-        message, cut, _ = str(exc).replace("NeuralConfig.device", "--device").partition(": Expected one of")
-        raise UsageError(message + (" (e.g. cpu, cuda, cuda:1)" if cut else "")) from None
-    if args.threads:
-        torch.set_num_threads(args.threads)
+    _configure(args)
     machine = _machine(args.device)
     learner = measure_learner(args)
     replay = measure_replay(args)
@@ -381,25 +375,52 @@ def run(args: argparse.Namespace) -> Report:
     )
     tables = [m, u, r, g]
     if ensemble is not None:
-        e = Table(
-            f"ensemble of K = {ensemble['K']} learners ({ensemble['groups']} network shape(s)) vs the same K "
-            "separate learners "
-            f"(best of {args.repeats} x {max(1, args.updates // 2)} rounds)",
-            ["implementation", "ms per round (K learner-updates)", "learner-updates/s", "vs separate"],
-            formats={
-                "ms per round (K learner-updates)": "{:.2f}",
-                "learner-updates/s": "{:.1f}",
-                "vs separate": "{:.2f}x",
-            },
-        )
-        ways = ("one vmap-ed pass", "each member's module")
-        mine, theirs = ways if ensemble["batched"] else ways[::-1]
-        e.add(f"ensemble ({mine}; this device's way)", ensemble["ensemble_ms"],
-              ensemble["ensemble_learner_updates_per_s"], ensemble["ratio"])  # fmt: skip
-        e.add(f"ensemble ({theirs})", ensemble["other_ms"], ensemble["other_learner_updates_per_s"],
-              ensemble["other_ratio"])  # fmt: skip
-        e.add("K separate learners", ensemble["separate_ms"], ensemble["separate_learner_updates_per_s"], 1.0)
-        e.add("one learner (ms/update)", ensemble["single_ms"], 1e3 / ensemble["single_ms"], float("nan"))
-        tables.append(e)
+        tables.append(_ensemble_table(ensemble, args.repeats, args.updates))
     data = {"machine": machine, "learner": learner, "replay": replay, "ensemble": ensemble}
     return Report(tables=tables, data=data)
+
+
+def _configure(args: argparse.Namespace) -> None:
+    """Refuses arguments out of range in one line, and sets torch's threads."""
+    from gamma_net_core.cli import UsageError, check, check_range
+
+    for name in ("updates", "repeats", "replay_capacity", "replay_batches"):
+        check_range("--" + name.replace("_", "-"), getattr(args, name), low=1)
+    check_range("--threads", args.threads, low=0)
+    check_range("--ensemble", args.ensemble, low=0)
+    import torch
+
+    from gamma_net_core.neural.learner import EMBEDDINGS, torch_device
+
+    check(args.embedding in EMBEDDINGS, f"--embedding must be one of {list(EMBEDDINGS)}; got {args.embedding!r}")
+    try:
+        torch_device(args.device)
+    except ValueError as exc:  # torch lists every device type it knows: too long for one line
+        message, cut, _ = str(exc).replace("NeuralConfig.device", "--device").partition(": Expected one of")
+        raise UsageError(message + (" (e.g. cpu, cuda, cuda:1)" if cut else "")) from None
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+
+def _ensemble_table(ensemble: dict, repeats: int, updates: int) -> Table:
+    """The ensemble's rounds against the same K learners apart."""
+    e = Table(
+        f"ensemble of K = {ensemble['K']} learners ({ensemble['groups']} network shape(s)) vs the same K "
+        "separate learners "
+        f"(best of {repeats} x {max(1, updates // 2)} rounds)",
+        ["implementation", "ms per round (K learner-updates)", "learner-updates/s", "vs separate"],
+        formats={
+            "ms per round (K learner-updates)": "{:.2f}",
+            "learner-updates/s": "{:.1f}",
+            "vs separate": "{:.2f}x",
+        },
+    )
+    ways = ("one vmap-ed pass", "each member's module")
+    mine, theirs = ways if ensemble["batched"] else ways[::-1]
+    e.add(f"ensemble ({mine}; this device's way)", ensemble["ensemble_ms"],
+          ensemble["ensemble_learner_updates_per_s"], ensemble["ratio"])  # fmt: skip
+    e.add(f"ensemble ({theirs})", ensemble["other_ms"], ensemble["other_learner_updates_per_s"],
+          ensemble["other_ratio"])  # fmt: skip
+    e.add("K separate learners", ensemble["separate_ms"], ensemble["separate_learner_updates_per_s"], 1.0)
+    e.add("one learner (ms/update)", ensemble["single_ms"], 1e3 / ensemble["single_ms"], float("nan"))
+    return e

@@ -65,7 +65,6 @@ def _horizon(text: str):
 def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.atari.arguments import check_play, play_config
     from gamma_net_core.atari.domains import make_env
-    from gamma_net_core.atari.evaluation_points import EvaluationPoints, make_points
     from gamma_net_core.atari.policies import EVAL_EPSILON, file_sha256, load_policy
     from gamma_net_core.atari.rollouts import PROBE_TAUS, monte_carlo_returns
     from gamma_net_core.cli import check, check_range, output_dir
@@ -91,23 +90,8 @@ def run(args: argparse.Namespace) -> Report:
         epsilon=EVAL_EPSILON if args.epsilon is None else args.epsilon,
         feature_seed=args.feature_seed,
     )
-    identity = {k: v for k, v in policy.describe().items() if k != "path"}
     points_path = out / "points.npz"
-    points = None
-    if points_path.is_file():
-        points = EvaluationPoints.load(points_path)
-        wanted = {
-            "game": env.game,
-            "env": {**to_mapping(config), "game": env.game},
-            "policy": identity,
-            "seed": args.seed,
-            "episodes": args.episodes,
-        }
-        if any(points.config.get(k) != v for k, v in wanted.items()):
-            raise ValueError(f"{points_path} was made with other settings: {points.config}; use another --out")
-    if points is None:
-        points = make_points(config, policy, episodes=args.episodes, seed=args.seed, progress=not args.no_progress)
-        points.save(points_path)
+    points = _points(points_path, args, config, env.game, policy)
     results = monte_carlo_returns(
         points,
         policy=args.policy,
@@ -137,8 +121,36 @@ def run(args: argparse.Namespace) -> Report:
             "standard_errors": results.standard_errors,
         },
     )
+    table, ends = _tables(results, env.game, len(points), args.rollouts)
+    files = [str(points_path), str(out / "returns.npz"), str(out / "returns.json")]
+    return Report(tables=[table, ends], data={"points": len(points), "horizon": results.config["horizon"]}, files=files)
+
+
+def _points(points_path, args: argparse.Namespace, config, game: str, policy):
+    """The evaluation points in ``points_path`` if made with these settings, else made now and saved there."""
+    from gamma_net_core.atari.evaluation_points import EvaluationPoints, make_points
+
+    if points_path.is_file():
+        points = EvaluationPoints.load(points_path)
+        wanted = {
+            "game": game,
+            "env": {**to_mapping(config), "game": game},
+            "policy": {k: v for k, v in policy.describe().items() if k != "path"},
+            "seed": args.seed,
+            "episodes": args.episodes,
+        }
+        if any(points.config.get(k) != v for k, v in wanted.items()):
+            raise ValueError(f"{points_path} was made with other settings: {points.config}; use another --out")
+        return points
+    points = make_points(config, policy, episodes=args.episodes, seed=args.seed, progress=not args.no_progress)
+    points.save(points_path)
+    return points
+
+
+def _tables(results, game: str, n_points: int, rollouts: int) -> tuple[Table, Table]:
+    """The returns per timescale, and how the rollouts ended."""
     table = Table(
-        f"Monte-Carlo returns: {env.game}, {len(points)} points, {args.rollouts} rollouts each",
+        f"Monte-Carlo returns: {game}, {n_points} points, {rollouts} rollouts each",
         ["tau", "gamma", "mean return", "min", "max", "mean std error"],
     )
     mean, se = results.returns, results.standard_errors
@@ -159,5 +171,4 @@ def run(args: argparse.Namespace) -> Report:
         int((results.rollout_ends == 2).sum()),
         float(results.rollout_lengths.mean()),
     )
-    files = [str(points_path), str(out / "returns.npz"), str(out / "returns.json")]
-    return Report(tables=[table, ends], data={"points": len(points), "horizon": results.config["horizon"]}, files=files)
+    return table, ends

@@ -198,12 +198,10 @@ FUNCTION_LINES_EXCEPTIONS = {
     "gamma_net_studies/arm_train.py:run",
     "gamma_net_studies/reflex_study.py:run_condition",
     "gamma_net_studies/ros/bench/horde.py:_measure",
-    "gamma_net_core/signals/arm_recording.py:simulate_arm",
     "gamma_net_core/horde/sampling.py:read_signals",
     "gamma_net_core/horde/kernels.py:constant_step_runs",
     "gamma_net_studies/bench/linear.py:run",
     "gamma_net_ros/node_main.py:_run",
-    "gamma_net_core/atari/evaluation_points.py:make_points",
 }
 
 

@@ -186,17 +186,15 @@ def make_points(
                 break
         bar.set_postfix(episodes=episode + 1, points=len(states))
     bar.close()
-    description = policy.describe()
+    schedule = {"offset_low": int(offset_low), "offset_high": int(offset_high), "interval": int(interval)}
     return EvaluationPoints(
         config={
             "game": env.game,
             "env": {**to_mapping(config), "game": env.game},
-            "policy": {k: v for k, v in description.items() if k != "path"},
+            "policy": {k: v for k, v in policy.describe().items() if k != "path"},
             "seed": int(seed),
             "episodes": int(episodes),
-            "offset_low": int(offset_low),
-            "offset_high": int(offset_high),
-            "interval": int(interval),
+            **schedule,
         },
         states=states,
         features=np.array(features, dtype=np.float32).reshape(len(states), policy.feature_size),

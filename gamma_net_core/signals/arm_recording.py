@@ -114,15 +114,7 @@ def simulate_arm(
         raise ValueError(f"rate_hz must be positive; got {rate_hz!r}")
     arm = arm or ArmConfig()
     joystick = joystick or JoystickConfig()
-    path = MazePath.from_config(maze or MazeConfig())
-    start = ArmKinematics.from_config(arm).inverse(path.point_at(0.0))
-    simulated = SimulatedArm(arm, position=start, obstacles=obstacles)
-    if np.any(np.abs(simulated.position - start) > 1e-9):
-        raise ValueError(f"the maze's start needs joint positions {start.tolist()} outside the arm's limits")
-    driver = Operator(
-        maze=path, kinematics=simulated.kinematics, joystick=joystick, config=operator or OperatorConfig(), rng=rng
-    )
-    tracker = ProgressTracker(path, simulated.tool)
+    simulated, driver, tracker = _at_the_start(arm, maze or MazeConfig(), joystick, operator, rng, obstacles)
     period_ns = NANOSECONDS / rate_hz
     max_steps = int(np.ceil(circuits * max_seconds_per_circuit * rate_hz))
     stamps: list[int] = []
@@ -165,3 +157,23 @@ def simulate_arm(
         circuit_steps=np.array(circuit_steps, dtype=np.int64),
         rate_hz=float(rate_hz),
     )
+
+
+def _at_the_start(
+    arm: ArmConfig,
+    maze: MazeConfig,
+    joystick: JoystickConfig,
+    operator: OperatorConfig | None,
+    rng: np.random.Generator,
+    obstacles: dict[int, Obstacle] | None,
+) -> tuple[SimulatedArm, Operator, ProgressTracker]:
+    """The arm at the maze's start, its operator, and the tracker of its progress along the wire."""
+    path = MazePath.from_config(maze)
+    start = ArmKinematics.from_config(arm).inverse(path.point_at(0.0))
+    simulated = SimulatedArm(arm, position=start, obstacles=obstacles)
+    if np.any(np.abs(simulated.position - start) > 1e-9):
+        raise ValueError(f"the maze's start needs joint positions {start.tolist()} outside the arm's limits")
+    driver = Operator(
+        maze=path, kinematics=simulated.kinematics, joystick=joystick, config=operator or OperatorConfig(), rng=rng
+    )
+    return simulated, driver, ProgressTracker(path, simulated.tool)

@@ -3,6 +3,8 @@ and a loop written for clarity as the oracle of the vectorized scoring."""
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pytest
 from hypothesis import given, settings
@@ -113,3 +115,27 @@ def test_the_vectorized_scoring_agrees_with_the_definitions(p, event_mask, h, wi
     alarms, leads, false, unscored = reference_score(p, events, h, window)
     assert (s.alarms, s.leads.tolist(), s.false_alarms, s.unscored_alarms) == (alarms, leads, false, unscored)
     assert s.caught == len(leads) and all(0 <= lead <= window for lead in leads)
+
+
+def test_a_debounce_keeps_one_event_per_burst_of_chatter():
+    # A bumper that chatters on contact: onsets at 2, 4, 6, then a bump of its own at 20.
+    x = np.zeros(30)
+    x[[2, 4, 6, 20, 21]] = 1.0
+    assert crossings(x, 0.5).tolist() == [2, 4, 6, 20]
+    assert crossings(x, 0.5, min_gap=5).tolist() == [2, 20]
+    assert crossings(x, 0.5, min_gap=4).tolist() == [2, 6, 20]  # 6 is 4 steps after 2: its own event
+    assert crossings(x, 0.5, min_gap=0).tolist() == crossings(x, 0.5).tolist()
+    with pytest.raises(ValueError, match="min_gap must be >= 0 steps; got -1"):
+        crossings(x, 0.5, min_gap=-1)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(st.booleans(), min_size=2, max_size=80), st.integers(min_value=0, max_value=12))
+def test_debounced_events_are_the_onsets_at_least_min_gap_apart_from_the_last_kept(on, min_gap):
+    x = np.asarray(on, dtype=np.float64)
+    onsets = crossings(x, 0.5).tolist()
+    kept = crossings(x, 0.5, min_gap=min_gap).tolist()
+    assert set(kept) <= set(onsets) and kept[:1] == onsets[:1]
+    assert all(b - a >= min_gap for a, b in itertools.pairwise(kept))
+    for step in set(onsets) - set(kept):  # each dropped onset falls within min_gap of the last kept before it
+        assert step - max(k for k in kept if k < step) < min_gap

@@ -22,6 +22,8 @@ from rosbags.rosbag2 import StoragePlugin, Writer
 from rosbags.typesys import Stores, get_typestore
 from waiting import bound
 
+from gamma_net_core.horde.thresholds_command import best_row, range_warning
+
 RATE = 25.0
 CYCLES = 15
 JS = {"topic": "/gripper/joint_states", "type": "sensor_msgs/msg/JointState"}
@@ -109,6 +111,7 @@ def test_the_planted_leads_and_counts_are_found_then_read_again_from_the_checkpo
     # the printed table and the closing line say the same
     assert "median lead (s)" in result.stdout and "15/15" in result.stdout
     assert result.stdout.strip().splitlines()[-1].startswith("most events caught: threshold 0.5 catches 15/15")
+    assert "warning" not in result.stderr  # 0.5 lies within the load's range
 
     # The saved learner, given as the checkpoint, predicts the same: the same table, no learning.
     again = tmp_path / "again"
@@ -146,6 +149,7 @@ def test_chosen_thresholds_span_the_prediction_and_include_one_that_catches_ever
         (["--event", "/gripper/joint_states effort[grip] above 3"], "--question: name the alert's question"),
         (["--event", "load above 3", "--tau", "8"], "--tau 8 is beyond the trained tau_max 4"),
         (["--event", "load above 3", "--window-s", "-1"], "--window-s must be >= 0; got -1.0"),
+        (["--event", "load above 3", "--min-gap-s", "-1"], "--min-gap-s must be >= 0; got -1.0"),
     ],
 )
 def test_bad_arguments_are_refused_in_one_line_before_any_work(planted, tmp_path, args, says):
@@ -189,3 +193,35 @@ def test_a_checkpoint_of_other_questions_is_refused_and_nothing_written(planted,
     assert result.returncode == 1, result.stderr
     assert "was made with another configuration" in result.stderr and "learner.tilings" in result.stderr
     assert "Traceback" not in result.stderr and not out.exists()
+
+
+def test_a_debounce_joins_events_closer_than_min_gap(planted, tmp_path):
+    bag, questions = planted
+    out = tmp_path / "out"
+    # The spikes come every 4 s: with a 5 s debounce every other one is the previous one's.
+    result = thresholds(
+        "--bag", str(bag), "--questions", str(questions), "--tau", "1", "--event", "load above 3",
+        "--min-gap-s", "5", "--thresholds", "3.5", "--out", str(out),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    data = json.loads((out / "horde_thresholds.json").read_text())
+    assert data["min_gap_steps"] == 125 and data["events"] == (CYCLES + 1) // 2
+    np.testing.assert_allclose(data["event_times_s"], 3.8 + 8.0 * np.arange((CYCLES + 1) // 2), atol=1e-6)
+
+
+def test_the_chosen_threshold_off_the_cumulants_range_is_warned():
+    rows = [
+        {"threshold": -0.03, "caught": 5, "events": 10, "false_alarms": 12, "false_alarms_per_minute": 12.0,
+         "median_lead_s": 0.5},
+        {"threshold": 0.2, "caught": 4, "events": 10, "false_alarms": 1, "false_alarms_per_minute": 1.0,
+         "median_lead_s": 0.4},
+    ]  # fmt: skip
+    bumper = np.array([0.0, 0.0, 1.0, 0.0])
+    # The most events caught is at -0.03, below every value a 0/1 bumper takes: warned.
+    assert range_warning(rows, None, bumper).startswith(
+        "the threshold -0.03 lies outside the range the question's cumulant took [0, 1]"
+    )
+    # Within 2 false alarms a minute the choice is 0.2, inside the range: nothing to say.
+    assert range_warning(rows, 2.0, bumper) == ""
+    assert best_row(rows, 2.0)["threshold"] == 0.2 and best_row(rows, 0.5) is None
+    assert range_warning(rows, 0.5, bumper) == ""  # no threshold chosen

@@ -43,7 +43,7 @@ def _check_direction(direction: str) -> None:
         raise ValueError(f"direction must be one of {DIRECTIONS}; got {direction!r}")
 
 
-def crossings(x, level: float, *, direction: str = "above", valid=None) -> np.ndarray:
+def crossings(x, level: float, *, direction: str = "above", valid=None, min_gap: int = 0) -> np.ndarray:
     """The steps where ``x`` crosses ``level``: past it there, not past it the step before.
 
     Args:
@@ -52,18 +52,28 @@ def crossings(x, level: float, *, direction: str = "above", valid=None) -> np.nd
       direction: ``"above"`` (rises past the level) or ``"below"`` (falls past it).
       valid: [T] bool, the steps that count (e.g. the recording's fresh ticks); a crossing needs
         both its step and the one before valid. Default: where ``x`` is finite.
+      min_gap: a debounce, in steps: a crossing fewer than ``min_gap`` steps after the last one kept
+        is the same event (a bumper that chatters on contact is one bump, not five).
 
     Returns:
       [K] int step indices, increasing.
     """
     _check_direction(direction)
+    if min_gap < 0:
+        raise ValueError(f"min_gap must be >= 0 steps; got {min_gap!r}")
     x = np.asarray(x, dtype=np.float64).ravel()
     ok = np.isfinite(x) if valid is None else np.asarray(valid, dtype=bool).ravel() & np.isfinite(x)
     if ok.shape != x.shape:
         raise ValueError(f"valid has {ok.size} steps, the signal {x.size}")
     past = _past(x, level, direction)
-    onset = past[1:] & ~past[:-1] & ok[1:] & ok[:-1]
-    return np.flatnonzero(onset) + 1
+    onsets = np.flatnonzero(past[1:] & ~past[:-1] & ok[1:] & ok[:-1]) + 1
+    if min_gap <= 1 or onsets.size < 2:
+        return onsets
+    kept = [int(onsets[0])]
+    for step in onsets[1:]:  # each gap is measured from the last event kept, so a long chatter stays one event
+        if step - kept[-1] >= min_gap:
+            kept.append(int(step))
+    return np.asarray(kept, dtype=onsets.dtype)
 
 
 @dataclass(frozen=True)

@@ -23,6 +23,7 @@ import dataclasses
 import math
 import pathlib
 import sys
+from typing import Any
 
 import numpy as np
 
@@ -192,22 +193,80 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="the false alarms per minute you accept: the closing line names the threshold catching the most "
         "events within it (default: any)",
     )
+    parser.add_argument(
+        "--min-gap-s",
+        type=float,
+        default=0.0,
+        help="a debounce: an event less than this long after the last one is the same event (default 0: none)",
+    )
     parser.add_argument("--out", required=True, help="folder for the JSON, the figure and the learner")
     parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
+@dataclasses.dataclass(frozen=True)
+class _Alert:
+    """What the arguments ask, checked: the alert's question and timescale, its events and windows."""
+
+    spec: Any
+    question: str
+    event: EventSpec
+    window_s: float
+    window: int
+    min_gap: int
+
+
 def run(args: argparse.Namespace) -> Report:
-    from gamma_net_core.cli import UsageError, check, check_range, input_path, output_dir
     from gamma_net_core.horde.learner import HordeLearner
-    from gamma_net_core.horde.questions import load_questions
     from gamma_net_core.horde.sampling import read_signals
     from gamma_net_core.horde.thresholds import crossings, quantile_thresholds, score_thresholds
+
+    alert = _configure(args)
+    spec, event, names = alert.spec, alert.event, list(alert.spec.names)
+    bag = pathlib.Path(args.bag)
+    # A checkpoint of other questions is refused before the bag is read.
+    horde = HordeLearner.load(args.checkpoint, spec=spec) if args.checkpoint is not None else None
+    signals = read_signals(bag, sampling_spec(spec, event, bag))
+    if horde is None:
+        horde = learn(spec, signals, progress=not args.no_progress)
+    average = predict_average(horde, signals, names.index(alert.question), args.tau, progress=not args.no_progress)
+    signal = signals.cumulants[:, names.index(event.question) if event.question is not None else len(names)]
+    events = crossings(signal, event.level, direction=event.direction, valid=signals.usable, min_gap=alert.min_gap)
+    thresholds = (
+        np.asarray(args.thresholds, dtype=np.float64)
+        if args.thresholds
+        else quantile_thresholds(average, args.n_thresholds, direction=event.direction, valid=signals.usable)
+    )
+    scores = score_thresholds(
+        average, events, thresholds, window=alert.window, direction=event.direction, valid=signals.usable
+    )
+    table, rows = _table(scores, alert, args.tau, len(events), float(signals.usable.sum()) / spec.rate_hz / 60.0)
+    out = pathlib.Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    files = [] if args.checkpoint is not None else [horde.save(out / "horde.npz")]
+    data = _data(args, alert, signals, events, rows, bag)
+    line = summary(rows, args.false_alarms_per_min)
+    cumulant = signals.cumulants[:, names.index(alert.question)]  # what the alert's (1 - gamma) V averages
+    warning = range_warning(rows, args.false_alarms_per_min, cumulant[signals.usable & np.isfinite(cumulant)])
+    if warning:
+        data["warnings"] = [warning]
+        print(f"warning: {warning}", file=sys.stderr)
+    title = f"{alert.question}, (1 - γ) V at tau {args.tau:g}; events: {event.describe()} ({len(events)})"
+    files.append(plot(out / "horde_thresholds.png", rows, title=title))
+    files.append(write_json(out / "horde_thresholds.json", data))
+    return Report(tables=[table], data=data, files=[str(f) for f in files], summary=line)
+
+
+def _configure(args: argparse.Namespace) -> _Alert:
+    """The arguments checked, each refusal one line: the questions, the alert and its event."""
+    from gamma_net_core.cli import UsageError, check, check_range, input_path, output_dir
+    from gamma_net_core.horde.questions import load_questions
 
     output_dir("--out", args.out)  # before the learning, not after it
     input_path("--bag", args.bag)
     input_path("--checkpoint", args.checkpoint, kind="file")
     check_range("--tau", args.tau, low=1.0)
     check_range("--window-s", args.window_s, low=0.0)
+    check_range("--min-gap-s", args.min_gap_s, low=0.0)
     check_range("--false-alarms-per-min", args.false_alarms_per_min, low=0.0)
     check(args.n_thresholds >= 1, f"--n-thresholds must be >= 1; got {args.n_thresholds}")
     for h in args.thresholds or ():
@@ -232,36 +291,17 @@ def run(args: argparse.Namespace) -> Report:
         args.tau <= spec.timescales.tau_max,
         f"--tau {args.tau:g} is beyond the trained tau_max {spec.timescales.tau_max:g}",
     )
-    rate = spec.rate_hz
-    window_s = WINDOW_TAUS * args.tau / rate if args.window_s is None else args.window_s
-    window = round(window_s * rate)
-    out = pathlib.Path(args.out)
-    progress = not args.no_progress
+    window_s = WINDOW_TAUS * args.tau / spec.rate_hz if args.window_s is None else args.window_s
+    min_gap = round((args.min_gap_s or 0.0) * spec.rate_hz)
+    return _Alert(spec, question, event, window_s, round(window_s * spec.rate_hz), min_gap)
 
-    bag = pathlib.Path(args.bag)
-    # A checkpoint of other questions is refused before the bag is read.
-    horde = HordeLearner.load(args.checkpoint, spec=spec) if args.checkpoint is not None else None
-    signals = read_signals(bag, sampling_spec(spec, event, bag))
-    if horde is None:
-        horde = learn(spec, signals, progress=progress)
-    q = names.index(question)
-    average = predict_average(horde, signals, q, args.tau, progress=progress)
-    column = names.index(event.question) if event.question is not None else len(names)
-    signal = signals.cumulants[:, column]
-    events = crossings(signal, event.level, direction=event.direction, valid=signals.usable)
-    thresholds = (
-        np.asarray(args.thresholds, dtype=np.float64)
-        if args.thresholds
-        else quantile_thresholds(average, args.n_thresholds, direction=event.direction, valid=signals.usable)
-    )
-    scores = score_thresholds(
-        average, events, thresholds, window=window, direction=event.direction, valid=signals.usable
-    )
 
-    minutes = float(signals.usable.sum()) / rate / 60.0
+def _table(scores, alert: _Alert, tau: float, n_events: int, minutes: float) -> tuple[Table, list[dict]]:
+    """The table of the thresholds scored, and each one's row of numbers for the JSON."""
+    rate, event = alert.spec.rate_hz, alert.event
     table = Table(
-        f"Alarms where {question}'s (1 - γ) V at tau {args.tau:g} goes {event.direction} the threshold; events: "
-        f"{event.describe()} ({len(events)} in {minutes:.3g} min); caught: an alarm at most {window_s:g} s before",
+        f"Alarms where {alert.question}'s (1 - γ) V at tau {tau:g} goes {event.direction} the threshold; events: "
+        f"{event.describe()} ({n_events} in {minutes:.3g} min); caught: an alarm at most {alert.window_s:g} s before",
         ["threshold", "median lead (s)", "caught", "caught (%)", "false alarms", "false / min", "alarms", "on (%)"],
         formats={"caught (%)": "{:.0f}", "on (%)": "{:.1f}", "median lead (s)": "{:.3g}", "false / min": "{:.3g}"},
     )
@@ -291,34 +331,51 @@ def run(args: argparse.Namespace) -> Report:
             s.alarms,
             row["alarm_on_percent"],
         )
-    out.mkdir(parents=True, exist_ok=True)
-    files = []
-    if args.checkpoint is None:
-        files.append(horde.save(out / "horde.npz"))
-    data = {
+    return table, rows
+
+
+def _data(args: argparse.Namespace, alert: _Alert, signals, events: np.ndarray, rows: list[dict], bag) -> dict:
+    """Every number of the run, for horde_thresholds.json."""
+    rate = alert.spec.rate_hz
+    return {
         "bag": str(bag),
         "questions_file": str(args.questions),
         "checkpoint": args.checkpoint,
-        "question": question,
+        "question": alert.question,
         "tau": float(args.tau),
         "compared": "(1 - gamma) V: the average of the cumulant over about the next tau steps, in its units",
-        "event": {**dataclasses.asdict(event), "text": event.describe()},
+        "event": {**dataclasses.asdict(alert.event), "text": alert.event.describe()},
         "rate_hz": rate,
-        "window_s": window_s,
-        "window_steps": window,
+        "window_s": alert.window_s,
+        "window_steps": alert.window,
+        "min_gap_s": float(args.min_gap_s or 0.0),
+        "min_gap_steps": alert.min_gap,
         "ticks": int(signals.times.shape[0]),
         "valid_ticks": int(signals.usable.sum()),
-        "minutes": minutes,
+        "minutes": float(signals.usable.sum()) / rate / 60.0,
         "skips": signals.skips,
         "events": len(events),
         "event_times_s": (signals.times[events] - signals.times[0]).tolist(),
         "rows": rows,
     }
-    title = f"{question}, (1 - γ) V at tau {args.tau:g}; events: {event.describe()} ({len(events)})"
-    files.append(plot(out / "horde_thresholds.png", rows, title=title))
-    files.append(write_json(out / "horde_thresholds.json", data))
-    return Report(
-        tables=[table], data=data, files=[str(f) for f in files], summary=summary(rows, args.false_alarms_per_min)
+
+
+def range_warning(rows: list[dict], budget: float | None, signal: np.ndarray) -> str:
+    """A warning when the threshold :func:`summary` names lies outside the range the question's cumulant took.
+
+    (1 - gamma) V averages the cumulant, so it lies within the cumulant's range once learned: a threshold
+    outside it (e.g. below 0 for a 0/1 bumper) is one the learner has not learned its way to yet.
+    """
+    best = best_row(rows, budget)
+    if best is None or signal.size == 0:
+        return ""
+    low, high = float(np.min(signal)), float(np.max(signal))
+    if low <= best["threshold"] <= high:
+        return ""
+    return (
+        f"the threshold {best['threshold']:.4g} lies outside the range the question's cumulant took "
+        f"[{low:.4g}, {high:.4g}]: the predictions are not yet averages of it (learn longer, or check the "
+        "learner's settings) before an alert relies on it"
     )
 
 
@@ -328,16 +385,20 @@ def summary(rows: list[dict], budget: float | None = None) -> str:
     Ties go to the fewest false alarms, then the longest median lead.
     """
     within = "" if budget is None else f" within {budget:g} false alarms/min"
-    fits = [r for r in rows if budget is None or r["false_alarms_per_minute"] <= budget]
-    if not any(r["caught"] for r in fits):
+    best = best_row(rows, budget)
+    if best is None:
         return f"no threshold caught an event{within}: try other thresholds, a longer --window-s or another tau"
-
-    def key(r):
-        return (r["caught"], -r["false_alarms"], r["median_lead_s"])
-
-    best = max(fits, key=key)
     return (
         f"most events caught{within}: threshold {best['threshold']:.4g} catches "
         f"{best['caught']}/{best['events']} with median lead {best['median_lead_s']:.3g} s and "
         f"{best['false_alarms_per_minute']:.3g} false alarms/min"
     )
+
+
+def best_row(rows: list[dict], budget: float | None = None) -> dict | None:
+    """The row catching the most events within ``budget`` false alarms per minute (None if none catches one).
+
+    Ties go to the fewest false alarms, then the longest median lead.
+    """
+    fits = [r for r in rows if (budget is None or r["false_alarms_per_minute"] <= budget) and r["caught"]]
+    return max(fits, key=lambda r: (r["caught"], -r["false_alarms"], r["median_lead_s"]), default=None)

@@ -188,6 +188,7 @@ def test_bad_questions_fail_with_one_line_and_write_nothing(bag, tmp_path, chang
             "gamma-net",
             "horde",
             "train",
+            "--no-progress",
             "--bag",
             str(bag),
             "--questions",

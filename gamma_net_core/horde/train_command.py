@@ -30,6 +30,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import pathlib
+import sys
 
 import numpy as np
 
@@ -93,12 +94,14 @@ def scored_mask(stream: Stream, tail: int) -> np.ndarray:
     return mask
 
 
-def train_horde(spec, stream: Stream, gammas: np.ndarray):
-    """One pass of a HordeLearner.
+def train_horde(spec, stream: Stream, gammas: np.ndarray, *, progress: bool = False):
+    """One pass of a HordeLearner (``progress``: a bar on stderr, counting transitions).
 
     Returns:
       (learner, online [N, Q, G], final [N, Q, G], readouts {name: (online [N, Q], final [N, Q])}).
     """
+    from tqdm import tqdm
+
     from gamma_net_core.horde.learner import HordeLearner
 
     horde = HordeLearner.from_spec(spec)
@@ -107,7 +110,7 @@ def train_horde(spec, stream: Stream, gammas: np.ndarray):
     weights = {r: horde.readout_weights(r) for r in names}
     all_gammas = np.concatenate([gammas] + [weights[r][0] for r in names])
     online = np.empty((N, Q, all_gammas.shape[0]))
-    for n in range(N):
+    for n in tqdm(range(N), desc="learning", unit="step", file=sys.stderr, disable=not progress):
         online[n] = horde.predict(stream.states_t[n], all_gammas)
         try:
             horde.learn(stream.states_t[n], stream.cumulants[n], stream.states_tp1[n], stream.continuations[n])
@@ -227,6 +230,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--alphas", type=float, nargs="+", default=list(STUDY_ALPHAS), help="the study's constant alphas"
     )
+    parser.add_argument("--no-progress", action="store_true", help="no progress bars")
 
 
 def run(args: argparse.Namespace) -> Report:
@@ -252,15 +256,55 @@ def run(args: argparse.Namespace) -> Report:
     if not mask.any():
         raise ValueError(f"no step left to score: {stream.index.shape[0]} transitions, --tail-steps {tail}")
     gammas = 1.0 - 1.0 / taus
-    horde, h_online, h_final, readouts = train_horde(spec, stream, gammas)
+    horde, h_online, h_final, readouts = train_horde(spec, stream, gammas, progress=not args.no_progress)
     b_online, b_final = train_baselines(spec, stream, gammas)
     returns = exact_returns(stream, gammas)
-    names = spec.names
-    h_cum, h_mean = errors(h_final, returns, mask)
-    b_cum, b_mean = errors(b_final, returns, mask)
-    h_on = errors(h_online, returns, mask)[1]
-    b_on = errors(b_online, returns, mask)[1]
+    h_cum = errors(h_final, returns, mask)[0]
+    b_cum = errors(b_final, returns, mask)[0]
     out.mkdir(parents=True, exist_ok=True)
+    table, per_question = _question_table(
+        spec.names, taus, errors(h_final, returns, mask), errors(b_final, returns, mask),
+        errors(h_online, returns, mask)[1], errors(b_online, returns, mask)[1],
+    )  # fmt: skip
+    tables = [table, _readout_table(horde, readouts, stream, mask, spec.names, per_question)]
+    data = {
+        "bag": str(args.bag),
+        "questions_file": str(args.questions),
+        "rate_hz": spec.rate_hz,
+        "ticks": int(signals.times.shape[0]),
+        "transitions": int(stream.index.shape[0]),
+        "scored": int(mask.sum()),
+        "tail_steps": tail,
+        "messages": signals.messages,
+        "skips": signals.skips,
+        "taus": taus.tolist(),
+        "questions": per_question,
+    }
+    if args.step_size_study:
+        study = step_size_study(spec, stream, gammas, returns, mask, args.alphas)
+        study_table, data["step_size_study"] = _step_size_table(study, spec.names, taus)
+        tables.append(study_table)
+    files = [
+        plot_errors(out / "horde_errors.png", spec.names, taus, h_cum, b_cum),
+        plot_predictions(
+            out / "horde_predictions.png",
+            spec.names,
+            taus,
+            stream,
+            h_final,
+            returns,
+            rate_hz=spec.rate_hz,
+            window=round(60 * spec.rate_hz),
+        ),
+        horde.save(out / "horde.npz"),
+        write_json(out / "horde_train.json", data),
+    ]
+    return Report(tables=tables, data=data, files=[str(f) for f in files])
+
+
+def _question_table(names, taus, horde_final, baseline_final, h_on, b_on) -> tuple[Table, dict]:
+    """Table 2's measures per question and timescale, and the same numbers per question for the JSON."""
+    (h_cum, h_mean), (b_cum, b_mean) = horde_final, baseline_final
     table = Table(
         "Per question and timescale: Table 2's cumulative |error| of the final weights, and the mean |error| online",
         ["question", "tau", "Γ-net final", "baseline final", "ratio", "Γ-net online", "baseline online"],
@@ -277,6 +321,11 @@ def run(args: argparse.Namespace) -> Report:
                  "gamma_net_final_mean": h_mean[q, k], "baseline_final_mean": b_mean[q, k]}
             )  # fmt: skip
         per_question[name] = {"timescales": rows}
+    return table, per_question
+
+
+def _readout_table(horde, readouts: dict, stream: Stream, mask: np.ndarray, names, per_question: dict) -> Table:
+    """Each readout's errors against its exact returns (also put into ``per_question``)."""
     readout_table = Table("Readouts against their exact returns", ["question", "readout", "final", "online mean"])
     for r, (r_online, r_final) in readouts.items():
         rg, rc = horde.readout_weights(r)
@@ -286,67 +335,29 @@ def run(args: argparse.Namespace) -> Report:
         for q, name in enumerate(names):
             readout_table.add(name, r, r_cum[q], r_on[q])
             per_question[name].setdefault("readouts", {})[r] = {"final": r_cum[q], "online": r_on[q]}
-    tables = [table, readout_table]
+    return readout_table
+
+
+def _step_size_table(study: dict, names, taus) -> tuple[Table, dict]:
+    """The best constant alpha against Autostep per question and timescale, and its JSON."""
+    study_table = Table(
+        "Step sizes: mean |error| online (and final), best constant alpha vs Autostep",
+        ["question", "tau", "best alpha", "its online", "Autostep online", "beats?", "best final", "Autostep final"],
+    )
+    constants = [m for m in study if m != "autostep"]
+    rows = []
+    for q, name in enumerate(names):
+        for k, tau in enumerate(taus):
+            best = min(constants, key=lambda m: study[m]["online"][q, k])
+            best_final = min(study[m]["final"][q, k] for m in constants)
+            auto = study["autostep"]
+            beats = bool(auto["online"][q, k] < study[best]["online"][q, k])
+            study_table.add(name, float(tau), best, study[best]["online"][q, k], auto["online"][q, k],
+                            "yes" if beats else "no", best_final, auto["final"][q, k])  # fmt: skip
+            rows.append({"question": name, "tau": float(tau), "best_alpha": best, "beats_online": beats})
     data = {
-        "bag": str(args.bag),
-        "questions_file": str(args.questions),
-        "rate_hz": spec.rate_hz,
-        "ticks": int(signals.times.shape[0]),
-        "transitions": int(stream.index.shape[0]),
-        "scored": int(mask.sum()),
-        "tail_steps": tail,
-        "messages": signals.messages,
-        "skips": signals.skips,
-        "taus": taus.tolist(),
-        "questions": per_question,
+        "methods": {m: {k: (v if isinstance(v, str) else v.tolist()) for k, v in e.items()} for m, e in study.items()},
+        "rows": rows,
+        "autostep_beats_best_constant_everywhere": all(r["beats_online"] for r in rows),
     }
-    if args.step_size_study:
-        study = step_size_study(spec, stream, gammas, returns, mask, args.alphas)
-        study_table = Table(
-            "Step sizes: mean |error| online (and final), best constant alpha vs Autostep",
-            [
-                "question",
-                "tau",
-                "best alpha",
-                "its online",
-                "Autostep online",
-                "beats?",
-                "best final",
-                "Autostep final",
-            ],
-        )
-        constants = [m for m in study if m != "autostep"]
-        rows = []
-        for q, name in enumerate(names):
-            for k, tau in enumerate(taus):
-                best = min(constants, key=lambda m: study[m]["online"][q, k])
-                best_final = min(study[m]["final"][q, k] for m in constants)
-                auto = study["autostep"]
-                beats = bool(auto["online"][q, k] < study[best]["online"][q, k])
-                study_table.add(name, float(tau), best, study[best]["online"][q, k], auto["online"][q, k],
-                                "yes" if beats else "no", best_final, auto["final"][q, k])  # fmt: skip
-                rows.append({"question": name, "tau": float(tau), "best_alpha": best, "beats_online": beats})
-        tables.append(study_table)
-        data["step_size_study"] = {
-            "methods": {
-                m: {k: (v if isinstance(v, str) else v.tolist()) for k, v in e.items()} for m, e in study.items()
-            },
-            "rows": rows,
-            "autostep_beats_best_constant_everywhere": all(r["beats_online"] for r in rows),
-        }
-    files = [
-        plot_errors(out / "horde_errors.png", names, taus, h_cum, b_cum),
-        plot_predictions(
-            out / "horde_predictions.png",
-            names,
-            taus,
-            stream,
-            h_final,
-            returns,
-            rate_hz=spec.rate_hz,
-            window=round(60 * spec.rate_hz),
-        ),
-        horde.save(out / "horde.npz"),
-        write_json(out / "horde_train.json", data),
-    ]
-    return Report(tables=tables, data=data, files=[str(f) for f in files])
+    return study_table, data

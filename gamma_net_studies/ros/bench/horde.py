@@ -264,28 +264,12 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
     from rclpy.executors import SingleThreadedExecutor
     from rclpy.node import Node
 
-    from gamma_net_ros.processes import NodeProcess, node_command
     from gamma_net_ros.spin_thread import SpinThread
-    from gamma_net_studies.ros.bench.gc_trace import read_trace
 
     folder = pathlib.Path(tempfile.mkdtemp(prefix="bench-horde-"))
-    questions = folder / "questions.yaml"
-    questions.write_text(yaml.safe_dump(doc))
     workers = getattr(args, "workers", 1) if tick_topic else 1
     traces = [folder / (f"gc-{i}.txt" if workers > 1 else "gc.txt") for i in range(1, workers + 1)]
-    processes = []
-    for i, trace in enumerate(traces, start=1):
-        params = {"questions_file": str(questions), "tick_topic": tick_topic, "gc_freeze": gc_freeze}
-        name, remaps = None, None
-        if workers > 1:  # as horde.launch.py workers:=W starts them
-            params["share"] = f"{i}/{workers}"
-            name, remaps = f"horde_{i}", {"predict_at": f"horde_{i}/predict_at"}
-        command = node_command("gamma_net_ros.horde.node", params=params, name=name, remaps=remaps)
-        if tick_topic:  # python -m gamma_net_studies.ros.bench.gc_trace TRACE gamma_net_ros.horde.node --ros-args ...
-            command = [*command[:3], "gamma_net_studies.ros.bench.gc_trace", str(trace), *command[3:]]
-            if args.node_prefix:  # nice, chrt, taskset exec the node: the same process id
-                command = [*shlex.split(args.node_prefix), *command]
-        processes.append(NodeProcess(command, log_path=folder / f"horde-{i}.log").start())
+    processes = _start_nodes(doc, args, folder, traces, tick_topic=tick_topic, gc_freeze=gc_freeze)
     process = processes[0]
     rclpy.init()
     node = Node("bench_horde_probe")
@@ -319,31 +303,59 @@ def _measure(doc: dict, args, tick_topic: str = "", gc_freeze: bool = True) -> d
         node.destroy_node()
         rclpy.try_shutdown()
     if tick_topic:
-        arrays = _complete(arrays, workers) if workers > 1 else arrays
-        # Each array is stamped with the JointState that ticked it: exact, one per message (the
-        # stamps of messages sent in the measured window only).
-        stamps = np.array([t for t, _ in arrays])
-        nearest = np.abs(sent[np.searchsorted(sent, stamps - 1e-6).clip(max=sent.size - 1)] - stamps)
-        kept = [(t, a) for (t, a), gap in zip(arrays, nearest) if gap < 1e-6]
-        message = np.array([a - t for t, a in kept])
-        # The node's wait for a CPU between the previous array's arrival and this one's (s).
-        cpu_wait = np.diff(waits, prepend=waits[:1]) * 1e-9 if waits.size and waits.min() >= 0 else None
-        cpu_wait = None if cpu_wait is None else np.array([w for w, gap in zip(cpu_wait, nearest) if gap < 1e-6])
-        pauses = sorted(p for trace in traces if trace.exists() for p in read_trace(trace))
-        return {
-            "message": message,
-            "sent_at": np.array([t for t, _ in kept]),
-            "arrays": message.size,
-            "expected": sent.size,
-            "sent": sent.size,
-            "pauses": pauses,
-            "cpu_wait": cpu_wait,
-            "workers": workers,
-        }
+        return _topic_ticked(sent, _complete(arrays, workers) if workers > 1 else arrays, waits, traces, workers)
     tick, message = _latencies(sent, arrays, 1.0 / args.rate)
     # Ticks in the measured window: the node publishes one array per tick with fresh inputs.
     expected = args.rate * args.seconds
     return {"tick": tick, "message": message, "arrays": tick.size, "expected": expected, "sent": sent.size}
+
+
+def _start_nodes(doc: dict, args, folder: pathlib.Path, traces: list, *, tick_topic: str, gc_freeze: bool) -> list:
+    """The horde nodes measured (one, or one per share as horde.launch.py workers:=W starts them), started."""
+    from gamma_net_ros.processes import NodeProcess, node_command
+
+    questions = folder / "questions.yaml"
+    questions.write_text(yaml.safe_dump(doc))
+    workers, processes = len(traces), []
+    for i, trace in enumerate(traces, start=1):
+        params = {"questions_file": str(questions), "tick_topic": tick_topic, "gc_freeze": gc_freeze}
+        name, remaps = None, None
+        if workers > 1:
+            params["share"] = f"{i}/{workers}"
+            name, remaps = f"horde_{i}", {"predict_at": f"horde_{i}/predict_at"}
+        command = node_command("gamma_net_ros.horde.node", params=params, name=name, remaps=remaps)
+        if tick_topic:  # python -m gamma_net_studies.ros.bench.gc_trace TRACE gamma_net_ros.horde.node --ros-args ...
+            command = [*command[:3], "gamma_net_studies.ros.bench.gc_trace", str(trace), *command[3:]]
+            if args.node_prefix:  # nice, chrt, taskset exec the node: the same process id
+                command = [*shlex.split(args.node_prefix), *command]
+        processes.append(NodeProcess(command, log_path=folder / f"horde-{i}.log").start())
+    return processes
+
+
+def _topic_ticked(sent: np.ndarray, arrays: list, waits: np.ndarray, traces: list, workers: int) -> dict:
+    """The latencies of a node ticked by each JointState, with its collections' pauses and its waits for a CPU."""
+    from gamma_net_studies.ros.bench.gc_trace import read_trace
+
+    # Each array is stamped with the JointState that ticked it: exact, one per message (the
+    # stamps of messages sent in the measured window only).
+    stamps = np.array([t for t, _ in arrays])
+    nearest = np.abs(sent[np.searchsorted(sent, stamps - 1e-6).clip(max=sent.size - 1)] - stamps)
+    kept = [(t, a) for (t, a), gap in zip(arrays, nearest) if gap < 1e-6]
+    message = np.array([a - t for t, a in kept])
+    # The node's wait for a CPU between the previous array's arrival and this one's (s).
+    cpu_wait = np.diff(waits, prepend=waits[:1]) * 1e-9 if waits.size and waits.min() >= 0 else None
+    cpu_wait = None if cpu_wait is None else np.array([w for w, gap in zip(cpu_wait, nearest) if gap < 1e-6])
+    pauses = sorted(p for trace in traces if trace.exists() for p in read_trace(trace))
+    return {
+        "message": message,
+        "sent_at": np.array([t for t, _ in kept]),
+        "arrays": message.size,
+        "expected": sent.size,
+        "sent": sent.size,
+        "pauses": pauses,
+        "cpu_wait": cpu_wait,
+        "workers": workers,
+    }
 
 
 def waited_on_collection(sent_at: np.ndarray, latency: np.ndarray, pauses, *, slow_s: float) -> tuple[int, int]:

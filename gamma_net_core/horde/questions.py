@@ -13,6 +13,9 @@ inputs and one tile coder. The file::
     publish_taus: [1, 10, 100]    # timescales the node publishes (besides the readouts)
     state:                        # inputs, normalized to [0, 1] by their declared range
       - {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "position[shoulder]", low: -2.6, high: 2.6}
+      - {topic: /scan, type: sensor_msgs/msg/LaserScan, field: "min(ranges[0:5])", transform: clip, max: 4.0,
+         low: 0.0, high: 4.0}     # the nearest of the first five beams; inf (open space) reads as range_max
+    extensions: [my_robot.signals]  # optional: modules registering their own transforms or readout kinds
     learner: {tilings: [100], memory_size: 2048, step_size: 0.1}     # GammaNetConfig, less the state ranges
     timescales: {n_gamma: 1, n_tau: 29, tau_max: 100}                # TimescaleSampling
     adaptation: {method: autostep, meta_step_size: 0.01}             # AdaptationConfig (optional)
@@ -28,9 +31,16 @@ inputs and one tile coder. The file::
         termination: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "position[elbow]",
                       threshold: 1.2, direction: above}
 
-Transforms: ``identity``, ``abs``, ``square``, ``indicator`` (1 where the value is ``above`` or
-``below`` ``threshold``, else 0). Unknown keys are refused, naming them; every error names the
-question (or section) and the key. :meth:`HordeSpec.topics` gives {topic: type} to subscribe to.
+Field paths index, slice and aggregate (``min(ranges[0:5])``) and read a range's infinities per
+REP 117 (:mod:`gamma_net_core.horde.fields`); a signal's ``inf_as`` / ``minus_inf_as`` name what
+``+inf`` / ``-inf`` read as instead. A cumulant or a state input takes a ``transform`` with the
+keys it takes beside it (:mod:`gamma_net_core.horde.transforms`: ``identity``, ``abs``,
+``square``, ``indicator`` with ``threshold`` and ``direction``, ``clip`` with ``min``/``max``,
+``inverse``); a state input is transformed before it is normalized over [low, high]. Readout
+kinds are a registry too (:mod:`gamma_net_core.horde.readouts`); ``extensions: [module, ...]``
+imports modules that register more (docs/extending.md). Unknown keys and names are refused,
+naming them; every error names the question (or section) and the key. :meth:`HordeSpec.topics`
+gives {topic: type} to subscribe to.
 
 Staleness is judged per topic (:meth:`HordeSpec.stale_after`): a topic's own ``stale_after_s``,
 else three periods of its declared ``rate_hz`` (two messages missed in a row), else the file's
@@ -43,6 +53,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import importlib
 import math
 import pathlib
 import re
@@ -267,6 +278,7 @@ _TOP = {
     "seed",
     "publish_taus",
     "topics",
+    "extensions",
 }
 
 
@@ -288,6 +300,7 @@ def load_questions(source: str | pathlib.Path | Mapping[str, Any]) -> HordeSpec:
 
 def _spec(doc: Mapping[str, Any]) -> HordeSpec:
     _known(doc, _TOP, "top level")
+    _import_extensions(doc.get("extensions", []))
     for key in ("questions", "state"):
         if not isinstance(doc.get(key), list) or not doc[key]:
             raise ValueError(f"{key}: a non-empty list is required")
@@ -335,6 +348,17 @@ def _spec(doc: Mapping[str, Any]) -> HordeSpec:
         publish_taus=tuple(_number(t, "publish_taus", low=1.0, high=1e9) for t in taus),
         topic_stale_after_s=_topic_limits(doc.get("topics", {}), {s.topic for s in (*state, *_signals(questions))}),
     )
+
+
+def _import_extensions(names: Any) -> None:
+    """Import the modules that register the file's own transforms, aggregates or readout kinds (docs/extending.md)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        raise ValueError(f"extensions: must be a list of module names; got {names!r}")
+    for name in names:
+        try:
+            importlib.import_module(name.strip())
+        except Exception as exc:  # an extension's own error, whatever it is, refuses the file in one line
+            raise ValueError(f"extensions: cannot import {name!r} ({type(exc).__name__}: {exc})") from None
 
 
 def _signals(questions: tuple[Question, ...]) -> list[Signal]:

@@ -134,7 +134,6 @@ def transform_parameters(name: Any, given: Mapping[str, Any], label: str) -> tup
     return tuple(out.items())
 
 
-@functools.lru_cache(maxsize=4096)
 def transform_function(name: str, parameters: tuple[tuple[str, Any], ...] = ()) -> Callable[[float], float]:
     """``value -> transformed value`` of a transform and its parameters; NaN in, or not finite out, is NaN.
 
@@ -150,11 +149,6 @@ def transform_function(name: str, parameters: tuple[tuple[str, Any], ...] = ()) 
         return out if math.isfinite(out) else math.nan
 
     return apply
-
-
-def clear_cache() -> None:
-    """Forget the bound functions (after a transform is removed from the registry, e.g. by a test)."""
-    transform_function.cache_clear()
 
 
 register_transform("identity")(lambda value: value)

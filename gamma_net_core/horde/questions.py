@@ -471,7 +471,7 @@ def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> R
     # A key of another kind would be ignored: its user would believe it set something.
     for key in ("k", "seconds"):
         if key in m and key not in kind.keys:
-            why = kind.refusals.get(key, f"a {kind.name} readout takes {list(kind.keys)}")
+            why = kind.refusals.get(key, f"the {kind.name} readout takes {list(kind.keys)}, not {key!r}")
             raise ValueError(f"{label}.{key}: {why}")
     for key in kind.required:
         if key not in m:

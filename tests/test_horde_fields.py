@@ -306,3 +306,25 @@ def test_a_scan_of_inf_beams_stops_nothing_and_an_unread_infinity_says_how_to_na
     assert reading.errors["state"] == (
         "field 'voltage' on /battery is inf (no REP 117 range limit beside it: name what it reads as with inf_as)"
     )
+
+
+def test_the_guides_laserscan_questions_load_check_and_read_open_space_as_range_max():
+    import yaml
+    from geometry_msgs.msg import Twist
+    from guides import guide_text
+
+    from gamma_net_ros.horde.topics import message_class
+
+    text = guide_text("horde").split("<!-- horde laserscan -->", 1)[1]
+    spec = load_questions(yaml.safe_load(text.split("```yaml\n", 1)[1].split("```", 1)[0]))
+    for signal in spec.signals():
+        check_field(message_class(signal.type), signal.field)
+    open_space = scan([INF] * 360, range_max=4.0)
+    reading = Row(spec).read({"/base/scan": open_space, "/cmd_vel": Twist()})
+    assert reading.usable.all() and not reading.errors
+    np.testing.assert_allclose(reading.inputs, [4.0, 0.0, 0.0])
+    np.testing.assert_allclose(reading.cumulants, [0.0, 4.0, 0.25])
+    wall = scan([INF] * 175 + [0.3] + [INF] * 184, range_max=4.0)
+    reading = Row(spec).read({"/base/scan": wall, "/cmd_vel": Twist()})
+    np.testing.assert_allclose(reading.inputs[:2], [0.3, 5.0], rtol=1e-6)  # beam 175: the slice's 5th
+    np.testing.assert_allclose(reading.cumulants[[0, 2]], [1.0, 1 / 0.3], rtol=1e-6)

@@ -13,6 +13,9 @@ inputs and one tile coder. The file::
     publish_taus: [1, 10, 100]    # timescales the node publishes (besides the readouts)
     state:                        # inputs, normalized to [0, 1] by their declared range
       - {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "position[shoulder]", low: -2.6, high: 2.6}
+      - {topic: /scan, type: sensor_msgs/msg/LaserScan, field: "min(ranges[0:5])", transform: clip, max: 4.0,
+         low: 0.0, high: 4.0}     # the nearest of the first five beams; inf (open space) reads as range_max
+    extensions: [my_robot.signals]  # optional: modules registering their own transforms or readout kinds
     learner: {tilings: [100], memory_size: 2048, step_size: 0.1}     # GammaNetConfig, less the state ranges
     timescales: {n_gamma: 1, n_tau: 29, tau_max: 100}                # TimescaleSampling
     adaptation: {method: autostep, meta_step_size: 0.01}             # AdaptationConfig (optional)
@@ -28,9 +31,16 @@ inputs and one tile coder. The file::
         termination: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "position[elbow]",
                       threshold: 1.2, direction: above}
 
-Transforms: ``identity``, ``abs``, ``square``, ``indicator`` (1 where the value is ``above`` or
-``below`` ``threshold``, else 0). Unknown keys are refused, naming them; every error names the
-question (or section) and the key. :meth:`HordeSpec.topics` gives {topic: type} to subscribe to.
+Field paths index, slice and aggregate (``min(ranges[0:5])``) and read a range's infinities per
+REP 117 (:mod:`gamma_net_core.horde.fields`); a signal's ``inf_as`` / ``minus_inf_as`` name what
+``+inf`` / ``-inf`` read as instead. A cumulant or a state input takes a ``transform`` with the
+keys it takes beside it (:mod:`gamma_net_core.horde.transforms`: ``identity``, ``abs``,
+``square``, ``indicator`` with ``threshold`` and ``direction``, ``clip`` with ``min``/``max``,
+``inverse``); a state input is transformed before it is normalized over [low, high]. Readout
+kinds are a registry too (:mod:`gamma_net_core.horde.readouts`); ``extensions: [module, ...]``
+imports modules that register more (docs/extending.md). Unknown keys and names are refused,
+naming them; every error names the question (or section) and the key. :meth:`HordeSpec.topics`
+gives {topic: type} to subscribe to.
 
 Staleness is judged per topic (:meth:`HordeSpec.stale_after`): a topic's own ``stale_after_s``,
 else three periods of its declared ``rate_hz`` (two messages missed in a row), else the file's
@@ -42,6 +52,8 @@ share the one state (:meth:`HordeSpec.question_topics`).
 from __future__ import annotations
 
 import dataclasses
+import functools
+import importlib
 import math
 import pathlib
 import re
@@ -51,12 +63,11 @@ from typing import Any
 
 from gamma_net_core import config as config_lib
 from gamma_net_core.horde.fields import FieldPath, parse_field
+from gamma_net_core.horde.transforms import TRANSFORMS, transform_function, transform_parameters
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.timescales import TimescaleSampling
 
-TRANSFORMS = ("identity", "abs", "square", "indicator")
 DIRECTIONS = ("above", "below")
-READOUT_KINDS = ("hyperbolic", "window", "forecast")
 ADAPTATION_METHODS = ("constant", "autostep")
 _TYPE_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*/(msg/)?[A-Za-z_][A-Za-z0-9_]*$")
 _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*$")
@@ -64,34 +75,78 @@ _NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_.\-]*$")
 
 @dataclass(frozen=True)
 class Signal:
-    """A numeric field of a topic's messages: ``type`` e.g. ``sensor_msgs/msg/JointState``."""
+    """A numeric field of a topic's messages: ``type`` e.g. ``sensor_msgs/msg/JointState``.
+
+    Attributes:
+      topic: the topic, absolute.
+      type: its message type, ``pkg/msg/Type``.
+      field: the field path (:mod:`gamma_net_core.horde.fields`: indexes, slices, aggregates).
+      inf_as: what ``+inf`` reads as; None: REP 117's range maximum where the message has one.
+      minus_inf_as: what ``-inf`` reads as; None: REP 117's range minimum where the message has one.
+    """
 
     topic: str
     type: str
     field: str
+    inf_as: float | None = None
+    minus_inf_as: float | None = None
 
     @property
     def path(self) -> FieldPath:
         return parse_field(self.field)
 
+    @property
+    def source(self) -> tuple:
+        """What the field reads: two signals of one source read the same number from a message."""
+        return (self.topic, self.field, self.inf_as, self.minus_inf_as)
+
+    def resolve(self, message) -> float:
+        """The field's value in ``message``, infinities read per REP 117 (see :meth:`FieldPath.resolve`)."""
+        return self.path.resolve(message, inf_as=self.inf_as, minus_inf_as=self.minus_inf_as)
+
 
 @dataclass(frozen=True)
-class Cumulant(Signal):
-    """The signal a question predicts the discounted sum of, after ``transform``."""
+class Transformed(Signal):
+    """A signal read through a registered transform (:mod:`gamma_net_core.horde.transforms`).
+
+    Attributes:
+      transform: the transform's name in :data:`~gamma_net_core.horde.transforms.TRANSFORMS`.
+      parameters: its parameters, ((key, value), ...), as :func:`transform_parameters` gives them.
+    """
 
     transform: str = "identity"
-    threshold: float = 0.0
-    direction: str = "above"
+    parameters: tuple[tuple[str, float | str], ...] = ()
+
+    @functools.cached_property
+    def _function(self):
+        return transform_function(self.transform, self.parameters)
 
     def apply(self, value: float) -> float:
-        """The cumulant of a raw field value."""
-        if self.transform == "abs":
-            return abs(value)
-        if self.transform == "square":
-            return value * value
-        if self.transform == "indicator":
-            return 1.0 if (value > self.threshold if self.direction == "above" else value < self.threshold) else 0.0
-        return value
+        """The transformed value of a field's value; NaN where either is not finite."""
+        return self._function(value)
+
+    def read(self, message) -> float:
+        """The signal's value in ``message``: the field read per REP 117, then transformed.
+
+        The one reading of a question's signal: the Horde (its rows, the offline sampler) and the
+        reflex's present-signal rules all come here, so they cannot disagree. NaN: no value.
+        """
+        return self._function(self.resolve(message))
+
+    @property
+    def threshold(self) -> float | None:
+        """The indicator's threshold (None for another transform)."""
+        return dict(self.parameters).get("threshold")
+
+    @property
+    def direction(self) -> str | None:
+        """The indicator's direction (None for another transform)."""
+        return dict(self.parameters).get("direction")
+
+
+@dataclass(frozen=True)
+class Cumulant(Transformed):
+    """The signal a question predicts the discounted sum of, after ``transform``."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +165,8 @@ class Termination(Signal):
 
 
 @dataclass(frozen=True)
-class StateInput(Signal):
-    """A state input, normalized to [0, 1] over [low, high] (clipped)."""
+class StateInput(Transformed):
+    """A state input: the field, transformed, then normalized to [0, 1] over [low, high] (clipped)."""
 
     low: float = 0.0
     high: float = 1.0
@@ -223,6 +278,7 @@ _TOP = {
     "seed",
     "publish_taus",
     "topics",
+    "extensions",
 }
 
 
@@ -244,6 +300,7 @@ def load_questions(source: str | pathlib.Path | Mapping[str, Any]) -> HordeSpec:
 
 def _spec(doc: Mapping[str, Any]) -> HordeSpec:
     _known(doc, _TOP, "top level")
+    _import_extensions(doc.get("extensions", []))
     for key in ("questions", "state"):
         if not isinstance(doc.get(key), list) or not doc[key]:
             raise ValueError(f"{key}: a non-empty list is required")
@@ -293,6 +350,17 @@ def _spec(doc: Mapping[str, Any]) -> HordeSpec:
     )
 
 
+def _import_extensions(names: Any) -> None:
+    """Import the modules that register the file's own transforms, aggregates or readout kinds (docs/extending.md)."""
+    if not isinstance(names, list) or not all(isinstance(n, str) and n.strip() for n in names):
+        raise ValueError(f"extensions: must be a list of module names; got {names!r}")
+    for name in names:
+        try:
+            importlib.import_module(name.strip())
+        except Exception as exc:  # an extension's own error, whatever it is, refuses the file in one line
+            raise ValueError(f"extensions: cannot import {name!r} ({type(exc).__name__}: {exc})") from None
+
+
 def _signals(questions: tuple[Question, ...]) -> list[Signal]:
     return [s for q in questions for s in (q.cumulant, q.termination) if s is not None]
 
@@ -323,13 +391,7 @@ def _question(i: int, m: Any) -> Question:
     _known(m, {"name", "cumulant", "termination"}, label)
     if "cumulant" not in m:
         raise ValueError(f"{label}: cumulant is required")
-    c = _signal_fields(m["cumulant"], f"{label}.cumulant", {"transform", "threshold", "direction"})
-    transform = c.pop("transform", "identity")
-    if transform not in TRANSFORMS:
-        raise ValueError(f"{label}.cumulant.transform: must be one of {list(TRANSFORMS)}; got {transform!r}")
-    if transform == "indicator" and "threshold" not in c:
-        raise ValueError(f"{label}.cumulant.threshold: required by the indicator transform")
-    cumulant = Cumulant(transform=transform, **_threshold(c, f"{label}.cumulant"))
+    cumulant = Cumulant(**_transformed(m["cumulant"], f"{label}.cumulant", set()))
     termination = None
     if m.get("termination") is not None:
         t = _signal_fields(m["termination"], f"{label}.termination", {"threshold", "direction"})
@@ -350,7 +412,7 @@ def _threshold(m: dict[str, Any], label: str) -> dict[str, Any]:
 
 def _state_input(i: int, m: Any) -> StateInput:
     label = f"state[{i}]"
-    s = _signal_fields(m, label, {"low", "high"})
+    s = _transformed(m, label, {"low", "high"})
     for key in ("low", "high"):
         if key not in s:
             raise ValueError(f"{label} ({s['field']}).{key}: required (the input's range, for normalization)")
@@ -360,9 +422,20 @@ def _state_input(i: int, m: Any) -> StateInput:
     return StateInput(**s)
 
 
+def _transformed(m: Any, label: str, extra: set[str]) -> dict[str, Any]:
+    """A signal's keys with its transform's: ``transform`` and the parameters it takes, checked."""
+    name = _mapping(m, label).get("transform", "identity")
+    keys = TRANSFORMS.check(name, f"{label}.transform").keys
+    s = _signal_fields(m, label, extra | {"transform", *keys})
+    given = {key: s.pop(key) for key in keys if key in s}
+    s["transform"] = name
+    s["parameters"] = transform_parameters(name, given, label)
+    return s
+
+
 def _signal_fields(m: Any, label: str, extra: set[str]) -> dict[str, Any]:
     m = dict(_mapping(m, label))
-    _known(m, {"topic", "type", "field"} | extra, label)
+    _known(m, {"topic", "type", "field", "inf_as", "minus_inf_as"} | extra, label)
     for key in ("topic", "type", "field"):
         if not isinstance(m.get(key), str) or not m[key].strip():
             raise ValueError(f"{label}.{key}: a non-empty string is required; got {m.get(key)!r}")
@@ -377,10 +450,16 @@ def _signal_fields(m: Any, label: str, extra: set[str]) -> dict[str, Any]:
         parse_field(m["field"])
     except ValueError as exc:
         raise ValueError(f"{label}.field: {exc}") from None
+    for key in ("inf_as", "minus_inf_as"):
+        if key in m:
+            m[key] = _number(m[key], f"{label}.{key}")
     return m
 
 
 def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> Readout:
+    # the kinds live with their weights; imported here, as readouts imports this module's Readout
+    from gamma_net_core.horde.readouts import READOUT_KINDS
+
     label = f"readouts[{i}]"
     m = dict(_mapping(m, label))
     name = m.get("name")
@@ -388,20 +467,16 @@ def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> R
         raise ValueError(f"{label}.name: a name of letters, digits, _ . - is required; got {name!r}")
     label = f"readout {name!r}"
     _known(m, {"name", "kind", "k", "seconds", "n_gammas"}, label)
-    kind = m.get("kind")
-    if kind not in READOUT_KINDS:
-        raise ValueError(f"{label}.kind: must be one of {list(READOUT_KINDS)}; got {kind!r}")
+    kind = READOUT_KINDS.check(m.get("kind"), f"{label}.kind")
     # A key of another kind would be ignored: its user would believe it set something.
-    if "k" in m and kind != "hyperbolic":
-        raise ValueError(
-            f"{label}.k: only a hyperbolic readout has k (1 / (1 + k t)); a {kind}'s horizon is seconds "
-            "(k = round(seconds * rate_hz) steps)"
-        )
-    if "seconds" in m and kind == "hyperbolic":
-        raise ValueError(f"{label}.seconds: a hyperbolic readout has no horizon in seconds; its shape is k, per step")
-    if kind == "forecast" and "seconds" not in m:
-        raise ValueError(f"{label}.seconds: required by a forecast (its horizon, in seconds)")
-    values: dict[str, Any] = {"name": name, "kind": kind}
+    for key in ("k", "seconds"):
+        if key in m and key not in kind.keys:
+            why = kind.refusals.get(key, f"the {kind.name} readout takes {list(kind.keys)}, not {key!r}")
+            raise ValueError(f"{label}.{key}: {why}")
+    for key in kind.required:
+        if key not in m:
+            raise ValueError(f"{label}.{key}: required by a {kind.name} readout")
+    values: dict[str, Any] = {"name": name, "kind": kind.name}
     if "k" in m:
         values["k"] = _number(m["k"], f"{label}.k", low=1e-6, high=1e6)
     if "seconds" in m:
@@ -412,17 +487,13 @@ def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> R
             raise ValueError(f"{label}.n_gammas: must be an integer in [2, 1024]; got {n!r}")
         values["n_gammas"] = n
     readout = Readout(**values)
-    what = {"window": "the window", "forecast": "the horizon"}.get(kind)
-    if what and readout.seconds * rate_hz > timescales.tau_max:
+    if kind.horizon and readout.seconds * rate_hz > timescales.tau_max:
         raise ValueError(
             f"{label}.seconds: {readout.seconds} s is {readout.seconds * rate_hz:g} steps at {rate_hz} Hz, beyond "
-            f"timescales.tau_max {timescales.tau_max:g}: train longer timescales or shorten {what}"
+            f"timescales.tau_max {timescales.tau_max:g}: train longer timescales or shorten {kind.horizon}"
         )
-    if kind == "forecast" and round(readout.seconds * rate_hz) < 1:
-        raise ValueError(
-            f"{label}.seconds: {readout.seconds} s is {readout.seconds * rate_hz:g} steps at {rate_hz} Hz; "
-            "a forecast looks at least one step ahead"
-        )
+    if kind.check is not None and (wrong := kind.check(readout, rate_hz)):
+        raise ValueError(f"{label}.{wrong}")
     return readout
 
 

@@ -7,7 +7,8 @@ A Γ-net predicts V(s, gamma) = E[sum_t gamma^t C_{t+1}] at any gamma, so any we
 
 (with a termination, each V_j stops where the return does, and so does the readout). No gamma
 beyond the longest trained one, gamma_max = 1 - 1/tau_max, is read: a Γ-net extrapolates there
-without bound. Three kinds:
+without bound. The kinds are a registry (:data:`READOUT_KINDS`, one :class:`ReadoutKind` each:
+its weights, the discount it stands for, the keys it takes); three are built in:
 
 - ``hyperbolic`` (Fedus et al. 2019), cut at gamma_max: d(t) = gamma_max^t / (1 + k t). The
   uncut 1 / (1 + k t) = integral_0^1 u^(k t) du is a mixture of gamma^t over gamma = u^k up to
@@ -45,11 +46,13 @@ define, against which exact returns of a known signal are computed (:func:`exact
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
 
 import numpy as np
 
 from gamma_net_core.horde.questions import Readout
+from gamma_net_core.horde.registry import Registry
 from gamma_net_core.returns import discounted_returns
 
 #: Ridge penalty of the forecast fits (see the module docstring; README.md tabulates the kernels it gives).
@@ -74,6 +77,42 @@ def forecast_steps(readout: Readout, *, rate_hz: float) -> int:
     return max(1, round(readout.seconds * rate_hz))
 
 
+@dataclass(frozen=True)
+class ReadoutKind:
+    """A registered readout kind: how its weights are fitted and what discount they stand for.
+
+    Attributes:
+      name: its ``kind:`` in the questions file.
+      weights: ``f(readout, *, rate_hz, tau_max) -> (gammas [J], coefficients [J])``.
+      ideal: ``f(readout, t, *, rate_hz, tau_max) -> d(t)``: the discount function the weights
+        approximate (t a float array of steps; ``d`` weighs C_{t+1}).
+      keys: which of the readout's ``k`` and ``seconds`` it takes (``n_gammas`` every kind takes).
+      required: the keys the file must give.
+      refusals: {key it does not take: the phrase that refuses it}; a key without one is refused
+        naming the keys it takes.
+      horizon: what ``seconds`` is (``the window``), where ``seconds * rate_hz`` must be within
+        the trained timescales; None: no such limit.
+      check: ``f(readout, rate_hz) -> "key: what is wrong" | None``, for a limit of its own.
+    """
+
+    name: str
+    weights: Callable[..., tuple[np.ndarray, np.ndarray]]
+    ideal: Callable[..., np.ndarray]
+    keys: tuple[str, ...] = ()
+    required: tuple[str, ...] = ()
+    refusals: Mapping[str, str] = field(default_factory=dict)
+    horizon: str | None = None
+    check: Callable[[Readout, float], str | None] | None = None
+
+
+READOUT_KINDS: Registry[ReadoutKind] = Registry("readout kind")
+
+
+def register_readout(kind: ReadoutKind) -> ReadoutKind:
+    """Add ``kind`` to :data:`READOUT_KINDS` under its name; ValueError if the name is taken."""
+    return READOUT_KINDS.add(kind.name, kind)
+
+
 def readout_weights(readout: Readout, *, rate_hz: float, tau_max: float) -> tuple[np.ndarray, np.ndarray]:
     """The gammas and coefficients of a readout: its prediction is ``sum_j a_j V(s, gamma_j)``.
 
@@ -84,23 +123,95 @@ def readout_weights(readout: Readout, *, rate_hz: float, tau_max: float) -> tupl
 
     Returns:
       (gammas [J], coefficients [J]).
+
+    Raises:
+      ValueError: a kind nobody registered, naming it and the known ones.
     """
-    gamma_max = 1.0 - 1.0 / tau_max
-    n = readout.n_gammas
-    if readout.kind == "hyperbolic":
-        nodes, weights = np.polynomial.legendre.leggauss(n)
-        u = (nodes + 1.0) / 2.0  # Gauss-Legendre on [0, 1]
-        return gamma_max * u**readout.k, weights / 2.0
-    if readout.kind in ("window", "forecast"):
-        gammas = 1.0 - 1.0 / np.geomspace(1.0, tau_max, n)
-        t = np.arange(horizon(gamma_max))
-        basis = gammas[:, None] ** t[None, :]
-        if readout.kind == "window":
-            target = (t < readout.seconds * rate_hz).astype(float)
-            return gammas, _window_fit(gammas, basis, target)
-        target = (t == forecast_steps(readout, rate_hz=rate_hz) - 1).astype(float)
-        return gammas, _ridge(basis, target, total=1.0)
-    raise ValueError(f"readout {readout.name!r}: unknown kind {readout.kind!r}")
+    return READOUT_KINDS[readout.kind].weights(readout, rate_hz=rate_hz, tau_max=tau_max)
+
+
+def _hyperbolic_weights(readout: Readout, *, rate_hz: float, tau_max: float) -> tuple[np.ndarray, np.ndarray]:
+    nodes, weights = np.polynomial.legendre.leggauss(readout.n_gammas)
+    u = (nodes + 1.0) / 2.0  # Gauss-Legendre on [0, 1]
+    return (1.0 - 1.0 / tau_max) * u**readout.k, weights / 2.0
+
+
+def _fit_basis(readout: Readout, tau_max: float) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The window's and the forecast's gammas, steps t and basis gamma_j^t."""
+    gammas = 1.0 - 1.0 / np.geomspace(1.0, tau_max, readout.n_gammas)
+    t = np.arange(horizon(1.0 - 1.0 / tau_max))
+    return gammas, t, gammas[:, None] ** t[None, :]
+
+
+def _window_weights(readout: Readout, *, rate_hz: float, tau_max: float) -> tuple[np.ndarray, np.ndarray]:
+    gammas, t, basis = _fit_basis(readout, tau_max)
+    return gammas, _window_fit(gammas, basis, _window_ideal(readout, t, rate_hz=rate_hz, tau_max=tau_max))
+
+
+def _forecast_weights(readout: Readout, *, rate_hz: float, tau_max: float) -> tuple[np.ndarray, np.ndarray]:
+    gammas, t, basis = _fit_basis(readout, tau_max)
+    return gammas, _ridge(basis, _forecast_ideal(readout, t, rate_hz=rate_hz, tau_max=tau_max), total=1.0)
+
+
+def _hyperbolic_ideal(readout: Readout, t: np.ndarray, *, rate_hz: float, tau_max: float) -> np.ndarray:
+    return (1.0 - 1.0 / tau_max) ** t / (1.0 + readout.k * t)
+
+
+def _window_ideal(readout: Readout, t: np.ndarray, *, rate_hz: float, tau_max: float) -> np.ndarray:
+    return (t < readout.seconds * rate_hz).astype(float)
+
+
+def _forecast_ideal(readout: Readout, t: np.ndarray, *, rate_hz: float, tau_max: float) -> np.ndarray:
+    return (t == forecast_steps(readout, rate_hz=rate_hz) - 1).astype(float)
+
+
+def _forecast_check(readout: Readout, rate_hz: float) -> str | None:
+    if round(readout.seconds * rate_hz) < 1:
+        return (
+            f"seconds: {readout.seconds} s is {readout.seconds * rate_hz:g} steps at {rate_hz} Hz; "
+            "a forecast looks at least one step ahead"
+        )
+    return None
+
+
+def _no_k(kind: str) -> str:
+    return (
+        f"only a hyperbolic readout has k (1 / (1 + k t)); a {kind}'s horizon is seconds "
+        "(k = round(seconds * rate_hz) steps)"
+    )
+
+
+register_readout(
+    ReadoutKind(
+        "hyperbolic",
+        _hyperbolic_weights,
+        _hyperbolic_ideal,
+        keys=("k",),
+        refusals={"seconds": "a hyperbolic readout has no horizon in seconds; its shape is k, per step"},
+    )
+)
+register_readout(
+    ReadoutKind(
+        "window",
+        _window_weights,
+        _window_ideal,
+        keys=("seconds",),
+        refusals={"k": _no_k("window")},
+        horizon="the window",
+    )
+)
+register_readout(
+    ReadoutKind(
+        "forecast",
+        _forecast_weights,
+        _forecast_ideal,
+        keys=("seconds",),
+        required=("seconds",),
+        refusals={"k": _no_k("forecast")},
+        horizon="the horizon",
+        check=_forecast_check,
+    )
+)
 
 
 def relative_gain(gammas, coefficients, size: float) -> float:
@@ -143,14 +254,13 @@ def ideal_discount(readout: Readout, t, *, rate_hz: float, tau_max: float) -> np
     """The discount function a readout stands for, which its weights approximate.
 
     Hyperbolic: gamma_max^t / (1 + k t); window: 1 for t < seconds * rate_hz; forecast: 1 at
-    t = k - 1 (the weight of C_{t+k}), else 0.
+    t = k - 1 (the weight of C_{t+k}), else 0; another kind: its registered ``ideal``.
+
+    Raises:
+      ValueError: a kind nobody registered, naming it and the known ones.
     """
     t = np.asarray(t, dtype=np.float64)
-    if readout.kind == "hyperbolic":
-        return (1.0 - 1.0 / tau_max) ** t / (1.0 + readout.k * t)
-    if readout.kind == "forecast":
-        return (t == forecast_steps(readout, rate_hz=rate_hz) - 1).astype(float)
-    return (t < readout.seconds * rate_hz).astype(float)
+    return READOUT_KINDS[readout.kind].ideal(readout, t, rate_hz=rate_hz, tau_max=tau_max)
 
 
 @dataclass(frozen=True)

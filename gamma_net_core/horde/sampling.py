@@ -2,7 +2,8 @@
 
 Every topic the questions name is read from a rosbag2 (or rosbag1) with the `rosbags` library
 (any message type the bag's connections define), each field resolved with
-:mod:`gamma_net_core.horde.fields`. The clock ticks every 1 / rate_hz seconds of the bag's
+:mod:`gamma_net_core.horde.fields` (REP 117 infinities read as the node reads them) and
+transformed as the node transforms it. The clock ticks every 1 / rate_hz seconds of the bag's
 receive time, from the first moment every topic has published to the last message. At each
 tick every signal takes its topic's latest message at or before the tick.
 
@@ -24,7 +25,6 @@ import numpy as np
 
 from gamma_net_core.data.bags import BagError, open_reader, read_messages
 from gamma_net_core.data.joints import NANOSECONDS
-from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.questions import HordeSpec
 
 
@@ -88,14 +88,14 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
                     f"topic {signal.topic!r} in {path} carries {found[signal.topic]}, not {signal.type} as the "
                     f"questions say for field {signal.field!r}"
                 )
-        by_topic = {t: [(i, parse_field(s.field)) for i, s in enumerate(signals) if s.topic == t] for t in topics}
+        by_topic = {t: [(i, s) for i, s in enumerate(signals) if s.topic == t] for t in topics}
         times: dict[str, list[float]] = {t: [] for t in topics}
         values: dict[int, list[float]] = {i: [] for i in range(len(signals))}
         connections = [c for c in reader.connections if c.topic in topics]
         for connection, receive_ns, message in read_messages(reader, connections, path):
             times[connection.topic].append(receive_ns / NANOSECONDS)
-            for i, field in by_topic[connection.topic]:
-                values[i].append(field.resolve(message))
+            for i, signal in by_topic[connection.topic]:
+                values[i].append(signal.resolve(message))
     finally:
         reader.close()
     empty = sorted(t for t, ts in times.items() if not ts)
@@ -116,7 +116,7 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
     stale = ~np.logical_and.reduce(list(fresh.values()))
     sampled = [np.asarray(values[i])[latest[s.topic]] for i, s in enumerate(signals)]
     n_state = len(spec.state)
-    inputs = np.stack(sampled[:n_state], axis=1)
+    inputs = np.stack([[s.apply(v) for v in sampled[i]] for i, s in enumerate(spec.state)], axis=1)
     cumulants = np.empty((ticks.shape[0], len(spec.questions)))
     continuations = np.ones_like(cumulants)
     k = n_state

@@ -4,7 +4,9 @@ Each question is judged on its own (:class:`Reading`): a question is usable wher
 (every state input fresh, readable and finite: the state is shared, so a state input that is not
 stops every question) and its own cumulant and termination are. A stale or silent topic leaves
 its fields unread; a field that cannot be read (a joint the messages lack) or is not finite
-stops the questions that read it, and the reason is kept for the node to say once.
+after REP 117 (a NaN beam: no reading; an infinity no range limit or ``inf_as`` reads), or whose
+transform is not finite, stops the questions that read it, and the reason is kept for the node
+to say once.
 """
 
 from __future__ import annotations
@@ -16,7 +18,6 @@ from dataclasses import dataclass, field
 import numpy as np
 from gamma_net_msgs.msg import PredictionArray, RealizedReturns
 
-from gamma_net_core.horde.fields import parse_field
 from gamma_net_core.horde.online_error import RealizedReturns as Realized
 from gamma_net_core.horde.questions import HordeSpec
 from gamma_net_ros.horde.topics import check_field, message_class
@@ -46,18 +47,24 @@ class Reading:
 class Row:
     """Turns the latest message of each topic into the learner's row: inputs, cumulants, continuations.
 
-    Each distinct (topic, field) is read once per tick, and each distinct cumulant and termination
-    computed once, however many questions use it (thousands of questions share a few dozen).
+    Each distinct field source (topic, field, REP 117 values) is read once per tick, and each
+    distinct cumulant and termination computed once, however many questions use it (thousands of
+    questions share a few dozen). Every value is read as :meth:`Transformed.read` reads it (the
+    field per REP 117, then the transform): the reflex reads its present signals the same way.
     """
 
     def __init__(self, spec: HordeSpec) -> None:
-        fields: dict[tuple[str, str], int] = {}
+        sources: dict[tuple, int] = {}
+        signals = []  # one signal per source: the one that reads it
 
         def slot(signal) -> int:
-            return fields.setdefault((signal.topic, signal.field), len(fields))
+            if signal.source not in sources:
+                sources[signal.source] = len(signals)
+                signals.append(signal)
+            return sources[signal.source]
 
         self.names = spec.names
-        self.state = [slot(s) for s in spec.state]
+        self.state = [(slot(s), s) for s in spec.state]
         self.cumulants = [(slot(q.cumulant), q.cumulant.apply) for q in spec.questions]
         self.terminations = [
             (slot(q.termination), q.termination.continuation) if q.termination is not None else None
@@ -66,11 +73,11 @@ class Row:
         cumulants, ends = {}, {}  # each distinct signal -> its place; a question without termination: the last
         of = [cumulants.setdefault(q.cumulant, len(cumulants)) for q in spec.questions]
         self.cumulant_of = np.array(of, dtype=np.intp)
-        self.distinct_cumulants = [(slot(c), c.apply) for c in cumulants]
+        self.distinct_cumulants = [(slot(c), c) for c in cumulants]
         ends_of = [-1 if q.termination is None else ends.setdefault(q.termination, len(ends)) for q in spec.questions]
         self.termination_of = np.array([len(ends) if e < 0 else e for e in ends_of], dtype=np.intp)
         self.distinct_terminations = [(slot(t), t.continuation) for t in ends]
-        self.reads = [(topic, parse_field(field)) for (topic, field) in fields]
+        self.reads = [(signal.topic, signal) for signal in signals]
         self.cumulant_slots = np.array([k for k, _ in self.cumulants], dtype=np.intp)
         self.terminated = np.array([t is not None for t in self.terminations])
         self.termination_slots = np.array([t[0] if t else 0 for t in self.terminations], dtype=np.intp)
@@ -85,13 +92,13 @@ class Row:
     def read(self, messages: dict) -> Reading:
         """The row of ``messages`` ({topic: latest fresh message}; a topic left out is stale or silent)."""
         read, why = [], {}  # a Python list: each value is used as a float below, not as an array element
-        for topic, path in self.reads:
+        for topic, signal in self.reads:
             message = messages.get(topic)
             if message is None:
                 read.append(math.nan)
                 continue
             try:
-                read.append(path.resolve(message))
+                read.append(signal.resolve(message))
             except ValueError as exc:
                 why[len(read)] = str(exc)
                 read.append(math.nan)
@@ -99,23 +106,47 @@ class Row:
         finite = np.isfinite(values)
         if not finite.all():
             for k in np.flatnonzero(~finite):
-                topic, path = self.reads[k]
+                topic, signal = self.reads[k]
                 if k not in why and topic in messages:
-                    why[int(k)] = f"field {path.path!r} on {topic} is {read[k]}"
-        errors = {"state": why[k] for k in self.state[::-1] if k in why}  # noqa: B035 - the first wins
-        inputs = values[self.state]
-        state_ok = bool(finite[self.state].all())
-        usable = finite[self.cumulant_slots] & (finite[self.termination_slots] | ~self.terminated) & state_ok
-        # a signal that cannot be read gives NaN (or a number, unused): only usable questions take theirs
-        kinds = np.array([apply(read[k]) for k, apply in self.distinct_cumulants])
+                    why[int(k)] = _not_finite(signal, topic, read[k])
+        inputs = np.array([s.apply(read[k]) for k, s in self.state])
+        state_ok = bool(np.isfinite(inputs).all())
+        errors = {}
+        if not state_ok:  # the first input's reason; none where its topic is stale or silent (counted apart)
+            reasons = [
+                why.get(k) if not math.isfinite(read[k]) else _not_finite_after(s, read[k])
+                for (k, s), v in zip(self.state, inputs)
+                if not math.isfinite(v)
+            ]
+            if any(reasons):
+                errors["state"] = next(r for r in reasons if r)
+        # a signal that cannot be read gives NaN, and so does its transform: NaN is "no value" everywhere
+        kinds = np.array([c.apply(read[k]) for k, c in self.distinct_cumulants])
         ends = np.array([continuation(read[k]) for k, continuation in self.distinct_terminations] + [1.0])
+        usable = np.isfinite(kinds[self.cumulant_of]) & (finite[self.termination_slots] | ~self.terminated) & state_ok
         cumulants = np.where(usable, kinds[self.cumulant_of], np.nan)
         continuations = np.where(usable, ends[self.termination_of], 1.0)
         for q in np.flatnonzero(~usable).tolist():
             (k, _), termination = self.cumulants[q], self.terminations[q]
             slots = [k] if termination is None else [k, termination[0]]
             errors.update({self.names[q]: why[j] for j in slots[::-1] if j in why})  # noqa: B035 - the first
+            if self.names[q] not in errors and k not in why and math.isfinite(read[k]):
+                cumulant = self.distinct_cumulants[self.cumulant_of[q]][1]
+                errors[self.names[q]] = _not_finite_after(cumulant, read[k])
         return Reading(inputs, cumulants, continuations, usable, state_ok, errors)
+
+
+def _not_finite(signal, topic: str, value: float) -> str:
+    """Why a field's value is not usable, with what would make an infinity one."""
+    line = f"field {signal.field!r} on {topic} is {value}"
+    if math.isinf(value):
+        key = "inf_as" if value > 0 else "minus_inf_as"
+        line += f" (no REP 117 range limit beside it: name what it reads as with {key})"
+    return line
+
+
+def _not_finite_after(signal, value: float) -> str:
+    return f"field {signal.field!r} on {signal.topic}: transform {signal.transform} of {value!r} is not finite"
 
 
 def check_signals(spec: HordeSpec) -> None:

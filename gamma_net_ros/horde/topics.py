@@ -1,7 +1,8 @@
 """Topics of any message type, sampled on a clock: what the Horde node reads its signals from.
 
 A question names a topic, its message type as a string (``sensor_msgs/msg/Imu`` or
-``sensor_msgs/Imu``) and a field path (``linear_acceleration.z``, ``velocity[elbow]``). The
+``sensor_msgs/Imu``) and a field path (``linear_acceleration.z``, ``velocity[elbow]``,
+``min(ranges[0:5])``). The
 classes are resolved at run time from the type names, so any installed message type works, and
 every path is checked against the type's rosidl introspection before the node starts: a type that
 is not installed or a field that does not exist is refused in one line naming it.
@@ -21,6 +22,7 @@ from dataclasses import dataclass, field
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy, qos_profile_sensor_data
 
+from gamma_net_core.horde.fields import parse_field
 from gamma_net_ros.conversions import clock_seconds
 
 _NUMERIC = {
@@ -40,7 +42,6 @@ _NUMERIC = {
     "int64",
     "uint64",
 }
-_SEGMENT = re.compile(r"^(?P<name>[A-Za-z_][A-Za-z0-9_]*)(?:\[(?P<index>[^\[\]]+)\])?$")
 _SEQUENCE = re.compile(r"^(?:sequence<(?P<seq>[^,>]+)(?:,\s*(?P<bound>\d+))?>|(?P<arr>[^\[]+)\[(?P<size>\d+)\])$")
 
 
@@ -73,9 +74,11 @@ def message_class(type_name: str) -> type:
 def check_field(cls: type, path: str) -> None:
     """Check that ``path`` names a numeric field of message class ``cls``, by rosidl introspection.
 
+    The path is parsed as every consumer parses it (:func:`gamma_net_core.horde.fields.parse_field`):
     ``a.b`` descends into nested messages; ``a[i]`` indexes a sequence by position (an integer)
     or by name (``velocity[elbow]``: the entry of JointState's ``name`` list called ``elbow``,
-    so the message needs a ``name`` sequence of strings beside the indexed field).
+    so the message needs a ``name`` sequence of strings beside the indexed field); an aggregate
+    (``min(ranges[0:5])``) needs a sequence of numbers.
 
     Raises:
       ValueError: a field that does not exist or is not a number, naming the path and the type.
@@ -83,39 +86,43 @@ def check_field(cls: type, path: str) -> None:
     where = f"field {path!r} of {_type_name(cls)}"
     if not path:
         raise ValueError(f"{where}: the path is empty")
-    current = cls
-    segments = path.split(".")
-    for position, segment in enumerate(segments):
-        match = _SEGMENT.match(segment.strip())
-        if match is None:
-            raise ValueError(f"{where}: cannot read {segment!r} (expected 'name' or 'name[index]')")
-        fields = current.get_fields_and_field_types()
-        name, index = match["name"], match["index"]
-        if name not in fields:
-            raise ValueError(f"{where}: {_type_name(current)} has no field {name!r} (it has {sorted(fields)})")
-        kind = fields[name]
-        if index is not None:
-            sequence = _SEQUENCE.match(kind)
-            if sequence is None:
-                raise ValueError(f"{where}: {name!r} is a {kind}, not a sequence to index")
-            kind = sequence["seq"] or sequence["arr"]
-            if index.strip().lstrip("-").isdigit():
-                # A fixed array (covariance[9]) or a bounded sequence can never hold this index:
-                # refused now, not found unreadable on every message.
-                length = sequence["size"] or sequence["bound"]
-                if length is not None and not -int(length) <= int(index) < int(length):
-                    holds = f"exactly {length}" if sequence["size"] else f"at most {length}"
-                    raise ValueError(f"{where}: index {int(index)} is out of range: {name!r} holds {holds} elements")
-            elif fields.get("name") != "sequence<string>":
-                raise ValueError(f"{where}: {name!r} is indexed by name but {_type_name(current)} has no name list")
-        last = position == len(segments) - 1
-        if kind in _NUMERIC:
-            if not last:
-                raise ValueError(f"{where}: {name!r} is a number, it has no fields")
-            return
-        if last:
-            raise ValueError(f"{where}: {name!r} is a {kind}, not a number")
-        current = _nested_class(kind, where)
+    try:
+        parsed = parse_field(path)
+    except ValueError as exc:
+        raise ValueError(f"{where}: cannot read {path!r}: {exc}") from None
+    current, fields, name, kind = cls, {}, "", None
+    for step, key in parsed.steps:
+        if step == "attr":
+            if kind is not None:
+                if kind in _NUMERIC:
+                    raise ValueError(f"{where}: {name!r} is a number, it has no fields")
+                current = _nested_class(kind, where)
+            fields = current.get_fields_and_field_types()
+            if key not in fields:
+                raise ValueError(f"{where}: {_type_name(current)} has no field {key!r} (it has {sorted(fields)})")
+            name, kind = key, fields[key]
+            continue
+        sequence = _SEQUENCE.match(kind)
+        if sequence is None:
+            raise ValueError(f"{where}: {name!r} is a {kind}, not a sequence to index")
+        if step == "slice":
+            continue  # the sequence stays a sequence: its aggregate reads it
+        if step == "index":
+            # A fixed array (covariance[9]) or a bounded sequence can never hold this index:
+            # refused now, not found unreadable on every message.
+            length = sequence["size"] or sequence["bound"]
+            if length is not None and not -int(length) <= key < int(length):
+                holds = f"exactly {length}" if sequence["size"] else f"at most {length}"
+                raise ValueError(f"{where}: index {key} is out of range: {name!r} holds {holds} elements")
+        elif fields.get("name") != "sequence<string>":
+            raise ValueError(f"{where}: {name!r} is indexed by name but {_type_name(current)} has no name list")
+        kind = sequence["seq"] or sequence["arr"]
+    if parsed.aggregate is not None:
+        sequence = _SEQUENCE.match(kind)
+        if sequence is None or (sequence["seq"] or sequence["arr"]) not in _NUMERIC:
+            raise ValueError(f"{where}: {parsed.aggregate}() needs a sequence of numbers; {name!r} is a {kind}")
+    elif kind not in _NUMERIC:
+        raise ValueError(f"{where}: {name!r} is a {kind}, not a number")
 
 
 def _nested_class(kind: str, where: str) -> type:

@@ -120,9 +120,9 @@ class Reflex(Node):
 
     def on_signal(self, topic: str, msg) -> None:
         now = self._now()
-        for i, cumulant, path in self.signals[topic]:
+        for i, cumulant, _ in self.signals[topic]:
             try:
-                value = cumulant.apply(path.resolve(msg))
+                value = cumulant.read(msg)  # as the Horde reads it (REP 117, the transform): NaN is no news
             except (ValueError, IndexError, KeyError, TypeError) as exc:
                 self._reject(topic, exc)
                 continue

@@ -42,14 +42,6 @@ class HordeWeights(NamedTuple):
     H: np.ndarray
 
 
-@numba.njit(cache=True, inline="always")
-def _row_within(M, i, w_limit):  # pragma: no cover - compiled
-    ok = True
-    for q in range(M.shape[1]):
-        ok &= abs(M[i, q]) <= w_limit  # False for NaN too
-    return ok
-
-
 @numba.njit(cache=True)
 def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_coding, scratch):  # pragma: no cover
     """One transition for every question. Returns True, or False when a weight became non-finite or passed
@@ -74,36 +66,28 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
         if bias_index >= 0:
             for q in range(Q):
                 hx[q, k] += H[bias_index, q]
+    # Per (question, gamma) coefficients first, so that one pass over a step's rows writes W and H together.
+    step_w, step_h, corr = scratch.f_t, scratch.f_tp1, np.empty(Q)
+    w_limit = coding.w_limit
+    ok = True
     for k in range(K):
         gamma = gammas[k]
+        for q in range(Q):
+            step_w[q] = alpha * rhos[q] * deltas[q, k]
+            step_h[q] = beta * (rhos[q] * deltas[q, k] - hx[q, k])
+            corr[q] = alpha * rhos[q] * gamma * continuations[q] * hx[q, k]
         for t in range(n_tilings):
             i = idx_t[k, t]
-            for q in range(Q):
-                W[i, q] += alpha * rhos[q] * deltas[q, k]
-        if bias_index >= 0:
-            for q in range(Q):
-                W[bias_index, q] += alpha * rhos[q] * deltas[q, k]
-        for t in range(n_tilings):
             j = idx_tp1[k, t]
             for q in range(Q):
-                if continuations[q] != 0.0:
-                    W[j, q] -= alpha * rhos[q] * gamma * continuations[q] * hx[q, k]
+                W[i, q] += step_w[q]
+                H[i, q] += step_h[q]
+                W[j, q] -= corr[q]
+                ok &= abs(W[i, q]) <= w_limit and abs(H[i, q]) <= w_limit and abs(W[j, q]) <= w_limit
         if bias_index >= 0:
             for q in range(Q):
-                if continuations[q] != 0.0:
-                    W[bias_index, q] -= alpha * rhos[q] * gamma * continuations[q] * hx[q, k]
-        for t in range(n_tilings):
-            i = idx_t[k, t]
-            for q in range(Q):
-                H[i, q] += beta * (rhos[q] * deltas[q, k] - hx[q, k])
-        if bias_index >= 0:
-            for q in range(Q):
-                H[bias_index, q] += beta * (rhos[q] * deltas[q, k] - hx[q, k])
+                W[bias_index, q] += step_w[q] - corr[q]
+                H[bias_index, q] += step_h[q]
+                ok &= abs(W[bias_index, q]) <= w_limit and abs(H[bias_index, q]) <= w_limit
     _to_cumulant_units(deltas, gammas, coding.loss_scaling)
-    w_limit = coding.w_limit
-    ok = bias_index < 0 or (_row_within(W, bias_index, w_limit) and _row_within(H, bias_index, w_limit))
-    for k in range(K):
-        for t in range(n_tilings):
-            ok &= _row_within(W, idx_t[k, t], w_limit) and _row_within(H, idx_t[k, t], w_limit)
-            ok &= _row_within(W, idx_tp1[k, t], w_limit)
     return ok

@@ -8,8 +8,10 @@ weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)), and with ``lam
 forward view each transition towards the truncated lambda-returns of its own Gamma_t once they are
 complete (:mod:`gamma_net_core.linear.lambda_return`), or in the backward view TD(0) on a draw then
 TD(lambda) with one dense trace per rung of a fixed ladder (why: :mod:`gamma_net_core.linear.traces`).
-Tests check that the fast learners in :mod:`gamma_net_core.linear` reach the same weights; benchmarks
-time both.
+Off-policy: :func:`off_policy_step` is GTD(lambda) / TDC and off-policy TD(lambda) over Gamma_t on dense
+features, and :class:`ReferenceOffPolicyTD` applies it to the tile coding of
+:class:`~gamma_net_core.linear.OffPolicyGammaNet`. Tests check that the fast learners in
+:mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
 """
 
 from __future__ import annotations

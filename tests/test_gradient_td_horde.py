@@ -21,7 +21,7 @@ def test_a_horde_of_off_policy_questions_equals_single_learners():
     coder = coding.make_coder(CONFIG, CONFIG.timescale_input, rng=np.random.default_rng(7))
     plain = coding.make_coding(CONFIG, CONFIG.timescale_input, coder).plain()
     n = coder.n_features
-    weights = HordeWeights(np.zeros((n, Q)), np.zeros((n, Q)))
+    weights = HordeWeights(np.zeros((n, Q)), np.zeros((n, Q)), np.zeros((2, Q)))
     scratch = make_scratch(2, N_TIMESCALE_DIMS[CONFIG.timescale_input], sum(CONFIG.tilings), K, Q)
     singles = [OffPolicyGammaNet(CONFIG, rng=np.random.default_rng(7)) for _ in range(Q)]
     # Five target policies over two actions, one behaviour: rho differs by question, 0 where pi_q never acts so.
@@ -37,7 +37,7 @@ def test_a_horde_of_off_policy_questions_equals_single_learners():
         ends = rng.random(Q) < 0.1  # each question's own termination
         gammas = rng.random(K) * 0.95
         questions = OffPolicyQuestions(cumulants, np.where(ends, 0.0, 1.0), rhos)
-        assert tdc_step(weights, s_t, s_tp1, gammas, questions, alpha, beta, plain, scratch)
+        assert tdc_step(weights, s_t, s_tp1, gammas, questions, alpha, beta, plain, scratch) == -1
         for q, single in enumerate(singles):
             deltas = single.learn(s_t, cumulants[q], s_tp1, bool(ends[q]), gammas, rho=rhos[q])
             np.testing.assert_allclose(scratch.deltas[q, :K], deltas, rtol=1e-12, atol=1e-12)
@@ -46,3 +46,9 @@ def test_a_horde_of_off_policy_questions_equals_single_learners():
         np.testing.assert_allclose(weights.H[:, q], single.secondary_weights, rtol=0, atol=1e-12)
     # The questions learned different things: their policies differ.
     assert np.max(np.abs(weights.W[:, 0] - weights.W[:, 1])) > 1e-3
+    # A step that could carry a weight past the limit is refused whole, naming its question.
+    before = weights.W.copy(), weights.H.copy()
+    huge = OffPolicyQuestions(np.array([0.0, 0.0, 1e308, 0.0, 0.0]), np.ones(Q), np.ones(Q))
+    assert tdc_step(weights, s_t, s_tp1, gammas, huge, alpha, beta, plain, scratch) == 2
+    np.testing.assert_array_equal(weights.W, before[0])
+    np.testing.assert_array_equal(weights.H, before[1])

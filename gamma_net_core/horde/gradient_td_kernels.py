@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from gamma_net_core.horde.kernels import _to_cumulant_units, _transition_errors
+from gamma_net_core.horde.kernels import _bounded, _first_refused, _to_cumulant_units, _transition_errors
 from gamma_net_core.linear.kernels import named_coding
 
 
@@ -36,19 +36,21 @@ class OffPolicyQuestions(NamedTuple):
 
 
 class HordeWeights(NamedTuple):
-    """``W`` [n_features, Q] primary and ``H`` [n_features, Q] secondary weights, one column per question."""
+    """``W`` [n_features, Q] primary and ``H`` [n_features, Q] secondary weights, one column per question;
+    ``w_max`` [2, Q] bounds from above max |W[:, q]| and max |H[:, q]| (zeros for zero weights; kept by the kernel)."""
 
     W: np.ndarray
     H: np.ndarray
+    w_max: np.ndarray
 
 
 @numba.njit(cache=True)
 def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_coding, scratch):  # pragma: no cover
-    """One transition for every question. Returns True, or False when a weight became non-finite or passed
-    w_limit (the weights then hold the partial step: the caller restores). ``scratch.deltas`` [Q, K] holds the TD
-    errors delta_V (cumulant units) on return; ``scratch.steps`` [Q, K] each H_q . x_k."""
+    """One transition for every question. Returns -1 when applied; else the first question whose update could move
+    a weight beyond w_limit (or make it non-finite), with the weights unchanged. ``scratch.deltas`` [Q, K] holds the
+    TD errors delta_V (cumulant units) on return; ``scratch.steps`` [Q, K] each H_q . x_k."""
     coding = named_coding(plain_coding)
-    W, H = weights
+    W, H, w_max = weights
     cumulants, continuations, rhos = questions
     K = gammas.shape[0]
     Q = W.shape[1]
@@ -66,28 +68,43 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
         if bias_index >= 0:
             for q in range(Q):
                 hx[q, k] += H[bias_index, q]
-    # Per (question, gamma) coefficients first, so that one pass over a step's rows writes W and H together.
-    step_w, step_h, corr = scratch.f_t, scratch.f_tp1, np.empty(Q)
-    w_limit = coding.w_limit
-    ok = True
+    # Every coefficient first: the weight limit is checked on them (a bound on how far a weight can move, as the
+    # Horde's TD(0) does), so the pass over a step's rows that writes W and H has no test in it.
+    step_w = np.empty((K, Q))
+    step_h = np.empty((K, Q))
+    corr = np.empty((K, Q))
+    reach_w = np.empty((Q, K))
+    reach_h = np.empty((Q, K))
     for k in range(K):
         gamma = gammas[k]
         for q in range(Q):
-            step_w[q] = alpha * rhos[q] * deltas[q, k]
-            step_h[q] = beta * (rhos[q] * deltas[q, k] - hx[q, k])
-            corr[q] = alpha * rhos[q] * gamma * continuations[q] * hx[q, k]
+            step_w[k, q] = alpha * rhos[q] * deltas[q, k]
+            step_h[k, q] = beta * (rhos[q] * deltas[q, k] - hx[q, k])
+            corr[k, q] = alpha * rhos[q] * gamma * continuations[q] * hx[q, k]
+            reach_w[q, k] = abs(step_w[k, q]) + abs(corr[k, q])
+            reach_h[q, k] = abs(step_h[k, q])
+    n_active = n_tilings + (1 if bias_index >= 0 else 0)
+    ok_q = scratch.ok
+    ok = _bounded(W, reach_w, n_active, w_max[0], coding.w_limit, ok_q)
+    if ok:
+        ok = _bounded(H, reach_h, n_active, w_max[1], coding.w_limit, ok_q)
+    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
+    if not ok:
+        return _first_refused(ok_q)
+    for k in range(K):
+        sw = step_w[k]
+        sh = step_h[k]
+        cr = corr[k]
         for t in range(n_tilings):
             i = idx_t[k, t]
             j = idx_tp1[k, t]
             for q in range(Q):
-                W[i, q] += step_w[q]
-                H[i, q] += step_h[q]
-                W[j, q] -= corr[q]
-                ok &= abs(W[i, q]) <= w_limit and abs(H[i, q]) <= w_limit and abs(W[j, q]) <= w_limit
+                W[i, q] += sw[q]
+                H[i, q] += sh[q]
+            for q in range(Q):
+                W[j, q] -= cr[q]
         if bias_index >= 0:
             for q in range(Q):
-                W[bias_index, q] += step_w[q] - corr[q]
-                H[bias_index, q] += step_h[q]
-                ok &= abs(W[bias_index, q]) <= w_limit and abs(H[bias_index, q]) <= w_limit
-    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
-    return ok
+                W[bias_index, q] += sw[q] - cr[q]
+                H[bias_index, q] += sh[q]
+    return -1

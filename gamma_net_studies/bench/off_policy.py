@@ -121,7 +121,7 @@ def measure_horde(*, questions: int, steps: int, repeats: int) -> dict:
         return once
 
     def tdc() -> None:
-        weights = HordeWeights(np.zeros((n, Q)), np.zeros((n, Q)))
+        weights = HordeWeights(np.zeros((n, Q)), np.zeros((n, Q)), np.zeros((2, Q)))
         for t in range(steps):
             questions_t = OffPolicyQuestions(cumulants[t], ones, rhos[t])
             tdc_step(weights, s_t[t], s_tp1[t], gammas[t], questions_t, alpha, alpha, plain, scratch)

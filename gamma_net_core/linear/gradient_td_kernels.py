@@ -141,34 +141,43 @@ def _step(weights, keys_t, keys_tp1, gammas, c, end, rho, rule, alpha, beta, cod
                     _add(theta, idx_tp1[k], bias_index, -alpha * rho * gammas[k] * hx[k])
                 _add(h, idx_t[k], bias_index, beta * (rho * deltas[k] - hx[k]))
         return True
-    # lambda > 0: dense traces, one per rung; e . h with h before the step.
+    # lambda > 0: dense traces, one per rung; e . h with h before the step. Two passes over the features per rung:
+    # the trace's decay (rho gamma lambda) with e . h, then theta and h together.
     n = theta.shape[0]
     eh = np.empty(K)
     for k in range(K):
         zk = z[k]
-        decay = gammas[k] * lam
-        for i in range(n):
-            zk[i] *= decay
-        _add(zk, idx_t[k], bias_index, 1.0)
-        for i in range(n):
-            zk[i] *= rho
+        decay = rho * gammas[k] * lam
         e_h = 0.0
         if gtd:
             for i in range(n):
+                zk[i] *= decay
                 e_h += zk[i] * h[i]
+            for t in range(idx_t.shape[1]):
+                zk[idx_t[k, t]] += rho
+                e_h += rho * h[idx_t[k, t]]
+            if bias_index >= 0:
+                zk[bias_index] += rho
+                e_h += rho * h[bias_index]
+        else:
+            for i in range(n):
+                zk[i] *= decay
+            _add(zk, idx_t[k], bias_index, rho)
         eh[k] = e_h
     for k in range(K):
         zk = z[k]
         a = alpha * deltas[k]
-        for i in range(n):
-            theta[i] += a * zk[i]
         if gtd:
-            if not end:
-                _add(theta, idx_tp1[k], bias_index, -alpha * gammas[k] * (1.0 - lam) * eh[k])
             b = beta * deltas[k]
             for i in range(n):
+                theta[i] += a * zk[i]
                 h[i] += b * zk[i]
+            if not end:
+                _add(theta, idx_tp1[k], bias_index, -alpha * gammas[k] * (1.0 - lam) * eh[k])
             _add(h, idx_t[k], bias_index, -beta * hx[k])
+        else:
+            for i in range(n):
+                theta[i] += a * zk[i]
     if end:
         z[:] = 0.0
     return True

@@ -16,7 +16,8 @@ gamma_k are summed (Algorithm 1's order), so each drawn gamma gets its own corre
 Sutton et al. 2009; GTD(0)) Gamma_t may change every step; with lambda > 0 each trace belongs to one gamma, so
 Gamma_t is a fixed ladder. A terminal S_{t+1} cuts the traces after its update.
 
-Kernels speak in named bundles (:class:`OffPolicyWeights`, :class:`OffPolicyRecording`, :class:`OffPolicyRule`);
+Kernels speak in named bundles (:class:`OffPolicyWeights`, :class:`OffPolicyRecording`, :class:`OffPolicyRule`,
+:class:`OffPolicyWork`);
 like :mod:`gamma_net_core.linear.kernels` they take the coding in its plain form.
 """
 
@@ -69,6 +70,19 @@ class OffPolicyRule(NamedTuple):
     n_active: int
 
 
+class OffPolicyWork(NamedTuple):
+    """Scratch of one step: ``u_timescale``, ``keys_timescale`` (one gamma's normalized input and keys), ``idx_t``,
+    ``idx_tp1`` [K, n_tilings] (the active tiles of (S_t, gamma_k), (S_{t+1}, gamma_k)), ``deltas`` [K] (delta_f)
+    and ``hx`` [K] (h . x_k)."""
+
+    u_timescale: np.ndarray
+    keys_timescale: np.ndarray
+    idx_t: np.ndarray
+    idx_tp1: np.ndarray
+    deltas: np.ndarray
+    hx: np.ndarray
+
+
 @numba.njit(cache=True, inline="always")
 def _active(keys_t, keys_tp1, gamma, coding, u_ts, keys_ts, idx_t, idx_tp1):  # pragma: no cover - compiled
     memory_size = coding.tiles.memory_size
@@ -117,9 +131,16 @@ def _touched_within(v, idx_t, idx_tp1, bias_index, w_limit):  # pragma: no cover
 
 @numba.njit(cache=True, inline="always")
 def _step(weights, keys_t, keys_tp1, gammas, c, end, rho, rule, alpha, beta, coding, work):  # pragma: no cover
-    """One transition's update (the module docstring's); deltas_f into work[2]; returns False if not finite."""
-    theta, h, z = weights
-    u_ts, keys_ts, idx_t, idx_tp1, deltas, hx = work
+    """One transition's update (the module docstring's); delta_f into work.deltas; returns False if not finite."""
+    theta = weights.theta
+    h = weights.h
+    z = weights.z
+    u_ts = work.u_timescale
+    keys_ts = work.keys_timescale
+    idx_t = work.idx_t
+    idx_tp1 = work.idx_tp1
+    deltas = work.deltas
+    hx = work.hx
     bias_index = coding.tiles.bias_index
     loss_scaling = coding.loss_scaling
     K = gammas.shape[0]
@@ -195,7 +216,7 @@ def learn_off_policy(weights, recording, gammas, rule, plain_coding, deltas_v): 
     u = np.empty(recording.states_t.shape[1])
     keys_t = np.empty(n_tilings, dtype=np.uint64)
     keys_tp1 = np.empty(n_tilings, dtype=np.uint64)
-    work = (
+    work = OffPolicyWork(
         np.empty(n_timescale_dims(coding.timescale_input)),
         np.empty(n_tilings, dtype=np.uint64),
         np.empty((K, n_tilings), dtype=np.int64),
@@ -203,7 +224,7 @@ def learn_off_policy(weights, recording, gammas, rule, plain_coding, deltas_v): 
         np.empty(K),
         np.empty(K),
     )
-    deltas = work[4]
+    deltas = work.deltas
     w_limit = coding.w_limit
     states_t, states_tp1 = recording.states_t, recording.states_tp1
     cumulants, terminals, rhos = recording.cumulants, recording.terminals, recording.rhos
@@ -220,9 +241,8 @@ def learn_off_policy(weights, recording, gammas, rule, plain_coding, deltas_v): 
         if not ok:
             return n
         if rule.lam == 0.0:
-            idx_t, idx_tp1 = work[2], work[3]
-            ok = _touched_within(weights.theta, idx_t, idx_tp1, tiles.bias_index, w_limit)
-            ok = ok and _touched_within(weights.h, idx_t, idx_tp1, tiles.bias_index, w_limit)
+            ok = _touched_within(weights.theta, work.idx_t, work.idx_tp1, tiles.bias_index, w_limit)
+            ok = ok and _touched_within(weights.h, work.idx_t, work.idx_tp1, tiles.bias_index, w_limit)
         else:
             ok = _within(weights.theta, w_limit) and _within(weights.h, w_limit)
         if not ok:

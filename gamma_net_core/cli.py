@@ -65,6 +65,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
         "neural learner updates/s (tiled vs per-γ loop), replay µs",
     ),
     (("bench", "horde"), "gamma_net_studies.bench.horde", "100 questions x 32 timescales: Horde vs 100 learners"),
+    (("bench", "off-policy"), "gamma_net_studies.bench.off_policy", "cost of a GTD step against a TD(0) step"),
     (("bench", "atari"), "gamma_net_studies.bench.atari", "speed of recording, rollouts per core, 1 -> 2 workers"),
     (
         ("bench", "ros"),

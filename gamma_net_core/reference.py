@@ -8,8 +8,10 @@ weights learn f = (1 - gamma) V and predict V = f / (1 - gamma)), and with ``lam
 forward view each transition towards the truncated lambda-returns of its own Gamma_t once they are
 complete (:mod:`gamma_net_core.linear.lambda_return`), or in the backward view TD(0) on a draw then
 TD(lambda) with one dense trace per rung of a fixed ladder (why: :mod:`gamma_net_core.linear.traces`).
-Tests check that the fast learners in :mod:`gamma_net_core.linear` reach the same weights; benchmarks
-time both.
+Off-policy: :func:`off_policy_step` is GTD(lambda) / TDC and off-policy TD(lambda) over Gamma_t on dense
+features, and :class:`ReferenceOffPolicyTD` applies it to the tile coding of
+:class:`~gamma_net_core.linear.OffPolicyGammaNet`. Tests check that the fast learners in
+:mod:`gamma_net_core.linear` reach the same weights; benchmarks time both.
 """
 
 from __future__ import annotations
@@ -275,3 +277,104 @@ class ReferenceLinearTD:
     def predict(self, state, gammas) -> np.ndarray:
         """V(S, gamma) for each gamma: [G], in the cumulant's units."""
         return np.array([self.value(state, g) for g in gammas])
+
+
+def off_policy_step(
+    theta: np.ndarray,
+    h: np.ndarray,
+    z: np.ndarray | None,
+    x_t: np.ndarray,
+    x_tp1: np.ndarray,
+    cumulants: np.ndarray,
+    gammas: np.ndarray,
+    rho: float,
+    alpha: float,
+    beta: float,
+    lam: float,
+    method: str,
+) -> np.ndarray:
+    """One off-policy update over Gamma_t on dense features, line by line (theta, h, z change in place).
+
+    GTD(lambda) (Maei 2011, written as in White 2015, p. 47; TDC at lambda 0, Sutton et al. 2009) or off-policy
+    TD(lambda) with per-decision importance sampling, each gamma_k with its own TD error and correction, all
+    computed with the weights before the step (Algorithm 1's order)::
+
+        delta_k = C_k + gamma_k theta . x'_k - theta . x_k
+        e_k     = rho (gamma_k lambda e_k + x_k)
+        gtd:  theta += alpha (delta_k e_k - gamma_k (1 - lambda) (e_k . h) x'_k)
+              h     += beta (delta_k e_k - (h . x_k) x_k)
+        td:   theta += alpha delta_k e_k
+
+    Args:
+      theta, h: primary and secondary weights [n].
+      z: the traces [K, n] (lambda > 0), or None (lambda 0: e_k = rho x_k).
+      x_t, x_tp1: x(S_t, gamma_k) and x(S_{t+1}, gamma_k) [K, n]; x_tp1 zero where S_{t+1} is terminal.
+      cumulants: the cumulant of each gamma_k [K] (scaled by s(gamma_k) with loss scaling).
+      gammas: Gamma_t [K].
+      rho: pi / b of A_t (already clipped).
+      alpha, beta: step sizes of theta and h.
+
+    Returns:
+      The TD errors delta_k [K] before the step.
+    """
+    deltas = cumulants + gammas * (x_tp1 @ theta) - x_t @ theta
+    hx = x_t @ h
+    if z is None:
+        e = rho * x_t
+    else:
+        z *= (gammas * lam)[:, None]
+        z += x_t
+        z *= rho
+        e = z
+    eh = e @ h
+    d_theta = np.zeros_like(theta)
+    d_h = np.zeros_like(h)
+    for k in range(gammas.shape[0]):
+        d_theta += deltas[k] * e[k]
+        if method == "gtd":
+            d_theta -= gammas[k] * (1.0 - lam) * eh[k] * x_tp1[k]
+            d_h += deltas[k] * e[k] - hx[k] * x_t[k]
+    theta += alpha * d_theta
+    h += beta * d_h
+    return deltas
+
+
+class ReferenceOffPolicyTD(ReferenceLinearTD):
+    """:class:`~gamma_net_core.linear.gradient_td.OffPolicyGammaNet` in NumPy: :func:`off_policy_step` on the
+    tile-coded x(S, gamma) as dense vectors (a repeated hashed tile counts twice).
+
+    Built from the same configuration and generator it draws the same tilings and, fed the same transitions,
+    Gamma_t and rho, learns the same theta, h and traces.
+    """
+
+    def __init__(self, config, *, rng: np.random.Generator) -> None:
+        super().__init__(config, rng=rng)
+        self.h = np.zeros_like(self.w)
+        self.traces: np.ndarray | None = None
+
+    def dense(self, state, gamma: float) -> np.ndarray:
+        """x(S, gamma) as a dense vector [n_features]."""
+        x = np.zeros(self.coder.n_features)
+        np.add.at(x, self.features(state, gamma), 1.0)
+        return x
+
+    def learn(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas, *, rho: float) -> np.ndarray:
+        """One step; returns the TD errors of V [K] in the cumulant's units."""
+        cfg = self.config
+        gammas = np.asarray(gammas, dtype=np.float64)
+        rho = min(float(rho), cfg.rho_max)
+        x_t = np.array([self.dense(state_t, g) for g in gammas])
+        x_tp1 = np.zeros_like(x_t) if terminal else np.array([self.dense(state_tp1, g) for g in gammas])
+        scales = np.array([self.scale(g) for g in gammas])
+        if cfg.lam > 0.0 and self.traces is None:
+            self.traces = np.zeros_like(x_t)
+        alpha = self.step_size()
+        decay = cfg.step_size_decay_steps
+        beta = cfg.secondary_step_size * (max(0.0, 1.0 - self.update_count / decay) if decay else 1.0) / self.n_active
+        deltas = off_policy_step(
+            self.w, self.h, self.traces, x_t, x_tp1, scales * cumulant, gammas, rho, alpha, beta, cfg.lam, cfg.method
+        )
+        if terminal and self.traces is not None:
+            self.traces[:] = 0.0
+        self.update_count += 1
+        return deltas / scales

@@ -80,10 +80,12 @@ multi-question kernels of :mod:`gamma_net_core.horde`), :mod:`~gamma_net_core.li
 (the two learners), :mod:`~gamma_net_core.linear.traces` (TD(lambda)'s traces),
 :mod:`~gamma_net_core.linear.lambda_return` (TD(lambda)'s forward view: truncated lambda-returns on the draws),
 :mod:`~gamma_net_core.linear.td_delta` (TD(Delta), a baseline learning a ladder of value differences) and
-:mod:`~gamma_net_core.linear.checkpoints` (save and load).
+:mod:`~gamma_net_core.linear.checkpoints` (save and load); off-policy (a target policy's values from a
+behaviour's data, GTD(lambda) / TDC): :mod:`~gamma_net_core.linear.gradient_td`.
 """
 
 from gamma_net_core.linear.checkpoints import VERSION
+from gamma_net_core.linear.gradient_td import OffPolicyConfig, OffPolicyGammaNet
 from gamma_net_core.linear.learners import FixedTimescaleTD, LinearGammaNet
 from gamma_net_core.linear.settings import (
     TIMESCALE_INPUTS,
@@ -104,6 +106,8 @@ __all__ = [
     "GammaNetConfig",
     "LinearGammaNet",
     "LinearTDConfig",
+    "OffPolicyConfig",
+    "OffPolicyGammaNet",
     "default_horizon",
     "fixed_timescale_config",
     "lambda_horizon",

@@ -23,7 +23,7 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
-from gamma_net_core.horde.kernels import _bounded, _first_refused, _to_cumulant_units, _transition_errors
+from gamma_net_core.horde.kernels import bounded, first_refused, to_cumulant_units, transition_errors
 from gamma_net_core.linear.kernels import named_coding
 
 
@@ -57,7 +57,7 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
     idx_t, idx_tp1, deltas, hx = scratch.idx_t, scratch.idx_tp1, scratch.deltas, scratch.steps
     n_tilings = idx_t.shape[1]
     bias_index = coding.tiles.bias_index
-    _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
+    transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
     for k in range(K):
         for q in range(Q):
             hx[q, k] = 0.0
@@ -85,12 +85,12 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
             reach_h[q, k] = abs(step_h[k, q])
     n_active = n_tilings + (1 if bias_index >= 0 else 0)
     ok_q = scratch.ok
-    ok = _bounded(W, reach_w, n_active, w_max[0], coding.w_limit, ok_q)
+    ok = bounded(W, reach_w, n_active, w_max[0], coding.w_limit, ok_q)
     if ok:
-        ok = _bounded(H, reach_h, n_active, w_max[1], coding.w_limit, ok_q)
-    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
+        ok = bounded(H, reach_h, n_active, w_max[1], coding.w_limit, ok_q)
+    to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
-        return _first_refused(ok_q)
+        return first_refused(ok_q)
     for k in range(K):
         sw = step_w[k]
         sh = step_h[k]

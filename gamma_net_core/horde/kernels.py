@@ -208,7 +208,7 @@ def td_errors(
 
 
 @numba.njit(cache=True, inline="always")
-def _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch):  # pragma: no cover
+def transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch):  # pragma: no cover
     """The step's shared part: active tiles of (S_t, gamma_k) and (S_{t+1}, gamma_k) into
     ``scratch.idx_t``, ``idx_tp1`` and the TD errors delta_f into ``scratch.deltas``."""
     K = gammas.shape[0]
@@ -228,7 +228,7 @@ def _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, 
 
 
 @numba.njit(cache=True, inline="always")
-def _to_cumulant_units(deltas, gammas, loss_scaling):  # pragma: no cover - compiled
+def to_cumulant_units(deltas, gammas, loss_scaling):  # pragma: no cover - compiled
     """deltas[q, k] /= s(gamma_k): delta_f to delta_V, in each cumulant's units."""
     for q in range(deltas.shape[0]):
         for k in range(gammas.shape[0]):
@@ -236,7 +236,7 @@ def _to_cumulant_units(deltas, gammas, loss_scaling):  # pragma: no cover - comp
 
 
 @numba.njit(cache=True, inline="always")
-def _first_refused(ok):  # pragma: no cover - compiled
+def first_refused(ok):  # pragma: no cover - compiled
     """The first question whose step was refused."""
     for q in range(ok.shape[0]):
         if not ok[q]:
@@ -262,7 +262,7 @@ def _within_limit(W, q, reach, w_max, w_limit):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _bounded(W, steps, n_active, w_max, w_limit, ok_q):  # pragma: no cover - compiled
+def bounded(W, steps, n_active, w_max, w_limit, ok_q):  # pragma: no cover - compiled
     """ok_q[q]: no weight of question q can leave [-w_limit, w_limit] by this step's ``steps[q, :]``.
 
     ``w_max[q]`` bounds max |W[:, q]| from above (kept loose and cheap; recomputed exactly only
@@ -314,15 +314,15 @@ def constant_step(
     ok_q = scratch.ok
     n_tilings = idx_t.shape[1]
     bias_index = coding.tiles.bias_index
-    _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
+    transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
     for q in range(Q):
         for k in range(K):
             steps[q, k] = alpha * deltas[q, k]
     n_active = n_tilings + (1 if bias_index >= 0 else 0)
-    ok = _bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, ok_q)
-    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
+    ok = bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, ok_q)
+    to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
-        return _first_refused(ok_q)
+        return first_refused(ok_q)
     for k in range(K):
         for t in range(n_tilings):
             i = idx_t[k, t]
@@ -527,9 +527,9 @@ def constant_step_runs(
                 steps[q, k] = alpha * d
                 deltas[q, k] = d / output_scale(gammas[k], loss_scaling)
     n_active = n_tilings + (1 if bias_index >= 0 else 0)
-    ok = _bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, scratch.ok)
+    ok = bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, scratch.ok)
     if not ok:
-        return _first_refused(scratch.ok)
+        return first_refused(scratch.ok)
     n_runs = runs(idx_t, order, K, bias_index, run_row, run_start, run_end)
     for q0 in range(0, Q, BLOCK):
         q1 = min(q0 + BLOCK, Q)
@@ -666,7 +666,7 @@ def autostep_step(
     order = work.order
     z = work.z
     g = work.gradient
-    _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
+    transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
     n = _autostep_gradient(scratch.idx_t, scratch.deltas, gammas.shape[0], coding.tiles.bias_index, work)
     ok = True
     for q in range(Q):
@@ -683,9 +683,9 @@ def autostep_step(
         z[i] = 0.0
         for q in range(Q):
             g[i, q] = 0.0
-    _to_cumulant_units(scratch.deltas, gammas, coding.loss_scaling)
+    to_cumulant_units(scratch.deltas, gammas, coding.loss_scaling)
     if not ok:
-        return _first_refused(ok_q)
+        return first_refused(ok_q)
     return -1
 
 
@@ -775,7 +775,7 @@ def lambda_step(
     old_n = work.old_n
     old_max = work.old_max
     w_limit = coding.w_limit
-    _transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
+    transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
     _decay_traces(gammas, lam, scratch.idx_t, coding.tiles.bias_index, traces, groups, work)
     _sum_traced(deltas, K, traces, groups, work)
     ok = True
@@ -803,9 +803,9 @@ def lambda_step(
         for k in range(K):
             if not ok:
                 restore_support(traces, g, k, old_z[g], old_support[g], old_n[g, k], old_max[g, k])
-    _to_cumulant_units(deltas, gammas, coding.loss_scaling)
+    to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
-        return _first_refused(ok_q)
+        return first_refused(ok_q)
     for q in range(Q):
         continuation_t[of_question[q]] = continuations[q]
     return -1

@@ -49,6 +49,14 @@ class LinearTDConfig:
         high=2**32 - 1,
     )
     bias: bool = setting(True, "add a bias unit active on every input; paper: arm yes (2048 + 1 features)")
+    bias_unit: str = setting(
+        "value",
+        "what the bias unit's weight is a constant of, with loss scaling: value, V at every timescale (its feature "
+        "value is 1 - gamma in f = (1 - gamma) V); scaled, f (feature value 1: it adds w / (1 - gamma) to V, so a "
+        "short timescale's update of it moves a long timescale's value by up to tau times; paper: scaled). "
+        "Without loss scaling the two are the same",
+        choices=("value", "scaled"),
+    )
     step_size: float = setting(
         0.1,
         "alpha before it is divided by the active features per (state, gamma); paper: arm 0.1",
@@ -152,13 +160,22 @@ def uses_ladder(config: LinearTDConfig) -> bool:
     return config.lam > 0.0 and getattr(config, "lambda_view", None) == "backward"
 
 
-def saved_learner_mapping(mapping: dict) -> dict:
-    """A saved Γ-net configuration (a :class:`GammaNetConfig`'s) as it was meant: one saved before ``lambda_view``
-    existed learned TD(lambda) by traces, so with lam > 0 its view is the backward one (a missing setting
-    otherwise takes its default)."""
-    if "lambda_view" not in mapping and float(mapping.get("lam", 0.0)) > 0.0:
-        return {**mapping, "lambda_view": "backward"}
-    return mapping
+#: Settings whose default changed, with the value a configuration saved before the change learned with.
+_BEFORE_DEFAULTS = {"bias_unit": "scaled"}
+
+
+def saved_learner_mapping(mapping: dict, *, gamma_net: bool = True) -> dict:
+    """A saved linear learner's configuration (a :class:`LinearTDConfig`'s) as it was meant.
+
+    A setting missing from it takes the value it had when it was saved: one saved before ``lambda_view``
+    existed learned TD(lambda) by traces, so with lam > 0 its view is the backward one; one saved before
+    ``bias_unit`` existed had the bias of the scaled output. Any other missing setting takes its default.
+    ``gamma_net``: a :class:`GammaNetConfig`'s (else the fixed-timescale baseline's, which has no view).
+    """
+    out = {**{k: v for k, v in _BEFORE_DEFAULTS.items() if k not in mapping}, **mapping}
+    if gamma_net and "lambda_view" not in mapping and float(mapping.get("lam", 0.0)) > 0.0:
+        out["lambda_view"] = "backward"
+    return out
 
 
 @dataclass(frozen=True)

@@ -25,6 +25,7 @@ from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, gamma
 
 SQUARE = learner_config(SERIES[0], 0.5)  # the paper's square-wave learner, the study's alpha = 0.5 / 70
 PROBE_TAUS = np.array([1, 2, 5, 10, 20, 40, 60, 80, 100.0])
+SQUARE_SAMPLING = TimescaleSampling(n_gamma=2, n_tau=2)  # the square wave's Gamma_t: tau 1 and 100 + 2 + 2
 
 
 def square_wave_data(steps):
@@ -42,7 +43,7 @@ def arm_data(steps, seed=3):
 
 
 def net_and_sampler(config, sampling=None, seed=0):
-    sampling = sampling or TimescaleSampling()
+    sampling = sampling or SQUARE_SAMPLING
     return LinearGammaNet(config, rng=np.random.default_rng(seed)), TimescaleSampler(
         sampling, np.random.default_rng(seed + 1)
     )
@@ -55,7 +56,7 @@ def test_square_wave_matches_the_numpy_reference_after_1000_steps():
     s_t, c, s_tp1 = square_wave_data(1000)
     net, sampler = net_and_sampler(SQUARE)
     ref = ReferenceLinearTD(SQUARE, rng=np.random.default_rng(0))
-    ref_sampler = TimescaleSampler(TimescaleSampling(), np.random.default_rng(1))
+    ref_sampler = TimescaleSampler(SQUARE_SAMPLING, np.random.default_rng(1))
     probes = gamma_from_tau(PROBE_TAUS)
     kw = {"probe_gammas": probes, "record_from": 900}
     fast = net.learn_recording(states_t=s_t, cumulants=c, states_tp1=s_tp1, timescales=sampler, **kw)
@@ -69,7 +70,7 @@ def test_square_wave_matches_the_numpy_reference_after_1000_steps():
 @pytest.mark.parametrize("bias_unit", ["value", "scaled"])
 def test_robot_arm_matches_the_numpy_reference_after_1000_steps(bias_unit):
     # The arm's coder: 100 tilings, 2049 features; the bias of V (the default) or the paper's, of f.
-    config = GammaNetConfig(step_size_decay_steps=1500, bias_unit=bias_unit)
+    config = GammaNetConfig(step_size=0.1, step_size_decay_steps=1500, bias_unit=bias_unit)
     sampling = TimescaleSampling(n_gamma=1, n_tau=29)
     s_t, c, s_tp1, terminals = arm_data(1000)
     net, sampler = net_and_sampler(config, sampling)
@@ -124,7 +125,7 @@ def test_per_step_learn_equals_the_recording_path_exactly():
 def test_sampler_and_explicit_gamma_t_agree():
     s_t, c, s_tp1 = square_wave_data(300)
     a, sampler = net_and_sampler(SQUARE)
-    drawn = TimescaleSampler(TimescaleSampling(), np.random.default_rng(1))
+    drawn = TimescaleSampler(SQUARE_SAMPLING, np.random.default_rng(1))
     gammas = np.stack([drawn.sample() for _ in range(300)])
     b = LinearGammaNet(SQUARE, rng=np.random.default_rng(0))
     a.learn_recording(states_t=s_t, cumulants=c, states_tp1=s_tp1, timescales=sampler)
@@ -413,7 +414,7 @@ def test_bad_learn_input_raises_and_changes_nothing(learned, args, message):
 def test_bad_recordings_raise_and_change_nothing(learned):
     before = learned.weights.copy()
     s_t, c, s_tp1 = square_wave_data(100)
-    sampler = TimescaleSampler(TimescaleSampling(), np.random.default_rng(0))
+    sampler = TimescaleSampler(SQUARE_SAMPLING, np.random.default_rng(0))
     cases = [
         ({"cumulants": np.where(np.arange(100) == 42, np.nan, c)}, "cumulants must be finite; got nan at step 42"),
         ({"states_t": np.where(np.arange(100) == 7, np.inf, s_t)}, "states_t must be finite; got inf at step 7"),

@@ -24,9 +24,12 @@ N_TIMESCALE_DIMS = {"none": 0, "gamma": 1, "tau": 1, "both": 2}
 class LinearTDConfig:
     """Settings shared by the linear Γ-net and its fixed-timescale baseline.
 
-    Defaults are the paper's robot arm ("Predictions on a Robot Arm"): two normalized joint
-    positions, 100 tilings of width 1.0 hashed into 2048 features plus a bias unit,
-    alpha = 0.1 / active features, loss scaling on, TD(0) (lam 0).
+    The coder's defaults are the paper's robot arm ("Predictions on a Robot Arm"): two normalized joint
+    positions, 100 tilings of width 1.0 hashed into 2048 features plus a bias unit, loss scaling on,
+    TD(0) (lam 0). Two defaults differ from the arm's, chosen on problems with exact values
+    (docs/choosing-settings.md): alpha 0.003 (the arm's 0.1 spread over its 32 timescales a step; each
+    timescale of Gamma_t adds its own update to the shared weights) and the bias unit a constant of V
+    (``bias_unit``). The paper's studies spell out the arm's values (config/arm.yaml).
     """
 
     state_low: tuple[float, ...] = setting(
@@ -58,8 +61,9 @@ class LinearTDConfig:
         choices=("value", "scaled"),
     )
     step_size: float = setting(
-        0.1,
-        "alpha before it is divided by the active features per (state, gamma); paper: arm 0.1",
+        0.003,
+        "alpha before it is divided by the active features per (state, gamma); every gamma of Gamma_t adds an update "
+        "of this size, so scale it by 32 / |Gamma_t| when the sampling changes; paper: arm 0.1",
         low=0.0,
         high=1e3,
     )
@@ -182,6 +186,13 @@ def saved_learner_mapping(mapping: dict, *, gamma_net: bool = True) -> dict:
 class FixedTimescaleConfig(LinearTDConfig):
     """The fixed-timescale baseline: the shared settings and its one discount."""
 
+    step_size: float = setting(
+        0.1,
+        "alpha before it is divided by the active features; one timescale a step, so the Γ-net's 0.003 over 32; "
+        "paper: arm 0.1",
+        low=0.0,
+        high=1e3,
+    )
     gamma: float = setting(0.9, "the discount this baseline learns, in [0, 1)", low=0.0, high=1.0)
 
     def __post_init__(self) -> None:

@@ -156,6 +156,7 @@ CODINGS = {
         bias=False,
         loss_scaling=False,
         timescale_input="tau",
+        step_size=0.1,
     ),
     "gamma-only": GammaNetConfig(
         bias_unit="scaled", tilings=(6,), memory_size=64, timescale_input="gamma", step_size=0.2

@@ -63,7 +63,9 @@ class LinearTDConfig:
     step_size: float = setting(
         0.003,
         "alpha before it is divided by the active features per (state, gamma); every gamma of Gamma_t adds an update "
-        "of this size, so scale it by 32 / |Gamma_t| when the sampling changes; paper: arm 0.1",
+        "of this size to the tiles it shares with the others: 0.003 suits tiles of width 1.0 (all 32 share them; "
+        "scale by 32 / |Gamma_t|), about 0.1 timescale tiles of 1/16 or finer (docs/choosing-settings.md); "
+        "paper: arm 0.1",
         low=0.0,
         high=1e3,
     )

@@ -123,13 +123,22 @@ class ReferenceLinearTD:
         timescale = {"none": [], "gamma": [gamma], "tau": [tau_input], "both": [gamma, tau_input]}
         return self.coder.active(np.concatenate([state, timescale[self.timescale_input]]))
 
+    def feature_values(self, gamma: float) -> np.ndarray:
+        """The values of :meth:`features`' entries at ``gamma``: 1 for each tile; the bias unit's is s(gamma) when
+        it is a constant of V (``bias_unit`` "value"), else 1."""
+        n = len(self.coder.widths)  # one per tiling
+        values = np.ones(n + (1 if self.config.bias else 0))
+        if self.config.bias and self.config.bias_unit == "value":
+            values[-1] = self.scale(gamma)
+        return values
+
     def scale(self, gamma: float) -> float:
         """s(gamma) = 1 - gamma with loss scaling, else 1: the weights learn f = s V (Eq. scaled_v)."""
         return 1.0 - gamma if self.config.loss_scaling else 1.0
 
     def output(self, state, gamma: float) -> float:
         """f(S, gamma) = x(S, gamma)^T w: the value of the cumulant scaled by s(gamma)."""
-        return float(np.sum(self.w[self.features(state, gamma)]))
+        return float(np.sum(self.w[self.features(state, gamma)] * self.feature_values(gamma)))
 
     def value(self, state, gamma: float) -> float:
         """V(S, gamma) = f(S, gamma) / s(gamma), in the cumulant's units."""
@@ -156,13 +165,13 @@ class ReferenceLinearTD:
         deltas_v = []
         for gamma in gammas:
             x_t = self.features(state_t, gamma)
-            f_t = np.sum(self.w[x_t])
+            f_t = self.output(state_t, gamma)
             scaled_cumulant = self.scale(gamma) * cumulant  # (1 - gamma) C: the scaled cumulant's value is f
             if terminal:
                 delta_f = scaled_cumulant - f_t
             else:
-                delta_f = scaled_cumulant + gamma * np.sum(self.w[self.features(state_tp1, gamma)]) - f_t
-            np.add.at(Delta, x_t, delta_f)  # x_t may repeat an index: its feature value is then 2
+                delta_f = scaled_cumulant + gamma * self.output(state_tp1, gamma) - f_t
+            np.add.at(Delta, x_t, delta_f * self.feature_values(gamma))  # a repeated index: feature value 2
             deltas_v.append(delta_f / self.scale(gamma))
         self.w += self.step_size() * Delta
         self.update_count += 1
@@ -195,7 +204,7 @@ class ReferenceLinearTD:
         for k, gamma in enumerate(gammas):
             self.z[k] = gamma * self.lam * self.z[k]
             self.z[k][np.abs(self.z[k]) < DROP] = 0.0  # entries decayed to nothing leave the trace
-            np.add.at(self.z[k], self.features(state_t, gamma), 1.0)  # a repeated hashed tile counts twice
+            np.add.at(self.z[k], self.features(state_t, gamma), self.feature_values(gamma))  # a repeat counts twice
             Delta += deltas_f[k] * self.z[k]
         alpha, decay = self.config.step_size * (1.0 - self.lam), self.config.step_size_decay_steps
         if self.timescale_input != "none":  # beside a draw the traces fade out first (linear/traces.py)
@@ -210,7 +219,10 @@ class ReferenceLinearTD:
         return np.array(deltas_f) / np.array([self.scale(g) for g in gammas])
 
     def cut(self) -> None:
-        """In the forward view: the stream does not continue from the last transition."""
+        """The stream does not continue from the last transition: the traces end, and in the forward view no
+        lambda-return reaches past it."""
+        if self.z is not None:
+            self.z[:] = 0.0
         if self.window and self.window[-1][3] is None:
             self.window[-1] = (*self.window[-1][:3], "gap", self.window[-1][4])
 
@@ -228,10 +240,13 @@ class ReferenceLinearTD:
                 G = s * cumulant + gamma * ((1.0 - lam) * self.output(state_tp1, gamma) + lam * G)
         return G
 
-    def _learn_lambda_return(self, state_t, cumulant: float, state_tp1, terminal: bool, gammas) -> np.ndarray:
+    def _learn_lambda_return(
+        self, state_t, cumulant: float, state_tp1, terminal: bool, gammas, cut=False
+    ) -> np.ndarray:
         """Into the window with its Gamma_t; then each held transition whose lambda-return is complete (H held,
         an end among them, or lambda 0), oldest first, towards it on its own Gamma_t."""
-        self.window.append((state_t, cumulant, state_tp1, "terminal" if terminal else None, np.array(gammas)))
+        end = "terminal" if terminal else ("gap" if cut else None)
+        self.window.append((state_t, cumulant, state_tp1, end, np.array(gammas)))
         fade = traced_decay_steps(self.config.step_size_decay_steps)  # lambda decays over alpha's first half
         lam = self.lam * max(0.0, 1.0 - self.update_count / fade) if fade else self.lam
         deltas_v = np.zeros(len(gammas))
@@ -250,7 +265,7 @@ class ReferenceLinearTD:
             deltas_v = []
             for gamma in draw:
                 delta_f = self.lambda_return(gamma, lam, steps) - self.output(oldest, gamma)
-                np.add.at(Delta, self.features(oldest, gamma), delta_f)
+                np.add.at(Delta, self.features(oldest, gamma), delta_f * self.feature_values(gamma))
                 deltas_v.append(delta_f / self.scale(gamma))
             self.w += self.step_size() * Delta
             self.window.popleft()
@@ -258,9 +273,11 @@ class ReferenceLinearTD:
         return np.array(deltas_v)
 
     def learn_recording(
-        self, *, states_t, cumulants, states_tp1, timescales, terminals=None, probe_gammas=None, record_from=0
-    ) -> np.ndarray | None:
-        """:meth:`learn` on each step in order; Gamma_t from a sampler (one ``sample()`` per step) or [T, K].
+        self, *, states_t, cumulants, states_tp1, timescales, terminals=None, cuts=None, probe_gammas=None,
+        record_from=0,
+    ) -> np.ndarray | None:  # fmt: skip
+        """:meth:`learn` on each step in order, :meth:`cut` after each step with ``cuts``; Gamma_t from a sampler
+        (one ``sample()`` per step) or [T, K].
 
         Returns:
           With ``probe_gammas``, the predictions V(S_t, gamma) made before each update from ``record_from`` on.
@@ -271,7 +288,13 @@ class ReferenceLinearTD:
                 recorded.append([self.value(states_t[t], g) for g in probe_gammas])
             gammas = timescales.sample() if isinstance(timescales, TimescaleSampler) else timescales[t]
             terminal = bool(terminals[t]) if terminals is not None else False
-            self.learn(states_t[t], float(cumulants[t]), states_tp1[t], terminal, gammas)
+            cut = cuts is not None and bool(cuts[t])
+            if self.lambda_horizon:  # a cut is the transition's end, so what it completes is learned now
+                self._learn_lambda_return(states_t[t], float(cumulants[t]), states_tp1[t], terminal, gammas, cut)
+            else:
+                self.learn(states_t[t], float(cumulants[t]), states_tp1[t], terminal, gammas)
+                if cut:
+                    self.cut()
         return np.array(recorded).reshape(-1, len(probe_gammas)) if probe_gammas is not None else None
 
     def predict(self, state, gammas) -> np.ndarray:

@@ -150,15 +150,17 @@ def train_seed(task: tuple) -> dict:
     ladder = uses_ladder(settings.learner)
     sampler = TimescaleSampler(settings.sampling, np.random.default_rng(streams[1]), fixed=ladder)
     started = time.perf_counter()
+    # The recording's pauses and replay restarts are cuts: no lambda-return or trace reaches across one.
+    cuts = data.episode_ends
     net.learn_recording(
-        states_t=data.states_t, cumulants=data.cumulants, states_tp1=data.states_tp1, timescales=sampler
+        states_t=data.states_t, cumulants=data.cumulants, states_tp1=data.states_tp1, timescales=sampler, cuts=cuts
     )
     gamma_net_s = time.perf_counter() - started
     started = time.perf_counter()
     baselines = []
     for gamma, stream in zip(gammas, streams[2:]):
         base = FixedTimescaleTD(baseline_config(settings.learner, gamma), rng=np.random.default_rng(stream))
-        base.learn_recording(states_t=data.states_t, cumulants=data.cumulants, states_tp1=data.states_tp1)
+        base.learn_recording(states_t=data.states_t, cumulants=data.cumulants, states_tp1=data.states_tp1, cuts=cuts)
         baselines.append(base)
     baselines_s = time.perf_counter() - started
     started = time.perf_counter()

@@ -11,7 +11,9 @@ from gamma_net_core.horde.questions import AdaptationConfig, Readout, load_quest
 from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
 
-CONFIG = GammaNetConfig(tilings=(8,), memory_size=256, step_size=0.3, state_low=(0.0, 0.0), state_high=(1.0, 1.0))
+CONFIG = GammaNetConfig(
+    bias_unit="scaled", tilings=(8,), memory_size=256, step_size=0.3, state_low=(0.0, 0.0), state_high=(1.0, 1.0)
+)
 SAMPLING = TimescaleSampling(n_gamma=1, n_tau=3, tau_max=20)
 
 
@@ -30,7 +32,13 @@ def stream(steps, n_questions, seed=1):
     [
         CONFIG,
         GammaNetConfig(
-            tilings=(4, 4), tile_widths=(1.0, 0.5), memory_size=0, bias=False, loss_scaling=False, timescale_input="tau"
+            bias_unit="scaled",
+            tilings=(4, 4),
+            tile_widths=(1.0, 0.5),
+            memory_size=0,
+            bias=False,
+            loss_scaling=False,
+            timescale_input="tau",
         ),
     ],
 )
@@ -74,6 +82,7 @@ def test_step_learns_from_the_previous_inputs_and_draws_its_timescales():
 def test_a_terminating_question_learns_the_return_until_its_event():
     """A constant cumulant 1 with the return stopping every 5th step: V = sum of gamma^j up to the event."""
     config = GammaNetConfig(
+        bias_unit="scaled",
         tilings=(1,),
         memory_size=0,
         bias=False,

@@ -71,6 +71,7 @@ def test_a_learned_readout_predicts_the_exact_readout_return_of_a_known_signal()
     signal = (phases < 5).astype(float)  # on for 5 steps of every 20
     # one tile per (phase, gamma, tau): each readout gamma learns its own value, tabular
     config = GammaNetConfig(
+        bias_unit="scaled",
         tilings=(1,),
         tile_widths=(0.01,),
         memory_size=0,
@@ -188,7 +189,7 @@ def test_online_error_of_exact_predictions_is_zero_and_beats_the_running_mean():
 
 
 def test_online_error_of_a_learner_tracks_its_taus_then_its_readouts():
-    config = GammaNetConfig(tilings=(4,), memory_size=128, state_low=(0.0,), state_high=(1.0,))
+    config = GammaNetConfig(bias_unit="scaled", tilings=(4,), memory_size=128, state_low=(0.0,), state_high=(1.0,))
     horde = HordeLearner(config, names=["a", "b"], readouts=[HYPERBOLIC, WINDOW], rng=np.random.default_rng(0))
     errors = OnlineError.for_learner(horde, taus=[1, 10])
     assert errors.labels == ["tau=1", "tau=10", "hyperbolic", "next_1s"]

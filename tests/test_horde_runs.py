@@ -108,7 +108,7 @@ def test_on_a_chain_both_kernels_reach_the_same_errors_against_exact_values():
     for t in range(steps):
         s[t + 1] = min(np.searchsorted(cumulative[s[t]], u[t]), n - 1)
     x = (s + 0.5) / n
-    config = GammaNetConfig(
+    config = GammaNetConfig(bias_unit="scaled",
         state_low=(0.0,), state_high=(1.0,), tilings=(8,), tile_widths=(1 / 16,), memory_size=0, bias=True,
         step_size=0.03, step_size_decay_steps=steps, timescale_input="both", tau_scale=100.0,
     )  # fmt: skip
@@ -146,12 +146,21 @@ def test_on_a_chain_both_kernels_reach_the_same_errors_against_exact_values():
 #: scaling, one timescale input.
 CODINGS = {
     "collisions": GammaNetConfig(
-        tilings=(8,), memory_size=16, step_size=0.3, state_low=(0.0, 0.0), state_high=(1.0, 1.0)
+        bias_unit="scaled", tilings=(8,), memory_size=16, step_size=0.3, state_low=(0.0, 0.0), state_high=(1.0, 1.0)
     ),
     "unhashed-tau-no-bias": GammaNetConfig(
-        tilings=(4, 4), tile_widths=(1.0, 0.5), memory_size=0, bias=False, loss_scaling=False, timescale_input="tau"
+        bias_unit="scaled",
+        tilings=(4, 4),
+        tile_widths=(1.0, 0.5),
+        memory_size=0,
+        bias=False,
+        loss_scaling=False,
+        timescale_input="tau",
+        step_size=0.1,
     ),
-    "gamma-only": GammaNetConfig(tilings=(6,), memory_size=64, timescale_input="gamma", step_size=0.2),
+    "gamma-only": GammaNetConfig(
+        bias_unit="scaled", tilings=(6,), memory_size=64, timescale_input="gamma", step_size=0.2
+    ),
 }
 
 
@@ -195,8 +204,8 @@ def test_other_codings_blocks_and_repeated_gammas_learn_the_same(coding):
 def test_td_lambda_learns_on_the_plain_kernels_and_predicts_on_the_run_kernel():
     """With lam > 0 the learning stays on the plain kernels (bit for bit N single learners, tests/test_lambda.py);
     the predictions take the run kernel."""
-    config = GammaNetConfig(tilings=(8,), memory_size=256, step_size=0.2, lam=0.6, lambda_view="backward",
-                            state_low=(0.0, 0.0), state_high=(1.0, 1.0))  # fmt: skip
+    config = GammaNetConfig(bias_unit="scaled", tilings=(8,), memory_size=256, step_size=0.2, lam=0.6,
+                            lambda_view="backward", state_low=(0.0, 0.0), state_high=(1.0, 1.0))  # fmt: skip
     sampling = TimescaleSampling(n_gamma=1, n_tau=3, tau_max=20)
     rng = np.random.default_rng(5)
     T, Q = 80, 3

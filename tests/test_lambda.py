@@ -30,8 +30,8 @@ from gamma_net_core.reference import ReferenceLinearTD
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladder
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
-# The paper's arm learner (100 tilings hashed into 2048 + bias), learning TD(lambda) by traces.
-ARM = GammaNetConfig(step_size_decay_steps=1500, lambda_view="backward")
+# The paper's arm learner (100 tilings hashed into 2048 + bias, alpha 0.1; the bias of V), TD(lambda) by traces.
+ARM = GammaNetConfig(step_size=0.1, step_size_decay_steps=1500, lambda_view="backward")
 ARM_SAMPLING = TimescaleSampling(n_gamma=1, n_tau=29)
 
 

@@ -25,6 +25,7 @@ from gamma_net_studies.square_wave import SERIES, learner_config
 
 SQUARE = learner_config(SERIES[0], 0.5)  # the paper's square-wave learner, the study's alpha = 0.5 / 70
 PROBE_TAUS = np.array([1, 2, 5, 10, 20, 40, 60, 80, 100.0])
+SQUARE_SAMPLING = TimescaleSampling(n_gamma=2, n_tau=2)  # the square wave's Gamma_t: tau 1 and 100 + 2 + 2
 
 
 def square_wave_data(steps):
@@ -42,7 +43,7 @@ def arm_data(steps, seed=3):
 
 
 def net_and_sampler(config, sampling=None, seed=0):
-    sampling = sampling or TimescaleSampling()
+    sampling = sampling or SQUARE_SAMPLING
     return LinearGammaNet(config, rng=np.random.default_rng(seed)), TimescaleSampler(
         sampling, np.random.default_rng(seed + 1)
     )
@@ -55,7 +56,7 @@ def test_square_wave_matches_the_numpy_reference_after_1000_steps():
     s_t, c, s_tp1 = square_wave_data(1000)
     net, sampler = net_and_sampler(SQUARE)
     ref = ReferenceLinearTD(SQUARE, rng=np.random.default_rng(0))
-    ref_sampler = TimescaleSampler(TimescaleSampling(), np.random.default_rng(1))
+    ref_sampler = TimescaleSampler(SQUARE_SAMPLING, np.random.default_rng(1))
     probes = gamma_from_tau(PROBE_TAUS)
     kw = {"probe_gammas": probes, "record_from": 900}
     fast = net.learn_recording(states_t=s_t, cumulants=c, states_tp1=s_tp1, timescales=sampler, **kw)
@@ -66,8 +67,10 @@ def test_square_wave_matches_the_numpy_reference_after_1000_steps():
     np.testing.assert_allclose(net.predict(s_t[:100], probes), [ref.predict(s, probes) for s in s_t[:100]], atol=1e-11)
 
 
-def test_robot_arm_matches_the_numpy_reference_after_1000_steps():
-    config = GammaNetConfig(step_size_decay_steps=1500)  # the paper's arm: 100 tilings, 2049 features
+@pytest.mark.parametrize("bias_unit", ["value", "scaled"])
+def test_robot_arm_matches_the_numpy_reference_after_1000_steps(bias_unit):
+    # The arm's coder: 100 tilings, 2049 features; the bias of V (the default) or the paper's, of f.
+    config = GammaNetConfig(step_size=0.1, step_size_decay_steps=1500, bias_unit=bias_unit)
     sampling = TimescaleSampling(n_gamma=1, n_tau=29)
     s_t, c, s_tp1, terminals = arm_data(1000)
     net, sampler = net_and_sampler(config, sampling)
@@ -122,7 +125,7 @@ def test_per_step_learn_equals_the_recording_path_exactly():
 def test_sampler_and_explicit_gamma_t_agree():
     s_t, c, s_tp1 = square_wave_data(300)
     a, sampler = net_and_sampler(SQUARE)
-    drawn = TimescaleSampler(TimescaleSampling(), np.random.default_rng(1))
+    drawn = TimescaleSampler(SQUARE_SAMPLING, np.random.default_rng(1))
     gammas = np.stack([drawn.sample() for _ in range(300)])
     b = LinearGammaNet(SQUARE, rng=np.random.default_rng(0))
     a.learn_recording(states_t=s_t, cumulants=c, states_tp1=s_tp1, timescales=sampler)
@@ -154,9 +157,12 @@ def test_sample_many_is_the_sequence_of_sample_calls(sampling):
 
 
 def tiny(**kw):
-    """One tiling so wide that every input falls in its first tile, plus the bias: 2 active features."""
+    """One tiling so wide that every input falls in its first tile, plus the bias: 2 active features.
+
+    The bias is the paper's, a feature of the scaled output f (``bias_unit`` "scaled"), unless ``kw`` says.
+    """
     base = {"state_low": (0.0,), "state_high": (1.0,), "tilings": (1,), "tile_widths": (1e6,), "memory_size": 0}
-    return {**base, "bias": True, "step_size": 0.5, **kw}
+    return {**base, "bias": True, "bias_unit": "scaled", "step_size": 0.5, **kw}
 
 
 @pytest.mark.parametrize("scaling, f1, f_terminal, f_non_terminal", [(True, 0.5, 0.5, 0.625), (False, 1.0, 1.0, 1.25)])
@@ -181,6 +187,25 @@ def test_terminal_and_loss_scaling_by_hand(scaling, f1, f_terminal, f_non_termin
         assert net.weights.sum() == pytest.approx(f2)
         assert net.predict(0.3) == pytest.approx(1.0 if is_terminal else 1.25)
         assert net.predict(0.9) == pytest.approx(1.0 if is_terminal else 1.25)  # same tile
+
+
+def test_the_value_bias_adds_the_same_to_every_timescale_by_hand():
+    """The default bias (``bias_unit`` "value") has feature value s = 1 - gamma in f, so its weight adds itself to V.
+
+    Gamma_t = {0}, C = 2, alpha 0.5 / 2: delta_f = 2, the tile's weight moves 0.25 x 2 = 0.5 and the bias's
+    0.25 x 2 x s = 0.5. V(gamma) = 0.5 / (1 - gamma) + 0.5: the tile's part grows with tau, the bias's does not
+    (the paper's bias adds 0.5 / (1 - gamma) too: 5 at gamma 0.9 from one update at gamma 0).
+    """
+    net = LinearGammaNet(
+        GammaNetConfig(**tiny(bias_unit="value"), timescale_input="both"), rng=np.random.default_rng(0)
+    )
+    assert GammaNetConfig().bias_unit == "value"
+    np.testing.assert_array_equal(net.learn(0.5, 2.0, 0.5, True, [0.0]), [2.0])
+    np.testing.assert_array_equal(net.weights[net.weights != 0.0], [0.5, 0.5])  # the tile's, the bias's
+    np.testing.assert_allclose(net.predict(0.5, [0.0, 0.5, 0.9]), [1.0, 1.5, 5.5])
+    old = LinearGammaNet(GammaNetConfig(**tiny(), timescale_input="both"), rng=np.random.default_rng(0))
+    old.learn(0.5, 2.0, 0.5, True, [0.0])
+    np.testing.assert_allclose(old.predict(0.5, [0.0, 0.5, 0.9]), [1.0, 2.0, 10.0])
 
 
 @pytest.mark.parametrize("scaling, after", [(True, [0.75, 1.5, 7.5]), (False, [1.0, 1.0, 1.0])])
@@ -210,7 +235,8 @@ def test_scaled_fixed_timescale_is_unscaled_td_on_the_scaled_cumulant(gamma):
     s_t, c, s_tp1, terminals = arm_data(800)
     scaled_c = (1.0 - gamma) * c
     kw = {"states_t": s_t, "states_tp1": s_tp1, "terminals": terminals}
-    scaled = FixedTimescaleTD(FixedTimescaleConfig(gamma=gamma), rng=np.random.default_rng(2))
+    # The paper's bias, of f: a bias of V (the default) has feature value 1 - gamma, so the weights differ.
+    scaled = FixedTimescaleTD(FixedTimescaleConfig(gamma=gamma, bias_unit="scaled"), rng=np.random.default_rng(2))
     plain = FixedTimescaleTD(FixedTimescaleConfig(gamma=gamma, loss_scaling=False), rng=np.random.default_rng(2))
     online_scaled = scaled.learn_recording(cumulants=c, record_predictions=True, **kw)
     online_plain = plain.learn_recording(cumulants=scaled_c, record_predictions=True, **kw)
@@ -220,7 +246,8 @@ def test_scaled_fixed_timescale_is_unscaled_td_on_the_scaled_cumulant(gamma):
     np.testing.assert_array_equal(scaled.predict(s_t), plain.predict(s_t) / (1.0 - gamma))
     assert scaled.learn(s_t[0], c[0], s_tp1[0]) == plain.learn(s_t[0], scaled_c[0], s_tp1[0]) / (1.0 - gamma)
 
-    nets = [LinearGammaNet(GammaNetConfig(loss_scaling=flag), rng=np.random.default_rng(3)) for flag in (True, False)]
+    nets = [LinearGammaNet(GammaNetConfig(loss_scaling=flag, bias_unit="scaled"), rng=np.random.default_rng(3))
+            for flag in (True, False)]  # fmt: skip
     fixed = np.full((800, 1), gamma)
     probes = [0.0, gamma]
     seen = [net.learn_recording(cumulants=cs, timescales=fixed, probe_gammas=probes, **kw)
@@ -387,7 +414,7 @@ def test_bad_learn_input_raises_and_changes_nothing(learned, args, message):
 def test_bad_recordings_raise_and_change_nothing(learned):
     before = learned.weights.copy()
     s_t, c, s_tp1 = square_wave_data(100)
-    sampler = TimescaleSampler(TimescaleSampling(), np.random.default_rng(0))
+    sampler = TimescaleSampler(SQUARE_SAMPLING, np.random.default_rng(0))
     cases = [
         ({"cumulants": np.where(np.arange(100) == 42, np.nan, c)}, "cumulants must be finite; got nan at step 42"),
         ({"states_t": np.where(np.arange(100) == 7, np.inf, s_t)}, "states_t must be finite; got inf at step 7"),

@@ -149,10 +149,13 @@ def test_every_bundle_the_learners_hand_the_kernels_is_a_named_tuple():
     def named(bundle) -> bool:
         return isinstance(bundle, tuple) and hasattr(type(bundle), "_fields") and bool(type(bundle).__annotations__)
 
-    config = GammaNetConfig(lam=0.5, lambda_view="backward")
+    config = GammaNetConfig(lam=0.5, lambda_view="backward", bias_unit="scaled")
     horde = HordeLearner(config, names=["a", "b"], rng=np.random.default_rng(0), trace_groups=[0, 1])
     autostep = HordeLearner(
-        GammaNetConfig(), names=["a"], adaptation=AdaptationConfig(method="autostep"), rng=np.random.default_rng(0)
+        GammaNetConfig(bias_unit="scaled"),
+        names=["a"],
+        adaptation=AdaptationConfig(method="autostep"),
+        rng=np.random.default_rng(0),
     )
     net = LinearGammaNet(config, rng=np.random.default_rng(0))
     bundles = {

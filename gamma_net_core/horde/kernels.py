@@ -704,7 +704,7 @@ def _decay_traces(gammas, lam, idx_t, bias_index, traces, groups, work):  # prag
             save_support(traces, g, k, old_z[g], old_support[g])
             old_n[g, k] = n_support[g, k]
             old_max[g, k] = z_max[g, k]
-            decay_and_add(traces, g, k, gammas[k] * lam * continuation_t[g], idx_t[k], bias_index)
+            decay_and_add(traces, g, k, gammas[k] * lam * continuation_t[g], idx_t[k], bias_index, 1.0)
 
 
 @numba.njit(cache=True, inline="always")

@@ -125,6 +125,11 @@ class HordeLearner:
         if config.lam > 0.0 and adaptation.method != "constant":
             raise ValueError(f"lam {config.lam!r} > 0 (TD(lambda)) needs adaptation method 'constant'; got "
                              f"{adaptation.method!r}")  # fmt: skip
+        if config.bias and config.loss_scaling and config.bias_unit != "scaled":
+            raise ValueError(
+                f"a Horde's kernels have only the bias of the scaled output: with bias and loss_scaling set "
+                f"bias_unit: scaled, or bias: false; got bias_unit {config.bias_unit!r}"
+            )
         self.sampler = TimescaleSampler(timescales, rng, fixed=config.lam > 0.0)
         self._rng = rng
         self._readouts = {r.name: r for r in readouts}

@@ -309,9 +309,14 @@ def _spec(doc: Mapping[str, Any]) -> HordeSpec:
     for key in ("state_low", "state_high"):
         if key in learner_map:
             raise ValueError(f"learner.{key}: state ranges come from each state input's low and high")
+    # A Horde's kernels have only the bias of the scaled output f = (1 - gamma) V, which a short timescale's noise
+    # moves the long timescales' values by up to tau times (docs/choosing-settings.md): no bias unit unless the
+    # file asks for one, and that one is the scaled output's.
+    defaults = {"bias": False} if "bias" not in learner_map else {"bias_unit": "scaled"}
     learner = _config(
         GammaNetConfig,
         {
+            **defaults,
             **learner_map,
             "state_low": [s.low for s in state],
             "state_high": [s.high for s in state],

@@ -23,7 +23,11 @@ paper's derivation; for one fixed gamma this is exactly unscaled TD(0) on the cu
 :mod:`gamma_net_core.neural.networks`, reads the paper the same way). The TD errors
 ``learn`` returns are delta_V = delta_k / s_k, in the cumulant's units. ``n_active`` is
 the number of active features per (state, gamma) and alpha_n decays linearly to zero over
-``step_size_decay_steps`` updates when that is set. The fixed-timescale baseline
+``step_size_decay_steps`` updates when that is set. The bias unit's entry of x(S, gamma) is
+1 - gamma with scaling by default (``bias_unit`` "value": its weight adds the same to V at every
+timescale), or 1 as in the paper (``bias_unit`` "scaled": it adds w / (1 - gamma) to V, so a short
+timescale's update of it moves a long timescale's value up to tau times as much; every tile entry
+is 1). The fixed-timescale baseline
 (:class:`FixedTimescaleTD`) is the same learner with no timescale input, trained on its one
 gamma.
 

@@ -44,8 +44,7 @@ def load_learner(cls, path: str | os.PathLike, *, config=None):
     """
     saved, arrays, meta = load_npz(path, kind=cls.kind, version=VERSION)
     try:
-        if issubclass(cls._config_class, GammaNetConfig):
-            saved = saved_learner_mapping(saved)
+        saved = saved_learner_mapping(saved, gamma_net=issubclass(cls._config_class, GammaNetConfig))
         cfg = config_lib.from_mapping(cls._config_class, saved, where=str(path))
     except ValueError as exc:
         raise CheckpointError(f"{path}: unusable configuration: {exc}") from None

@@ -60,6 +60,7 @@ def make_coding(config: LinearTDConfig, timescale_input: str, coder: TileCoder) 
         n_state=config.n_state,
         loss_scaling=bool(config.loss_scaling),
         w_limit=weight_limit(coder.n_active, config.loss_scaling),
+        value_bias=config.bias_unit == "value",
     )
 
 

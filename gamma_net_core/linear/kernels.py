@@ -28,7 +28,9 @@ class Coding(NamedTuple):
     ``timescale_input`` is the code of :data:`gamma_net_core.linear.settings.TIMESCALE_INPUTS`
     (0 none, 1 gamma, 2 tau / tau_scale, 3 both), whose dimensions follow the ``n_state`` state
     inputs in ``tiles``; ``loss_scaling`` makes the weights' output f = (1 - gamma) V; a step that
-    would move a weight beyond ``w_limit`` in magnitude is refused.
+    would move a weight beyond ``w_limit`` in magnitude is refused. ``value_bias``: the bias unit's
+    feature value at gamma is s(gamma) (:func:`bias_feature`), so its weight adds the same to V at every
+    timescale; else 1, adding the same to f (and s(gamma)^-1 times that to V).
     """
 
     tiles: Tiles
@@ -37,6 +39,7 @@ class Coding(NamedTuple):
     n_state: int
     loss_scaling: bool
     w_limit: float
+    value_bias: bool
 
     def plain(self) -> tuple:
         """This coding as plain tuples, as the kernels take it (:func:`named_coding` names it again).
@@ -45,23 +48,26 @@ class Coding(NamedTuple):
         its class and field names: about 3 µs for a Coding against 0.2 µs for its plain form, a tenth of
         a per-message update. Every kernel is called with the plain form; inside it is named.
         """
-        return (tuple(self.tiles), self.timescale_input, self.tau_scale, self.n_state, self.loss_scaling, self.w_limit)
+        return (tuple(self.tiles), self.timescale_input, self.tau_scale, self.n_state, self.loss_scaling, self.w_limit,
+                self.value_bias)  # fmt: skip
 
 
 @numba.njit(cache=True, inline="always")
 def named_coding(plain):  # pragma: no cover - compiled
     """The :class:`Coding` whose :meth:`Coding.plain` is ``plain`` (free: the compiler sees through it)."""
-    tiles, timescale_input, tau_scale, n_state, loss_scaling, w_limit = plain
-    return Coding(Tiles(*tiles), timescale_input, tau_scale, n_state, loss_scaling, w_limit)
+    tiles, timescale_input, tau_scale, n_state, loss_scaling, w_limit, value_bias = plain
+    return Coding(Tiles(*tiles), timescale_input, tau_scale, n_state, loss_scaling, w_limit, value_bias)
 
 
 class Recording(NamedTuple):
-    """A recording's transitions for :func:`learn_many`: ``cumulants[n]`` is C_{n+1}; ``terminals[n]``: S_{n+1} ends."""
+    """A recording's transitions for :func:`learn_many`: ``cumulants[n]`` is C_{n+1}; ``terminals[n]``: S_{n+1} ends;
+    ``cuts[n]``: the stream does not continue after transition n (no lambda-return or trace reaches past it)."""
 
     states_t: np.ndarray
     states_tp1: np.ndarray
     cumulants: np.ndarray
     terminals: np.ndarray
+    cuts: np.ndarray
 
 
 class Schedule(NamedTuple):
@@ -158,13 +164,13 @@ def state_keys(state, tiles, u, keys):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _value(w, keys_state, keys_timescale, tiles):  # pragma: no cover - compiled
+def _value(w, keys_state, keys_timescale, tiles, bias_x):  # pragma: no cover - compiled
     memory_size, bias_index = tiles.memory_size, tiles.bias_index
     v = 0.0
     for t in range(keys_state.shape[0]):
         v += w[finalize(keys_state[t] + keys_timescale[t], memory_size)]
     if bias_index >= 0:
-        v += w[bias_index]
+        v += bias_x * w[bias_index]
     return v
 
 
@@ -175,8 +181,22 @@ def output_scale(gamma, loss_scaling):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas):  # pragma: no cover
-    """Fill idx[k] with the active tiles of (S_t, gamma_k) and deltas[k] with the TD error of the weights' output.
+def bias_feature(gamma, coding):  # pragma: no cover - compiled
+    """The bias unit's feature value at ``gamma``: s(gamma) with ``coding.value_bias``, else 1.
+
+    With loss scaling a bias of value 1 in f adds w / (1 - gamma) to V: every timescale shares it, so a
+    short timescale's update of it moves a long timescale's value by up to tau times its own. At
+    s(gamma) it adds w to V at every timescale, and an update moves no value more than its own.
+    """
+    return output_scale(gamma, coding.loss_scaling) if coding.value_bias else 1.0
+
+
+@numba.njit(cache=True, inline="always")
+def _td_errors(
+    w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas, bias_x
+):  # pragma: no cover
+    """Fill idx[k] with the active tiles of (S_t, gamma_k), bias_x[k] with the bias's feature value
+    (:func:`bias_feature`) and deltas[k] with the TD error of the weights' output.
 
     That output is f = s V (s = 1 - gamma_k with loss scaling, else 1), so deltas[k] is
     delta_f = s C + gamma_k f(S_{t+1}) - f(S_t) = s delta_V; w is untouched.
@@ -196,9 +216,11 @@ def _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, ke
             f_t += w[i]
             if not terminal:
                 f_tp1 += w[finalize(keys_tp1[t] + keys_ts[t], memory_size)]
+        b = bias_feature(gamma, coding)
+        bias_x[k] = b
         if bias_index >= 0:
-            f_t += w[bias_index]
-            f_tp1 += w[bias_index]
+            f_t += b * w[bias_index]
+            f_tp1 += b * w[bias_index]
         scaled = output_scale(gamma, loss_scaling) * cumulant
         if terminal:
             deltas[k] = scaled - f_t
@@ -243,9 +265,10 @@ def learn_one(w, state_t, state_tp1, gammas, cumulant, terminal, alpha, plain_co
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
     idx = np.empty((K, n_tilings), dtype=np.int64)
     steps = np.empty(K)
+    bias_x = np.empty(K)
     state_keys(state_t, tiles, u, keys_t)
     state_keys(state_tp1, tiles, u, keys_tp1)
-    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas)
+    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas, bias_x)
     ok = _step_sizes(deltas, alpha, steps)
     _to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
@@ -264,7 +287,7 @@ def learn_one(w, state_t, state_tp1, gammas, cumulant, terminal, alpha, plain_co
         if bias_index >= 0:
             undo[n] = w[bias_index]
             n += 1
-            w[bias_index] += steps[k]
+            w[bias_index] += bias_x[k] * steps[k]
             ok &= abs(w[bias_index]) <= w_limit
     if not ok:
         for k in range(K - 1, -1, -1):
@@ -278,12 +301,13 @@ def learn_one(w, state_t, state_tp1, gammas, cumulant, terminal, alpha, plain_co
 
 
 @numba.njit(cache=True, inline="always")
-def record_probes(w, keys_t, tiles, probes, n):  # pragma: no cover - compiled
+def record_probes(w, keys_t, tiles, probes, n, value_bias):  # pragma: no cover - compiled
     """The probes' predictions V(S_n) (``keys_t``: S_n's keys) before update n, from ``record_from`` on."""
     keys, scales, record_from, predictions = probes.keys, probes.scales, probes.record_from, probes.predictions
     if n >= record_from:
         for j in range(keys.shape[0]):
-            predictions[n - record_from, j] = _value(w, keys_t, keys[j], tiles) / scales[j]
+            b = scales[j] if value_bias else 1.0  # the probe's bias_feature: scales[j] is its s(gamma)
+            predictions[n - record_from, j] = _value(w, keys_t, keys[j], tiles, b) / scales[j]
 
 
 @numba.njit(cache=True)
@@ -307,16 +331,17 @@ def learn_many(w, recording, gammas, schedule, plain_coding, probes):  # pragma:
     idx = np.empty((K, n_tilings), dtype=np.int64)
     deltas = np.empty(K)
     steps = np.empty(K)
+    bias_x = np.empty(K)
     states_t, states_tp1 = recording.states_t, recording.states_tp1
     cumulants, terminals = recording.cumulants, recording.terminals
     step_size, decay_steps = schedule.step_size, schedule.decay_steps
     first_count, n_active = schedule.first_count, schedule.n_active
     for n in range(states_t.shape[0]):
         state_keys(states_t[n], tiles, u, keys_t)
-        record_probes(w, keys_t, tiles, probes, n)
+        record_probes(w, keys_t, tiles, probes, n, coding.value_bias)
         state_keys(states_tp1[n], tiles, u, keys_tp1)
         g, c, end = gammas[n], cumulants[n], terminals[n]
-        _td_errors(w, keys_t, keys_tp1, g, c, end, coding, u_ts, keys_ts, idx, deltas)
+        _td_errors(w, keys_t, keys_tp1, g, c, end, coding, u_ts, keys_ts, idx, deltas, bias_x)
         alpha = alpha_at(step_size, decay_steps, first_count + n, n_active)
         if not _step_sizes(deltas, alpha, steps):
             return n
@@ -328,7 +353,7 @@ def learn_many(w, recording, gammas, schedule, plain_coding, probes):  # pragma:
                 w[i] += s
                 ok &= abs(w[i]) <= w_limit
             if bias_index >= 0:
-                w[bias_index] += s
+                w[bias_index] += bias_x[k] * s
                 ok &= abs(w[bias_index]) <= w_limit
         if not ok:
             return n
@@ -389,9 +414,10 @@ def learn_one_lambda(
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
     idx = np.empty((K, n_tilings), dtype=np.int64)
     steps = np.empty(K)
+    bias_x = np.empty(K)
     state_keys(state_t, tiles, u, keys_t)
     state_keys(state_tp1, tiles, u, keys_tp1)
-    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas)
+    _td_errors(w, keys_t, keys_tp1, gammas, cumulant, terminal, coding, u_ts, keys_ts, idx, deltas, bias_x)
     ok = _step_sizes(deltas, alpha, steps)
     if ok:
         _, _, _, n_support, z_max = traces
@@ -401,7 +427,7 @@ def learn_one_lambda(
             save_support(traces, 0, k, old_z, old_support)
             old_n[k] = n_support[0, k]
             old_max[k] = z_max[0, k]
-            decay_and_add(traces, 0, k, gammas[k] * lam, idx[k], bias_index)
+            decay_and_add(traces, 0, k, gammas[k] * lam, idx[k], bias_index, bias_x[k])
         n = _accumulate(traces, 0, deltas, dw, mark, touched, 0)
         ok = _apply_traced(w, alpha, dw, mark, touched, n, coding.w_limit)
         if not ok:
@@ -417,7 +443,7 @@ def learn_many_lambda(
 ):  # pragma: no cover - compiled
     """:func:`learn_many` with TD(lambda) traces on the fixed Gamma ``gammas`` [K] (the same every step).
 
-    A terminal transition cuts the traces after its update. Returns -1, or the first step whose
+    A terminal transition, or a cut after it, cuts the traces after its update. Returns -1, or the first step whose
     update was refused (weights and traces then hold that step's partial state: the caller restores).
     """
     coding = named_coding(plain_coding)
@@ -433,6 +459,7 @@ def learn_many_lambda(
     idx = np.empty((K, n_tilings), dtype=np.int64)
     deltas = np.empty(K)
     steps = np.empty(K)
+    bias_x = np.empty(K)
     decays = np.empty(K)
     for k in range(K):
         decays[k] = gammas[k] * lam
@@ -443,21 +470,21 @@ def learn_many_lambda(
     dw, mark, touched, w_limit = work.dw, work.mark, work.touched, coding.w_limit
     for n in range(states_t.shape[0]):
         state_keys(states_t[n], tiles, u, keys_t)
-        record_probes(w, keys_t, tiles, probes, n)
+        record_probes(w, keys_t, tiles, probes, n, coding.value_bias)
         state_keys(states_tp1[n], tiles, u, keys_tp1)
         end = terminals[n]
-        _td_errors(w, keys_t, keys_tp1, gammas, cumulants[n], end, coding, u_ts, keys_ts, idx, deltas)
+        _td_errors(w, keys_t, keys_tp1, gammas, cumulants[n], end, coding, u_ts, keys_ts, idx, deltas, bias_x)
         alpha = alpha_at(step_size, decay_steps, first_count + n, n_active)
         if not _step_sizes(deltas, alpha, steps):
             return n
         for k in range(K):
-            decay_and_add(traces, 0, k, decays[k], idx[k], bias_index)
+            decay_and_add(traces, 0, k, decays[k], idx[k], bias_index, bias_x[k])
         m = _accumulate(traces, 0, deltas, dw, mark, touched, 0)
         if not _apply_traced(w, alpha, dw, mark, touched, m, w_limit):
             return n
-        if end:
+        if end or recording.cuts[n]:
             for k in range(K):
-                decay_and_add(traces, 0, k, 0.0, idx[k, :0], -1)
+                decay_and_add(traces, 0, k, 0.0, idx[k, :0], -1, 1.0)
     return -1
 
 
@@ -494,14 +521,16 @@ def predict_many(w, states, gammas, plain_coding):  # pragma: no cover - compile
     u_ts = np.empty(n_timescale_dims(coding.timescale_input))
     keys_ts = np.empty((gammas.shape[0], n_tilings), dtype=np.uint64)
     scales = np.empty(gammas.shape[0])
+    bias_x = np.empty(gammas.shape[0])
     for k in range(gammas.shape[0]):
         timescale_keys(gammas[k], coding, u_ts, keys_ts[k])
         scales[k] = output_scale(gammas[k], coding.loss_scaling)
+        bias_x[k] = bias_feature(gammas[k], coding)
     keys = np.empty(n_tilings, dtype=np.uint64)
     for n in range(states.shape[0]):
         state_keys(states[n], tiles, u, keys)
         for k in range(gammas.shape[0]):
-            out[n, k] = _value(w, keys, keys_ts[k], tiles) / scales[k]
+            out[n, k] = _value(w, keys, keys_ts[k], tiles, bias_x[k]) / scales[k]
     return out
 
 

@@ -35,7 +35,8 @@ def learn_many_laddered(
     first_count = schedule.first_count
     none = Probes(keys[:0], scales[:0], 1, predictions[:0])  # the traced step records nothing
     for n in range(states_t.shape[0]):
-        one = Recording(states_t[n : n + 1], states_tp1[n : n + 1], cumulants[n : n + 1], terminals[n : n + 1])
+        one = Recording(states_t[n : n + 1], states_tp1[n : n + 1], cumulants[n : n + 1], terminals[n : n + 1],
+                        recording.cuts[n : n + 1])  # fmt: skip
         if n >= record_from:
             here = Probes(keys, scales, 0, predictions[n - record_from : n - record_from + 1])
         else:

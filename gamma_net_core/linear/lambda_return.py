@@ -56,6 +56,7 @@ import numpy as np
 
 from gamma_net_core.linear.kernels import (
     alpha_at,
+    bias_feature,
     n_timescale_dims,
     named_coding,
     output_scale,
@@ -212,12 +213,12 @@ def lam_at(lam, fade_steps, count):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def _output(w, keys_state, keys_timescale, memory_size, bias_index):  # pragma: no cover - compiled
+def _output(w, keys_state, keys_timescale, memory_size, bias_index, bias_x):  # pragma: no cover - compiled
     f = 0.0
     for t in range(keys_state.shape[0]):
         f += w[finalize(keys_state[t] + keys_timescale[t], memory_size)]
     if bias_index >= 0:
-        f += w[bias_index]
+        f += bias_x * w[bias_index]
     return f
 
 
@@ -268,6 +269,7 @@ def learn_many_lambda_return(
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
     idx = np.empty((K, n_tilings), dtype=np.int64)
     steps = np.empty(K)
+    bias_x = np.empty(K)
     states_t, states_tp1 = recording.states_t, recording.states_tp1
     cumulants, terminals = recording.cumulants, recording.terminals
     step_size, decay_steps = schedule.step_size, schedule.decay_steps
@@ -278,11 +280,11 @@ def learn_many_lambda_return(
         w_states_t[slot] = states_t[n]
         w_states_tp1[slot] = states_tp1[n]
         w_cumulants[slot] = cumulants[n]
-        w_ends[slot] = TERMINAL if terminals[n] else CONTINUES
+        w_ends[slot] = TERMINAL if terminals[n] else (GAP if recording.cuts[n] else CONTINUES)
         w_gammas[slot] = gammas[n]
         state_keys(states_t[n], tiles, u, w_keys_t[slot])
         state_keys(states_tp1[n], tiles, u, w_keys_tp1[slot])
-        record_probes(w, w_keys_t[slot], tiles, probes, n)
+        record_probes(w, w_keys_t[slot], tiles, probes, n, coding.value_bias)
         held += 1
         deltas[:] = 0.0
         lam_n = lam_at(lam, fade_steps, first_count + n)
@@ -295,14 +297,16 @@ def learn_many_lambda_return(
                 gamma = w_gammas[oldest, k]
                 timescale_keys(gamma, coding, u_ts, keys_ts)
                 s = output_scale(gamma, loss_scaling)
+                b = bias_feature(gamma, coding)
+                bias_x[k] = b
                 at = (oldest + last) % H
                 if w_ends[at] == TERMINAL:
                     G = s * w_cumulants[at]
                 else:
-                    G = s * w_cumulants[at] + gamma * _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index)
+                    G = s * w_cumulants[at] + gamma * _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index, b)
                 for j in range(last - 1, -1, -1):
                     at = (oldest + j) % H
-                    f_next = _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index)
+                    f_next = _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index, b)
                     G = s * w_cumulants[at] + gamma * ((1.0 - lam_n) * f_next + lam_n * G)
                 f_m = 0.0
                 for t in range(n_tilings):
@@ -310,7 +314,7 @@ def learn_many_lambda_return(
                     idx[k, t] = i
                     f_m += w[i]
                 if bias_index >= 0:
-                    f_m += w[bias_index]
+                    f_m += b * w[bias_index]
                 deltas[k] = G - f_m
             ok = True
             for k in range(K):
@@ -326,7 +330,7 @@ def learn_many_lambda_return(
                     w[i] += s_k
                     ok &= abs(w[i]) <= w_limit  # False for NaN too
                 if bias_index >= 0:
-                    w[bias_index] += s_k
+                    w[bias_index] += bias_x[k] * s_k
                     ok &= abs(w[bias_index]) <= w_limit
                 deltas[k] /= output_scale(w_gammas[oldest, k], loss_scaling)
             oldest = (oldest + 1) % H

@@ -195,7 +195,7 @@ class _LinearTD:
     def _learn_window(self, s_t, c, s_tp1, terminal, gammas) -> tuple[bool, np.ndarray]:
         """One transition into the lambda-return window (linear/lambda_return.py); a refusal changes nothing."""
         cfg = self.config
-        recording = Recording(s_t[None, :], s_tp1[None, :], np.array([c]), np.array([terminal]))
+        recording = Recording(s_t[None, :], s_tp1[None, :], np.array([c]), np.array([terminal]), np.zeros(1, np.bool_))
         schedule = Schedule(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active)
         self._window.take(gammas.shape[0])
         before, window_before = self._weights.copy(), self._window.copy()
@@ -209,7 +209,9 @@ class _LinearTD:
             self._window = window_before
         return bad < 0, deltas
 
-    def _learn_recording(self, states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from):
+    def _learn_recording(
+        self, states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from, cuts=None
+    ):
         c = np.ascontiguousarray(np.asarray(cumulants, dtype=np.float64))
         if c.ndim != 1:
             raise ValueError(f"cumulants must be 1-D [T]; got shape {c.shape}")
@@ -225,6 +227,7 @@ class _LinearTD:
             ends = np.ascontiguousarray(np.asarray(terminals, dtype=np.bool_))
             if ends.shape != (T,):
                 raise ValueError(f"terminals must be [{T}] like cumulants; got shape {ends.shape}")
+        cut = _flags(cuts, T, "cuts")
         if not 0 <= record_from <= T:
             raise ValueError(f"record_from must be in [0, {T}]; got {record_from!r}")
         probes = np.empty(0) if probe_gammas is None else validate_gammas(probe_gammas, name="probe_gammas")
@@ -241,7 +244,7 @@ class _LinearTD:
             gammas = gammas_of(start, stop)
             rf = min(max(record_from - start, 0), stop - start)
             out = predictions[max(start - record_from, 0) : max(stop - record_from, 0)]
-            recording = Recording(s_t[start:stop], s_tp1[start:stop], c[start:stop], ends[start:stop])
+            recording = Recording(s_t[start:stop], s_tp1[start:stop], c[start:stop], ends[start:stop], cut[start:stop])
             schedule = Schedule(cfg.step_size, cfg.step_size_decay_steps, self.update_count, self.n_active)
             probes_here = Probes(probe_keys, probe_scales, rf, out)
             if self._window is not None:
@@ -386,10 +389,12 @@ class LinearGammaNet(_LinearTD):
         states_tp1,
         timescales: TimescaleSampler | np.ndarray,
         terminals=None,
+        cuts=None,
         probe_gammas=None,
         record_from: int = 0,
     ) -> np.ndarray | None:
-        """Learn from a whole recording at numba speed; the same updates as calling :meth:`learn` per step.
+        """Learn from a whole recording at numba speed; the same updates as calling :meth:`learn` per step
+        (and :meth:`reset_traces` after each cut).
 
         Args:
           states_t, states_tp1: [T, n_state] (or [T] for one state input).
@@ -397,6 +402,10 @@ class LinearGammaNet(_LinearTD):
           timescales: a sampler drawing each step's Gamma_t (the same sequence as calling its
             ``sample()`` once per step), or the gammas themselves [T, K].
           terminals: optional bool [T]; ``terminals[t]`` means S_{t+1} is terminal.
+          cuts: optional bool [T]; ``cuts[t]`` means the stream does not continue after transition t (a pause,
+            a truncation, a gap in a recording: transition t + 1 does not start at S_{t+1}). Transition t is
+            learned as any other, bootstrapping on S_{t+1}; no lambda-return or trace reaches past it. (A
+            transition across the gap, from before it to after it, should not be in the recording.)
           probe_gammas: optional [P]: record online predictions V(S_t, gamma) made before each update.
           record_from: the first step whose predictions are recorded.
 
@@ -405,7 +414,9 @@ class LinearGammaNet(_LinearTD):
         """
         T = np.shape(cumulants)[0] if np.ndim(cumulants) else 0
         gammas_of = _gamma_source(timescales, T)
-        return self._learn_recording(states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from)
+        return self._learn_recording(
+            states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from, cuts
+        )
 
     def predict(self, state, gammas=None, *, taus=None) -> np.ndarray:
         """Predicted returns in the cumulant's units at each timescale.
@@ -449,9 +460,11 @@ class FixedTimescaleTD(_LinearTD):
         return float(self._learn(state_t, cumulant, state_tp1, terminal, self._gammas)[0])
 
     def learn_recording(
-        self, *, states_t, cumulants, states_tp1, terminals=None, record_predictions: bool = False, record_from: int = 0
-    ) -> np.ndarray | None:
-        """Learn from a whole recording at numba speed (see :meth:`LinearGammaNet.learn_recording`).
+        self, *, states_t, cumulants, states_tp1, terminals=None, cuts=None, record_predictions: bool = False,
+        record_from: int = 0,
+    ) -> np.ndarray | None:  # fmt: skip
+        """Learn from a whole recording at numba speed (see :meth:`LinearGammaNet.learn_recording`, and its
+        ``cuts``).
 
         Returns:
           With ``record_predictions``, the online predictions [T - record_from] before each update.
@@ -459,7 +472,7 @@ class FixedTimescaleTD(_LinearTD):
         T = np.shape(cumulants)[0] if np.ndim(cumulants) else 0
         gammas_of = _gamma_source(np.broadcast_to(self._gammas, (T, 1)), T)
         probes = self._gammas if record_predictions else None
-        out = self._learn_recording(states_t, cumulants, states_tp1, terminals, gammas_of, probes, record_from)
+        out = self._learn_recording(states_t, cumulants, states_tp1, terminals, gammas_of, probes, record_from, cuts)
         return None if out is None else out[:, 0]
 
     def predict(self, state) -> np.ndarray | float:
@@ -486,6 +499,16 @@ def _split(gammas: np.ndarray, draws: bool = True) -> tuple[np.ndarray, np.ndarr
         )
     K = gammas.shape[0] // 2
     return np.ascontiguousarray(gammas[:K]), np.ascontiguousarray(gammas[K:])
+
+
+def _flags(flags, T: int, name: str) -> np.ndarray:
+    """Optional bool [T] (None: all False), contiguous, or a ValueError naming ``name`` and the shape."""
+    if flags is None:
+        return np.zeros(T, dtype=np.bool_)
+    out = np.ascontiguousarray(np.asarray(flags, dtype=np.bool_))
+    if out.shape != (T,):
+        raise ValueError(f"{name} must be [{T}] like cumulants; got shape {out.shape}")
+    return out
 
 
 def _gamma_source(timescales, T: int):

@@ -24,9 +24,12 @@ N_TIMESCALE_DIMS = {"none": 0, "gamma": 1, "tau": 1, "both": 2}
 class LinearTDConfig:
     """Settings shared by the linear Γ-net and its fixed-timescale baseline.
 
-    Defaults are the paper's robot arm ("Predictions on a Robot Arm"): two normalized joint
-    positions, 100 tilings of width 1.0 hashed into 2048 features plus a bias unit,
-    alpha = 0.1 / active features, loss scaling on, TD(0) (lam 0).
+    The coder's defaults are the paper's robot arm ("Predictions on a Robot Arm"): two normalized joint
+    positions, 100 tilings of width 1.0 hashed into 2048 features plus a bias unit, loss scaling on,
+    TD(0) (lam 0). Two defaults differ from the arm's, chosen on problems with exact values
+    (docs/choosing-settings.md): alpha 0.003 (the arm's 0.1 spread over its 32 timescales a step; each
+    timescale of Gamma_t adds its own update to the shared weights) and the bias unit a constant of V
+    (``bias_unit``). The paper's studies spell out the arm's values (config/arm.yaml).
     """
 
     state_low: tuple[float, ...] = setting(
@@ -49,9 +52,20 @@ class LinearTDConfig:
         high=2**32 - 1,
     )
     bias: bool = setting(True, "add a bias unit active on every input; paper: arm yes (2048 + 1 features)")
+    bias_unit: str = setting(
+        "value",
+        "what the bias unit's weight is a constant of, with loss scaling: value, V at every timescale (its feature "
+        "value is 1 - gamma in f = (1 - gamma) V); scaled, f (feature value 1: it adds w / (1 - gamma) to V, so a "
+        "short timescale's update of it moves a long timescale's value by up to tau times; paper: scaled). "
+        "Without loss scaling the two are the same",
+        choices=("value", "scaled"),
+    )
     step_size: float = setting(
-        0.1,
-        "alpha before it is divided by the active features per (state, gamma); paper: arm 0.1",
+        0.003,
+        "alpha before it is divided by the active features per (state, gamma); every gamma of Gamma_t adds an update "
+        "of this size to the tiles it shares with the others: 0.003 suits tiles of width 1.0 (all 32 share them; "
+        "scale by 32 / |Gamma_t|), about 0.1 timescale tiles of 1/16 or finer (docs/choosing-settings.md); "
+        "paper: arm 0.1",
         low=0.0,
         high=1e3,
     )
@@ -152,19 +166,35 @@ def uses_ladder(config: LinearTDConfig) -> bool:
     return config.lam > 0.0 and getattr(config, "lambda_view", None) == "backward"
 
 
-def saved_learner_mapping(mapping: dict) -> dict:
-    """A saved Γ-net configuration (a :class:`GammaNetConfig`'s) as it was meant: one saved before ``lambda_view``
-    existed learned TD(lambda) by traces, so with lam > 0 its view is the backward one (a missing setting
-    otherwise takes its default)."""
-    if "lambda_view" not in mapping and float(mapping.get("lam", 0.0)) > 0.0:
-        return {**mapping, "lambda_view": "backward"}
-    return mapping
+#: Settings whose default changed, with the value a configuration saved before the change learned with.
+_BEFORE_DEFAULTS = {"bias_unit": "scaled"}
+
+
+def saved_learner_mapping(mapping: dict, *, gamma_net: bool = True) -> dict:
+    """A saved linear learner's configuration (a :class:`LinearTDConfig`'s) as it was meant.
+
+    A setting missing from it takes the value it had when it was saved: one saved before ``lambda_view``
+    existed learned TD(lambda) by traces, so with lam > 0 its view is the backward one; one saved before
+    ``bias_unit`` existed had the bias of the scaled output. Any other missing setting takes its default.
+    ``gamma_net``: a :class:`GammaNetConfig`'s (else the fixed-timescale baseline's, which has no view).
+    """
+    out = {**{k: v for k, v in _BEFORE_DEFAULTS.items() if k not in mapping}, **mapping}
+    if gamma_net and "lambda_view" not in mapping and float(mapping.get("lam", 0.0)) > 0.0:
+        out["lambda_view"] = "backward"
+    return out
 
 
 @dataclass(frozen=True)
 class FixedTimescaleConfig(LinearTDConfig):
     """The fixed-timescale baseline: the shared settings and its one discount."""
 
+    step_size: float = setting(
+        0.1,
+        "alpha before it is divided by the active features; one timescale a step, so the Γ-net's 0.003 over 32; "
+        "paper: arm 0.1",
+        low=0.0,
+        high=1e3,
+    )
     gamma: float = setting(0.9, "the discount this baseline learns, in [0, 1)", low=0.0, high=1.0)
 
     def __post_init__(self) -> None:

@@ -163,8 +163,9 @@ def clear(z, in_support, support, n_support):  # pragma: no cover - compiled
 
 
 @numba.njit(cache=True, inline="always")
-def decay_and_add(traces, g, k, decay, idx_k, bias_index):  # pragma: no cover - compiled
-    """z[g, k] = decay * z[g, k] + x, x the active features ``idx_k`` (then the bias); 0 cuts the trace first.
+def decay_and_add(traces, g, k, decay, idx_k, bias_index, bias_x):  # pragma: no cover - compiled
+    """z[g, k] = decay * z[g, k] + x, x the active features ``idx_k`` (then the bias, of value ``bias_x``); 0 cuts
+    the trace first.
 
     A hashed tile active twice adds 1 twice, in tiling order, as ``np.add.at`` does in the reference.
     """
@@ -189,17 +190,19 @@ def decay_and_add(traces, g, k, decay, idx_k, bias_index):  # pragma: no cover -
             else:
                 j += 1
     for t in range(idx_k.shape[0] + 1):
+        x = 1.0
         if t < idx_k.shape[0]:
             i = idx_k[t]
         elif bias_index >= 0:
             i = bias_index
+            x = bias_x
         else:
             break
         if not in_support[g, k, i]:
             in_support[g, k, i] = True
             support[g, k, n] = i
             n += 1
-        z[g, k, i] += 1.0
+        z[g, k, i] += x
     n_support[g, k] = n
     m = 0.0
     for j in range(n):

@@ -87,7 +87,7 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
     from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
     from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
 
-    config = GammaNetConfig(step_size=0.1)  # defaults: the paper's arm
+    config = GammaNetConfig(step_size=0.1, bias_unit="scaled")  # the paper's arm
     sampling = TimescaleSampling(n_gamma=1, n_tau=29)  # |Gamma_t| = 32
     s_t, c, s_tp1 = _data(max(horde_steps, loop_steps), questions)
     names = [f"q{i}" for i in range(questions)]
@@ -193,7 +193,7 @@ def measure_cost(questions: int, *, ticks: int = 200, bandwidth: float) -> dict:
     from gamma_net_core.linear import GammaNetConfig
     from gamma_net_core.timescales import TimescaleSampling
 
-    config = GammaNetConfig(step_size=0.1)
+    config = GammaNetConfig(step_size=0.1, bias_unit="scaled")
     sampling = TimescaleSampling(n_gamma=1, n_tau=29)
     learners = [
         HordeLearner(config, names=[f"q{i}" for i in range(questions)], timescales=sampling,

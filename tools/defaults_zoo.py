@@ -1,0 +1,63 @@
+"""Linear Γ-net settings against the fixed-gamma TD(0) baseline on the zoo (recording mode), as in
+docs/choosing-settings.md.
+
+    python tools/defaults_zoo.py STEPS SEEDS VARIANTS_JSON [PROBLEMS]
+    e.g.  python tools/defaults_zoo.py 30000 3 '{"new": {}, "old": {"step_size": 0.1, "bias_unit": "scaled",
+          "_sampling": [2, 2]}}' random_walk_19,ar1_x
+
+VARIANTS_JSON: name -> GammaNetConfig changes; "_sampling": [n_gamma, n_tau] replaces Gamma_t's draws, and
+step_size_decay_steps -1 decays alpha over the stream. BASE (environment, JSON) changes the baseline's settings.
+PROBLEMS: default every zoo problem but CartPole. Prints per problem the baseline's error at each tau, and per
+variant the largest error over tau (mean over seeds), the largest ratio to the baseline and the errors.
+"""
+
+import json
+import os
+import sys
+
+import numpy as np
+
+from gamma_net_core.timescales import TimescaleSampling
+from gamma_net_core.zoo import learners as zoo_learners
+from gamma_net_core.zoo import problems as zoo_problems
+from gamma_net_core.zoo import runner
+
+
+def variant(name: str, changes: dict, steps: int) -> zoo_learners.LinearGammaNetLearner:
+    changes = dict(changes)
+    drawn = changes.pop("_sampling", None)
+    if changes.get("step_size_decay_steps") == -1:
+        changes["step_size_decay_steps"] = steps
+    sampling = TimescaleSampling(n_gamma=drawn[0], n_tau=drawn[1]) if drawn else None
+    return zoo_learners.LinearGammaNetLearner(name, changes=changes, sampling=sampling)
+
+
+def main(steps: str, seeds: str, variants: str, problems: str | None = None) -> None:
+    n_steps = int(steps)
+    named = json.loads(variants)
+    names = problems.split(",") if problems else [p for p in zoo_problems.PROBLEMS if p != "cartpole"]
+    learners = [variant(name, changes, n_steps) for name, changes in named.items()]
+    learners.append(zoo_learners.FixedTimescaleLearner(changes=json.loads(os.environ.get("BASE", "{}"))))
+    results = runner.run_zoo(names, learners, steps=n_steps, seeds=range(int(seeds)), modes=("recording",))
+    errors: dict = {}
+    for r in results:
+        if r.note:
+            print("NOTE", r.problem, r.learner, r.note)
+            continue
+        errors.setdefault((r.problem, r.learner), []).append(r.error)
+    print("taus", results[0].taus)
+    for problem in names:
+        td0 = np.mean(errors[(problem, "td0_fixed")], axis=0)
+        print(f"{problem}: td0 {np.round(td0, 2).tolist()}")
+        for name in named:
+            if (problem, name) not in errors:
+                continue
+            mean = np.mean(errors[(problem, name)], axis=0)
+            ratio = np.max(mean / np.maximum(td0, 1e-9))
+            print(f"   {name}: max err {mean.max():.2f} max ratio {ratio:.2f} | err {np.round(mean, 2).tolist()}")
+
+
+if __name__ == "__main__":
+    if len(sys.argv) not in (4, 5):
+        sys.exit(__doc__)
+    main(*sys.argv[1:])

@@ -203,6 +203,7 @@ def plot_zoo(results, taus, path, *, title: str, mode: str = "recording"):
                     color="black" if base else f"C{i}", label=learner)  # fmt: skip
         ax.axhline(1.0, color="gray", linestyle=":", linewidth=1.0)
         ax.set_xscale("log")
+        ax.set_xticks([1, 10, 100], ["1", "10", "100"])
         ax.set_ylim(0.0, 2.0)
         ax.set_title(problem, fontsize=9, loc="left")
         ax.grid(alpha=0.3)
@@ -213,5 +214,6 @@ def plot_zoo(results, taus, path, *, title: str, mode: str = "recording"):
     for ax in axes[:, 0]:
         ax.set_ylabel("relative RMSE")
     axes.flat[0].legend(fontsize=7, loc="upper left")
-    fig.suptitle(title + " (clipped at 2; dotted: predicting 0)")
+    fig.tight_layout()
+    fig.suptitle(title + " (clipped at 2; dotted: predicting 0)", y=1.0 + 0.06 / rows)
     return save_figure(fig, path)

@@ -39,8 +39,9 @@ def test_the_small_tier_prints_the_tables_and_writes_json_and_the_figure(tmp_pat
         assert all(e >= 0.0 for e in r["error"]), r
     by = {(r["problem"], r["learner"], r["mode"]): r["error"] for r in data["results"]}
     for p in problems:
-        # the two doors are the same updates
+        # the two doors are the same updates; so is a Horde of one question, given the same offsets and draws
         assert by[(p, "linear", "recording")] == pytest.approx(by[(p, "linear", "online")], rel=1e-9)
+        assert by[(p, "horde", "online")] == pytest.approx(by[(p, "linear", "online")], rel=1e-6)
         # a tile-coded learner of the one fixed timescale does better than predicting 0 there
         assert by[(p, "td0_fixed", "recording")][0] < 1.0
     assert data["truth_error"]["cartpole"][0] == 0.0 and 0.0 < data["truth_error"]["cartpole"][-1] < 0.1

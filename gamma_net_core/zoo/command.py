@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import sys
 
 import numpy as np
@@ -26,7 +27,9 @@ BASELINE = "td0_fixed"
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--out", required=True, help="folder for zoo.json and zoo.png")
+    parser.add_argument(
+        "--out", required=True, help="folder for zoo.json and zoo.png (and zoo-partial.jsonl while it runs)"
+    )
     parser.add_argument("--tier", default="small", choices=sorted(runner.TIERS), help="budget (default: small)")
     parser.add_argument("--seeds", type=int, default=None, help="seeds 0 .. N-1 (default: the tier's)")
     parser.add_argument("--steps", type=int, default=None, help="transitions per stream (default: the tier's)")
@@ -57,16 +60,22 @@ def run(args: argparse.Namespace) -> Report:
     )
     from tqdm import tqdm
 
+    out.mkdir(parents=True, exist_ok=True)
+    partial = out / "zoo-partial.jsonl"
+    partial.unlink(missing_ok=True)
     runner.one_thread()
     with tqdm(total=len(problems) * tier.seeds, desc="zoo", unit="stream", file=sys.stderr,
               disable=args.no_progress) as bar:  # fmt: skip
 
-        def progress(label: str, done: int, total: int) -> None:
+        def progress(label: str, done: int, total: int, results) -> None:
+            # kept as they come: a long run stopped part way still has its finished streams
+            with partial.open("a") as f:
+                for r in results:
+                    f.write(json.dumps(dataclasses.asdict(r)) + "\n")
             bar.set_postfix_str(label)
             bar.update(done - bar.n)
 
         results = runner.run_tier(tier, workers=args.workers, progress=progress)
-    out.mkdir(parents=True, exist_ok=True)
     truth_floor = {name: runner.truth_error(problems_lib.make(name).truth(tier.taus)) for name in problems}
     data = {
         "tier": dataclasses.asdict(tier),
@@ -76,6 +85,7 @@ def run(args: argparse.Namespace) -> Report:
         "mean": _means_json(results),
     }
     json_path = write_json(out / "zoo.json", data)
+    partial.unlink(missing_ok=True)
     figure = plot_zoo(results, tier.taus, out / "zoo.png", title=f"zoo, tier {tier.name}: error against tau")
     tables = [error_table(results, tier.taus, truth_floor), summary_table(results, tier.taus)]
     failed = [r for r in results if r.note]

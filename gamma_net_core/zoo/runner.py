@@ -87,6 +87,7 @@ class Result:
     taus: list[float]
     error: list[float]  # relative RMSE at each tau
     seconds: float  # wall time of training and predicting
+    cpu_seconds: float  # processor time of this process for the same (what the budget is; wall time grows with load)
     note: str = ""  # why a run has no numbers (a learner that failed), else empty
     extra: dict = field(default_factory=dict)
 
@@ -127,7 +128,7 @@ def run_zoo(
     neural_steps: int | None = None,
     online_seeds: int | None = None,
     workers: int = 1,
-    progress: Callable[[str, int, int], None] | None = None,
+    progress: Callable[[str, int, int, list[Result]], None] | None = None,
 ) -> list[Result]:
     """Train every learner on every problem and seed, each way it can be fed; measure the relative RMSE.
 
@@ -135,14 +136,16 @@ def run_zoo(
       problems: registry names or :class:`~gamma_net_core.zoo.problems.Problem` objects.
       learners: registry names or :class:`~gamma_net_core.zoo.learners.ZooLearner` objects.
       steps: transitions per stream.
-      seeds: each seed draws one stream per problem (shared by the learners) and the learners' own randomness.
+      seeds: each seed draws one stream per problem and the learners' randomness (tile offsets, Gamma_t), both
+        shared by every learner (common random numbers).
       taus: the timescales measured, in steps.
       modes: ``recording`` and / or ``online``.
       neural_steps: transitions a neural learner sees at most (None: all).
       online_seeds: feed ``online`` on the first this many seeds only (None: all); a learner that has no
         ``recording`` mode is fed online on every seed.
       workers: processes working on (problem, seed) pairs side by side; the results do not depend on it.
-      progress: called as ``progress(label, done, total)`` as each (problem, seed) pair finishes.
+      progress: called as ``progress(label, done, total, results)`` as each (problem, seed) pair finishes,
+        with that pair's results (a long run can keep them as they come).
 
     Returns:
       One :class:`Result` per (problem, learner, mode, seed), in that order. A learner that fails on a
@@ -158,18 +161,19 @@ def run_zoo(
             if isinstance(learner, learners_lib.NeuralLearner) and learner.budget is None:
                 learner.budget = neural_steps
     seeds = [int(s) for s in seeds]
+    # seed by seed, so that the first results cover every problem
     jobs = [
         _Job(problem, learner_objs, steps, seed, tuple(float(t) for t in taus), tuple(modes),
              online_seeds is None or i < online_seeds)
-        for problem in problem_objs
         for i, seed in enumerate(seeds)
+        for problem in problem_objs
     ]  # fmt: skip
     done: dict[int, list[Result]] = {}
     if workers <= 1 or len(jobs) <= 1:
         for k, job in enumerate(jobs):
             done[k] = job()
             if progress is not None:
-                progress(f"{job.problem.name} seed {job.seed}", len(done), len(jobs))
+                progress(f"{job.problem.name} seed {job.seed}", len(done), len(jobs), done[k])
     else:
         import concurrent.futures
         import multiprocessing
@@ -184,8 +188,9 @@ def run_zoo(
                 k = futures[future]
                 done[k] = future.result()
                 if progress is not None:
-                    progress(f"{jobs[k].problem.name} seed {jobs[k].seed}", len(done), len(jobs))
-    return [r for k in range(len(jobs)) for r in done[k]]
+                    progress(f"{jobs[k].problem.name} seed {jobs[k].seed}", len(done), len(jobs), done[k])
+    order = sorted(range(len(jobs)), key=lambda k: (problem_objs.index(jobs[k].problem), jobs[k].seed))
+    return [r for k in order for r in done[k]]
 
 
 @dataclass
@@ -212,8 +217,9 @@ class _Job:
                 # a learner fed only online (the Horde) keeps every seed
                 if mode not in self.modes or (mode == "online" and not self.online and "recording" in learner.modes):
                     continue
-                rng = np.random.default_rng(_seed("learner", problem.name, learner.name, self.seed))
-                started = time.perf_counter()
+                # common random numbers: every learner gets the same tile offsets and draws, so differences are theirs
+                rng = np.random.default_rng(_seed("learner", problem.name, self.seed))
+                started, cpu = time.perf_counter(), time.process_time()
                 note = ""
                 try:
                     predict = learner.train(problem, data, mode=mode, rng=rng, gammas=gammas)
@@ -222,8 +228,9 @@ class _Job:
                     error = np.full(taus.shape[0], np.nan)
                     note = f"{type(exc).__name__}: {exc}"[:300]
                 seconds = round(time.perf_counter() - started, 3)
+                cpu = round(time.process_time() - cpu, 3)
                 results.append(Result(problem.name, learner.name, mode, self.seed, taus.tolist(), error.tolist(),
-                                      seconds, note))  # fmt: skip
+                                      seconds, cpu, note))  # fmt: skip
         return results
 
 

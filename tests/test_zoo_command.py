@@ -44,6 +44,9 @@ def test_the_small_tier_prints_the_tables_and_writes_json_and_the_figure(tmp_pat
         assert by[(p, "horde", "online")] == pytest.approx(by[(p, "linear", "online")], rel=1e-6)
         # a tile-coded learner of the one fixed timescale does better than predicting 0 there
         assert by[(p, "td0_fixed", "recording")][0] < 1.0
+    assert set(data["online_minus_recording"]) == {"linear", "linear_lam0.5", "neural"}
+    assert all(v < 1e-9 for v in data["online_minus_recording"].values())
+    assert "online vs recording, largest error difference" in result.stdout
     assert data["truth_error"]["cartpole"][0] == 0.0 and 0.0 < data["truth_error"]["cartpole"][-1] < 0.1
     table = json.loads((tmp_path / "t.json").read_text())["tables"]
     assert [t["title"][:13] for t in table] == ["relative RMSE", "over problems"]

@@ -83,18 +83,24 @@ def run(args: argparse.Namespace) -> Report:
         "truth_error": {name: floor.tolist() for name, floor in truth_floor.items()},
         "results": [dataclasses.asdict(r) for r in results],
         "mean": _means_json(results),
+        "online_minus_recording": door_differences(results),
     }
     json_path = write_json(out / "zoo.json", data)
     partial.unlink(missing_ok=True)
     figure = plot_zoo(results, tier.taus, out / "zoo.png", title=f"zoo, tier {tier.name}: error against tau")
     tables = [error_table(results, tier.taus, truth_floor), summary_table(results, tier.taus)]
     failed = [r for r in results if r.note]
+    doors = data["online_minus_recording"]
     summary = _summary(results, tier.taus)
+    if doors:
+        summary += "; online vs recording, largest error difference: " + ", ".join(
+            f"{k} {v:.2g}" for k, v in doors.items()
+        )
     if failed:
         summary += f"; {len(failed)} runs failed (see 'note' in zoo.json), e.g. {failed[0].learner} on " \
                    f"{failed[0].problem}: {failed[0].note[:120]}"  # fmt: skip
-    return Report(tables=tables, data={"tier": tier.name, "mean": data["mean"]}, files=[str(json_path), str(figure)],
-                  summary=summary)  # fmt: skip
+    return Report(tables=tables, data={"tier": tier.name, "mean": data["mean"], "online_minus_recording": doors},
+                  files=[str(json_path), str(figure)], summary=summary)  # fmt: skip
 
 
 def _means_json(results) -> list[dict]:
@@ -125,20 +131,28 @@ def error_table(results, taus, truth_floor: dict[str, np.ndarray] | None = None)
     shown = [t for t in (1.0, 10.0, 30.0, 100.0) if np.isclose(np.asarray(taus), t).any()]
     table = Table(
         "relative RMSE, mean over seeds (0: exact; 1: no better than predicting 0)",
-        ["problem", "learner", "mode", *[f"tau {t:g}" for t in shown], *[b[0] for b in BANDS]],
+        ["problem", "learner", "mode", "seeds", *[f"tau {t:g}" for t in shown], *[b[0] for b in BANDS]],
         formats={c: "{:.3f}" for c in [*[f"tau {t:g}" for t in shown], *[b[0] for b in BANDS]]},
     )
     floor = truth_floor or {}
+    seeds = _seed_counts(results)
     previous = None
     for (problem, learner, mode), errors in runner.mean_errors(results).items():
         if problem != previous and np.any(floor.get(problem, 0.0)):
             noise = floor[problem]
-            table.add(problem, "(truth noise)", "-", *[_at(taus, noise, t) for t in shown],
+            table.add(problem, "(truth noise)", "-", "-", *[_at(taus, noise, t) for t in shown],
                       *[_band(taus, noise, lo, hi) for _, lo, hi in BANDS])  # fmt: skip
         previous = problem
-        table.add(problem, learner, mode, *[_at(taus, errors, t) for t in shown],
+        table.add(problem, learner, mode, seeds[(problem, learner, mode)], *[_at(taus, errors, t) for t in shown],
                   *[_band(taus, errors, lo, hi) for _, lo, hi in BANDS])  # fmt: skip
     return table
+
+
+def _seed_counts(results) -> dict[tuple[str, str, str], int]:
+    counts: dict[tuple[str, str, str], int] = {}
+    for r in results:
+        counts[(r.problem, r.learner, r.mode)] = counts.get((r.problem, r.learner, r.mode), 0) + 1
+    return counts
 
 
 def summary_table(results, taus) -> Table:
@@ -151,6 +165,7 @@ def summary_table(results, taus) -> Table:
     columns = [
         "learner",
         "mode",
+        "seeds",
         *[f"median {b[0]}" for b in BANDS],
         "worst tau 30-100",
         f"long: within 1.5x {BASELINE}",
@@ -159,8 +174,9 @@ def summary_table(results, taus) -> Table:
         "over problems: median band error; the worst problem's long-band error; problems where the long band is "
         f"within 1.5 x the {BASELINE} baseline's",
         columns,
-        formats={c: "{:.3f}" for c in columns[2:-1]},
+        formats={c: "{:.3f}" for c in columns[3:-1]},
     )
+    seeds = _seed_counts(results)
     for (learner, mode), entries in rows.items():
         bands = np.array([[_band(taus, e, lo, hi) for _, lo, hi in BANDS] for _, e in entries])
         long = bands[:, -1]
@@ -170,10 +186,24 @@ def summary_table(results, taus) -> Table:
             for p, e in entries
             if p in baseline
         ]
-        table.add(learner, mode, *np.nanmedian(bands, axis=0).tolist(),
+        fewest = min(seeds[(p, learner, mode)] for p, _ in entries)
+        table.add(learner, mode, fewest, *np.nanmedian(bands, axis=0).tolist(),
                   f"{np.nanmax(long):.3f} ({worst})" if np.isfinite(long).any() else "nan",
                   f"{sum(near)}/{len(near)}")  # fmt: skip
     return table
+
+
+def door_differences(results) -> dict[str, float]:
+    """Per learner fed both ways: the largest difference between its online and recording errors on a seed
+    fed both ways (the same updates: 0 up to rounding)."""
+    by = {(r.problem, r.learner, r.mode, r.seed): np.asarray(r.error, dtype=np.float64) for r in results}
+    out: dict[str, float] = {}
+    for (problem, learner, mode, seed), online in by.items():
+        recording = by.get((problem, learner, "recording", seed))
+        if mode == "online" and recording is not None:
+            diff = float(np.nanmax(np.abs(online - recording))) if np.isfinite(online).any() else float("nan")
+            out[learner] = max(out.get(learner, 0.0), diff)
+    return out
 
 
 def _summary(results, taus) -> str:

@@ -99,6 +99,9 @@ class FixedTimescaleLearner(ZooLearner):
 
     name = "td0_fixed"
     description = "fixed-gamma TD(0), FixedTimescaleConfig() defaults, one learner per tau"
+    #: one learner per tau makes it the slowest online; its online updates equal its recording's (the
+    #: library's tests hold them equal), so the zoo feeds it the recording only
+    modes = ("recording",)
 
     def train(self, problem, data, *, mode, rng, gammas):
         from gamma_net_core.linear import FixedTimescaleConfig, FixedTimescaleTD

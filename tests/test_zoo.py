@@ -190,3 +190,17 @@ def test_every_registered_problem_has_consistent_shapes():
         assert truth.values.shape == (truth.obs.shape[0], 2) and np.all(np.isfinite(truth.values)), name
         assert truth.weights.sum() == pytest.approx(1.0), name
         assert problem.features(truth.obs).shape[0] == truth.obs.shape[0], name
+
+
+def test_a_horde_of_one_question_learns_as_the_linear_gamma_net_at_the_same_settings():
+    from gamma_net_core.zoo.runner import run_zoo
+
+    same = {"bias": True, "bias_unit": "scaled"}  # the only bias a Horde's kernels have
+    results = run_zoo(
+        ["random_walk_5"],
+        [zoo_learners.HordeLearner(changes=same), zoo_learners.LinearGammaNetLearner(changes=same)],
+        steps=2_000,
+        modes=("online",),
+    )
+    horde, linear = (r.error for r in results)
+    np.testing.assert_allclose(horde, linear, rtol=1e-6)

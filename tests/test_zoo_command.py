@@ -39,9 +39,9 @@ def test_the_small_tier_prints_the_tables_and_writes_json_and_the_figure(tmp_pat
         assert all(e >= 0.0 for e in r["error"]), r
     by = {(r["problem"], r["learner"], r["mode"]): r["error"] for r in data["results"]}
     for p in problems:
-        # the two doors are the same updates; so is a Horde of one question, given the same offsets and draws
+        # the two doors are the same updates (a Horde of one question at the linear Γ-net's settings is too:
+        # tests/test_zoo.py; at their defaults the two differ in the bias unit)
         assert by[(p, "linear", "recording")] == pytest.approx(by[(p, "linear", "online")], rel=1e-9)
-        assert by[(p, "horde", "online")] == pytest.approx(by[(p, "linear", "online")], rel=1e-6)
         # a tile-coded learner of the one fixed timescale does better than predicting 0 there
         assert by[(p, "td0_fixed", "recording")][0] < 1.0
     assert set(data["online_minus_recording"]) == {"linear", "linear_lam0.5", "neural"}

@@ -12,29 +12,41 @@ that are on and the fail-safe (:mod:`gamma_net_core.reflex.evaluation`). The rul
 ``horde/predictions``, the predictor's ``predictions`` or the present signal; position goals are
 scaled and held relative to ``joint_states``. Each switch is a ReflexEvent on ``reflex/events``
 and re-sends the last command; while a fail-safe stop lasts, its hold is re-sent every
-``hold_period_s``. Malformed inputs are counted and dropped, a command with a non-finite value
+``hold_period_s`` (steady time). A hold covers every joint the node knows: ``joint_names``, the
+joints on ``joint_states`` and every joint a command has named (:mod:`gamma_net_core.reflex.holds`).
+Malformed inputs are counted and dropped, a command with a non-finite value
 is counted and held (each said in a throttled warning); no callback can end the node (an
 error is logged and the hold sent). A bad rules file or parameter is refused in one line (exit 1).
+
+Time: staleness is judged on the node's clock (``/clock`` under ``use_sim_time``, fixed once the
+node is up like every other parameter), and that clock is watched on the steady clock: if it
+does not advance for ``stale_after_s`` of steady time (frozen, stopped, stepped back), every
+input is stale and the fail-safe acts. The decision timer runs on the steady clock, so a stopped
+``/clock`` cannot stop the decisions or the hold's re-sends.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
 import numpy as np
 from gamma_net_msgs.msg import Prediction, PredictionArray, ReflexEvent
+from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 
 from gamma_net_core.horde.reading import PublishedPredictions
 from gamma_net_core.reflex.commands import PresentPositions
-from gamma_net_core.reflex.evaluation import ReflexState, rule_value
+from gamma_net_core.reflex.evaluation import Outputs, ReflexState, rule_value
+from gamma_net_core.reflex.holds import ClockGuard, KnownJoints
 from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.horde_topics import message_class
 from gamma_net_ros.node_main import run_node
-from gamma_net_ros.reflex_forms import hold_template, make_form
+from gamma_net_ros.reflex_forms import make_form
 from gamma_net_ros.reflex_health import event_line, event_msg, rules_health
 from gamma_net_ros.reflex_settings import declare_settings, load_rule_set, signal_readers
 
@@ -48,7 +60,10 @@ class Reflex(Node):
         self.form = make_form(s.command_type, s.interface, s.joint_names)
         self.joint_names = list(self.form.names)
         self.rule_set, spec, rules_file = load_rule_set(s, self.joint_names)
-        self.state = ReflexState(self.rule_set)
+        self.state = ReflexState(self.rule_set, KnownJoints(self.joint_names, self.form.holding))
+        self.clock_guard = ClockGuard(self.rule_set.stale_after_s)
+        self.clock_stalled = False
+        self.add_on_set_parameters_callback(self._on_set_parameters)
         self.commands = self.create_publisher(self.form.cls, "joint_commands", 10)
         self.events = self.create_publisher(ReflexEvent, "reflex/events", 10)
         guard = self._guarded
@@ -66,11 +81,14 @@ class Reflex(Node):
             on_signal = guard(lambda msg, t=topic: self.on_signal(t, msg))
             self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
         self.last = None  # (the last well-formed command, its message)
-        self.last_at = self.sent_at = -float("inf")
+        self.last_at = -float("inf")
+        self.sent_at = -float("inf")  # steady time of the last output
         self.counts = dict.fromkeys(
-            ("commands", "held", "scaled", "stopped", "events", "rejected", "non_finite", "unsent", "errors"), 0
-        )
-        self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick))
+            ("commands", "held", "scaled", "stopped", "events", "rejected", "non_finite", "unsent", "unheld",
+             "clock_stalls", "errors"), 0
+        )  # fmt: skip
+        # On the steady clock: a /clock that stops (use_sim_time) must not stop the decisions and the holds.
+        self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick), clock=Clock(clock_type=ClockType.STEADY_TIME))
         self.health = Diagnostics(self, "rules", self._health, period=s.diagnostics_period_s)
         self.get_logger().info(
             f"{len(rules)} rules {[r.name for r in rules]} from {rules_file}: {s.command_type} commands "
@@ -78,6 +96,15 @@ class Reflex(Node):
         )
 
     _now = clock_seconds  # self._now(): the node's clock in seconds
+
+    def _on_set_parameters(self, parameters) -> SetParametersResult:
+        """Refuse ``use_sim_time`` at run time: the clock the staleness is judged on is fixed, as every parameter."""
+        for parameter in parameters:
+            if parameter.name == "use_sim_time":
+                return SetParametersResult(
+                    successful=False, reason="use_sim_time is fixed once the reflex is up (set it at start)"
+                )
+        return SetParametersResult(successful=True)
 
     def _guarded(self, callback):
         """``callback``, whose unexpected errors are logged and answered by the hold, never end the node."""
@@ -131,6 +158,8 @@ class Reflex(Node):
 
     def on_joint_states(self, msg: JointState) -> None:
         self.present.update(msg.name, msg.position, self._now())
+        if len(msg.name) == len(msg.position) and len(set(msg.name)) == len(msg.name):  # a well-formed reading
+            self.state.joints.saw_states(msg.name)
 
     def on_command(self, msg) -> None:
         try:
@@ -149,13 +178,23 @@ class Reflex(Node):
 
     def tick(self) -> None:
         self.decide()
-        if self.state.stopped and not 0.0 <= self._now() - self.sent_at < self.hold_period_s:
+        if self.state.stopped and not 0.0 <= time.monotonic() - self.sent_at < self.hold_period_s:
             self._send_hold()  # a silent operator cannot leave a goal in force
 
     def decide(self, resend: bool = True) -> None:
         """Update the rules; publish an event per switch, and re-send the last command after one."""
         now, was_stopped = self._now(), self.state.stopped
-        changes = self.state.decide(now)
+        stalled = self.clock_guard.stalled(now, time.monotonic())
+        if stalled and not self.clock_stalled:
+            self.counts["clock_stalls"] += 1
+            self.get_logger().error(
+                f"the clock has not advanced for {self.rule_set.stale_after_s:g} s of steady time (at {now:.3f} s): "
+                "every input is stale"
+            )
+        elif self.clock_stalled and not stalled:
+            self.get_logger().info("the clock advances again")
+        self.clock_stalled = stalled
+        changes = self.state.decide(now, clock_stalled=stalled)
         if self.state.stopped and not was_stopped:
             self.get_logger().warning(f"stale input for rules {self.state.stale}: fail-safe stop, every joint held")
         elif was_stopped and not self.state.stopped:
@@ -177,28 +216,42 @@ class Reflex(Node):
                 self._send(command, msg)
 
     def _send(self, command, msg) -> None:
-        out = self.state.filter(command, self.present.known(self._now()))
-        if out is None:
+        outputs = self.state.outputs(command, self.present.known(self._now()))
+        if outputs.held:
+            return self._publish_hold(outputs, msg, "commands")
+        if not outputs.commands:
             self.counts["unsent"] += 1
             self.get_logger().warning(
                 "no fresh joint_states: a position goal is not forwarded", throttle_duration_sec=5.0
             )
             return
+        (out,) = outputs.commands
         self.commands.publish(self.form.write(out, msg))
-        self.sent_at = self._now()
+        self.sent_at = time.monotonic()
         self.counts["commands"] += 1
-        if self.state.stopped:
-            self.counts["stopped"] += 1
-        elif not all(np.array_equal(getattr(out, f), getattr(command, f)) for f in command.fields):
+        if not all(np.array_equal(getattr(out, f), getattr(command, f)) for f in command.fields):
             self.counts["scaled"] += 1
 
     def _send_hold(self) -> None:
-        template = hold_template(self.form, self.joint_names, self.last[0] if self.last else None)
-        held = self.state.hold(template, self.present.known(self._now())) if template is not None else None
-        if held is not None:
-            self.commands.publish(self.form.write(held))
-            self.sent_at = self._now()
-            self.counts["held"] += 1
+        self._publish_hold(self.state.hold_all(self.present.known(self._now())), None, "held")
+
+    def _publish_hold(self, outputs: Outputs, msg, count: str) -> None:
+        """Send a hold of every known joint; a joint it cannot hold (no present position) is counted and named."""
+        for out in outputs.commands:
+            self.commands.publish(self.form.write(out, msg))
+        if outputs.commands:  # counted by message, as a listener receives them
+            self.sent_at = time.monotonic()
+            self.counts[count] += len(outputs.commands)
+            if self.state.stopped and count == "commands":
+                self.counts["stopped"] += len(outputs.commands)
+        if outputs.unheld:
+            self.counts["unheld"] += 1
+            self.get_logger().warning(
+                f"joints {list(outputs.unheld)} not held: no fresh joint_states for their position",
+                throttle_duration_sec=5.0,
+            )
+        if not outputs.commands and count == "commands":
+            self.counts["unsent"] += 1
 
     def _health(self) -> Health:
         return rules_health(self.state, self.rule_set, self.counts)

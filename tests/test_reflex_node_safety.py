@@ -83,13 +83,17 @@ def test_joint_state_position_goals_are_held_at_the_present_position(tmp_path, e
     reflex = make_reflex(rules_file(tmp_path, STALL, stale_after_s=1.0))
     executor.add_node(reflex)
     rig = Rig(executor, spin)
-    goal = JointState(name=["shoulder", "elbow"], position=[0.9, 0.2], velocity=[0.4, 0.3])
-    rig.teleop.publish(goal)  # stopped and no joint_states yet: the goal is not forwarded
-    assert rig.until(lambda: reflex.counts["unsent"] > 0)
+    rig.teleop.publish(JointState(name=["shoulder", "elbow"], position=[0.9, 0.2]))
+    # Stopped and no joint_states yet: nowhere to hold a position goal, so nothing is sent, never the goal.
+    assert rig.until(lambda: reflex.counts["unheld"] > 0)
     assert not rig.commands
-    assert rig.until(lambda: rig.commands, feed=lambda: (rig.state(0.0), rig.teleop.publish(goal)))
-    out = rig.commands[-1]
-    assert list(out.position) == [0.0, 1.0] and list(out.velocity) == [0.0, 0.0]  # Rig.state's positions
+    goal = JointState(name=["shoulder", "elbow"], position=[0.9, 0.2], velocity=[0.4, 0.3])
+    rig.teleop.publish(goal)  # a velocity too: the joints are held by zero velocity alone
+    assert rig.until(lambda: rig.commands)
+    assert list(rig.commands[-1].position) == [] and list(rig.commands[-1].velocity) == [0.0, 0.0]
+    held = lambda: rig.commands and list(rig.commands[-1].position) == [0.0, 1.0]  # noqa: E731 (Rig.state's)
+    assert rig.until(held, feed=lambda: (rig.state(0.0), rig.teleop.publish(goal)))
+    assert list(rig.commands[-1].velocity) == [0.0, 0.0]
     rig.teleop.publish(JointState(name=["shoulder", "elbow"], velocity=[0.4]))  # shorter than the names
     assert rig.until(lambda: reflex.counts["rejected"] > 0)
 

@@ -3,7 +3,8 @@
 No ROS here: the driver node hands over each command's names and values, and asks once per
 cycle for the goals to write. In velocity mode the servos themselves ignore position limits,
 so a joint is slowed as it nears one (no faster than would cover the room left within
-``soft_stop_s``) and goals fall back to zero when commands stop for ``command_timeout_s``.
+``soft_stop_s``) and each joint's goal falls back to zero when no command has named it for
+``command_timeout_s``: a command naming the elbow does not keep the shoulder's old goal alive.
 In position mode a joint holds where it is found, inside the limits or not, until a command
 names it: only then is its goal clamped, so connecting never drives a joint on its own.
 """
@@ -67,8 +68,9 @@ class JointGoals:
     Args:
       joint_names: the joints, in the bus's servo order.
       limits: the configured limits; :attr:`servo_limits` (the servos' own) tighten them.
-      command_timeout_s: velocity mode: goals return to zero this long after the last command
-        (0: never).
+      command_timeout_s: velocity mode: a joint's goal returns to zero this long after the last
+        command that named it (0: never). Times are steady seconds (``now``), never a clock
+        another process drives.
       soft_stop_s: velocity mode: braking horizon near a position limit.
     """
 
@@ -92,7 +94,7 @@ class JointGoals:
         self.command_timeout_s = command_timeout_s
         self.soft_stop_s = soft_stop_s
         self.timeouts = 0
-        self._last_command = -np.inf
+        self._last_command = np.full(len(self.joint_names), -np.inf)  # per joint: when a command last named it
         self.hold()
 
     @property
@@ -129,7 +131,7 @@ class JointGoals:
         goal[index] = values
         self.goal = goal
         self.commanded[index] = True
-        self._last_command = now
+        self._last_command[index] = now
         return bool(np.any(self._clamp(goal)[index] != goal[index]))
 
     def _clamp(self, goal: np.ndarray) -> np.ndarray:
@@ -151,8 +153,10 @@ class JointGoals:
             # A joint no command named holds where it was found, even outside the limits.
             return np.where(self.commanded, self._clamp(self.goal), self.goal)
         timeout = self.command_timeout_s
-        if timeout > 0 and np.any(self.goal) and now - self._last_command > timeout:
-            self.goal = np.zeros_like(self.goal)
+        # A clock stepped back (now before a command) counts as timed out too: the age is unknown.
+        expired = (self.goal != 0) & ~((now - self._last_command >= 0) & (now - self._last_command <= timeout))
+        if timeout > 0 and np.any(expired):
+            self.goal = np.where(expired, 0.0, self.goal)
             self.timeouts += 1
         goal = self._clamp(self.goal)
         if position is not None:

@@ -148,8 +148,14 @@ def test_velocity_goals_stop_when_commands_stop(emulator, executor, spin):
     driver = start_driver(executor, port, command_timeout_s=0.3)
     listener.command(spin, executor, name=["shoulder"], velocity=[-0.5])
     assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] < -0.4, timeout=5)
-    assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] == 0.0, timeout=5)
-    assert driver.goals.timeouts == 1
+
+    def elbow_commanded_shoulder_stopped() -> bool:  # commands naming the elbow alone, on and on
+        listener.command(spin, executor, name=["elbow"], velocity=[0.1])
+        return servo_state(client, "goal_velocity")[0] == 0.0
+
+    # Each joint times out on its own: the elbow's commands do not keep the shoulder's goal alive.
+    assert spin(executor, elbow_commanded_shoulder_stopped, timeout=5)
+    assert servo_state(client, "goal_velocity")[1] > 0.05 and driver.goals.timeouts == 1
 
 
 def test_under_faults_it_keeps_publishing_counts_and_never_publishes_a_damaged_value(emulator, executor, spin):

@@ -104,11 +104,12 @@ class DynamixelDriver(Node):
             raise ValueError(f"{exc} (rate_hz {self.rate_hz:g})") from exc
         except PortBusy as exc:  # another driver on this bus: two would read each other's replies
             raise ValueError(str(exc)) from exc
-        # Steady: the servos move in real time whatever /clock says; a stopped clock must not stop the writes.
-        self.create_timer(1.0 / self.rate_hz, self._cycle, clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self.health = Diagnostics(
-            self, "servo bus", self._report_health, period=s.diagnostics_period_s, hardware_id=self.bus.port_name
-        )
+        # Steady: the servos move in real time whatever /clock says; a stopped clock must not stop the writes
+        # (nor the report on them).
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(1.0 / self.rate_hz, self._cycle, clock=steady)
+        self.health = Diagnostics(self, "servo bus", self._report_health, period=0, hardware_id=self.bus.port_name)
+        self.create_timer(s.diagnostics_period_s, self.health.publish, clock=steady)
 
     # -- the bus -----------------------------------------------------------------------------
     def _connect(self) -> bool:

@@ -87,9 +87,12 @@ class Reflex(Node):
             ("commands", "held", "scaled", "stopped", "events", "rejected", "non_finite", "unsent", "unheld",
              "clock_stalls", "errors"), 0
         )  # fmt: skip
-        # On the steady clock: a /clock that stops (use_sim_time) must not stop the decisions and the holds.
-        self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick), clock=Clock(clock_type=ClockType.STEADY_TIME))
-        self.health = Diagnostics(self, "rules", self._health, period=s.diagnostics_period_s)
+        # On the steady clock: a /clock that stops (use_sim_time) must not stop the decisions, the holds, or
+        # the report that says so.
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick), clock=steady)
+        self.health = Diagnostics(self, "rules", self._health, period=0)
+        self.create_timer(s.diagnostics_period_s, guard(self.health.publish), clock=steady)
         self.get_logger().info(
             f"{len(rules)} rules {[r.name for r in rules]} from {rules_file}: {s.command_type} commands "
             f"{self.commands.topic_name} from joint_commands_in; events on {self.events.topic_name}"
@@ -254,7 +257,7 @@ class Reflex(Node):
             self.counts["unsent"] += 1
 
     def _health(self) -> Health:
-        return rules_health(self.state, self.rule_set, self.counts)
+        return rules_health(self.state, self.rule_set, self.counts, clock_stalled=self.clock_stalled)
 
 
 def main(args=None) -> int:

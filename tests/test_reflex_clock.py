@@ -66,6 +66,9 @@ def test_a_clock_that_freezes_stops_or_runs_backward_leaves_the_reflex_holding(t
         assert rig.until(lambda: reflex.state.stopped, feed=broken), case
         held_at[case] = time.monotonic() - started
         assert reflex.counts["clock_stalls"] == stalls + 1 and reflex.clock_stalled, case
+        if case == "frozen":  # said on /diagnostics
+            said = lambda: any("the clock stands still" in d.message for d in rig.diagnostics)  # noqa: E731
+            assert rig.until(said, feed=broken), [d.message for d in rig.diagnostics]
         # Stopped, the hold goes out on the steady clock though /clock stands still, and commands are held.
         sent = len(rig.commands)
         assert rig.until(lambda sent=sent: len(rig.commands) >= sent + 2, feed=broken), case

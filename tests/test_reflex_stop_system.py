@@ -5,7 +5,8 @@ comes: the Horde's predictions go stale while the operator goes on, the operator
 every prediction stops, or a rule's own fail-safe stops (the predictor's prediction goes stale).
 Every servo's measured velocity must come to 0 and stay there. The driver's own command timeout
 is off here, so only the reflex's hold can stop the shoulder. Each command form the driver takes
-(velocity, position, position with velocity) runs its three stops in one system per driver mode.
+(velocity, position, position with velocity) runs its three stops in one system per driver mode;
+the velocity system then checks the driver's own timeout, per joint, without a stop.
 """
 
 from __future__ import annotations
@@ -15,6 +16,7 @@ import time
 import numpy as np
 import pytest
 from gamma_net_msgs.msg import Prediction
+from rclpy.parameter import Parameter
 from sensor_msgs.msg import JointState
 from test_dynamixel_driver import Listener, start_driver
 from test_reflex_node import GAMMAS, STALL, Rig, rules_file
@@ -122,6 +124,18 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
                 np.testing.assert_allclose(driver.goals.goal, held, err_msg=case)  # the goals are the hold's
                 if abs(at_stop[0] - goal) > 0.3:  # it was far from its goal at the stop: it did not carry on to it
                     assert abs(now()[0] - at_stop[0]) < 0.15, (case, now(), at_stop, goal)
+    if mode == "velocity":  # without a stop, the driver's own timeout is per joint: the elbow's commands
+        # do not keep the shoulder's goal alive (its command_timeout_s changed at run time, as a user may)
+        assert driver.set_parameters([Parameter("command_timeout_s", value=0.3)])[0].successful
+        flowing.update(horde=True, predictor=True)
+        operator[:] = [JointState(name=["shoulder"], velocity=[-0.2])]
+        assert rig.until(lambda: not reflex.state.stopped and shoulder_moving(), feed=feed)
+        timeouts = driver.goals.timeouts
+        operator[:] = [JointState(name=["elbow"], velocity=[0.1])]
+        assert rig.until(lambda: driver.goals.timeouts > timeouts and driver.goals.goal[0] == 0.0, feed=feed)
+        assert rig.until(lambda: listener.states[-1].velocity[0] == 0.0 and listener.states[-1].velocity[1] > 0.05,
+                         feed=feed)  # fmt: skip
+        assert not reflex.state.stopped  # the driver's doing, not the reflex's
     assert reflex.counts["errors"] == 0 and driver.counts["rejected_commands"] == 0, (reflex.counts, driver.counts)
     # Reported, not asserted (a loaded machine's scheduling): the stop to every servo measured still.
     print(f"{mode} mode at {driver.rate_hz:g} Hz: " + ", ".join(f"{c} {s:.3f} s" for c, s in reached.items()))

@@ -11,7 +11,8 @@ out on ``joint_commands`` after the rules (``rules_file``, :mod:`gamma_net_core.
 that are on and the fail-safe (:mod:`gamma_net_core.reflex.evaluation`). The rules read
 ``horde/predictions``, the predictor's ``predictions`` or the present signal; position goals are
 scaled and held relative to ``joint_states``. Each switch is a ReflexEvent on ``reflex/events``
-and re-sends the last command; while a fail-safe stop lasts, its hold is re-sent every
+and re-sends the last command (a rule switching on also re-sends, restricted, what earlier
+commands left in force on the joints it names); while a fail-safe stop lasts, its hold is re-sent every
 ``hold_period_s`` (steady time). A hold covers every joint the node knows: ``joint_names``, the
 joints on ``joint_states`` and every joint a command has named (:mod:`gamma_net_core.reflex.holds`).
 Malformed inputs are counted and dropped, a command with a non-finite value
@@ -217,9 +218,19 @@ class Reflex(Node):
             restricting = "position" in command.fields and any(c.on for c in changes)
             if restricting or now - self.last_at <= self.command_stale_s:
                 self._send(command, msg)
+        if resend and any(c.on for c in changes) and not self.state.stopped:
+            # What earlier commands left in force at the robot (the shoulder, when the last named the elbow).
+            exclude = self.last[0].names if self.last is not None else ()
+            present = self.present.known(now)
+            for out in self.state.restricted(changes, present, now=now, stale_s=self.command_stale_s, exclude=exclude):
+                self.commands.publish(self.form.write(out))
+                self.sent_at = time.monotonic()
+                self.counts["commands"] += 1
+                self.counts["scaled"] += 1
 
     def _send(self, command, msg) -> None:
-        outputs = self.state.outputs(command, self.present.known(self._now()))
+        now = self._now()
+        outputs = self.state.outputs(command, self.present.known(now), now=now)
         if outputs.held:
             return self._publish_hold(outputs, msg, "commands")
         if not outputs.commands:

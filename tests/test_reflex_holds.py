@@ -41,7 +41,7 @@ def rule_set():
         "question": "shoulder_effort",
         "tau": 10,
         "above": 1.0,
-        "response": {"scale": 0.0, "joints": ["shoulder"]},
+        "response": {"scale": 0.0, "joints": ["shoulder"], "direction": "positive"},
     }
     return load_rules(
         {"stale_after_s": 0.5, "fail_safe": "stop", "rules": [rule]},
@@ -148,6 +148,25 @@ def test_the_issues_sequence_holds_the_shoulder_the_last_command_did_not_name(ru
     out = trajectory.outputs(joint_command([]), {"shoulder": 0.1, "elbow": 1.2})  # an empty trajectory
     (hold,) = out.commands
     assert hold.names == ("shoulder", "elbow") and hold.position.tolist() == [[0.1, 1.2]]
+
+
+def test_a_rule_switching_on_restricts_what_earlier_commands_left_in_force(rule_set):
+    def after(shoulder: float, *, at: float) -> list:
+        state = ReflexState(rule_set, KnownJoints(["shoulder", "elbow"], FORMS["joint_state"]))
+        state.observe(0, 0.0, now=0.0)
+        state.decide(0.0)
+        state.outputs(joint_command(["shoulder"], velocity=[[shoulder]]), now=0.0)
+        state.outputs(joint_command(["elbow"], velocity=[[0.1]]), now=0.1)  # the last command: the elbow's
+        state.observe(0, 2.0, now=at)
+        changes = state.decide(at)
+        assert [c.on for c in changes] == [True]
+        return state.restricted(changes, None, now=at, stale_s=0.5, exclude=("elbow",))
+
+    (out,) = after(0.2, at=0.2)  # the shoulder moving up, toward the hazard: its zero goes out
+    assert out.names == ("shoulder",) and out.velocity.tolist() == [[0.0]]
+    assert after(-0.2, at=0.2) == []  # moving away: as commanded, not re-sent (that would only keep it alive)
+    (out,) = after(0.2, at=5.0)  # a stop goes out however old the command (a zero keeps nothing alive)
+    assert out.names == ("shoulder",) and out.velocity.tolist() == [[0.0]]
 
 
 def test_a_name_never_on_joint_states_is_held_in_a_message_of_its_own():

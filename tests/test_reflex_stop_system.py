@@ -2,7 +2,8 @@
 
 The operator moves the shoulder, then sends a command naming only the elbow; then the stop
 comes: the Horde's predictions go stale while the operator goes on, the operator goes silent and
-every prediction stops, or a rule's own fail-safe stops (the predictor's prediction goes stale).
+every prediction stops, a rule's own fail-safe stops (the predictor's prediction goes stale), or a
+rule zeroing the shoulder's motion up switches on (a response, not a stop: the elbow stays free).
 Every servo's measured velocity must come to 0 and stay there. The driver's own command timeout
 is off here, so only the reflex's hold can stop the shoulder. Each command form the driver takes
 (velocity, position, position with velocity) runs its three stops in one system per driver mode;
@@ -33,7 +34,7 @@ SPEED_WATCH = {  # never on (|shoulder.velocity| above 100 rad/s); only its fail
     "response": {"event": True},
     "fail_safe": "stop",
 }
-TRIGGERS = ("stale predictions", "silent operator", "a rule's stop")
+TRIGGERS = ("stale predictions", "silent operator", "a rule's stop", "a rule's response")
 FORMS = {"velocity": [("velocity",)], "position": [("position",), ("position", "velocity")]}
 
 
@@ -47,13 +48,13 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
     executor.add_node(reflex)
     rig = Rig(executor, spin)
     predictor = rig.node.create_publisher(Prediction, "predictions", 10)
-    flowing = {"horde": True, "predictor": True}
+    flowing = {"horde": True, "predictor": True, "effort": 0.2}
     operator: list[JointState] = []  # what the operator repeats on each feed (none: silent)
     reached = {}
 
     def feed() -> None:
         if flowing["horde"]:
-            rig.predict(0.2)  # below the stall rule's threshold: commands pass
+            rig.predict(flowing["effort"])  # 0.2, below the stall rule's threshold: commands pass
         if flowing["predictor"]:
             predictor.publish(Prediction(question="|shoulder.velocity|", gammas=GAMMAS.tolist(), values=[0.0] * 3))
         for msg in operator:
@@ -72,11 +73,12 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
     for fields in FORMS[mode]:
         for trigger in TRIGGERS:
             case = f"{'+'.join(fields)}, {trigger}"
-            flowing.update(horde=True, predictor=True)
+            flowing.update(horde=True, predictor=True, effort=0.2)
             operator.clear()
-            assert rig.until(lambda: not reflex.state.stopped and reflex.state.status[1].seen > 0, feed=feed), case
+            ready = lambda: not (reflex.state.stopped or reflex.state.status[0].on) and reflex.state.status[1].seen > 0  # noqa: E731
+            assert rig.until(ready, feed=feed), case
             shoulder, elbow = now()
-            sign = 1.0 if shoulder < 0.2 else -1.0  # back and forth, within the limits
+            sign = 1.0 if shoulder < 0.2 or trigger == "a rule's response" else -1.0  # back and forth, in the limits
             if mode == "velocity":
                 move = JointState(name=["shoulder"], velocity=[0.2 * sign])
                 only_elbow = JointState(name=["elbow"], velocity=[0.0])
@@ -97,12 +99,17 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
                 operator.append(only_elbow)  # the operator goes on naming the elbow alone
             elif trigger == "silent operator":
                 flowing.update(horde=False, predictor=False)
-            else:
+            elif trigger == "a rule's stop":
                 flowing["predictor"] = False
+                operator.append(only_elbow)
+            else:  # the stall rule switches on: no shoulder motion up (its direction), the elbow free
+                flowing["effort"] = 2.0
                 operator.append(only_elbow)
             # This stop, not a moment's gap in an input that flows (a loaded machine's): the stopped input stale.
             rule = 1 if trigger == "a rule's stop" else 0
             stopping = lambda rule=rule: reflex.state.stopped and reflex.state.status[rule].stale  # noqa: E731
+            if trigger == "a rule's response":
+                stopping = lambda: reflex.state.status[0].on  # noqa: E731
             assert rig.until(stopping, feed=feed), case
             stopped_at, at_stop, first = time.time(), now(), len(listener.states)
             assert rig.until(still, feed=feed), f"{case}: {listener.states[-1].velocity}"
@@ -114,6 +121,10 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
             assert rig.until(lambda seen=seen: len(listener.states) >= seen + 10, feed=feed), case
             velocities = [list(m.velocity) for m in listener.states[seen:]]
             assert not np.any(velocities), f"{case}: a servo moved again while stopped: {velocities}"
+            if trigger == "a rule's response":  # the shoulder's command in force restricted, though not the last
+                assert not reflex.state.stopped, case
+                np.testing.assert_allclose(driver.goals.goal[0], 0.0 if goal is None else now()[0], atol=0.1)
+                continue
             # What the driver took: holds naming every joint, whatever the last command named.
             for out in rig.commands[-3:]:
                 assert list(out.name) == ["shoulder", "elbow"] and not any(out.velocity), (case, out)

@@ -36,7 +36,7 @@ import numpy as np
 
 from gamma_net_core.horde.reading import PublishedPredictions
 from gamma_net_core.reflex.commands import MOTION, JointCommand, present_of, toward
-from gamma_net_core.reflex.holds import HoldRule, KnownJoints, hold_commands
+from gamma_net_core.reflex.holds import HoldRule, InForce, KnownJoints, hold_commands
 from gamma_net_core.reflex.rules import Rule, RuleSet
 
 
@@ -97,6 +97,7 @@ class ReflexState:
     def __init__(self, rule_set: RuleSet, joints: KnownJoints | None = None) -> None:
         self.rule_set = rule_set
         self.joints = joints or KnownJoints((), HoldRule((), fields_from_commands=True))
+        self.in_force = InForce()  # what went out, by joint: a rule switching on restricts it all
         self.status = [RuleStatus() for _ in rule_set.rules]
         self.stopped = False  # a stale rule whose fail-safe is stop holds every joint still
         self.held: dict[str, float] = {}  # the positions a stop holds, latched at its start (no drift)
@@ -207,16 +208,50 @@ class ReflexState:
             fields["position"] = here[np.newaxis, :]
         return command.with_fields(**fields)
 
-    def outputs(self, command: JointCommand, present: Mapping[str, float] | None = None) -> Outputs:
+    def outputs(
+        self, command: JointCommand, present: Mapping[str, float] | None = None, *, now: float | None = None
+    ) -> Outputs:
         """What to send for ``command``: filtered (:meth:`filter`), or every known joint held (:meth:`hold_all`).
 
-        The command's joints and fields join :attr:`joints` (they are in force at the robot now).
+        The command's joints and fields join :attr:`joints`; one that goes out at ``now`` is in force
+        (:attr:`in_force`) until a hold.
         """
         self.joints.saw_command(command)
         if self.stopped or not command.is_finite():
             return self.hold_all(present)
         out = self.filter(command, present)
+        if out is not None and now is not None:
+            self.in_force.saw(command, now)
         return Outputs([] if out is None else [out])
+
+    def restricted(
+        self, changes: Sequence[Change], present: Mapping[str, float] | None, *, now: float, stale_s: float,
+        exclude: Sequence[str] = (),
+    ) -> list[JointCommand]:  # fmt: skip
+        """What rules switching on must re-send beyond the last command (whose joints are ``exclude``).
+
+        Each joint a rule that switched on names whose command in force (:meth:`InForce.commands`)
+        the rules now restrict, at its restricted value: a stop (no motion left) however old the
+        command, a slowed motion only if at most ``stale_s`` old (re-sent, an older one would live
+        on past its receiver's timeout). A joint the rules leave as commanded is not re-sent (that
+        would only keep an old command alive), nor a position goal without its present position.
+        """
+        names = [n for c in changes if c.on for n in c.rule.response.joints if n not in exclude]
+        recent = {n for c in self.in_force.commands(names, now=now, stale_s=stale_s) for n in c.names}
+        out = []
+        for command in self.in_force.commands(names, now=now, stale_s=math.inf):
+            filtered = self.filter(command, present)
+            if filtered is None:
+                continue
+            same = np.all([getattr(filtered, f) == getattr(command, f) for f in command.fields], axis=(0, 1))
+            motion = [getattr(filtered, f) != 0 for f in filtered.fields if f in MOTION]
+            stopped = ~np.any(motion, axis=(0, 1)) if motion else np.zeros(len(command.names), dtype=bool)
+            kept = stopped | ("position" in command.fields) | np.isin(command.names, list(recent))
+            changed = [j for j in range(len(command.names)) if not same[j] and kept[j]]
+            if changed:
+                fields = {f: getattr(filtered, f)[:, changed] for f in filtered.fields}
+                out.append(JointCommand(tuple(command.names[j] for j in changed), **fields))
+        return out
 
     def hold_all(self, present: Mapping[str, float] | None = None) -> Outputs:
         """Every joint the reflex knows held (:func:`~gamma_net_core.reflex.holds.hold_commands`).
@@ -228,6 +263,7 @@ class ReflexState:
         if self.stopped and "position" in self.joints.fields:
             self.held.update((n, known[n]) for n in self.joints.names if n in known and n not in self.held)
         commands, unheld = hold_commands(self.joints, known)
+        self.in_force.clear()
         return Outputs(commands, held=True, unheld=unheld)
 
     @property

@@ -148,6 +148,45 @@ def _hold(names, fields: tuple[str, ...], positions: Mapping[str, float]) -> Joi
     return JointCommand(tuple(names), **arrays)
 
 
+class InForce:
+    """Each joint's last one-point command that went out (as commanded, by field) and when: what the robot is doing.
+
+    A command naming the shoulder and one naming the elbow after it leave both in force at a robot
+    that takes partial commands; a rule switching on restricts both, not only the last message.
+    """
+
+    def __init__(self) -> None:
+        self._last: dict[str, tuple[float, dict[str, float]]] = {}
+
+    def saw(self, command: JointCommand, now: float) -> None:
+        """A command that went out at ``now`` (a trajectory of several points replaces a whole trajectory: not kept)."""
+        if command.points == 1:
+            for j, name in enumerate(command.names):
+                self._last[name] = (now, {f: float(getattr(command, f)[0, j]) for f in command.fields})
+
+    def clear(self) -> None:
+        """A hold went out: nothing commanded before it is in force."""
+        self._last.clear()
+
+    def commands(self, names: Iterable[str], *, now: float, stale_s: float) -> list[JointCommand]:
+        """The commands in force for ``names``, one per set of fields.
+
+        A position goal stays in force however old; a motion command only while at most ``stale_s``
+        old (past that, its receiver's own timeout is the one to count on).
+        """
+        groups: dict[tuple[str, ...], list[tuple[str, dict[str, float]]]] = {}
+        for name in dict.fromkeys(names):
+            if name in self._last:
+                at, values = self._last[name]
+                if "position" in values or 0.0 <= now - at <= stale_s:
+                    groups.setdefault(tuple(values), []).append((name, values))
+        return [
+            JointCommand(tuple(n for n, _ in members), **{f: np.array([[v[f] for _, v in members]]) for f in fields})
+            for fields, members in groups.items()
+            if fields
+        ]
+
+
 class ClockGuard:
     """A clock others drive (``/clock``), watched on a steady one: not advancing for too long is staleness.
 

@@ -19,7 +19,8 @@ Time: the cycle timer and every timeout run on the steady clock, never on ``/clo
 simulated clock that stops (``use_sim_time``) cannot stop the cycles or hold a goal in force.
 
 In position mode the goals at start (and after a reconnect) are where the joints are, even
-outside the limits: only a command moves a joint, and only its goal is clamped.
+outside the limits: only a command moves a joint, and only its goal is clamped (a command that
+holds a joint where it is, as a reflex's hold of every joint does, moves and clamps nothing).
 
 Each sample is stamped with the time of the request its data answers; a reply that answers an
 earlier request is refused and counted (``stale_replies``). At connect the sync-read round trip

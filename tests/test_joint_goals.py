@@ -113,3 +113,8 @@ def test_position_goals_hold_a_joint_found_outside_the_limits_until_a_command_na
     np.testing.assert_array_equal(goals.to_write(outside, now=0.0), [2.5, -1.0])
     goals.hold()  # a reconnect: nothing commanded any more
     np.testing.assert_array_equal(goals.to_write(outside, now=0.0), outside)
+    # A hold of every joint where it is (a reflex's stop) asks for no motion: nothing is clamped, nothing moves.
+    assert not goals.command(NAMES, outside + [0.003, -0.003], now=0.0)
+    np.testing.assert_allclose(goals.to_write(outside, now=0.0), outside + [0.003, -0.003])
+    assert goals.command(["shoulder"], [2.0], now=0.0)  # a goal elsewhere: now the shoulder is clamped
+    np.testing.assert_allclose(goals.to_write(outside, now=0.0), [1.0, -2.003])

@@ -6,7 +6,9 @@ so a joint is slowed as it nears one (no faster than would cover the room left w
 ``soft_stop_s``) and each joint's goal falls back to zero when no command has named it for
 ``command_timeout_s``: a command naming the elbow does not keep the shoulder's old goal alive.
 In position mode a joint holds where it is found, inside the limits or not, until a command
-names it: only then is its goal clamped, so connecting never drives a joint on its own.
+names it: only then is its goal clamped, so connecting never drives a joint on its own. A command
+that only holds such a joint where it is (a reflex's hold of every joint) does not start that
+clamping either.
 """
 
 from __future__ import annotations
@@ -17,6 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 MODES = ("velocity", "position")
+#: rad; a position goal this close to where an uncommanded joint holds asks for no motion (about three
+#: position ticks of an X-series servo, 0.0015 rad each: a reading of a joint holding still).
+HOLD_TOLERANCE_RAD = 0.005
 
 
 @dataclass(frozen=True)
@@ -126,13 +131,16 @@ class JointGoals:
             raise ValueError(f"{self.mode} values must be finite; got {values.tolist()}")
         if self.goal is None and len(names) < len(self.joint_names):
             raise ValueError("a position command naming only some joints before the first read; name every joint")
-        index = [self.joint_names.index(name) for name in names]
+        index = np.array([self.joint_names.index(name) for name in names])
         goal = np.zeros(len(self.joint_names)) if self.goal is None else self.goal.copy()
+        moves = np.ones(len(index), dtype=bool)
+        if self.mode == "position" and self.goal is not None:  # holding an uncommanded joint where it is
+            moves = self.commanded[index] | (np.abs(values - goal[index]) > HOLD_TOLERANCE_RAD)
         goal[index] = values
         self.goal = goal
-        self.commanded[index] = True
+        self.commanded[index[moves]] = True
         self._last_command[index] = now
-        return bool(np.any(self._clamp(goal)[index] != goal[index]))
+        return bool(np.any((self._clamp(goal) != goal)[index[moves]]))
 
     def _clamp(self, goal: np.ndarray) -> np.ndarray:
         limits = self.effective_limits

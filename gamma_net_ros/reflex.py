@@ -31,9 +31,7 @@ from __future__ import annotations
 import sys
 import time
 
-import numpy as np
 from gamma_net_msgs.msg import Prediction, PredictionArray, ReflexEvent
-from rcl_interfaces.msg import SetParametersResult
 from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
@@ -41,15 +39,16 @@ from sensor_msgs.msg import JointState
 
 from gamma_net_core.horde.reading import PublishedPredictions
 from gamma_net_core.reflex.commands import PresentPositions
-from gamma_net_core.reflex.evaluation import Outputs, ReflexState, rule_value
+from gamma_net_core.reflex.evaluation import ReflexState, rule_value
 from gamma_net_core.reflex.holds import ClockGuard, KnownJoints
 from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.horde_topics import message_class
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.reflex_forms import make_form
-from gamma_net_ros.reflex_health import event_line, event_msg, rules_health
-from gamma_net_ros.reflex_settings import declare_settings, load_rule_set, signal_readers
+from gamma_net_ros.reflex_health import clock_line, event_line, event_msg, rules_health
+from gamma_net_ros.reflex_outputs import COUNTS, CommandOut
+from gamma_net_ros.reflex_settings import declare_settings, fixed_clock, load_rule_set, signal_readers
 
 
 class Reflex(Node):
@@ -64,8 +63,10 @@ class Reflex(Node):
         self.state = ReflexState(self.rule_set, KnownJoints(self.joint_names, self.form.holding))
         self.clock_guard = ClockGuard(self.rule_set.stale_after_s)
         self.clock_stalled = False
-        self.add_on_set_parameters_callback(self._on_set_parameters)
-        self.commands = self.create_publisher(self.form.cls, "joint_commands", 10)
+        self.add_on_set_parameters_callback(fixed_clock)
+        self.counts = dict.fromkeys((*COUNTS, "events", "rejected", "non_finite", "clock_stalls", "errors"), 0)
+        self.out = CommandOut(self, self.form, self.counts)
+        self.commands = self.out.publisher
         self.events = self.create_publisher(ReflexEvent, "reflex/events", 10)
         guard = self._guarded
         self.create_subscription(self.form.cls, "joint_commands_in", guard(self.on_command), 10)
@@ -83,11 +84,6 @@ class Reflex(Node):
             self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
         self.last = None  # (the last well-formed command, its message)
         self.last_at = -float("inf")
-        self.sent_at = -float("inf")  # steady time of the last output
-        self.counts = dict.fromkeys(
-            ("commands", "held", "scaled", "stopped", "events", "rejected", "non_finite", "unsent", "unheld",
-             "clock_stalls", "errors"), 0
-        )  # fmt: skip
         # On the steady clock: a /clock that stops (use_sim_time) must not stop the decisions, the holds, or
         # the report that says so.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -100,15 +96,6 @@ class Reflex(Node):
         )
 
     _now = clock_seconds  # self._now(): the node's clock in seconds
-
-    def _on_set_parameters(self, parameters) -> SetParametersResult:
-        """Refuse ``use_sim_time`` at run time: the clock the staleness is judged on is fixed, as every parameter."""
-        for parameter in parameters:
-            if parameter.name == "use_sim_time":
-                return SetParametersResult(
-                    successful=False, reason="use_sim_time is fixed once the reflex is up (set it at start)"
-                )
-        return SetParametersResult(successful=True)
 
     def _guarded(self, callback):
         """``callback``, whose unexpected errors are logged and answered by the hold, never end the node."""
@@ -182,21 +169,17 @@ class Reflex(Node):
 
     def tick(self) -> None:
         self.decide()
-        if self.state.stopped and not 0.0 <= time.monotonic() - self.sent_at < self.hold_period_s:
+        if self.state.stopped and not 0.0 <= time.monotonic() - self.out.sent_at < self.hold_period_s:
             self._send_hold()  # a silent operator cannot leave a goal in force
 
     def decide(self, resend: bool = True) -> None:
         """Update the rules; publish an event per switch, and re-send the last command after one."""
         now, was_stopped = self._now(), self.state.stopped
         stalled = self.clock_guard.stalled(now, time.monotonic())
-        if stalled and not self.clock_stalled:
-            self.counts["clock_stalls"] += 1
-            self.get_logger().error(
-                f"the clock has not advanced for {self.rule_set.stale_after_s:g} s of steady time (at {now:.3f} s): "
-                "every input is stale"
-            )
-        elif self.clock_stalled and not stalled:
-            self.get_logger().info("the clock advances again")
+        if stalled != self.clock_stalled:
+            self.counts["clock_stalls"] += stalled
+            level, line = clock_line(stalled, self.rule_set.stale_after_s, now)
+            self.get_logger().log(line, level)
         self.clock_stalled = stalled
         changes = self.state.decide(now, clock_stalled=stalled)
         if self.state.stopped and not was_stopped:
@@ -220,52 +203,17 @@ class Reflex(Node):
                 self._send(command, msg)
         if resend and any(c.on for c in changes) and not self.state.stopped:
             # What earlier commands left in force at the robot (the shoulder, when the last named the elbow).
-            exclude = self.last[0].names if self.last is not None else ()
-            present = self.present.known(now)
-            for out in self.state.restricted(changes, present, now=now, stale_s=self.command_stale_s, exclude=exclude):
-                self.commands.publish(self.form.write(out))
-                self.sent_at = time.monotonic()
-                self.counts["commands"] += 1
-                self.counts["scaled"] += 1
+            last = self.last[0].names if self.last is not None else ()
+            known, stale_s = self.present.known(now), self.command_stale_s
+            self.out.restricted(self.state.restricted(changes, known, now=now, stale_s=stale_s, exclude=last))
 
     def _send(self, command, msg) -> None:
         now = self._now()
         outputs = self.state.outputs(command, self.present.known(now), now=now)
-        if outputs.held:
-            return self._publish_hold(outputs, msg, "commands")
-        if not outputs.commands:
-            self.counts["unsent"] += 1
-            self.get_logger().warning(
-                "no fresh joint_states: a position goal is not forwarded", throttle_duration_sec=5.0
-            )
-            return
-        (out,) = outputs.commands
-        self.commands.publish(self.form.write(out, msg))
-        self.sent_at = time.monotonic()
-        self.counts["commands"] += 1
-        if not all(np.array_equal(getattr(out, f), getattr(command, f)) for f in command.fields):
-            self.counts["scaled"] += 1
+        self.out.command(outputs, command, msg, stopped=self.state.stopped)
 
     def _send_hold(self) -> None:
-        self._publish_hold(self.state.hold_all(self.present.known(self._now())), None, "held")
-
-    def _publish_hold(self, outputs: Outputs, msg, count: str) -> None:
-        """Send a hold of every known joint; a joint it cannot hold (no present position) is counted and named."""
-        for out in outputs.commands:
-            self.commands.publish(self.form.write(out, msg))
-        if outputs.commands:  # counted by message, as a listener receives them
-            self.sent_at = time.monotonic()
-            self.counts[count] += len(outputs.commands)
-            if self.state.stopped and count == "commands":
-                self.counts["stopped"] += len(outputs.commands)
-        if outputs.unheld:
-            self.counts["unheld"] += 1
-            self.get_logger().warning(
-                f"joints {list(outputs.unheld)} not held: no fresh joint_states for their position",
-                throttle_duration_sec=5.0,
-            )
-        if not outputs.commands and count == "commands":
-            self.counts["unsent"] += 1
+        self.out.hold(self.state.hold_all(self.present.known(self._now())))
 
     def _health(self) -> Health:
         return rules_health(self.state, self.rule_set, self.counts, clock_stalled=self.clock_stalled)

@@ -61,8 +61,7 @@ class Reflex(Node):
         self.joint_names = list(self.form.names)
         self.rule_set, spec, rules_file = load_rule_set(s, self.joint_names)
         self.state = ReflexState(self.rule_set, KnownJoints(self.joint_names, self.form.holding))
-        self.clock_guard = ClockGuard(self.rule_set.stale_after_s)
-        self.clock_stalled = False
+        self.clock_guard, self.clock_stalled = ClockGuard(self.rule_set.stale_after_s), False
         self.add_on_set_parameters_callback(fixed_clock)
         self.counts = dict.fromkeys((*COUNTS, "events", "rejected", "non_finite", "clock_stalls", "errors"), 0)
         self.out = CommandOut(self, self.form, self.counts)
@@ -82,10 +81,8 @@ class Reflex(Node):
         for topic, readers in self.signals.items():
             on_signal = guard(lambda msg, t=topic: self.on_signal(t, msg))
             self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
-        self.last = None  # (the last well-formed command, its message)
-        self.last_at = -float("inf")
-        # On the steady clock: a /clock that stops (use_sim_time) must not stop the decisions, the holds, or
-        # the report that says so.
+        self.last, self.last_at = None, -float("inf")  # (the last well-formed command, its message), when
+        # Steady: a /clock that stops (use_sim_time) must not stop the decisions, the holds or the report.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick), clock=steady)
         self.health = Diagnostics(self, "rules", self._health, period=0)
@@ -178,8 +175,11 @@ class Reflex(Node):
         stalled = self.clock_guard.stalled(now, time.monotonic())
         if stalled != self.clock_stalled:
             self.counts["clock_stalls"] += stalled
-            level, line = clock_line(stalled, self.rule_set.stale_after_s, now)
-            self.get_logger().log(line, level)
+            line = clock_line(stalled, self.rule_set.stale_after_s, now)
+            if stalled:  # one call site per severity: rclpy refuses a call site whose severity changes
+                self.get_logger().error(line)
+            else:
+                self.get_logger().info(line)
         self.clock_stalled = stalled
         changes = self.state.decide(now, clock_stalled=stalled)
         if self.state.stopped and not was_stopped:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from builtin_interfaces.msg import Time
 from gamma_net_msgs.msg import ReflexEvent
-from rclpy.logging import LoggingSeverity
 
 from gamma_net_core.reflex.evaluation import Change, ReflexState
 from gamma_net_core.reflex.rules import RuleSet
@@ -22,13 +21,11 @@ def rules_health(state: ReflexState, rule_set: RuleSet, counts: dict, *, clock_s
     return Health(OK, f"{len(state.active)} of {len(rule_set.rules)} rules on", values)
 
 
-def clock_line(stalled: bool, limit_s: float, now: float) -> tuple[LoggingSeverity, str]:
-    """The log line (and its level) of the node's clock standing still, or advancing again."""
+def clock_line(stalled: bool, limit_s: float, now: float) -> str:
+    """The log line of the node's clock standing still (an error), or advancing again."""
     if stalled:
-        return LoggingSeverity.ERROR, (
-            f"the clock has not advanced for {limit_s:g} s of steady time (at {now:.3f} s): every input is stale"
-        )
-    return LoggingSeverity.INFO, "the clock advances again"
+        return f"the clock has not advanced for {limit_s:g} s of steady time (at {now:.3f} s): every input is stale"
+    return "the clock advances again"
 
 
 def event_msg(change: Change, stamp: Time) -> ReflexEvent:

@@ -12,6 +12,10 @@
 
 ``read`` validates (ValueError on a malformed message); ``write`` builds the outgoing message from
 the filtered command and the incoming one (its header and timing kept), or from none (a hold).
+Each form's ``holding`` (:class:`~gamma_net_core.reflex.holds.HoldRule`) says how it holds: a
+JointState path every field its commands gave (from the first command on), a forward controller its
+interface over its joints, a trajectory one point of positions and zero velocities, a base zero
+velocity on every axis.
 """
 
 from __future__ import annotations
@@ -19,9 +23,8 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-import numpy as np
-
 from gamma_net_core.reflex.commands import TWIST_AXES, JointCommand, joint_command
+from gamma_net_core.reflex.holds import HoldRule
 
 COMMAND_TYPES = ("joint_state", "float64_multi_array", "joint_trajectory", "twist", "twist_stamped")
 INTERFACES = ("position", "velocity", "effort")
@@ -45,6 +48,8 @@ def _rows(command: JointCommand, field: str) -> list[float]:
 
 class JointStateForm:
     message = "sensor_msgs/JointState"
+    # The fields its commands gave (none before the first: nothing the reflex passed is in force yet).
+    holding = HoldRule((), fields_from_commands=True)
 
     def __init__(self, joints: Sequence[str], interface: str) -> None:
         self.names, self.cls = tuple(joints), _message(self.message)
@@ -68,6 +73,7 @@ class MultiArrayForm:
 
     def __init__(self, joints: Sequence[str], interface: str) -> None:
         self.names, self.interface, self.cls = tuple(joints), interface, _message(self.message)
+        self.holding = HoldRule((interface,), layout=True)  # the controller takes every joint or none
 
     def read(self, msg) -> JointCommand:
         return joint_command(self.names, **{self.interface: [list(msg.data)]})
@@ -81,6 +87,7 @@ class MultiArrayForm:
 
 class TwistForm:
     message = "geometry_msgs/Twist"
+    holding = HoldRule(("velocity",), layout=True)
 
     def __init__(self, joints: Sequence[str], interface: str) -> None:
         self.names, self.cls = TWIST_AXES, _message(self.message)
@@ -113,6 +120,7 @@ class TwistStampedForm(TwistForm):
 
 class TrajectoryForm:
     message = "trajectory_msgs/JointTrajectory"
+    holding = HoldRule(("position", "velocity"), motion_alone=False)  # a point needs its positions
 
     def __init__(self, joints: Sequence[str], interface: str) -> None:
         self.names, self.cls = tuple(joints), _message(self.message)
@@ -166,25 +174,6 @@ FORMS = {
     "twist": TwistForm,
     "twist_stamped": TwistStampedForm,
 }
-
-
-def hold_template(form, names: Sequence[str], last: JointCommand | None) -> JointCommand | None:
-    """What a hold of ``form`` holds when no command says it: the last command's joints and fields.
-
-    A trajectory holds position and velocity; a forward controller its interface; a base its
-    axes; a JointState command the last one's joints and fields (None before any: nothing is in
-    force to hold).
-    """
-    if isinstance(form, TrajectoryForm):
-        joints = last.names if last is not None else tuple(names)
-        return JointCommand(joints, position=np.zeros((1, len(joints))), velocity=np.zeros((1, len(joints))))
-    if isinstance(form, MultiArrayForm):
-        return JointCommand(form.names, **{form.interface: np.zeros((1, len(form.names)))})
-    if isinstance(form, TwistForm):
-        return JointCommand(form.names, velocity=np.zeros((1, len(form.names))))
-    if last is None:
-        return None
-    return last
 
 
 def make_form(kind: str, interface: str, joint_names):

@@ -9,6 +9,7 @@ from __future__ import annotations
 import pathlib
 from dataclasses import dataclass
 
+from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 
 from gamma_net_core.horde.questions import HordeSpec, load_questions
@@ -54,6 +55,15 @@ def declare_settings(node: Node) -> ReflexSettings:
         rules_path, questions_path, predictor_path, kind, interface, names, rate, command_stale_s, hold_period_s,
         state_stale_s, period,
     )  # fmt: skip
+
+
+def fixed_clock(parameters) -> SetParametersResult:
+    """Refuse ``use_sim_time`` at run time (rclpy takes it otherwise): the clock staleness is judged on is fixed."""
+    if any(parameter.name == "use_sim_time" for parameter in parameters):
+        return SetParametersResult(
+            successful=False, reason="use_sim_time is fixed once the reflex is up (set it at start)"
+        )
+    return SetParametersResult(successful=True)
 
 
 def load_rule_set(s: ReflexSettings, joint_names: list[str]) -> tuple[RuleSet, HordeSpec, pathlib.Path]:

@@ -195,7 +195,7 @@ def test_joint_trajectory_goals_are_filtered_and_held(tmp_path, executor, spin):
     "params, named",
     [
         ({"joint_names": "[]"}, "parameter joint_names must be a non-empty list of joint names; got []"),
-        ({"command_type": "pose"}, "parameter command_type must be one of ['joint_state', "),
+        ({"command_type": "pose"}, "parameter command_type must be one of ['float64_multi_array', "),
         (
             {"interface": "torque"},
             "parameter interface must be one of ['position', 'velocity', 'effort']; got 'torque'",

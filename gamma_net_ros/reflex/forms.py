@@ -23,14 +23,31 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
+from gamma_net_core.horde.registry import Registry
 from gamma_net_core.reflex.commands import TWIST_AXES, JointCommand, joint_command
 from gamma_net_core.reflex.holds import HoldRule
 
-COMMAND_TYPES = ("joint_state", "float64_multi_array", "joint_trajectory", "twist", "twist_stamped")
+#: The command forms by ``command_type``: each a class with ``message``, ``holding``, ``read`` and ``write``
+#: (:func:`register_form`); docs/extending.md adds one.
+COMMAND_FORMS: Registry[type] = Registry("command form")
 INTERFACES = ("position", "velocity", "effort")
 #: s; a hold point's time_from_start where the incoming trajectory gives none: reaching the present
 #: position asks for no motion, so any short time will do.
 HOLD_TIME_S = 0.1
+
+
+def register_form(command_type: str):
+    """Class decorator: the class is the reflex's form for ``command_type`` (a name not taken yet).
+
+    The class is built as ``cls(joint_names, interface)`` and has ``names`` (the joints or axes it
+    commands), ``cls`` (the message class), ``holding`` (a :class:`~gamma_net_core.reflex.holds.HoldRule`),
+    ``read(msg) -> JointCommand`` (ValueError on a malformed message) and ``write(command, msg=None)``.
+    """
+
+    def add(cls):
+        return COMMAND_FORMS.add(command_type, cls)
+
+    return add
 
 
 def _message(name: str):
@@ -46,6 +63,7 @@ def _rows(command: JointCommand, field: str) -> list[float]:
     return [] if values is None else values[0].tolist()
 
 
+@register_form("joint_state")
 class JointStateForm:
     message = "sensor_msgs/JointState"
     # The fields its commands gave (none before the first: nothing the reflex passed is in force yet).
@@ -68,6 +86,7 @@ class JointStateForm:
         return out
 
 
+@register_form("float64_multi_array")
 class MultiArrayForm:
     message = "std_msgs/Float64MultiArray"
 
@@ -85,6 +104,7 @@ class MultiArrayForm:
         return out
 
 
+@register_form("twist")
 class TwistForm:
     message = "geometry_msgs/Twist"
     holding = HoldRule(("velocity",), layout=True)
@@ -111,6 +131,7 @@ class TwistForm:
         return out
 
 
+@register_form("twist_stamped")
 class TwistStampedForm(TwistForm):
     message = "geometry_msgs/TwistStamped"
 
@@ -118,6 +139,7 @@ class TwistStampedForm(TwistForm):
         return msg.twist
 
 
+@register_form("joint_trajectory")
 class TrajectoryForm:
     message = "trajectory_msgs/JointTrajectory"
     holding = HoldRule(("position", "velocity"), motion_alone=False)  # a point needs its positions
@@ -167,21 +189,12 @@ class TrajectoryForm:
         return out
 
 
-FORMS = {
-    "joint_state": JointStateForm,
-    "float64_multi_array": MultiArrayForm,
-    "joint_trajectory": TrajectoryForm,
-    "twist": TwistForm,
-    "twist_stamped": TwistStampedForm,
-}
-
-
 def make_form(kind: str, interface: str, joint_names):
     """The adapter for ``command_type`` ``kind``; ValueError naming a bad value (one line, at start)."""
-    if kind not in COMMAND_TYPES:
-        raise ValueError(f"parameter command_type must be one of {list(COMMAND_TYPES)}; got {kind!r}")
+    if kind not in COMMAND_FORMS:
+        raise ValueError(f"parameter command_type must be one of {COMMAND_FORMS.names()}; got {kind!r}")
     if interface not in INTERFACES:
         raise ValueError(f"parameter interface must be one of {list(INTERFACES)}; got {interface!r}")
     if not isinstance(joint_names, list) or not joint_names or not all(isinstance(n, str) and n for n in joint_names):
         raise ValueError(f"parameter joint_names must be a non-empty list of joint names; got {joint_names or []!r}")
-    return FORMS[kind](joint_names, interface)
+    return COMMAND_FORMS[kind](joint_names, interface)

@@ -45,10 +45,9 @@ from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.horde.topics import message_class
 from gamma_net_ros.node_main import run_node
-from gamma_net_ros.reflex.forms import make_form
 from gamma_net_ros.reflex.health import clock_line, event_line, event_msg, rules_health
 from gamma_net_ros.reflex.outputs import COUNTS, CommandOut
-from gamma_net_ros.reflex.settings import declare_settings, fixed_clock, load_rule_set, signal_readers
+from gamma_net_ros.reflex.settings import declare_settings, fixed_clock, load_command_path, signal_readers
 
 
 class Reflex(Node):
@@ -57,9 +56,8 @@ class Reflex(Node):
         s = declare_settings(self)
         self.command_stale_s, self.hold_period_s = s.command_stale_s, s.hold_period_s
         self.present = PresentPositions(s.state_stale_s)
-        self.form = make_form(s.command_type, s.interface, s.joint_names)
+        self.form, self.rule_set, spec, rules_file = load_command_path(s)
         self.joint_names = list(self.form.names)
-        self.rule_set, spec, rules_file = load_rule_set(s, self.joint_names)
         self.state = ReflexState(self.rule_set, KnownJoints(self.joint_names, self.form.holding))
         self.clock_guard, self.clock_stalled = ClockGuard(self.rule_set.stale_after_s), False
         self.add_on_set_parameters_callback(fixed_clock)

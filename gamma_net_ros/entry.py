@@ -123,7 +123,7 @@ def run(name: str, args: list[str] | None = None) -> int:
 
 
 def guard_module_run() -> None:
-    """For ``python -m gamma_net_ros.<node>``: install the start-up guard before the node's module imports.
+    """For ``python -m gamma_net_ros.<node>`` (a module, or a package's ``node``): the start-up guard first.
 
     Python imports the package (this ``__init__``'s caller) before it runs the module as
     ``__main__``, and sets ``sys.argv[0]`` to ``"-m"`` meanwhile; ``sys.orig_argv`` names the module.
@@ -133,6 +133,8 @@ def guard_module_run() -> None:
         return
     module = argv[argv.index("-m") + 1]
     names = {target: name for name, target in NODES.items()}
+    # A node with helpers is a package: `python -m gamma_net_ros.horde` runs its __main__, the node.
+    names.update({target.removesuffix(".node"): name for name, target in NODES.items()})
     if module in names:
         stop_while_starting(names[module])
 

@@ -72,6 +72,8 @@ REFUSED = (ValueError, OSError, ImportError, CheckpointError, ParameterException
 STOP_SIGNALS = entry.STOP_SIGNALS
 #: The line of a node stopped before it took any input.
 STOPPED_WHILE_STARTING = "stopped while starting"
+#: The exit code of a node whose last checkpoint could not be written: what it learned is lost.
+LOST_STATE = 3
 #: Seconds the spin loop waits for work before it looks at the stop flag again.
 POLL_S = 0.1
 
@@ -117,8 +119,14 @@ class LearningNode(RefusableNode, Protocol):
     def take_input(self) -> None:
         """Subscribe to the input (or start ticking); called once, in the executor's thread."""
 
-    def save_checkpoint(self) -> None:
-        """Write the learner's checkpoint now, if it has one; a failure is logged, the previous file kept."""
+    def save_checkpoint(self, *, last: bool = False) -> None:
+        """Write the learner's checkpoint now, if it has one; a failure is logged, the previous file kept.
+
+        ``last``: the save at shutdown, whose failure loses what was learned (see ``lost_on_exit``).
+        """
+
+    def lost_on_exit(self) -> str | None:
+        """Why the learned state is lost (the last checkpoint failed), else None: the exit is then non-zero."""
 
     def refused(self) -> None:
         """Refused after it was built: from now on nothing is written (no checkpoint at shutdown)."""
@@ -174,12 +182,12 @@ def run_node(
         below); False returns the code instead and restores the signal handlers.
 
     Returns:
-      The exit code: 0 after a signal or a normal end, ``until``'s code, or 1 if the node
-      refused to start. With ``exit_process`` (a node's ``main``) the process exits with it
-      instead, skipping Python's finalization: its last garbage collection walks every object
-      torch, numpy and rclpy made, seconds on a busy machine, which would put the exit past the
-      5 s `ros2 launch` waits before SIGTERM. Nothing is left to finalize by then: the
-      checkpoint is written, the node destroyed and rcl's logging flushed.
+      The exit code: 0 after a signal or a normal end, ``until``'s code, 1 if the node refused to start, or
+      :data:`LOST_STATE` (3) if its last checkpoint could not be written (a full disk, a read-only folder: one
+      line says so and what is lost). With ``exit_process`` (a node's ``main``) the process exits with it instead,
+      skipping Python's finalization: its last garbage collection walks every object torch, numpy and rclpy made,
+      seconds on a busy machine, which would put the exit past the 5 s `ros2 launch` waits before SIGTERM. Nothing
+      is left to finalize by then: the checkpoint is written, the node destroyed and rcl's logging flushed.
     """
     argv = list(sys.argv if args is None else args)
     name = _node_name(make)
@@ -278,6 +286,8 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
+        if code == 0 and isinstance(node, LearningNode) and node.lost_on_exit() is not None:
+            code = LOST_STATE  # its one line is logged by the failed save
         if stall is not None:
             stall.finished()
         if held is not None and (where := held.close()) is not None:

@@ -62,7 +62,14 @@ from rclpy.signals import SignalHandlerOptions
 
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_ros import entry, shutdown_watch
-from gamma_net_ros.params import ROS_FLAGS, mistyped_overrides, read_params_file, ros_arguments, unknown_parameters
+from gamma_net_ros.params import (
+    ROS_FLAGS,
+    mistyped_overrides,
+    read_params_file,
+    ros_arguments,
+    unapplied_sections,
+    unknown_parameters,
+)
 from gamma_net_ros.shutdown_watch import LoopWatch, StallWatch
 
 #: Errors that mean "these settings cannot run", reported as such: bad values, files that are
@@ -250,6 +257,8 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
                 node.refused()  # built, but refused: its shutdown must leave its files as they were
             node.destroy_node()
             raise Refused(message)
+        for line in unapplied_sections(node, argv):
+            node.get_logger().warning(line)
     except (*REFUSED, Refused) as exc:
         _fatal(name, str(exc))
         rclpy.try_shutdown()  # also destroys a half-built node: its destroy_node must cope

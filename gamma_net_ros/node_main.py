@@ -166,6 +166,44 @@ def _unknown_ros_arguments(argv: Sequence[str]) -> str:
     return f"unknown ROS argument(s) {unknown} after --ros-args{hint}"
 
 
+#: What rmw_fastrtps compiles in only where Fast DDS was built without DDS-Security (as the PyPI wheels are).
+_NO_SECURITY_MARK = b"doesn't have the security libraries"
+
+
+def _library(name: str) -> pathlib.Path | None:
+    """Where ROS loads shared library ``name`` from: the environment's lib, LD_LIBRARY_PATH, the ament prefixes."""
+    folders = [pathlib.Path(sys.prefix) / "lib"]
+    folders += [pathlib.Path(f) for f in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if f]
+    folders += [pathlib.Path(f) / "lib" for f in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if f]
+    return next((folder / name for folder in folders if (folder / name).is_file()), None)
+
+
+def security_refusal(environ: dict[str, str] | None = None) -> str | None:
+    """Why a node asked for DDS-Security (``ROS_SECURITY_ENABLE=true``) cannot have it, else None.
+
+    Fast DDS as the PyPI wheels build it has no security plugins: with a keystore, creating the node
+    fails deep in rcl (a 27-line RCLError traceback); without one, rcl's default ``Permissive``
+    strategy runs it unsecured without a word. Either way a node that was asked to be secure is not.
+
+    Args:
+      environ: the environment (``os.environ`` when None).
+    """
+    env = os.environ if environ is None else environ
+    if env.get("ROS_SECURITY_ENABLE", "").strip().lower() != "true":
+        return None
+    rmw = env.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp"  # Kilted's default
+    if not rmw.startswith("rmw_fastrtps"):
+        return None  # another middleware: rcl says what it lacks (see _run)
+    library = _library("librmw_fastrtps_shared_cpp.so")
+    if library is None or _NO_SECURITY_MARK not in library.read_bytes():
+        return None
+    return (
+        f"ROS_SECURITY_ENABLE=true, but this middleware ({rmw}, with the Fast DDS of the PyPI wheels, "
+        f"{library.parent}) has no DDS-Security, so the node could not be secure; unset ROS_SECURITY_ENABLE, "
+        "or run on a ROS 2 install whose Fast DDS has it (the distribution's apt packages): docs/security.md"
+    )
+
+
 def _rcl_message(exc: Exception) -> str:
     # rcl appends source locations (", at /project/src/parser.c:271"): not for users.
     return re.sub(r",? at \S+:\d+", "", str(exc)).strip()
@@ -197,7 +235,7 @@ def run_node(
       is left to finalize by then: the checkpoint is written, the node destroyed and rcl's logging flushed.
     """
     argv = list(sys.argv if args is None else args)
-    name = _node_name(make)
+    name = entry.starting() or _node_name(make)  # the executable's name (reflex), not its module's (node)
     stop = threading.Event()
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     if not exit_process:  # in a process that goes on: a signal only ever sets the flag
@@ -220,6 +258,9 @@ def run_node(
 
 
 def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watch: bool) -> int:
+    if (insecure := security_refusal()) is not None:
+        _fatal(name, insecure)
+        return 1
     try:
         _check_params_files(argv)
         _init(argv, name=name)
@@ -262,6 +303,13 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
     except (*REFUSED, Refused) as exc:
         _fatal(name, str(exc))
         rclpy.try_shutdown()  # also destroys a half-built node: its destroy_node must cope
+        return 1
+    except rclpy_implementation.RCLError as exc:
+        if os.environ.get("ROS_SECURITY_ENABLE", "").strip().lower() != "true":
+            raise  # not a setting of the user's: a bug keeps its traceback
+        # Another middleware's or keystore's refusal of the security settings, in rcl's words.
+        _fatal(name, f"ROS_SECURITY_ENABLE=true, and the middleware refused: {' '.join(_rcl_message(exc).split())}")
+        rclpy.try_shutdown()
         return 1
 
     executor = SingleThreadedExecutor()

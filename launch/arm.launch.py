@@ -52,6 +52,7 @@ def generate_launch_description():
                 executable="dynamixel_driver",
                 name="dynamixel_driver",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/dynamixel_driver"],  # docs/security.md
                 parameters=[dynamixel_params, {"port": LaunchConfiguration("port")}],
                 output="screen",
                 # Without its driver the rest only does harm: a second launch on a port already
@@ -64,6 +65,7 @@ def generate_launch_description():
                 executable="teleop",
                 name="teleop",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/teleop"],  # docs/security.md
                 parameters=[params],
                 output="screen",
             ),
@@ -72,6 +74,7 @@ def generate_launch_description():
                 executable="predictor",
                 name="predictor",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/predictor"],  # docs/security.md
                 parameters=[params],
                 output="screen",
             ),
@@ -80,6 +83,7 @@ def generate_launch_description():
                 executable="joy_node",
                 name="joy",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/joy"],  # docs/security.md
                 condition=IfCondition(LaunchConfiguration("joy")),
             ),
             Node(
@@ -87,6 +91,7 @@ def generate_launch_description():
                 executable="operator",
                 name="operator",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/operator"],  # docs/security.md
                 parameters=[params],
                 condition=IfCondition(LaunchConfiguration("scripted_operator")),
             ),

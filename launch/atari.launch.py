@@ -50,6 +50,7 @@ def _nodes(context):
             executable="neural_predictor",
             name="neural_predictor",
             namespace="",
+            ros_arguments=["--enclave", "/gamma_net/atari/neural_predictor"],  # docs/security.md
             parameters=[params, overrides] if overrides else [params],
             output="screen",
         ),
@@ -58,6 +59,7 @@ def _nodes(context):
             executable="ale_bridge",
             name="ale_bridge",
             namespace="",
+            ros_arguments=["--enclave", "/gamma_net/atari/ale_bridge"],  # docs/security.md
             parameters=[params, {"shard_dir": LaunchConfiguration("shard_dir")}],
             output="screen",
         ),

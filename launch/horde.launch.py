@@ -93,6 +93,7 @@ def _horde(name: str, share: str, checkpoint: str) -> Node:
         executable="horde",
         name=name,
         namespace="",
+        ros_arguments=["--enclave", "/gamma_net/horde/horde"],  # docs/security.md
         parameters=[
             {
                 "questions_file": LaunchConfiguration("questions_file"),

@@ -42,6 +42,7 @@ def generate_launch_description():
                 executable="predictor",
                 name="predictor",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/playback/predictor"],  # docs/security.md
                 parameters=[
                     LaunchConfiguration("params_file"),
                     {"checkpoint_path": LaunchConfiguration("checkpoint_path"), "stamp_source": "header"},

@@ -183,6 +183,7 @@ def generate_launch_description():
                 executable="dynamixel_driver",
                 name="dynamixel_driver",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/dynamixel_driver"],  # docs/security.md
                 parameters=[
                     os.path.join(config, "dynamixel.yaml"),
                     {"port": port, "rate_hz": ParameterValue(LaunchConfiguration("driver_rate_hz"), value_type=float)},
@@ -195,6 +196,7 @@ def generate_launch_description():
                 executable="teleop",
                 name="teleop",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/teleop"],  # docs/security.md
                 parameters=[arm],
                 remappings=[("joint_commands", "joint_commands_in")],
                 output="screen",
@@ -204,6 +206,7 @@ def generate_launch_description():
                 executable="operator",
                 name="operator",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/operator"],  # docs/security.md
                 parameters=[
                     arm,
                     reflex,
@@ -224,6 +227,7 @@ def generate_launch_description():
                 executable="horde",
                 name="horde",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/horde"],  # docs/security.md
                 parameters=[
                     {
                         "questions_file": LaunchConfiguration("questions_file"),
@@ -239,6 +243,7 @@ def generate_launch_description():
                 executable="reflex",
                 name="reflex",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/reflex"],  # docs/security.md
                 parameters=[
                     reflex,
                     {

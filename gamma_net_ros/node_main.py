@@ -39,6 +39,7 @@ starting".
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import difflib
 import os
@@ -250,8 +251,10 @@ def run_node(
             # A Ctrl-C pressed again while the process ends is ignored, not a KeyboardInterrupt.
             signal.signal(sig, signal.SIG_IGN if exit_process else handler)
     if exit_process:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):  # a reader gone (`ros2 launch` killed) must not change the exit
+            sys.stdout.flush()
+        with contextlib.suppress(OSError):
+            sys.stderr.flush()
         ctypes.CDLL(None).fflush(None)  # C stdio too (rcutils' console output)
         os._exit(code)
     return code
@@ -318,11 +321,15 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
     ready = not stop.is_set()  # a signal while the node was built: it stops before taking anything
     warming = _WarmUp(node) if learning and ready else None
     held = _loop_watch(name) if watch else None
+    outlive = entry.outlived()
+    stopped_at = None
     try:
-        while not stop.is_set():
+        while not stop.is_set() or _still_outliving(outlive, stopped_at):
+            if stop.is_set() and stopped_at is None:
+                stopped_at = time.monotonic()  # it keeps its callbacks (a filter: filtering) meanwhile
             if held is not None:
                 held.beat()
-            executor.spin_once(timeout_sec=POLL_S)
+            executor.spin_once(timeout_sec=POLL_S if stopped_at is None else 0.005)
             try:
                 if warming is not None and warming.finished():
                     warming = None
@@ -353,6 +360,15 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
                 f"{shutdown_watch.STOPPING_HELD_S:g} s stopping): every thread's stack then is in {where}\n"
             )
     return code
+
+
+def _still_outliving(outlive: tuple[str, ...], stopped_at: float | None) -> bool:
+    """Whether a stopping node still waits for the nodes it must outlive (entry.OUTLIVE_ENV), within entry.OUTLIVE_S."""
+    if not outlive:
+        return False
+    if stopped_at is not None and time.monotonic() - stopped_at > entry.OUTLIVE_S:
+        return False
+    return bool(entry.outlived_running(outlive))
 
 
 def _loop_watch(name: str) -> LoopWatch | None:

@@ -41,10 +41,10 @@ def _left_running(marker: str) -> list[str]:
     return found
 
 
-def _guide_line(prefix: str) -> str:
-    """The ExecStart line of the guide's unit that starts with ``prefix`` (after ExecStart=)."""
-    lines = [x for x in GUIDE.read_text().splitlines() if x.startswith(f"ExecStart={prefix}")]
-    assert lines, f"no ExecStart={prefix}... in {GUIDE}"
+def _guide_line(runs: str) -> str:
+    """The ExecStart line of the guide's unit whose command ``runs`` (after ExecStart=)."""
+    lines = [x for x in GUIDE.read_text().splitlines() if x.startswith("ExecStart=") and runs in x]
+    assert lines, f"no ExecStart=... {runs} ... in {GUIDE}"
     return lines[0].removeprefix("ExecStart=")
 
 
@@ -85,17 +85,13 @@ def _run_stopped_with(command: str, sig: signal.Signals, tmp_path: pathlib.Path)
 
 
 def test_a_node_started_directly_stops_cleanly_on_sigterm(tmp_path):
-    code, output = _run_stopped_with(
-        _guide_line("/bin/bash -c 'source tools/env.sh && exec python"), signal.SIGTERM, tmp_path
-    )
+    code, output = _run_stopped_with(_guide_line("python -m gamma_net_ros.entry horde"), signal.SIGTERM, tmp_path)
     assert code == 0, output
     assert "Traceback" not in output, output
 
 
 def test_ros2_launch_stops_cleanly_on_sigint_with_no_node_left(tmp_path):
-    code, output = _run_stopped_with(
-        _guide_line("/bin/bash -c 'source tools/env.sh && exec ros2 launch"), signal.SIGINT, tmp_path
-    )
+    code, output = _run_stopped_with(_guide_line("ros2 launch gamma_net_ros horde.launch.py"), signal.SIGINT, tmp_path)
     assert code == 0, output
     assert "Traceback" not in output, output
     assert "process has finished cleanly" in output and "sending signal 'SIGTERM'" not in output, output

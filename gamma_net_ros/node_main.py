@@ -241,7 +241,7 @@ def run_node(
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     if not exit_process:  # in a process that goes on: a signal only ever sets the flag
         for sig in STOP_SIGNALS:
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, _setter(stop))
     elif not entry.starting():
         entry.stop_while_starting(name)  # main() called without entry: rclpy's start is guarded too
     try:
@@ -278,7 +278,7 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
         return 1
     # From here on ROS holds what a clean stop releases (a driver's torque, a checkpoint): a signal sets a flag.
     for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, _setter(stop))
     stall = StallWatch(name, stop) if watch else None  # a process of its own: the middleware cannot hold it
     entry.started()
     learning = is_learning_node(make)
@@ -369,6 +369,24 @@ def _still_outliving(outlive: tuple[str, ...], stopped_at: float | None) -> bool
     if stopped_at is not None and time.monotonic() - stopped_at > entry.OUTLIVE_S:
         return False
     return bool(entry.outlived_running(outlive))
+
+
+def _setter(stop: threading.Event) -> Callable[..., None]:
+    """A signal handler that sets ``stop`` once, and returns at once on every later signal.
+
+    ``Event.set`` takes a lock: a second signal landing inside the first handler's ``set`` (SIGTERM
+    from a parent's end, then launch's SIGINT, within microseconds) would wait for that lock in the
+    same thread forever. A later one only needs to see that the stop is under way.
+    """
+    started = []
+
+    def handler(*_) -> None:
+        if started:
+            return
+        started.append(True)
+        stop.set()
+
+    return handler
 
 
 def _loop_watch(name: str) -> LoopWatch | None:

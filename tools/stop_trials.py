@@ -326,6 +326,7 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20, help="stops per phase and way (default 20)")
     parser.add_argument("--kinds", default="unit,launch,reflex", help="which trials (default: all)")
+    parser.add_argument("--phases", default=",".join(PHASES), help="which phases of the start (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     kinds = set(args.kinds.split(","))
@@ -348,7 +349,7 @@ def main(argv: list[str] | None = None) -> int:
         )
 
     n = 0
-    for phase in PHASES:
+    for phase in [p for p in PHASES if p in args.phases.split(",")]:
         for _ in range(args.trials):
             if "unit" in kinds:
                 for unit in guide_units(GUIDE.read_text()):

@@ -248,7 +248,9 @@ def _whose_traceback(output: str) -> str:
     if "Traceback" not in output:
         return ""
     tail = output[output.index("Traceback") :]
-    return "ours" if "gamma_net_ros" in tail else "ros2cli start-up (before launch's own handlers)"
+    # A frame of the package's own modules; site-packages' editable finder is the interpreter's start-up.
+    ours = re.search(r'File "[^"]*/gamma_net_(ros|core)/[^"]*\.py"', tail)
+    return "ours" if ours else "ros2cli start-up (before launch's own handlers)"
 
 
 def _nodes_code(output: str) -> int:

@@ -13,7 +13,7 @@ from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 
 from gamma_net_core.horde.questions import HordeSpec, load_questions
-from gamma_net_core.reflex.rules import PredictorSpec, RuleSet, load_rules
+from gamma_net_core.reflex.rules import PredictorSpec, RuleSet, first_duplicate, load_rules
 from gamma_net_ros.horde.topics import check_field, message_class
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
@@ -46,6 +46,8 @@ def declare_settings(node: Node) -> ReflexSettings:
     kind = p("command_type", "joint_state", "the command message", constraints=f"one of {COMMAND_FORMS.names()}")
     interface = p("interface", "velocity", "float64_multi_array's interface", constraints=f"one of {INTERFACES}")
     names = p("joint_names", ["shoulder", "elbow"], "the commanded joints (float64_multi_array: in data order)")
+    if (twice := first_duplicate(names)) is not None:
+        raise ValueError(f"parameter joint_names names {twice!r} twice; got {list(names)}")
     rate = p("decide_rate_hz", 100.0, "rules re-checked this often without input, 1/s", low=1.0, high=1000.0)
     command_stale_s = p("command_stale_s", 0.5, "a switch re-sends a velocity if this recent, s", low=0.0, high=60.0)
     hold_period_s = p("hold_period_s", 0.1, "a fail-safe stop re-sends its hold this often, s", low=0.01, high=10.0)

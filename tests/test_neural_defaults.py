@@ -17,7 +17,7 @@ from neural_chains import TAUS, make_chain, neural_errors
 
 from gamma_net_core.config import load_config
 from gamma_net_core.neural.ensemble import LearnerEnsemble, can_stack
-from gamma_net_core.neural.learner import PAPER_SETTINGS, NeuralConfig, NeuralLearner
+from gamma_net_core.neural.learner import PAPER_SETTINGS, NeuralConfig, NeuralLearner, TrainingDiverged
 from gamma_net_core.neural.networks import TimescaleNormalizer
 from gamma_net_core.neural.reference import reference_normalizer_update, reference_sigma
 from gamma_net_core.paths import config_file
@@ -124,3 +124,16 @@ def test_a_checkpoint_of_the_papers_settings_loads_as_written(tmp_path):
     assert loaded.config == config and loaded.config.scaling == "delta"
     assert not hasattr(loaded.online, "normalizer")
     np.testing.assert_array_equal(loaded.predict(np.eye(10), [0.5]), learner.predict(np.eye(10), [0.5]))
+
+
+def test_a_diverged_update_leaves_the_normalizer_as_it_was():
+    learner = NeuralLearner(chain_config(min_replay_history=8, update_period=1, replay_capacity=100))
+    chain = make_chain("walk", 30, seed=0)
+    learner.observe_many(np.eye(10, dtype=np.float32)[chain.states], chain.cumulants, chain.terminals)
+    before = {k: v.clone() for k, v in learner.online.normalizer.state_dict().items()}
+    with torch.no_grad():
+        learner.online.layers[0].weight.fill_(float("nan"))  # any loss from here on is NaN
+    with pytest.raises(TrainingDiverged, match="loss became nan"):
+        learner.observe(np.eye(10)[0], 0.0)
+    for name, b in learner.online.normalizer.state_dict().items():
+        assert torch.equal(b, before[name]), name

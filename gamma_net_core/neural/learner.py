@@ -8,6 +8,9 @@ triggers one update:
     Gamma_t = sampler.sample()                        # 8 timescales: τ = 1 and 100, 3 on γ, 3 on integer τ
     G, disc = batch.nstep_returns(Gamma_t), batch.bootstrap_discounts(Gamma_t)   # [32, 8]
     δ       = s(γ) G + disc · target_net(φ_{t+n}, Gamma_t) - net(φ_t, Gamma_t)   # one [32, 8] pass each
+              # s(γ): the output's scale (``scaling``): 1 / σ(γ) by default, σ the targets' running RMS
+              # per timescale (updated from this batch's targets first; the target net's own σ
+              # converts its output); the paper's 1 - γ (``delta``); or 1
     loss    = mean(w_b δ²)  with w the importance weights (a setting); one Adam step
     priority_b = sqrt(max_k δ_{b,k}² + 1e-10)     # the `priority` setting: Dopamine's; or max_k δ² + 1e-10
     every target_sync_period agent steps (transitions): target_net <- net
@@ -402,6 +405,8 @@ class NeuralLearner:
         """
         self._check_running()
         c = self.config
+        normalizer = getattr(self.online, "normalizer", None)  # the loss folds its targets in: undone if it diverged
+        before = None if normalizer is None else {k: v.clone() for k, v in normalizer.state_dict().items()}
         if self.is_gamma_net:
             batches = [self.replay.sample(c.batch_size)]
             loss, delta = self.loss(batches[0], self.training_gammas())
@@ -410,6 +415,8 @@ class NeuralLearner:
             loss, delta = self.probe_loss(batches)
         value = float(loss.detach())
         if not math.isfinite(value):
+            if before is not None:
+                normalizer.load_state_dict(before)
             self.stopped = (
                 f"the loss became {value} at update {self.updates + 1} (after {self.transitions} steps); training "
                 "stopped without applying it, and this learner will not save over the last checkpoint"

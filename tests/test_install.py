@@ -127,7 +127,8 @@ def install(wheel: pathlib.Path, venv: pathlib.Path, extras: tuple[str, ...] = (
     """A new venv with the wheel installed and the core requirements (and ``extras``') beside it."""
     run([base_python(), "-m", "venv", "--without-pip", str(venv)])
     (site,) = (venv / "lib").glob("python3*/site-packages")
-    sites = [core_dependencies(wheel)] + [core_dependencies(wheel, extra) for extra in extras]
+    # The extras' first: torch needs a newer setuptools than the one a new venv starts with (the core's).
+    sites = [core_dependencies(wheel, extra) for extra in extras] + [core_dependencies(wheel)]
     (site / "core_dependencies.pth").write_text("".join(f"{path}\n" for path in sites))
     python = str(venv / "bin" / "python")
     named = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)

@@ -72,8 +72,10 @@ EMBEDDING_ACTIVATIONS = ("linear", "relu")
 SCALINGS = ("none", "delta", "delta_theta", "normalized")
 #: Timescales on which a normalizer keeps its running mean square (``normalized``), spread on log τ.
 NORMALIZER_POINTS = 16
-#: How fast a normalizer forgets: its running mean squares weigh the last ~1 / rate updates.
-NORMALIZER_RATE = 1e-3
+#: How fast a normalizer forgets: its mean squares weigh about the last 1 / rate updates (all of them, bias-corrected,
+#: in a shorter run). Slow on purpose: σ is fed by bootstrapped targets, which scale with σ, so it must move slower
+#: than the network fits them; at 1e-3 and 1e-2 a raw-feature chain's long timescales drifted (docs/neural.md).
+NORMALIZER_RATE = 1e-4
 #: The paper's fully connected layers after the embedding, without the final 1.
 HIDDEN_SIZES = (512, 256, 128, 16)
 #: Xu et al.'s learned timescale vector, as the paper uses it (l_embed).

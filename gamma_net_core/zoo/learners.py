@@ -1,0 +1,216 @@
+"""The learners the zoo runs, each a small adapter from a problem's stream to the library's learner.
+
+An adapter trains one learner on one problem's transitions and returns what predicts with it:
+``predict(obs [N, n_inputs], gammas [G]) -> [N, G]``, in the cumulant's units. It builds the
+learner as a new user would: the library's configuration at its defaults, with only what the
+problem dictates filled in (the observation's range for a tile coder, the feature size for a
+network). ``changes`` overrides any setting by name, to measure other settings on the same zoo::
+
+    LinearGammaNetLearner("linear_bias_off", changes={"bias": False})
+
+Two ways to feed a learner, ``mode``: ``recording``, the whole stream at once (the library's
+``learn_recording`` / ``observe_many``), and ``online``, one transition at a time (``learn`` /
+``observe``), as a node feeds it. An adapter lists the modes it has.
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import numpy as np
+
+from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
+from gamma_net_core.zoo.problems import Problem, Transitions
+
+#: How a trained learner is read: observations [N, n_inputs] and gammas [G] -> values [N, G].
+Predict = Callable[[np.ndarray, np.ndarray], np.ndarray]
+
+MODES = ("recording", "online")
+
+
+class ZooLearner(abc.ABC):
+    """One learner the zoo can train on any problem.
+
+    Attributes:
+      name: the name in the zoo's tables and registry.
+      description: one line.
+      modes: the ways it can be fed (a subset of :data:`MODES`).
+    """
+
+    name: str = ""
+    description: str = ""
+    modes: tuple[str, ...] = MODES
+
+    def __init__(self, name: str | None = None, *, changes: Mapping[str, Any] | None = None) -> None:
+        if name is not None:
+            self.name = name
+        self.changes = dict(changes or {})
+
+    @abc.abstractmethod
+    def train(
+        self, problem: Problem, data: Transitions, *, mode: str, rng: np.random.Generator, gammas: np.ndarray
+    ) -> Predict:
+        """Learn from ``data`` (a stream of ``problem``) fed as ``mode`` says; return its predictions.
+
+        Args:
+          gammas: the timescales it will be asked about: a learner of one fixed timescale trains one
+            per gamma; a Γ-net learns every timescale and need not look.
+        """
+
+
+class LinearGammaNetLearner(ZooLearner):
+    """The linear Γ-net (:class:`~gamma_net_core.linear.LinearGammaNet`) at ``GammaNetConfig()``, Gamma_t drawn by
+    ``TimescaleSampling()``; ``sampling`` replaces the latter."""
+
+    name = "linear"
+    description = "linear Γ-net, GammaNetConfig() defaults, Gamma_t ~ TimescaleSampling()"
+
+    def __init__(self, name=None, *, changes=None, sampling: TimescaleSampling | None = None) -> None:
+        super().__init__(name, changes=changes)
+        self.sampling = sampling or TimescaleSampling()
+
+    def config(self, problem: Problem):
+        from gamma_net_core.linear import GammaNetConfig
+
+        return GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high), **self.changes)
+
+    def train(self, problem, data, *, mode, rng, gammas):
+        from gamma_net_core.linear import LinearGammaNet, uses_ladder
+
+        config = self.config(problem)
+        net = LinearGammaNet(config, rng=rng)
+        sampler = TimescaleSampler(self.sampling, rng, fixed=uses_ladder(config))
+        if mode == "recording":
+            net.learn_recording(
+                states_t=data.obs_t, cumulants=data.cumulants, states_tp1=data.obs_tp1, timescales=sampler,
+                terminals=data.terminals,
+            )  # fmt: skip
+        else:
+            for t in range(data.steps):
+                net.learn(data.obs_t[t], data.cumulants[t], data.obs_tp1[t], bool(data.terminals[t]), sampler.sample())
+        return lambda obs, gammas: net.predict(obs, gammas)
+
+
+class FixedTimescaleLearner(ZooLearner):
+    """The fixed-gamma TD(0) baseline (:class:`~gamma_net_core.linear.FixedTimescaleTD`) at ``FixedTimescaleConfig()``:
+    one learner trained on each gamma alone, so it predicts only the gammas it was trained on."""
+
+    name = "td0_fixed"
+    description = "fixed-gamma TD(0), FixedTimescaleConfig() defaults, one learner per tau"
+    #: one learner per tau makes it the slowest online; its online updates equal its recording's (the
+    #: library's tests hold them equal), so the zoo feeds it the recording only
+    modes = ("recording",)
+
+    def train(self, problem, data, *, mode, rng, gammas):
+        from gamma_net_core.linear import FixedTimescaleConfig, FixedTimescaleTD
+
+        nets = {}
+        for gamma in np.atleast_1d(gammas):
+            config = FixedTimescaleConfig(
+                state_low=tuple(problem.low), state_high=tuple(problem.high), gamma=float(gamma), **self.changes
+            )
+            net = FixedTimescaleTD(config, rng=rng)
+            if mode == "recording":
+                net.learn_recording(
+                    states_t=data.obs_t, cumulants=data.cumulants, states_tp1=data.obs_tp1, terminals=data.terminals
+                )
+            else:
+                for t in range(data.steps):
+                    net.learn(data.obs_t[t], data.cumulants[t], data.obs_tp1[t], bool(data.terminals[t]))
+            nets[float(gamma)] = net
+
+        def predict(obs, gs):
+            return np.stack([np.atleast_1d(nets[float(g)].predict(obs)) for g in np.atleast_1d(gs)], axis=1)
+
+        return predict
+
+
+class HordeLearner(ZooLearner):
+    """A Horde (:class:`~gamma_net_core.horde.learner.HordeLearner`) of one question, the problem's own, at its
+    defaults; it learns one transition at a time, so it has one mode."""
+
+    name = "horde"
+    description = "Horde of one question, GammaNetConfig() and TimescaleSampling() defaults"
+    modes = ("online",)
+
+    def train(self, problem, data, *, mode, rng, gammas):
+        from gamma_net_core.horde.learner import HordeLearner as Horde
+        from gamma_net_core.linear import GammaNetConfig
+
+        config = GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high), **self.changes)
+        horde = Horde(config, names=("question",), rng=rng)
+        one = np.ones(1)
+        for t in range(data.steps):
+            continuation = np.zeros(1) if data.terminals[t] else one
+            horde.learn(data.obs_t[t], data.cumulants[t : t + 1], data.obs_tp1[t], continuation)
+
+        def predict(obs, gammas):
+            return np.stack([horde.predict(o, gammas)[0] for o in np.asarray(obs)])
+
+        return predict
+
+
+class NeuralLearner(ZooLearner):
+    """The neural Γ-net (:class:`~gamma_net_core.neural.learner.NeuralLearner`) at ``NeuralConfig()``, seeded per
+    run, on the problem's features (one-hot states for a chain, the observation scaled to [0, 1]
+    otherwise; ``feature_size`` is theirs). Its replay sees ``steps`` transitions of the stream at most
+    (:attr:`budget`): a network on a CPU is slow."""
+
+    name = "neural"
+    description = "neural Γ-net, NeuralConfig() defaults, on one-hot / scaled features"
+
+    def __init__(self, name=None, *, changes=None, budget: int | None = None) -> None:
+        super().__init__(name, changes=changes)
+        self.budget = budget
+
+    def train(self, problem, data, *, mode, rng, gammas):
+        from gamma_net_core.neural.learner import NeuralConfig
+        from gamma_net_core.neural.learner import NeuralLearner as Neural
+
+        steps = data.steps if self.budget is None else min(self.budget, data.steps)
+        phi = problem.features(data.obs_t[:steps]).astype(np.float32)
+        changes = {"seed": int(rng.integers(2**31)), **self.changes}
+        learner = Neural(NeuralConfig(feature_size=phi.shape[1], **changes))
+        cumulants, terminals = data.cumulants[:steps], data.terminals[:steps]
+        if mode == "recording":
+            learner.observe_many(phi, cumulants, terminals)
+        else:
+            for t in range(steps):
+                learner.observe(phi[t], float(cumulants[t]), terminal=bool(terminals[t]))
+        return lambda obs, gammas: learner.predict(problem.features(obs).astype(np.float32), gammas)
+
+
+# ------------------------------------------------------------------------------------------- registry
+
+#: name -> a factory of the adapter.
+LEARNERS: dict[str, Callable[[], ZooLearner]] = {}
+
+
+def register(name: str, factory: Callable[[], ZooLearner]) -> None:
+    """Add a learner to the zoo under ``name`` (refusing a name already taken)."""
+    if name in LEARNERS:
+        raise ValueError(f"a zoo learner named {name!r} exists already")
+    LEARNERS[name] = factory
+
+
+def make(name: str) -> ZooLearner:
+    """The learner adapter registered as ``name``.
+
+    Raises:
+      ValueError: one line naming an unknown learner and the known ones.
+    """
+    if name not in LEARNERS:
+        raise ValueError(f"unknown zoo learner {name!r}; known: {', '.join(sorted(LEARNERS))}")
+    learner = LEARNERS[name]()
+    learner.name = name
+    return learner
+
+
+register("linear", LinearGammaNetLearner)
+register("linear_lam0.5", lambda: LinearGammaNetLearner(changes={"lam": 0.5}))
+register("linear_lam0.9", lambda: LinearGammaNetLearner(changes={"lam": 0.9}))
+register("horde", HordeLearner)
+register("neural", NeuralLearner)
+register("td0_fixed", FixedTimescaleLearner)

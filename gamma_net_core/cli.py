@@ -225,6 +225,8 @@ def _missing_module(exc: ModuleNotFoundError) -> str:
         "gamma_net_msgs": "build the messages first: `make`, or `source tools/env.sh` after a colcon build",
         "ale_py": "this command needs the Arcade Learning Environment: pip install ale-py (requirements.txt)",
         "minatar": "a MinAtar game needs MinAtar: pip install minatar (requirements.txt)",
+        "torch": "the neural learner and the Atari studies need torch: pip install 'gamma_net_ros[neural]' (for a "
+        "CPU-only torch, first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)",
     }
     return f"needs the Python package {name!r}, which is not installed: " + hints.get(
         name, "install the project's requirements (make setup)"

@@ -211,7 +211,7 @@ def test_the_interpolation_comparison_is_scored_between_the_probes():
 
 
 def test_each_series_changes_one_setting_of_the_reference():
-    reference = NeuralConfig(seed=7)
+    reference = NeuralConfig.paper(seed=7)
     study.check_reference(reference)
     for name in study.SERIES:
         config = study.series_config(reference, name, 2)
@@ -230,7 +230,7 @@ def test_each_series_changes_one_setting_of_the_reference():
     with pytest.raises(ValueError, match="unknown series \\['direkt'\\]; known: reference"):
         study.parse_series("reference,direkt")
     with pytest.raises(ValueError, match="the study's reference must be the paper's"):
-        study.check_reference(NeuralConfig(embedding="l_embed"))
+        study.check_reference(NeuralConfig.paper(embedding="l_embed"))
 
 
 def test_evaluation_schedule():

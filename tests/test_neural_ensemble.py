@@ -26,6 +26,7 @@ def small(**changes) -> NeuralConfig:
         update_period=2,
         target_sync_period=10,
         step_size=1e-3,
+        scaling="delta",  # the Atari study's (a normalized learner keeps a running σ and does not stack)
     )
     return NeuralConfig(**{**base, **changes})
 

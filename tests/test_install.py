@@ -152,8 +152,9 @@ def installed_neural(wheel, tmp_path_factory) -> pathlib.Path:
 def test_the_wheel_holds_the_sources_and_the_ros_package_data_nothing_else(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    tracked = set(run(["git", "ls-files", "gamma_net_core", "gamma_net_ros"], cwd=REPO).stdout.split())
-    modules = {n for n in names if n.startswith(("gamma_net_core/", "gamma_net_ros/"))}
+    packages = ("gamma_net_core", "gamma_net_ros", "gamma_net_studies")
+    tracked = set(run(["git", "ls-files", *packages], cwd=REPO).stdout.split())
+    modules = {n for n in names if n.startswith(tuple(f"{p}/" for p in packages))}
     assert modules == {n for n in tracked if n.endswith(".py")}  # nothing stale from a build/ folder
     data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     shipped = {f"share/gamma_net_ros/config/{p.name}" for p in (REPO / "config").glob("*.yaml")}

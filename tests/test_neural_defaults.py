@@ -30,6 +30,7 @@ def chain_config(**changes) -> NeuralConfig:
     return NeuralConfig(**{"feature_size": 10, "hidden_sizes": (32, 32), "seed": 1, **changes})
 
 
+@pytest.mark.slow
 def test_the_default_holds_at_every_timescale_where_the_papers_scaling_does_not():
     chain = make_chain("walk", 6_000, seed=1)
     assert np.abs(chain.values(TAUS)).max() <= 1.0

@@ -115,6 +115,7 @@ def test_offline_loop_equals_the_stream():
     assert (a.transitions, a.updates) == (b.transitions, b.updates) == (150, 66)
 
 
+@pytest.mark.slow
 def test_learns_a_markov_chain_at_timescales_it_never_trained_on():
     """Six states, one-hot features, known values V_γ = (I - γP)^-1 r at every γ.
 

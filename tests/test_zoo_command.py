@@ -15,6 +15,7 @@ from waiting import bound
 TIMEOUT = 200.0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(bound(TIMEOUT + 30))
 def test_the_small_tier_prints_the_tables_and_writes_json_and_the_figure(tmp_path):
     out = tmp_path / "zoo"

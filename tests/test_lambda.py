@@ -254,6 +254,7 @@ def test_horde_td_lambda_reaches_the_exact_values_of_the_event_question(lam):
             assert np.abs(got[:, q] - want).max() < BETWEEN_TOLERANCE * np.abs(want).max(), (lam, gamma, q)
 
 
+@pytest.mark.slow
 def test_horde_td_lambda_equals_single_learners_bit_for_bit():
     """Each question equals one LinearGammaNet fed its stream (the event question's ends as terminals)."""
     steps = 3000

@@ -203,6 +203,7 @@ def long_curve_ratios(chain: str, lam: float) -> np.ndarray:
     return np.array([r[lam].mean(axis=0)[long] / r[0.0].mean(axis=0)[long] for r in runs])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain", ["ring", "sparse"])
 def test_td_lambda_learns_the_event_question_faster_at_long_timescales(chain):
     """Faster: a lower mean error over the learning curve (CHECKPOINTS), not a lower error at its end, on every seed.

@@ -98,6 +98,7 @@ def test_the_dqn_learns_on_a_tiny_budget(tmp_path):
     assert after > 2 * max(chance, before), (chance, before, after)
 
 
+@pytest.mark.slow
 def test_train_agent_takes_minatars_reference_settings_from_the_config(tmp_path):
     out = tmp_path / "agent"
     argv = ["atari", "train-agent", "--game", "minatar-freeway", "--frames", "60", "--out", str(out), "--no-progress"]

@@ -239,6 +239,7 @@ def test_duplicate_names_are_found_in_one_pass():
     assert Counted.compared < 20_000
 
 
+@pytest.mark.slow
 def test_a_20000_rule_file_loads(questions, tmp_path):
     path = tmp_path / "rules.yaml"
     lines = ["rules:"]

@@ -41,7 +41,7 @@ RERUN_ARGS ?= --reruns 1 --only-rerun 'TimeoutExpired|failed to terminate|proces
 TEST_WORKERS ?= 2
 DEMO_ARGS ?=
 
-.PHONY: demo demo-setup test setup lint lock bench clean
+.PHONY: demo demo-setup test test-fast setup lint lock bench clean
 
 demo: demo-setup
 	$(ENV) && gamma-net demo --out runs/demo --json runs/demo/demo.json $(DEMO_ARGS)
@@ -61,6 +61,10 @@ demo-setup: $(BUILD_STAMP) $(WARM_STAMP)
 test: setup
 	$(ENV) && ruff check . && ruff format --check .
 	$(ENV) && python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder $(RERUN_ARGS) $(PYTEST_ARGS)
+
+# The README's fast tier: units, oracles and one-line refusals, no node and no pipeline (about a minute).
+test-fast: setup
+	$(ENV) && python -m pytest -n $(TEST_WORKERS) --dist loadfile --no-loadscope-reorder -m "not ros and not slow" $(PYTEST_ARGS)
 
 setup: $(BUILD_STAMP) $(ROS2_TOOLS_STAMP) $(WARM_STAMP)
 

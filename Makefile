@@ -23,7 +23,7 @@ ROS2_TOOLS_STAMP := $(ROS2_TOOLS)/.stamp
 ROS2_TOOLS_PIP := launch/launch launch/launch_xml launch/launch_yaml launch_ros/launch_ros \
   launch_ros/ros2launch rosidl_runtime_py ros2cli/ros2cli ros2cli/ros2topic ros2cli/ros2param \
   ros2cli/ros2service ros2cli/ros2node ros2cli/ros2run ros2cli/ros2pkg ros2cli/ros2interface \
-  ros2cli/ros2lifecycle
+  ros2cli/ros2lifecycle sros2
 ENV := source tools/env.sh
 MSG_SOURCES := $(shell find msg -type f -not -path '*/.*' 2>/dev/null)
 PKG_SOURCES := package.xml setup.py setup.cfg gamma_net_ros/entry.py $(wildcard launch/*.launch.py config/*.yaml config/*.json resource/*)

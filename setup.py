@@ -21,6 +21,9 @@ PACKAGE = "gamma_net_ros"
 # node's module imports rclpy, numba or torch; read by path, so building needs nothing installed.
 NODES = runpy.run_path(str(Path(__file__).resolve().parent / "gamma_net_ros" / "entry.py"))["NODES"]
 
+#: The neural learner's torch; earlier versions have known weights_only bypasses (torch.load of untrusted files).
+TORCH = "torch>=2.6"
+
 # The nodes' executables belong to ROS: colcon (ament_python) runs `setup.py develop` or
 # `setup.py ... install` and puts them in lib/gamma_net_ros/ (setup.cfg) for `ros2 run`.
 # pip and wheels build through PEP 517 and never run those commands: they install `gamma-net`
@@ -83,20 +86,22 @@ setup(
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.json")),
     ],
-    # gamma_net_core's own needs. torch: install the build you want first
-    # (e.g. `pip install torch==2.13.0` for CPU); an unpinned torch pulls a CUDA build.
+    # gamma_net_core's own needs: the linear learners, the Horde, the studies' tools. torch is an
+    # extra, not a requirement: pip resolves a bare `torch` to a CUDA build and its nvidia packages
+    # (about 2.5 GB), which the linear learners never use. For the neural learner on a CPU, install
+    # torch from its CPU index first (README, "Install"), then `.[neural]` keeps it.
     install_requires=[
         "numpy>=1.24",
         "numba>=0.59",
-        "torch>=2.6",  # earlier versions have known weights_only bypasses (torch.load of untrusted files)
         "matplotlib>=3.7",
         "tqdm>=4.60",
         "pyyaml>=6",
         "rosbags>=0.10",
     ],
     extras_require={
-        "atari": ["ale-py>=0.9"],
-        "minatar": ["minatar>=1.0.15"],
+        "neural": [TORCH],
+        "atari": ["ale-py>=0.9", TORCH],
+        "minatar": ["minatar>=1.0.15", TORCH],
         "ray": ["ray>=2.9"],
         "hardware": ["dynamixel-sdk>=3.7", "pyserial>=3.5"],
     },

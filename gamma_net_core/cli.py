@@ -47,6 +47,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
         "the reflex study through ros2 launch in real time, resumable",
     ),
     (("lambda-study",), "gamma_net_studies.lambda_study", "TD(lambda) and TD(Delta) learning curves"),
+    (("zoo",), "gamma_net_core.zoo.command", "learners at their defaults on problems with exact values, by tau"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE or MinAtar, record φ/cumulant shards"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),
     (("atari", "train-agent"), "gamma_net_core.atari.dqn", "train a DQN agent (Nature CNN; MinAtar's network) for φ"),
@@ -224,6 +225,8 @@ def _missing_module(exc: ModuleNotFoundError) -> str:
         "gamma_net_msgs": "build the messages first: `make`, or `source tools/env.sh` after a colcon build",
         "ale_py": "this command needs the Arcade Learning Environment: pip install ale-py (requirements.txt)",
         "minatar": "a MinAtar game needs MinAtar: pip install minatar (requirements.txt)",
+        "torch": "the neural learner and the Atari studies need torch: pip install 'gamma_net_ros[neural]' (for a "
+        "CPU-only torch, first: pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu)",
     }
     return f"needs the Python package {name!r}, which is not installed: " + hints.get(
         name, "install the project's requirements (make setup)"

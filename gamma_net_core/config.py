@@ -160,6 +160,8 @@ def read_document(source: str | pathlib.Path | Mapping[str, Any], *, kind: str) 
         raise FileNotFoundError(f"no {kind} file {path}")
     try:
         return safe_load(path.read_text()), str(path)
+    except UnicodeDecodeError as exc:  # its own message names a codec and a byte, not the file
+        raise ValueError(f"{path}: not a text (UTF-8) file: byte {exc.start} is {exc.object[exc.start]:#04x}") from None
     except yaml.YAMLError as exc:
         raise ValueError(f"{path}: not valid YAML{_yaml_error(exc)}") from None
 

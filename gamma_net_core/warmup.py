@@ -19,6 +19,7 @@ the last by itself. :func:`cache_dir` says which one this process uses.
 from __future__ import annotations
 
 import dataclasses
+import importlib.util
 import pathlib
 import time
 from collections.abc import Callable, Sequence
@@ -137,7 +138,6 @@ def warm_all(*, report: Callable[[str, float], None] | None = None) -> float:
     """
     from gamma_net_core.config import load_config, load_section
     from gamma_net_core.horde.questions import load_questions
-    from gamma_net_core.neural.learner import NeuralConfig
     from gamma_net_core.paths import config_file
 
     arm = config_file("arm")
@@ -156,6 +156,10 @@ def warm_all(*, report: Callable[[str, float], None] | None = None) -> float:
         "neural_predictor": lambda: warm_neural(load_config(NeuralConfig, atari, "neural_predictor", "learner")),
         "offline": lambda: warm_offline(arm_learner, arm_timescales),
     }
+    if importlib.util.find_spec("torch") is None:
+        del parts["neural_predictor"]  # torch is the neural extra: an install without it has no neural learner
+    else:
+        from gamma_net_core.neural.learner import NeuralConfig
     began = time.monotonic()
     for name, part in parts.items():
         start = time.monotonic()

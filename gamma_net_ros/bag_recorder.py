@@ -34,6 +34,7 @@ from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
 from rosbags.rosbag2 import StoragePlugin, Writer
 
+from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.msg_definitions import MessageDefinitions
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
@@ -75,6 +76,7 @@ class BagRecorder(Node):
         self.writer = Writer(self.path, version=9, storage_plugin=STORAGES[storage])
         self.writer.open()
         self.counts: dict[str, int] = {}
+        self.received = 0  # messages handed to the node (those after max_messages included)
         self.recorded = 0
         self.failed = False  # a topic refused: the recording stops, exit code 1
         self.done = False
@@ -83,6 +85,7 @@ class BagRecorder(Node):
         self.stopping = False
         self.announced = False
         self.create_timer(0.2, self._subscribe_published)
+        self.health = Diagnostics(self, "recording", self.report_health)
 
     def _resolved(self, topic: str) -> str:
         try:
@@ -150,6 +153,7 @@ class BagRecorder(Node):
         )
 
     def _record(self, topic: str, connection, data: bytes) -> None:
+        self.received += 1
         if self.done:
             return
         self.writer.write(connection, self.get_clock().now().nanoseconds, data)
@@ -157,6 +161,20 @@ class BagRecorder(Node):
         self.recorded += 1
         if self.max_messages and self.recorded >= self.max_messages:
             self.done = True
+
+    def report_health(self) -> Health:
+        """What reached the node and what of it is in the bag, per topic too."""
+        waiting = [t for t in self.topics if t not in self.types]
+        values = {
+            "received": self.received,
+            "processed": self.recorded,
+            **{f"recorded.{topic}": count for topic, count in self.counts.items()},
+        }
+        if self.failed:
+            return Health(ERROR, "a topic was refused: recording stopped", values)
+        if waiting:
+            return Health(WARN, f"no publisher yet on {waiting}", values)
+        return Health(OK, f"recording to {self.path}", values)
 
     def refused(self) -> None:
         """Refused after it was built (an unknown parameter): the folder it created goes again."""

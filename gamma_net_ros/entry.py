@@ -20,17 +20,25 @@ Before this module runs, the interpreter's own start-up is Python's (a signal th
 its default behaviour: a ``KeyboardInterrupt``, code -2); ``docs/robustness.md`` measures that
 window. A node started by :class:`gamma_net_ros.processes.NodeProcess` (the demo, the benchmarks,
 the tests) has no such window: it starts with the stop signals blocked (:func:`start_blocked`),
-and a signal sent meanwhile is delivered once the handlers below are in place.
+and a signal sent meanwhile is delivered once the handlers below are in place; so does one
+started through ``env --block-signal=INT,TERM`` (the launch files, docs/supervisors.md's units).
+
+A node started by ``ros2 launch`` or ``ros2 run`` stops when that process ends (:func:`stop_with_parent`):
+``ros2 launch`` given SIGTERM exits at once without stopping its nodes, and ``ros2 run`` killed
+leaves its node running; each would go on, orphaned, commanding an arm nobody supervises.
 """
 
 from __future__ import annotations
 
 import contextlib
+import ctypes
 import importlib
 import itertools
 import os
+import pathlib
 import signal
 import sys
+import time
 
 #: Node executable name -> the module whose ``main(args)`` runs it. setup.py's entry points come from here.
 NODES = {
@@ -67,7 +75,52 @@ def stop_while_starting(name: str) -> None:
     _starting = name
     for sig in STOP_SIGNALS:
         signal.signal(sig, _stop_now)
+    stop_with_parent()
     signal.pthread_sigmask(signal.SIG_UNBLOCK, STOP_SIGNALS)
+
+
+#: The environment variable by which a launch file gives its nodes its own pid (launch_checks.node_env):
+#: a node whose parent is no longer that process was orphaned before it could tie itself to it.
+PARENT_ENV = "GAMMA_NET_LAUNCH_PID"
+#: prctl(2): the signal the kernel sends this process when its parent ends.
+_PR_SET_PDEATHSIG = 1
+#: The ros2 verbs whose child a node is, that end without stopping it (SIGTERM to launch; ros2 run killed).
+_ROS2_PARENTS = ("launch", "run")
+
+
+def stop_with_parent() -> bool:
+    """When this process's parent is ``ros2 launch`` or ``ros2 run``, its end sends this process SIGTERM.
+
+    SIGTERM is a stop like any other (a checkpoint written, torque off). A parent that ended
+    before the request took (the process is then another's child) stops it now, the same way.
+
+    Returns:
+      Whether the process is now tied to its parent.
+    """
+    parent = os.getppid()
+    if not sys.platform.startswith("linux"):
+        return False
+    if expected := os.environ.pop(PARENT_ENV, ""):  # a launch file's node: that launch started it
+        if not expected.isdigit() or int(expected) != parent:  # it ended before this process got here
+            os.kill(os.getpid(), signal.SIGTERM)
+            return False
+    elif not _is_ros2_cli(parent):
+        return False
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.prctl(_PR_SET_PDEATHSIG, int(signal.SIGTERM), 0, 0, 0) != 0:
+        return False
+    if os.getppid() != parent:  # it ended meanwhile: the kernel will not tell
+        os.kill(os.getpid(), signal.SIGTERM)
+    return True
+
+
+def _is_ros2_cli(pid: int) -> bool:
+    try:
+        argv = pathlib.Path(f"/proc/{pid}/cmdline").read_bytes().split(b"\0")
+    except OSError:
+        return False
+    words = [os.path.basename(a.decode(errors="replace")) for a in argv]
+    return any(a == "ros2" and b in _ROS2_PARENTS for a, b in itertools.pairwise(words))
 
 
 @contextlib.contextmanager
@@ -107,8 +160,54 @@ def starting() -> str:
 
 def _stop_now(signum, frame) -> None:
     # os.write, not print: sys.stderr may be half-way through another write when the signal lands.
-    os.write(2, f"[{_starting or 'node'}] stopped while starting\n".encode())
+    with contextlib.suppress(OSError):  # a stderr whose reader is gone (`ros2 launch` killed)
+        os.write(2, f"[{_starting or 'node'}] stopped while starting\n".encode())
+    wait_for_outlived(OUTLIVE_S)
     os._exit(0)
+
+
+#: The environment variable naming the nodes (executables, comma-separated) of this process's
+#: session that must end before it does: the reflex's launch gives it the operator and teleop, so
+#: that nothing steers the arm once the reflex is gone.
+OUTLIVE_ENV = "GAMMA_NET_OUTLIVE"
+#: s at most that a stopping node waits for them (`ros2 launch` escalates to SIGTERM after 5 s).
+OUTLIVE_S = 4.0
+
+
+def outlived() -> tuple[str, ...]:
+    """The nodes this one must outlive (:data:`OUTLIVE_ENV`), as executable names."""
+    return tuple(n.strip() for n in os.environ.get(OUTLIVE_ENV, "").split(",") if n.strip())
+
+
+def outlived_running(names: tuple[str, ...] | None = None) -> list[int]:
+    """Pids of this session's processes running one of ``names`` (default :func:`outlived`); zombies are ended."""
+    names = outlived() if names is None else names
+    if not names:
+        return []
+    session, found = os.getsid(0), []
+    for proc in pathlib.Path("/proc").iterdir():
+        if not proc.name.isdigit() or int(proc.name) == os.getpid():
+            continue
+        try:
+            fields = (proc / "stat").read_text().rsplit(")", 1)[1].split()
+            argv = (proc / "cmdline").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if fields[0] == "Z" or int(fields[3]) != session:
+            continue
+        words = [a.decode(errors="replace") for a in argv]
+        runs = {os.path.basename(w) for w in words if "/gamma_net_ros/" in w}  # lib/gamma_net_ros/operator
+        runs |= {b for a, b in itertools.pairwise(words) if a == _MODULE}  # python -m gamma_net_ros.entry operator
+        if runs & set(names):
+            found.append(int(proc.name))
+    return found
+
+
+def wait_for_outlived(limit_s: float) -> None:
+    """Until the nodes this one must outlive have ended, or ``limit_s`` has passed."""
+    deadline = time.monotonic() + limit_s
+    while outlived_running() and time.monotonic() < deadline:
+        time.sleep(0.005)
 
 
 def run(name: str, args: list[str] | None = None) -> int:
@@ -123,7 +222,7 @@ def run(name: str, args: list[str] | None = None) -> int:
 
 
 def guard_module_run() -> None:
-    """For ``python -m gamma_net_ros.<node>``: install the start-up guard before the node's module imports.
+    """For ``python -m gamma_net_ros.<node>`` (a module, or a package's ``node``): the start-up guard first.
 
     Python imports the package (this ``__init__``'s caller) before it runs the module as
     ``__main__``, and sets ``sys.argv[0]`` to ``"-m"`` meanwhile; ``sys.orig_argv`` names the module.
@@ -133,6 +232,8 @@ def guard_module_run() -> None:
         return
     module = argv[argv.index("-m") + 1]
     names = {target: name for name, target in NODES.items()}
+    # A node with helpers is a package: `python -m gamma_net_ros.horde` runs its __main__, the node.
+    names.update({target.removesuffix(".node"): name for name, target in NODES.items()})
     if module in names:
         stop_while_starting(names[module])
 

@@ -19,6 +19,35 @@ from launch.actions import OpaqueFunction, Shutdown
 from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 
+from gamma_net_ros.entry import PARENT_ENV
+
+#: The prefix of every gamma_net_ros node the launch files start: it begins with SIGINT and SIGTERM
+#: blocked (``env --block-signal``, GNU coreutils 8.31 or later), so a stop while the interpreter
+#: itself starts waits for the node's own handlers (gamma_net_ros.entry unblocks them) instead of
+#: ending in a KeyboardInterrupt traceback. ``--launch-prefix`` (gdb, valgrind) still comes first.
+BLOCKED_START = [LaunchConfiguration("launch-prefix", default=""), " env --block-signal=INT,TERM"]
+
+
+def take_stop_signals() -> None:
+    """Unblock SIGINT and SIGTERM in `ros2 launch`, now that launch handles them: call it first in a launch file.
+
+    A supervisor starts `ros2 launch` through ``env --block-signal=INT,TERM`` (docs/supervisors.md),
+    so a stop during ros2cli's own start-up (about a second of imports, before launch installs its
+    handlers) is not a KeyboardInterrupt traceback: it waits, pending, and is delivered here, and
+    launch then stops before it has started anything. Elsewhere nothing was blocked: a no-op.
+    """
+    signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
+
+
+def node_env(**extra: str) -> dict[str, str]:
+    """The ``additional_env`` of every gamma_net_ros node the launch files start.
+
+    It carries this process's pid (the `ros2 launch` that reads the file): the node stops with it
+    (gamma_net_ros.entry.stop_with_parent), also where `ros2 launch` was stopped before the node
+    could tie itself to it.
+    """
+    return {PARENT_ENV: str(os.getpid()), **extra}
+
 
 class LaunchRefused(RuntimeError):
     """A launch argument names a file or package that is not there."""

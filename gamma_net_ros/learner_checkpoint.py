@@ -52,6 +52,8 @@ class LearnerCheckpoint:
         # Declared whether or not a checkpoint is set: a YAML giving it is not refused as unknown.
         self.wanted = declare(node, "resume", True, "resume from checkpoint_path if it exists", read_only=True)
         self.last: float | None = None
+        #: Why the last save at shutdown failed (learned state lost), else None.
+        self.lost: str | None = None
         self._save: Callable[[pathlib.Path], None] | None = None
 
     def resume(self, load: Callable[[pathlib.Path], int]) -> None:
@@ -83,13 +85,26 @@ class LearnerCheckpoint:
             self.node.create_timer(self.interval, when_due or self.save)
         return self
 
-    def save(self) -> None:
+    def save(self, *, last: bool = False) -> None:
+        """Write the checkpoint now; a failure keeps the previous file and is logged in one line.
+
+        Args:
+          last: the save at shutdown: a failure then also loses what was learned since the last
+            save, which :attr:`lost` records for the exit code (see run_node).
+        """
         if self.path is None or self._save is None:
             return
         try:
             self._save(self.path)
         except OSError as exc:
-            self.node.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
+            if last:
+                self.lost = (
+                    f"the last checkpoint was not written to {self.path} ({exc.strerror or exc}): what was learned "
+                    f"since {'the start' if self.last is None else self.last_text} is lost"
+                )
+                self.node.get_logger().error(self.lost)
+            else:
+                self.node.get_logger().error(f"checkpoint not written ({exc}); the previous one is intact")
             return
         self.last = time.time()
 
@@ -115,9 +130,13 @@ class CheckpointHooks:
     #: None until the node is built: a node refused half-way has nothing worth a checkpoint.
     keeper: LearnerCheckpoint | None = None
 
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self, *, last: bool = False) -> None:
         if self.keeper is not None:
-            self.keeper.save()
+            self.keeper.save(last=last)
+
+    def lost_on_exit(self) -> str | None:
+        """Why what the node learned is lost (its last checkpoint failed), else None: run_node exits non-zero."""
+        return self.keeper.lost if self.keeper is not None else None
 
     def refused(self) -> None:
         """Refused after it was built (see run_node): nothing learned here is worth a checkpoint."""
@@ -125,5 +144,5 @@ class CheckpointHooks:
             self.keeper.refused()
 
     def destroy_node(self) -> None:
-        self.save_checkpoint()  # the last learning before a shutdown is kept
+        self.save_checkpoint(last=True)  # the last learning before a shutdown is kept
         super().destroy_node()

@@ -39,6 +39,7 @@ starting".
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import difflib
 import os
@@ -62,7 +63,14 @@ from rclpy.signals import SignalHandlerOptions
 
 from gamma_net_core.checkpoint import CheckpointError
 from gamma_net_ros import entry, shutdown_watch
-from gamma_net_ros.params import ROS_FLAGS, mistyped_overrides, read_params_file, ros_arguments, unknown_parameters
+from gamma_net_ros.params import (
+    ROS_FLAGS,
+    mistyped_overrides,
+    read_params_file,
+    ros_arguments,
+    unapplied_sections,
+    unknown_parameters,
+)
 from gamma_net_ros.shutdown_watch import LoopWatch, StallWatch
 
 #: Errors that mean "these settings cannot run", reported as such: bad values, files that are
@@ -72,6 +80,8 @@ REFUSED = (ValueError, OSError, ImportError, CheckpointError, ParameterException
 STOP_SIGNALS = entry.STOP_SIGNALS
 #: The line of a node stopped before it took any input.
 STOPPED_WHILE_STARTING = "stopped while starting"
+#: The exit code of a node whose last checkpoint could not be written: what it learned is lost.
+LOST_STATE = 3
 #: Seconds the spin loop waits for work before it looks at the stop flag again.
 POLL_S = 0.1
 
@@ -117,8 +127,14 @@ class LearningNode(RefusableNode, Protocol):
     def take_input(self) -> None:
         """Subscribe to the input (or start ticking); called once, in the executor's thread."""
 
-    def save_checkpoint(self) -> None:
-        """Write the learner's checkpoint now, if it has one; a failure is logged, the previous file kept."""
+    def save_checkpoint(self, *, last: bool = False) -> None:
+        """Write the learner's checkpoint now, if it has one; a failure is logged, the previous file kept.
+
+        ``last``: the save at shutdown, whose failure loses what was learned (see ``lost_on_exit``).
+        """
+
+    def lost_on_exit(self) -> str | None:
+        """Why the learned state is lost (the last checkpoint failed), else None: the exit is then non-zero."""
 
     def refused(self) -> None:
         """Refused after it was built: from now on nothing is written (no checkpoint at shutdown)."""
@@ -151,6 +167,44 @@ def _unknown_ros_arguments(argv: Sequence[str]) -> str:
     return f"unknown ROS argument(s) {unknown} after --ros-args{hint}"
 
 
+#: What rmw_fastrtps compiles in only where Fast DDS was built without DDS-Security (as the PyPI wheels are).
+_NO_SECURITY_MARK = b"doesn't have the security libraries"
+
+
+def _library(name: str) -> pathlib.Path | None:
+    """Where ROS loads shared library ``name`` from: the environment's lib, LD_LIBRARY_PATH, the ament prefixes."""
+    folders = [pathlib.Path(sys.prefix) / "lib"]
+    folders += [pathlib.Path(f) for f in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if f]
+    folders += [pathlib.Path(f) / "lib" for f in os.environ.get("AMENT_PREFIX_PATH", "").split(os.pathsep) if f]
+    return next((folder / name for folder in folders if (folder / name).is_file()), None)
+
+
+def security_refusal(environ: dict[str, str] | None = None) -> str | None:
+    """Why a node asked for DDS-Security (``ROS_SECURITY_ENABLE=true``) cannot have it, else None.
+
+    Fast DDS as the PyPI wheels build it has no security plugins: with a keystore, creating the node
+    fails deep in rcl (a 27-line RCLError traceback); without one, rcl's default ``Permissive``
+    strategy runs it unsecured without a word. Either way a node that was asked to be secure is not.
+
+    Args:
+      environ: the environment (``os.environ`` when None).
+    """
+    env = os.environ if environ is None else environ
+    if env.get("ROS_SECURITY_ENABLE", "").strip().lower() != "true":
+        return None
+    rmw = env.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp"  # Kilted's default
+    if not rmw.startswith("rmw_fastrtps"):
+        return None  # another middleware: rcl says what it lacks (see _run)
+    library = _library("librmw_fastrtps_shared_cpp.so")
+    if library is None or _NO_SECURITY_MARK not in library.read_bytes():
+        return None
+    return (
+        f"ROS_SECURITY_ENABLE=true, but this middleware ({rmw}, with the Fast DDS of the PyPI wheels, "
+        f"{library.parent}) has no DDS-Security, so the node could not be secure; unset ROS_SECURITY_ENABLE, "
+        "or run on a ROS 2 install whose Fast DDS has it (the distribution's apt packages): docs/security.md"
+    )
+
+
 def _rcl_message(exc: Exception) -> str:
     # rcl appends source locations (", at /project/src/parser.c:271"): not for users.
     return re.sub(r",? at \S+:\d+", "", str(exc)).strip()
@@ -174,20 +228,20 @@ def run_node(
         below); False returns the code instead and restores the signal handlers.
 
     Returns:
-      The exit code: 0 after a signal or a normal end, ``until``'s code, or 1 if the node
-      refused to start. With ``exit_process`` (a node's ``main``) the process exits with it
-      instead, skipping Python's finalization: its last garbage collection walks every object
-      torch, numpy and rclpy made, seconds on a busy machine, which would put the exit past the
-      5 s `ros2 launch` waits before SIGTERM. Nothing is left to finalize by then: the
-      checkpoint is written, the node destroyed and rcl's logging flushed.
+      The exit code: 0 after a signal or a normal end, ``until``'s code, 1 if the node refused to start, or
+      :data:`LOST_STATE` (3) if its last checkpoint could not be written (a full disk, a read-only folder: one
+      line says so and what is lost). With ``exit_process`` (a node's ``main``) the process exits with it instead,
+      skipping Python's finalization: its last garbage collection walks every object torch, numpy and rclpy made,
+      seconds on a busy machine, which would put the exit past the 5 s `ros2 launch` waits before SIGTERM. Nothing
+      is left to finalize by then: the checkpoint is written, the node destroyed and rcl's logging flushed.
     """
     argv = list(sys.argv if args is None else args)
-    name = _node_name(make)
+    name = entry.starting() or _node_name(make)  # the executable's name (reflex), not its module's (node)
     stop = threading.Event()
     previous = {sig: signal.getsignal(sig) for sig in STOP_SIGNALS}
     if not exit_process:  # in a process that goes on: a signal only ever sets the flag
         for sig in STOP_SIGNALS:
-            signal.signal(sig, lambda *_: stop.set())
+            signal.signal(sig, _setter(stop))
     elif not entry.starting():
         entry.stop_while_starting(name)  # main() called without entry: rclpy's start is guarded too
     try:
@@ -197,14 +251,19 @@ def run_node(
             # A Ctrl-C pressed again while the process ends is ignored, not a KeyboardInterrupt.
             signal.signal(sig, signal.SIG_IGN if exit_process else handler)
     if exit_process:
-        sys.stdout.flush()
-        sys.stderr.flush()
+        with contextlib.suppress(OSError):  # a reader gone (`ros2 launch` killed) must not change the exit
+            sys.stdout.flush()
+        with contextlib.suppress(OSError):
+            sys.stderr.flush()
         ctypes.CDLL(None).fflush(None)  # C stdio too (rcutils' console output)
         os._exit(code)
     return code
 
 
 def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watch: bool) -> int:
+    if (insecure := security_refusal()) is not None:
+        _fatal(name, insecure)
+        return 1
     try:
         _check_params_files(argv)
         _init(argv, name=name)
@@ -219,7 +278,7 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
         return 1
     # From here on ROS holds what a clean stop releases (a driver's torque, a checkpoint): a signal sets a flag.
     for sig in STOP_SIGNALS:
-        signal.signal(sig, lambda *_: stop.set())
+        signal.signal(sig, _setter(stop))
     stall = StallWatch(name, stop) if watch else None  # a process of its own: the middleware cannot hold it
     entry.started()
     learning = is_learning_node(make)
@@ -242,9 +301,18 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
                 node.refused()  # built, but refused: its shutdown must leave its files as they were
             node.destroy_node()
             raise Refused(message)
+        for line in unapplied_sections(node, argv):
+            node.get_logger().warning(line)
     except (*REFUSED, Refused) as exc:
         _fatal(name, str(exc))
         rclpy.try_shutdown()  # also destroys a half-built node: its destroy_node must cope
+        return 1
+    except rclpy_implementation.RCLError as exc:
+        if os.environ.get("ROS_SECURITY_ENABLE", "").strip().lower() != "true":
+            raise  # not a setting of the user's: a bug keeps its traceback
+        # Another middleware's or keystore's refusal of the security settings, in rcl's words.
+        _fatal(name, f"ROS_SECURITY_ENABLE=true, and the middleware refused: {' '.join(_rcl_message(exc).split())}")
+        rclpy.try_shutdown()
         return 1
 
     executor = SingleThreadedExecutor()
@@ -253,11 +321,15 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
     ready = not stop.is_set()  # a signal while the node was built: it stops before taking anything
     warming = _WarmUp(node) if learning and ready else None
     held = _loop_watch(name) if watch else None
+    outlive = entry.outlived()
+    stopped_at = None
     try:
-        while not stop.is_set():
+        while not stop.is_set() or _still_outliving(outlive, stopped_at):
+            if stop.is_set() and stopped_at is None:
+                stopped_at = time.monotonic()  # it keeps its callbacks (a filter: filtering) meanwhile
             if held is not None:
                 held.beat()
-            executor.spin_once(timeout_sec=POLL_S)
+            executor.spin_once(timeout_sec=POLL_S if stopped_at is None else 0.005)
             try:
                 if warming is not None and warming.finished():
                     warming = None
@@ -278,6 +350,8 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
         executor.shutdown()
         node.destroy_node()
         rclpy.try_shutdown()
+        if code == 0 and isinstance(node, LearningNode) and node.lost_on_exit() is not None:
+            code = LOST_STATE  # its one line is logged by the failed save
         if stall is not None:
             stall.finished()
         if held is not None and (where := held.close()) is not None:
@@ -286,6 +360,33 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
                 f"{shutdown_watch.STOPPING_HELD_S:g} s stopping): every thread's stack then is in {where}\n"
             )
     return code
+
+
+def _still_outliving(outlive: tuple[str, ...], stopped_at: float | None) -> bool:
+    """Whether a stopping node still waits for the nodes it must outlive (entry.OUTLIVE_ENV), within entry.OUTLIVE_S."""
+    if not outlive:
+        return False
+    if stopped_at is not None and time.monotonic() - stopped_at > entry.OUTLIVE_S:
+        return False
+    return bool(entry.outlived_running(outlive))
+
+
+def _setter(stop: threading.Event) -> Callable[..., None]:
+    """A signal handler that sets ``stop`` once, and returns at once on every later signal.
+
+    ``Event.set`` takes a lock: a second signal landing inside the first handler's ``set`` (SIGTERM
+    from a parent's end, then launch's SIGINT, within microseconds) would wait for that lock in the
+    same thread forever. A later one only needs to see that the stop is under way.
+    """
+    started = []
+
+    def handler(*_) -> None:
+        if started:
+            return
+        started.append(True)
+        stop.set()
+
+    return handler
 
 
 def _loop_watch(name: str) -> LoopWatch | None:

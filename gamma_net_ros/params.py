@@ -21,6 +21,7 @@ to a file giving ``max_gap: 1.0`` ran with 1.0), so they are refused by name ins
 from __future__ import annotations
 
 import pathlib
+import re
 from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple, TypeVar
 
@@ -314,3 +315,43 @@ def mistyped_overrides(node: Node, argv: Sequence[str]) -> list[str]:
             f"parameter {key} must be {expected}; got {_shown(value)} ({_TYPE_WORDS[given]}) in -p {assignment}"
         )
     return problems
+
+
+def section_applies(section: str, node_fqn: str) -> bool:
+    """Whether a params file's section reaches the node whose fully qualified name is ``node_fqn``, as rcl matches.
+
+    A section without a leading ``/`` is taken from the root (``predictor`` is ``/predictor``, which a
+    node in a namespace never is); ``*`` stands for one name, ``/**`` for any number of them.
+    """
+    pattern = "/" + str(section).lstrip("/")
+    regex = re.escape(pattern).replace(r"/\*\*", "(?:/[^/]+)*").replace(r"/\*", "/[^/]+")
+    return re.fullmatch(regex, node_fqn) is not None
+
+
+def unapplied_sections(node: Node, argv: Sequence[str]) -> list[str]:
+    """One warning line per params file that gives ``node`` nothing, or a section meant for it that misses.
+
+    rcl ignores a section whose name does not match the node's fully qualified name without a word:
+    ``predictor:`` for a node started in a namespace, ``/robot/predictor:`` for one outside it. Sections
+    for other nodes of a shared file are not reported, only those named after this node, and a file
+    none of whose sections applies.
+    """
+    fqn = node.get_fully_qualified_name()
+    lines = []
+    for path in ros_arguments(argv).files:
+        sections = [str(s) for s in read_params_file(path)]
+        if not sections:
+            continue
+        applied = [s for s in sections if section_applies(s, fqn)]
+        missed = [s for s in sections if s not in applied and s.rstrip("/").rsplit("/", 1)[-1] == node.get_name()]
+        for section in missed:
+            lines.append(
+                f"parameter file {path}: section {section!r} does not apply to this node, {fqn} (a section "
+                f"matches the full name; {fqn!r} or '/**/{node.get_name()}' would): its values are ignored"
+            )
+        if not applied and not missed:
+            lines.append(
+                f"parameter file {path} has no section for this node, {fqn} (its sections: {sections}): "
+                "none of its values are used"
+            )
+    return lines

@@ -187,6 +187,8 @@ class Predictor(CheckpointHooks, Node):
         skips = self.online.skips.as_dict()
         total = sum(skips.values())
         values = {
+            "received": self.taken,  # joint_states messages handed to the node
+            "processed": self.online.accepted,  # of those, learned from (or predicted on, learn off)
             "accepted": self.online.accepted,
             "skipped": total,
             "updates": self.online.update_count,

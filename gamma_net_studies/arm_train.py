@@ -247,13 +247,7 @@ def run(args: argparse.Namespace) -> Report:
     from gamma_net_core.data.bags import read_joint_states
     from gamma_net_core.data.joints import DEFAULT_MAX_GAP
 
-    check_range("--seeds", args.seeds, low=1)
-    check_range("--seed", args.seed, low=0)
-    check_range("--workers", args.workers, low=1)
-    check_range("--tail-steps", args.tail_steps, low=0)
-    check_range("--window-s", args.window_s, above=0.0)
-    check_range("--circuits", args.circuits, low=1)
-    check_range("--sim-seed", args.sim_seed, low=0)
+    _check_ranges(args)
     params = pathlib.Path(args.params) if args.params else config_file("arm")
     check(params.is_file(), f"no parameter file {params}: pass --params")
     out = output_dir("--out", args.out)
@@ -302,22 +296,9 @@ def run(args: argparse.Namespace) -> Report:
     study = run_study(
         data, settings, seeds=args.seeds, workers=workers, checkpoint=checkpoint, progress=not args.no_progress
     )
-    gaps = np.diff(read.stamps)
-    recording = {
-        "messages": read.messages,
-        "usable samples": int(read.stamps.shape[0]),
-        "episodes": read.episodes,
-        "transitions (steps)": data.steps,
-        "scored steps": data.steps - tail,
-        "duration (s)": float(read.stamps[-1] - read.stamps[0]),
-        "median period (s)": period,
-        "largest gap (s)": float(gaps.max()),
-        "cumulant mean": float(data.cumulants.mean()),
-        "cumulant max": float(data.cumulants.max()),
-    }
     extra = {
         "source": {**source, "topic": args.topic, "clock": args.clock, "params": _shown(params)},
-        "recording": recording,
+        "recording": _recording(read, data, tail, period),
         "skips": read.skips,
         "joints": joints,
         "workers": workers,
@@ -337,3 +318,29 @@ def run(args: argparse.Namespace) -> Report:
         "train_seconds_per_seed_max": float(max(timing["by_seed"]["train"])),
     }
     return Report(tables=tables, files=files, data=data_out)
+
+
+def _check_ranges(args: argparse.Namespace) -> None:
+    check_range("--seeds", args.seeds, low=1)
+    check_range("--seed", args.seed, low=0)
+    check_range("--workers", args.workers, low=1)
+    check_range("--tail-steps", args.tail_steps, low=0)
+    check_range("--window-s", args.window_s, above=0.0)
+    check_range("--circuits", args.circuits, low=1)
+    check_range("--sim-seed", args.sim_seed, low=0)
+
+
+def _recording(read, data, tail: int, period: float) -> dict:
+    """What the study learned from: the bag's messages, samples, episodes and steps."""
+    return {
+        "messages": read.messages,
+        "usable samples": int(read.stamps.shape[0]),
+        "episodes": read.episodes,
+        "transitions (steps)": data.steps,
+        "scored steps": data.steps - tail,
+        "duration (s)": float(read.stamps[-1] - read.stamps[0]),
+        "median period (s)": period,
+        "largest gap (s)": float(np.diff(read.stamps).max()),
+        "cumulant mean": float(data.cumulants.mean()),
+        "cumulant max": float(data.cumulants.max()),
+    }

@@ -228,18 +228,7 @@ def run_condition(
     if learner is None and any(r.source == "prediction" for r in rules):
         raise ValueError("a prediction rule needs a learner")
     arm_config, joystick = settings["arm"], settings["joystick"]
-    maze = MazePath.from_config(settings["maze"])
-    kinematics = ArmKinematics.from_config(arm_config)
-    start = kinematics.inverse(maze.point_at(0.0))
-    arm = SimulatedArm(arm_config, position=start, obstacles={joint: obstacle})
-    operator = Operator(
-        maze=maze,
-        kinematics=kinematics,
-        joystick=joystick,
-        config=settings["operator"],
-        rng=np.random.default_rng(seed),
-    )
-    tracker = ProgressTracker(maze, arm.tool)
+    maze, arm, operator, tracker = _at_the_start(settings, {joint: obstacle}, seed)
     reflex = ReflexState(rule_set) if rule_set is not None else None
     q_index = [spec.names.index(r.question) for r in rules]
     plotted = next((i for i, r in enumerate(rules) if r.source == "prediction"), None)
@@ -268,12 +257,10 @@ def run_condition(
                 reflex.observe(i, value, now)
             reflex.decide(now)
             command = reflex.apply(names, command)
-        trace["t"].append(now)
-        trace["position"].append(float(position[joint]))
-        trace["effort"].append(float(effort[joint]))
-        trace["prediction"].append(values[plotted] if plotted is not None else np.nan)
-        trace["command"].append(float(command[joint]))
-        trace["on"].append(bool(reflex is not None and reflex.status[0].on))
+        on = bool(reflex is not None and reflex.status[0].on)
+        prediction = values[plotted] if plotted is not None else np.nan
+        for key, value in zip(trace, (now, position[joint], effort[joint], prediction, command[joint], on)):
+            trace[key].append(value if key == "on" else float(value))
         arm.command_velocity(command)
         arm.step(dt)
         tracker.update(arm.tool)
@@ -289,6 +276,21 @@ def run_condition(
     if mark_s is not None:
         result["contact_s_at_mark"] = contact.contact_s if contact_at_mark is None else contact_at_mark
     return result, {k: np.asarray(v) for k, v in trace.items()}
+
+
+def _at_the_start(settings: dict, obstacles: dict, seed: int):
+    """The maze, the arm at its start with ``obstacles``, the operator (seeded) and the progress tracker."""
+    maze = MazePath.from_config(settings["maze"])
+    kinematics = ArmKinematics.from_config(settings["arm"])
+    arm = SimulatedArm(settings["arm"], position=kinematics.inverse(maze.point_at(0.0)), obstacles=obstacles)
+    operator = Operator(
+        maze=maze,
+        kinematics=kinematics,
+        joystick=settings["joystick"],
+        config=settings["operator"],
+        rng=np.random.default_rng(seed),
+    )
+    return maze, arm, operator, ProgressTracker(maze, arm.tool)
 
 
 def _report(results: dict, args: argparse.Namespace, figure: pathlib.Path) -> Report:

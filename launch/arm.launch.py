@@ -18,10 +18,17 @@ from launch.conditions import IfCondition
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import end_the_launch_with, refuse_bad_arguments
+from gamma_net_ros.launch_checks import (
+    BLOCKED_START,
+    end_the_launch_with,
+    node_env,
+    refuse_bad_arguments,
+    take_stop_signals,
+)
 
 
 def generate_launch_description():
+    take_stop_signals()  # a stop while ros2cli started waited for launch's handlers
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
     params = LaunchConfiguration("params_file")
     dynamixel_params = LaunchConfiguration("dynamixel_params_file")
@@ -52,6 +59,10 @@ def generate_launch_description():
                 executable="dynamixel_driver",
                 name="dynamixel_driver",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/dynamixel_driver"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="dynamixel_driver",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[dynamixel_params, {"port": LaunchConfiguration("port")}],
                 output="screen",
                 # Without its driver the rest only does harm: a second launch on a port already
@@ -64,6 +75,10 @@ def generate_launch_description():
                 executable="teleop",
                 name="teleop",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/teleop"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="teleop",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[params],
                 output="screen",
             ),
@@ -72,6 +87,10 @@ def generate_launch_description():
                 executable="predictor",
                 name="predictor",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/predictor"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="predictor",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[params],
                 output="screen",
             ),
@@ -80,6 +99,7 @@ def generate_launch_description():
                 executable="joy_node",
                 name="joy",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/joy"],  # docs/security.md
                 condition=IfCondition(LaunchConfiguration("joy")),
             ),
             Node(
@@ -87,6 +107,10 @@ def generate_launch_description():
                 executable="operator",
                 name="operator",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/arm/operator"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="operator",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[params],
                 condition=IfCondition(LaunchConfiguration("scripted_operator")),
             ),

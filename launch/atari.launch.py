@@ -18,10 +18,11 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import refuse_bad_arguments
+from gamma_net_ros.launch_checks import BLOCKED_START, node_env, refuse_bad_arguments, take_stop_signals
 
 
 def generate_launch_description():
+    take_stop_signals()  # a stop while ros2cli started waited for launch's handlers
     default_params = os.path.join(get_package_share_directory("gamma_net_ros"), "config", "atari.yaml")
     arguments = [
         DeclareLaunchArgument("params_file", default_value=default_params, description="YAML parameter file"),
@@ -50,6 +51,10 @@ def _nodes(context):
             executable="neural_predictor",
             name="neural_predictor",
             namespace="",
+            ros_arguments=["--enclave", "/gamma_net/atari/neural_predictor"],  # docs/security.md
+            prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+            exec_name="neural_predictor",  # its log label (the prefix would make it "env")
+            additional_env=node_env(),  # it stops with this launch, however that ends
             parameters=[params, overrides] if overrides else [params],
             output="screen",
         ),
@@ -58,6 +63,10 @@ def _nodes(context):
             executable="ale_bridge",
             name="ale_bridge",
             namespace="",
+            ros_arguments=["--enclave", "/gamma_net/atari/ale_bridge"],  # docs/security.md
+            prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+            exec_name="ale_bridge",  # its log label (the prefix would make it "env")
+            additional_env=node_env(),  # it stops with this launch, however that ends
             parameters=[params, {"shard_dir": LaunchConfiguration("shard_dir")}],
             output="screen",
         ),

@@ -26,10 +26,11 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import LaunchRefused, refuse_bad_arguments
+from gamma_net_ros.launch_checks import BLOCKED_START, LaunchRefused, node_env, refuse_bad_arguments, take_stop_signals
 
 
 def generate_launch_description():
+    take_stop_signals()  # a stop while ros2cli started waited for launch's handlers
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
     arguments = [
         DeclareLaunchArgument(
@@ -93,6 +94,10 @@ def _horde(name: str, share: str, checkpoint: str) -> Node:
         executable="horde",
         name=name,
         namespace="",
+        ros_arguments=["--enclave", "/gamma_net/horde/horde"],  # docs/security.md
+        prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+        exec_name="horde",  # its log label (the prefix would make it "env")
+        additional_env=node_env(),  # it stops with this launch, however that ends
         parameters=[
             {
                 "questions_file": LaunchConfiguration("questions_file"),

@@ -17,10 +17,11 @@ from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import refuse_bad_arguments
+from gamma_net_ros.launch_checks import BLOCKED_START, node_env, refuse_bad_arguments, take_stop_signals
 
 
 def generate_launch_description():
+    take_stop_signals()  # a stop while ros2cli started waited for launch's handlers
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
     arguments = [
         DeclareLaunchArgument(
@@ -42,6 +43,10 @@ def generate_launch_description():
                 executable="predictor",
                 name="predictor",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/playback/predictor"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="predictor",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[
                     LaunchConfiguration("params_file"),
                     {"checkpoint_path": LaunchConfiguration("checkpoint_path"), "stamp_source": "header"},

@@ -38,7 +38,15 @@ from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 from launch_ros.parameter_descriptions import ParameterValue
 
-from gamma_net_ros.launch_checks import LaunchRefused, end_the_launch_with, refuse_bad_arguments
+from gamma_net_ros.entry import OUTLIVE_ENV
+from gamma_net_ros.launch_checks import (
+    BLOCKED_START,
+    LaunchRefused,
+    end_the_launch_with,
+    node_env,
+    refuse_bad_arguments,
+    take_stop_signals,
+)
 
 #: The emulated servos' ids, in joint order (config/dynamixel.yaml's ids).
 SERVO_IDS = ("1", "2")
@@ -92,6 +100,7 @@ def _emulator_ended(event, context):
 
 
 def generate_launch_description():
+    take_stop_signals()  # a stop while ros2cli started waited for launch's handlers
     config = os.path.join(get_package_share_directory("gamma_net_ros"), "config")
     arm = os.path.join(config, "arm.yaml")
     reflex = os.path.join(config, "reflex.yaml")
@@ -183,6 +192,10 @@ def generate_launch_description():
                 executable="dynamixel_driver",
                 name="dynamixel_driver",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/dynamixel_driver"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="dynamixel_driver",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[
                     os.path.join(config, "dynamixel.yaml"),
                     {"port": port, "rate_hz": ParameterValue(LaunchConfiguration("driver_rate_hz"), value_type=float)},
@@ -195,6 +208,10 @@ def generate_launch_description():
                 executable="teleop",
                 name="teleop",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/teleop"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="teleop",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[arm],
                 remappings=[("joint_commands", "joint_commands_in")],
                 output="screen",
@@ -204,6 +221,10 @@ def generate_launch_description():
                 executable="operator",
                 name="operator",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/operator"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="operator",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[
                     arm,
                     reflex,
@@ -224,6 +245,10 @@ def generate_launch_description():
                 executable="horde",
                 name="horde",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/horde"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="horde",  # its log label (the prefix would make it "env")
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 parameters=[
                     {
                         "questions_file": LaunchConfiguration("questions_file"),
@@ -239,6 +264,12 @@ def generate_launch_description():
                 executable="reflex",
                 name="reflex",
                 namespace="",
+                ros_arguments=["--enclave", "/gamma_net/reflex/reflex"],  # docs/security.md
+                prefix=BLOCKED_START,  # a stop while it starts waits for its handlers
+                exec_name="reflex",  # its log label (the prefix would make it "env")
+                # Stopping, it keeps filtering until the operator and teleop have ended (4 s at most):
+                # nothing steers the arm once the reflex is gone (gamma_net_ros.entry.OUTLIVE_ENV).
+                additional_env=node_env(**{OUTLIVE_ENV: "operator,teleop"}),
                 parameters=[
                     reflex,
                     {

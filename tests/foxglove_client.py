@@ -2,7 +2,8 @@
 
 foxglove-sdk's server (0.30) accepts the protocol's v1 messages only under the subprotocol name
 ``foxglove.sdk.v1`` and answers a handshake offering only ``foxglove.websocket.v1`` with HTTP 400
-("Missing expected sec-websocket-protocol header"); the client offers both, the SDK's first.
+("Missing expected sec-websocket-protocol header"); the live view's gate accepts either
+(gamma_net_ros.live_gate). The client offers both, the SDK's first.
 
 Only what a viewer does: connect with the protocol's subprotocol, read ``serverInfo`` and the
 ``advertise``d channels, ``subscribe`` to channels, and decode the binary ``messageData`` frames

@@ -127,6 +127,7 @@ def test_the_study_on_a_tiny_bag_scores_its_transitions(tmp_path, capsys):
     assert "leave none to score after the last 500 (--tail-steps)" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_short_study_writes_table_figures_json_and_a_resumable_checkpoint(tmp_path, short_bag, capsys):
     out = tmp_path / "out"
     report = tmp_path / "report.json"
@@ -228,6 +229,7 @@ def test_checkpoint_predicts_what_the_trained_net_predicted(tmp_path, short_bag)
         node_side(settings.learner)
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_numbers_of_one(short_bag):
     read = read_joint_states(short_bag, joints=JointsConfig())
     data = study.transitions(read.stamps[:600], read.inputs[:600], read.cumulants[:600])
@@ -269,6 +271,7 @@ def test_bad_paths_and_topics_are_clear_cli_errors(tmp_path, short_bag, capsys):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow
 def test_without_a_bag_it_simulates_one_and_refuses_to_overwrite_it(tmp_path, capsys):
     out = tmp_path / "sim"
     argv = ["arm", "train", "--out", str(out), "--circuits", "2", "--seeds", "1", "--workers", "1"]

@@ -208,6 +208,7 @@ def test_import_dopamine_refuses_a_data_file_with_one_flipped_bit(tmp_path, caps
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_import_dopamine_turns_a_checkpoint_into_the_same_network(tmp_path, frames, capsys):
     variables = dopamine_variables("rainbow", seed=5)
     (tmp_path / "ckpt").mkdir()

@@ -132,6 +132,7 @@ def test_default_horizon_is_where_the_largest_probe_gamma_weighs_below_1e_4():
     assert default_horizon([1, 10]) == 88
 
 
+@pytest.mark.slow
 def test_local_processes_and_ray_give_the_same_returns(points_file, tmp_path):
     ray = pytest.importorskip("ray")
     points = EvaluationPoints.load(points_file)

@@ -107,6 +107,7 @@ def test_record_command_and_resuming_with_other_settings(tmp_path, capsys):
     assert "close matches: centipede" in capsys.readouterr().err
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("damage", ["last shard truncated", "first shard gone"])
 def test_continuing_a_minatar_recording_with_a_broken_shard_is_refused_in_one_line(tmp_path, damage):
     """`gamma-net atari record` as a user runs it: refused, exit 1, one line naming the shard; nothing written."""

@@ -211,7 +211,7 @@ def test_the_interpolation_comparison_is_scored_between_the_probes():
 
 
 def test_each_series_changes_one_setting_of_the_reference():
-    reference = NeuralConfig(seed=7)
+    reference = NeuralConfig.paper(seed=7)
     study.check_reference(reference)
     for name in study.SERIES:
         config = study.series_config(reference, name, 2)
@@ -230,7 +230,7 @@ def test_each_series_changes_one_setting_of_the_reference():
     with pytest.raises(ValueError, match="unknown series \\['direkt'\\]; known: reference"):
         study.parse_series("reference,direkt")
     with pytest.raises(ValueError, match="the study's reference must be the paper's"):
-        study.check_reference(NeuralConfig(embedding="l_embed"))
+        study.check_reference(NeuralConfig.paper(embedding="l_embed"))
 
 
 def test_evaluation_schedule():
@@ -257,6 +257,7 @@ def train_argv(data, out, *extra):
             "--seeds", "2", "--eval-every", "40", "--workers", "0", "--no-progress", *TINY, *extra]  # fmt: skip
 
 
+@pytest.mark.slow
 def test_train_and_evaluate_end_to_end(data, tmp_path, capsys):
     run = tmp_path / "run"
     series = "reference,probes,l_embed,input_gamma"
@@ -330,6 +331,7 @@ def test_train_and_evaluate_end_to_end(data, tmp_path, capsys):
     )
 
 
+@pytest.mark.slow
 def test_runs_give_the_same_predictions_in_worker_processes(data, tmp_path):
     argv = [*train_argv(data, tmp_path / "here", "--series", "reference"), "--seeds", "1"]
     assert main(argv) == 0
@@ -341,6 +343,7 @@ def test_runs_give_the_same_predictions_in_worker_processes(data, tmp_path):
     np.testing.assert_array_equal(here.losses, there.losses)
 
 
+@pytest.mark.slow
 def test_runs_give_the_same_predictions_on_ray(data, tmp_path):
     ray = pytest.importorskip("ray")
     argv = [*train_argv(data, tmp_path / "here", "--series", "reference"), "--seeds", "1"]
@@ -357,6 +360,7 @@ def test_runs_give_the_same_predictions_on_ray(data, tmp_path):
     np.testing.assert_array_equal(here.losses, there.losses)
 
 
+@pytest.mark.slow
 def test_ensembles_train_the_runs_a_one_by_one_study_trains(data, tmp_path, capsys):
     """--ensemble 3: any series mix in an ensemble, runs of one shape packed together: reference 0, 1 and
     unscaled 0 (one stacked group); unscaled 1 with the probes' two seeds (two groups); input_gamma's two seeds.
@@ -543,6 +547,7 @@ def test_a_corrupt_shard_is_refused_before_the_study_folder_is_made(data, tmp_pa
     assert not out.exists()
 
 
+@pytest.mark.slow
 def test_ensembles_on_ray_give_what_local_processes_give(data, tmp_path):
     ray = pytest.importorskip("ray")
     cli = main

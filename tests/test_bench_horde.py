@@ -5,9 +5,11 @@ from __future__ import annotations
 import json
 import subprocess
 
+import pytest
 from waiting import bound
 
 
+@pytest.mark.slow
 def test_bench_horde_reports_both_learners_and_the_goals(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
@@ -23,6 +25,7 @@ def test_bench_horde_reports_both_learners_and_the_goals(tmp_path):
     assert data["horde_steps_per_s"] > 0 and data["loop_steps_per_s"] > 0 and data["horde_plain_steps_per_s"] > 0
 
 
+@pytest.mark.slow
 def test_bench_horde_times_td_lambda_beside_td0(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(
@@ -68,6 +71,7 @@ def test_the_cost_model_counts_each_distinct_row_once_and_every_access_apart():
     assert cost["flops"] == 10 * (3 * 2 * 4 + 3 * 4 + 8 * 2)
 
 
+@pytest.mark.slow
 def test_bench_horde_cost_model_reports_the_limit_and_the_measured_fraction(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(

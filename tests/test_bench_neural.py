@@ -8,11 +8,13 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 from waiting import bound
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 
+@pytest.mark.slow
 def test_bench_script_reports_learner_and_replay(tmp_path):
     out = tmp_path / "bench.json"
     args = ["--tiny", "--updates", "2", "--repeats", "1", "--replay-batches", "5", "--threads", "1", "--json", str(out),

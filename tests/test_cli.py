@@ -45,6 +45,7 @@ def test_bad_timescale_is_a_clear_error(argv, needle, capsys):
     assert needle in capsys.readouterr().err
 
 
+@pytest.mark.slow
 def test_square_wave_with_only_a_small_steps_averages_its_last_tenth(tmp_path):
     out = tmp_path / "sw"
     argv = ["square-wave", "--steps", "400", "--runs", "1", "--workers", "1", "--no-progress", "--out", str(out)]

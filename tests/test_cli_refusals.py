@@ -219,6 +219,7 @@ def workspace(tmp_path) -> dict[str, pathlib.Path]:
     }
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("argv, code, needle, missing", [c[1:] for c in CASES], ids=[c[0] for c in CASES])
 def test_bad_input_is_refused_in_one_line_and_changes_nothing(workspace, argv, code, needle, missing):
     names = {k: str(v) for k, v in workspace.items()}

@@ -60,6 +60,7 @@ def test_the_step_size_and_sampling_defaults():
     assert (TimescaleSampling().n_gamma, TimescaleSampling().n_tau) == (1, 29)
 
 
+@pytest.mark.slow
 def test_the_defaults_learn_every_timescale_of_a_walk_the_old_ones_do_not():
     """The 19-state random walk of the zoo, 30,000 steps, the arm's coder: at the old defaults (alpha 0.1, Gamma_t
     2 + 2 + 2, the bias of f) the error over tau 1-100 reached 3.6 (mean of three seeds; at 0.1 the 6 timescales'

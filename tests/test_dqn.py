@@ -81,6 +81,7 @@ def small_config(**changes) -> DQNConfig:
     return DQNConfig(**{**settings, **changes})
 
 
+@pytest.mark.slow
 def test_q_values_learn_the_reward(tmp_path):
     """Value propagates from reward: with rewards, mean max Q climbs; with rewards clipped to 0, it does not."""
 
@@ -102,6 +103,7 @@ def test_q_values_learn_the_reward(tmp_path):
     assert after > 0.8 and after > 5 * abs(after_0)
 
 
+@pytest.mark.slow
 def test_resumed_training_makes_the_same_updates(tmp_path):
     env = AtariConfig(max_episode_steps=30)  # several episodes and cuts within the run
     config = small_config(update_period=2, batch_size=8, learning_starts=40, target_update_period=20)

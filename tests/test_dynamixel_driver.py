@@ -142,16 +142,6 @@ def test_position_commands_are_followed_within_the_limits(emulator, executor, sp
     np.testing.assert_allclose(servo_state(client, "goal_position"), [0.2, 2.9], atol=ct.RAD_PER_TICK)
 
 
-def test_velocity_goals_stop_when_commands_stop(emulator, executor, spin):
-    port, client = emulator
-    listener = Listener(executor)
-    driver = start_driver(executor, port, command_timeout_s=0.3)
-    listener.command(spin, executor, name=["shoulder"], velocity=[-0.5])
-    assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] < -0.4, timeout=5)
-    assert spin(executor, lambda: servo_state(client, "goal_velocity")[0] == 0.0, timeout=5)
-    assert driver.goals.timeouts == 1
-
-
 def test_under_faults_it_keeps_publishing_counts_and_never_publishes_a_damaged_value(emulator, executor, spin):
     from diagnostic_msgs.msg import DiagnosticStatus
 

@@ -36,7 +36,7 @@ def guide_files() -> dict[str, str]:
 def extension(tmp_path, monkeypatch):
     """The page's module and questions file in ``tmp_path``, the module importable; unregistered after."""
     files = guide_files()
-    assert set(files) == {"my_signals.py", "questions.yaml"}
+    assert set(files) == {"my_signals.py", "my_forms.py", "questions.yaml"}
     for name, text in files.items():
         (tmp_path / name).write_text(text)
     monkeypatch.syspath_prepend(str(tmp_path))
@@ -72,7 +72,7 @@ def test_the_guides_transform_and_readout_work_through_its_questions_file(extens
         ideal_discount(readout, t, rate_hz=spec.rate_hz, tau_max=spec.timescales.tau_max),
     )
     assert gammas[0] == pytest.approx(1 - 1 / 30)
-    for step in range(200):  # a constant cumulant: its average is that constant
+    for step in range(1000):  # a constant cumulant: its average is that constant (learned at the defaults' alpha)
         inputs, cumulants, continuations = row({"/joint_states": joint_state(-0.8 + 0.5 * np.sin(step / 10), 0.2)})
         learner.step(inputs, cumulants, continuations)
     assert learner.readout(inputs, "average_1s")[0] == pytest.approx(0.2, abs=0.05)
@@ -94,3 +94,24 @@ def test_the_guides_entries_refuse_what_they_do_not_take(extension):
         with pytest.raises(ValueError) as err:
             load_questions(extension)
         assert says in str(err.value) and "\n" not in str(err.value), str(err.value)
+
+
+def test_the_guides_command_form_round_trips_and_holds_at_zero(extension):
+    from gamma_net_core.reflex.commands import joint_command
+    from gamma_net_ros.reflex.forms import COMMAND_FORMS, make_form
+
+    assert "float64" not in COMMAND_FORMS
+    try:
+        __import__("my_forms")  # as a questions file's extensions key imports it
+        form = make_form("float64", "velocity", ["wheel"])
+        for speed in (0.0, 0.35, -2.5):
+            message = form.write(joint_command(["wheel"], velocity=[[speed]]))
+            assert type(message).__name__ == "Float64" and message.data == speed
+            assert form.read(message).velocity.tolist() == [[speed]] and form.read(message).names == ("wheel",)
+        assert form.holding.fields == ("velocity",)  # a stop holds the wheel at zero velocity
+        with pytest.raises(ValueError, match=r"command_type float64 drives one joint's velocity; got \['a', 'b'\]"):
+            make_form("float64", "velocity", ["a", "b"])
+    finally:
+        sys.modules.pop("my_forms", None)
+        if "float64" in COMMAND_FORMS:
+            COMMAND_FORMS.remove("float64")

@@ -8,6 +8,7 @@ import pathlib
 import subprocess
 import sys
 
+import pytest
 from waiting import bound
 
 REPO = pathlib.Path(__file__).resolve().parent.parent
@@ -40,6 +41,7 @@ def files_in_order(ids: list[str]) -> list[str]:
     return order
 
 
+@pytest.mark.slow
 def test_the_longest_file_comes_first_an_unmeasured_one_before_it_and_one_with_serial_tests_last(tmp_path):
     plain = collected(None, tmp_path)  # no list: collection order
     assert files_in_order(plain) == FILES

@@ -287,6 +287,7 @@ def test_a_learner_on_the_chain_forecasts_its_expected_cumulants():
         assert np.max(np.abs(learned - exact)) < 0.5 * np.max(np.abs(c - exact)), r.name
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("seconds", [1.0, 2.0])
 def test_a_learned_window_readout_is_within_twice_the_value_error_at_its_length(seconds):
     """A Horde learns a ring chain (cumulant 1 + cos, so returns grow with tau) at the readout's gammas and at

@@ -65,6 +65,7 @@ def arm_rows(spec, recording):
         yield inputs, cumulants, continuations
 
 
+@pytest.mark.slow
 def test_the_arms_questions_learn_the_same_on_the_run_kernels():
     """config/horde.yaml (100 tilings hashed into 2,048 + bias, |Gamma_t| = 32, an event question), 3 circuits."""
     spec = load_questions(config_file("horde"))
@@ -92,6 +93,7 @@ def test_the_arms_questions_learn_the_same_on_the_run_kernels():
     assert np.count_nonzero(fast.weights) > 1000  # it learned
 
 
+@pytest.mark.slow
 def test_on_a_chain_both_kernels_reach_the_same_errors_against_exact_values():
     """The 8-state ring: continuing, episodic (the return stops on entering state 0) and a rare cumulant;
     errors at timescales never trained on (OFF_LADDER_TAUS) against V = (I - gamma P B)^-1 P c."""

@@ -88,6 +88,7 @@ def play(learner: HordeLearner, whole_names, steps: int = 120) -> np.ndarray:
     return np.array(out)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(("adaptation", "lam"), [("constant", 0.0), ("autostep", 0.0), ("constant", 0.9)])
 def test_a_split_horde_predicts_each_question_exactly_as_the_whole_horde(adaptation, lam):
     whole_spec = spec(adaptation, lam)

@@ -48,6 +48,7 @@ def test_a_bad_topics_section_is_refused_in_one_line(topics, says):
 ADAPTATIONS = [AdaptationConfig(), AdaptationConfig(method="autostep", meta_step_size=0.01)]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("adaptation", ADAPTATIONS, ids=["constant", "autostep"])
 def test_a_skipped_question_keeps_its_weights_and_restarts_while_the_others_learn_as_ever(adaptation):
     Q, T = 3, 40

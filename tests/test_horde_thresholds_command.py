@@ -87,6 +87,7 @@ def thresholds(*args: str, cwd=None) -> subprocess.CompletedProcess:
 PLANTED = [(0.5, 36), (1.5, 11), (3.5, 1)]  # threshold, lead in ticks
 
 
+@pytest.mark.slow
 def test_the_planted_leads_and_counts_are_found_then_read_again_from_the_checkpoint(planted, tmp_path):
     bag, questions = planted
     out = tmp_path / "out"
@@ -126,6 +127,7 @@ def test_the_planted_leads_and_counts_are_found_then_read_again_from_the_checkpo
     assert not (again / "horde.npz").exists()  # it trained nothing
 
 
+@pytest.mark.slow
 def test_chosen_thresholds_span_the_prediction_and_include_one_that_catches_every_spike(planted, tmp_path):
     bag, questions = planted
     out = tmp_path / "out"
@@ -140,6 +142,7 @@ def test_chosen_thresholds_span_the_prediction_and_include_one_that_catches_ever
     assert any(r["caught"] == CYCLES and r["false_alarms"] == 0 for r in data["rows"]), data["rows"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "says"),
     [
@@ -174,6 +177,7 @@ def test_an_event_on_a_topic_the_bag_lacks_is_one_line(planted, tmp_path):
     assert len(result.stderr.strip().splitlines()) == 1
 
 
+@pytest.mark.slow
 def test_a_checkpoint_of_other_questions_is_refused_and_nothing_written(planted, tmp_path):
     bag, questions = planted
     other = yaml.safe_load(questions.read_text())
@@ -195,6 +199,7 @@ def test_a_checkpoint_of_other_questions_is_refused_and_nothing_written(planted,
     assert "Traceback" not in result.stderr and not out.exists()
 
 
+@pytest.mark.slow
 def test_a_debounce_joins_events_closer_than_min_gap(planted, tmp_path):
     bag, questions = planted
     out = tmp_path / "out"

@@ -123,6 +123,7 @@ def test_signals_are_sampled_on_the_clock_with_stale_ticks_skipped(bag, tmp_path
     assert np.array_equal(held, signals.inputs[:, 0] > 2.3) and held.any() and not held.all()
 
 
+@pytest.mark.slow
 def test_horde_train_scores_every_question_and_saves_a_resumable_learner(bag, tmp_path):
     path = questions(tmp_path)
     out = tmp_path / "out"
@@ -147,6 +148,7 @@ def test_horde_train_scores_every_question_and_saves_a_resumable_learner(bag, tm
     HordeLearner.load(out / "horde.npz", spec=load_questions(path))
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("change", "says"),
     [

@@ -5,16 +5,21 @@ folders never leak into it), installed with `--no-deps` into a new venv whose on
 packages are the core requirements the wheel declares, and then runs `gamma-net arm train`
 and `gamma-net atari train` without `--params`, from a folder that is not the source tree.
 
-Lean by design: installing the core requirements (torch among them) into a new venv takes
-minutes here, so one venv holding just them is built once per requirement set under
-build/test-venvs/ and the fresh venv sees it through a .pth file; the package under test is
-always a new wheel in a new venv.
+A bare `pip install .` must resolve no torch and no nvidia package (an unpinned torch is a CUDA
+build, about 2.5 GB): torch is the `neural` extra. The bare venv runs the linear learners and
+names the extra when asked for the neural one; a venv with the extra runs the Atari study.
+
+Lean by design: installing the requirements into a new venv takes minutes here, so one venv
+holding just the core requirements, and one holding just the neural extra's, is built once per
+requirement set under build/test-venvs/ and the fresh venvs see them through .pth files; the
+package under test is always a new wheel in a new venv.
 """
 
 from __future__ import annotations
 
 import fcntl
 import hashlib
+import json
 import os
 import pathlib
 import re
@@ -66,26 +71,37 @@ def wheel(tmp_path_factory) -> pathlib.Path:
     return found
 
 
-def requirements(wheel: pathlib.Path) -> list[str]:
-    """The wheel's own requirements, extras left out (what `pip install .` installs)."""
+def requirements(wheel: pathlib.Path, extra: str | None = None) -> list[str]:
+    """The wheel's own requirements (what `pip install .` installs), or only those its ``extra`` adds."""
     with zipfile.ZipFile(wheel) as archive:
         metadata = next(n for n in archive.namelist() if n.endswith(".dist-info/METADATA"))
         text = archive.read(metadata).decode()
-    return sorted(
-        line.split(":", 1)[1].strip()
-        for line in text.splitlines()
-        if line.startswith("Requires-Dist:") and "extra ==" not in line
-    )
+    lines = [line.split(":", 1)[1].strip() for line in text.splitlines() if line.startswith("Requires-Dist:")]
+    if extra is None:
+        return sorted(line for line in lines if "extra ==" not in line)
+    return sorted(line.split(";")[0].strip() for line in lines if re.search(rf"extra == .{extra}.", line))
 
 
-def core_dependencies(wheel: pathlib.Path) -> pathlib.Path:
-    """site-packages of a venv holding only the wheel's requirements (pinned by constraints.txt)."""
-    wanted = requirements(wheel)
+def project_name(requirement: str) -> str:
+    """The normalized project name a requirement names (PEP 503): ``torch>=2.6`` -> ``torch``."""
+    return re.sub(r"[-_.]+", "-", re.match(r"[A-Za-z0-9][A-Za-z0-9._-]*", requirement).group()).lower()
+
+
+def is_cuda_package(name: str) -> bool:
+    """torch, or one of the CUDA runtime packages a CUDA torch pulls (nvidia-*, cuda-*, triton)."""
+    name = project_name(name)
+    return name == "torch" or name.startswith(("nvidia-", "cuda-")) or name == "triton"
+
+
+def core_dependencies(wheel: pathlib.Path, extra: str | None = None) -> pathlib.Path:
+    """site-packages of a venv holding only the wheel's requirements, or only its ``extra``'s (pinned by
+    constraints.txt)."""
+    wanted = requirements(wheel, extra)
     constraints = (REPO / "constraints.txt").read_text()
     key = hashlib.sha256(("\n".join(wanted) + constraints + sys.version).encode()).hexdigest()[:12]
-    venv = REPO / "build" / "test-venvs" / f"core-{key}"
+    venv = REPO / "build" / "test-venvs" / f"{extra or 'core'}-{key}"
     venv.parent.mkdir(parents=True, exist_ok=True)
-    with open(venv.parent / f"core-{key}.lock", "w") as lock:
+    with open(venv.parent / f"{extra or 'core'}-{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two sessions at once build it once
         if not (venv / ".complete").is_file():
             run([base_python(), "-m", "venv", "--clear", str(venv)])
@@ -107,24 +123,38 @@ def core_dependencies(wheel: pathlib.Path) -> pathlib.Path:
     return site
 
 
-@pytest.fixture(scope="module")
-def installed(wheel, tmp_path_factory) -> pathlib.Path:
-    """A new venv with the wheel installed and the core requirements beside it."""
-    venv = tmp_path_factory.mktemp("installed") / "venv"
+def install(wheel: pathlib.Path, venv: pathlib.Path, extras: tuple[str, ...] = ()) -> pathlib.Path:
+    """A new venv with the wheel installed and the core requirements (and ``extras``') beside it."""
     run([base_python(), "-m", "venv", "--without-pip", str(venv)])
     (site,) = (venv / "lib").glob("python3*/site-packages")
-    (site / "core_dependencies.pth").write_text(f"{core_dependencies(wheel)}\n")
+    # The extras' first: torch needs a newer setuptools than the one a new venv starts with (the core's).
+    sites = [core_dependencies(wheel, extra) for extra in extras] + [core_dependencies(wheel)]
+    (site / "core_dependencies.pth").write_text("".join(f"{path}\n" for path in sites))
     python = str(venv / "bin" / "python")
-    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", str(wheel)], env=clean_env(venv))
+    named = f"{wheel}[{','.join(extras)}]" if extras else str(wheel)
+    run([python, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", named], env=clean_env(venv))
     run([python, "-m", "pip", "check"], env=clean_env(venv))  # every requirement of the wheel is met
     return venv
+
+
+@pytest.fixture(scope="module")
+def installed(wheel, tmp_path_factory) -> pathlib.Path:
+    """`pip install .`: a new venv with the wheel and its core requirements, no torch."""
+    return install(wheel, tmp_path_factory.mktemp("installed") / "venv")
+
+
+@pytest.fixture(scope="module")
+def installed_neural(wheel, tmp_path_factory) -> pathlib.Path:
+    """`pip install .[neural]`: a new venv with the wheel, its core requirements and torch."""
+    return install(wheel, tmp_path_factory.mktemp("installed_neural") / "venv", ("neural",))
 
 
 def test_the_wheel_holds_the_sources_and_the_ros_package_data_nothing_else(wheel):
     with zipfile.ZipFile(wheel) as archive:
         names = set(archive.namelist())
-    tracked = set(run(["git", "ls-files", "gamma_net_core", "gamma_net_ros"], cwd=REPO).stdout.split())
-    modules = {n for n in names if n.startswith(("gamma_net_core/", "gamma_net_ros/"))}
+    packages = ("gamma_net_core", "gamma_net_ros", "gamma_net_studies")
+    tracked = set(run(["git", "ls-files", *packages], cwd=REPO).stdout.split())
+    modules = {n for n in names if n.startswith(tuple(f"{p}/" for p in packages))}
     assert modules == {n for n in tracked if n.endswith(".py")}  # nothing stale from a build/ folder
     data = {n.split(".data/data/", 1)[1] for n in names if ".data/data/" in n}
     shipped = {f"share/gamma_net_ros/config/{p.name}" for p in (REPO / "config").glob("*.yaml")}
@@ -136,9 +166,36 @@ def test_the_wheel_holds_the_sources_and_the_ros_package_data_nothing_else(wheel
 
 
 def test_torch_floor_has_no_known_weights_only_bypass(wheel):
-    (torch,) = [r for r in requirements(wheel) if re.match(r"torch\b", r)]
-    floor = re.search(r">=\s*(\d+)\.(\d+)", torch)
-    assert floor and (int(floor.group(1)), int(floor.group(2))) >= (2, 6), torch
+    for extra in ("neural", "atari", "minatar"):
+        (torch,) = [r for r in requirements(wheel, extra) if project_name(r) == "torch"]
+        floor = re.search(r">=\s*(\d+)\.(\d+)", torch)
+        assert floor and (int(floor.group(1)), int(floor.group(2))) >= (2, 6), (extra, torch)
+
+
+def test_a_bare_install_requires_no_torch_and_the_neural_extra_does(wheel):
+    """Read off the wheel's metadata, no index needed: a bare `pip install .` asks for no torch (a CUDA build when
+    unpinned) and no nvidia package; `.[neural]` asks for torch."""
+    core = requirements(wheel)
+    assert core and not [r for r in core if is_cuda_package(r)], core
+    assert [project_name(r) for r in requirements(wheel, "neural")] == ["torch"]
+
+
+def test_a_bare_install_resolves_no_cuda_package(wheel, tmp_path):
+    """What pip would install for `pip install .` in a fresh venv, dependencies of dependencies included (a dry
+    run against the configured package index; skipped, not hung, when no index answers)."""
+    report = tmp_path / "report.json"
+    command = [sys.executable, "-m", "pip", "install", "--dry-run", "--ignore-installed", "--quiet"]
+    command += ["--retries", "0", "--timeout", "10", "--report", str(report), str(wheel)]
+    try:
+        result = subprocess.run(command, capture_output=True, text=True, timeout=bound(240))
+    except subprocess.TimeoutExpired:
+        pytest.skip("the package index did not answer within the bound")
+    if result.returncode != 0:
+        reason = (result.stderr.strip().splitlines() or ["no output"])[-1]
+        pytest.skip(f"no package index resolved the requirements here: {reason}")
+    resolved = sorted(item["metadata"]["name"] for item in json.loads(report.read_text())["install"])
+    assert "gamma_net_ros" in resolved and "numba" in resolved, resolved
+    assert not [name for name in resolved if is_cuda_package(name)], resolved
 
 
 def test_pip_install_puts_only_gamma_net_on_the_path(installed):
@@ -152,10 +209,12 @@ def test_pip_install_puts_only_gamma_net_on_the_path(installed):
     assert probe.returncode != 0  # really no ROS in this venv
 
 
-def test_installed_gamma_net_trains_the_arm_and_atari_studies_without_params(installed, tmp_path):
+def test_a_bare_install_trains_the_arm_study_and_names_the_neural_extra(installed, tmp_path):
     env = clean_env(installed)
-    gamma_net = str(installed / "bin" / "gamma-net")
-    # The arm study: simulates its own bag, reads the installed config/arm.yaml.
+    python, gamma_net = str(installed / "bin" / "python"), str(installed / "bin" / "gamma-net")
+    probe = subprocess.run([python, "-c", "import torch"], env=env, capture_output=True, timeout=bound(120))
+    assert probe.returncode != 0  # really no torch in this venv
+    # The arm study (the linear Γ-net): simulates its own bag, reads the installed config/arm.yaml.
     arm = subprocess.run(
         [gamma_net, "arm", "train", "--out", "arm", "--circuits", "1", "--seeds", "1", "--tail-steps", "100"]
         + ["--workers", "1", "--no-progress"],
@@ -163,6 +222,23 @@ def test_installed_gamma_net_trains_the_arm_and_atari_studies_without_params(ins
     )  # fmt: skip
     assert arm.returncode == 0, arm.stdout + arm.stderr
     assert (tmp_path / "arm" / "gamma_net.npz").is_file()
+    # The neural learner: one line naming the extra, from the command and from the library.
+    neural = subprocess.run(
+        [gamma_net, "bench", "neural"], cwd=tmp_path, env=env, capture_output=True, text=True, timeout=bound(120)
+    )
+    lines = (neural.stdout + neural.stderr).strip().splitlines()
+    assert neural.returncode == 2 and len(lines) == 1 and "gamma_net_ros[neural]" in lines[0], lines
+    library = subprocess.run(
+        [python, "-c", "import gamma_net_core.neural.learner"], env=env, capture_output=True, text=True
+    )
+    last = library.stderr.strip().splitlines()[-1]
+    assert library.returncode != 0 and last.startswith("ModuleNotFoundError: ") and "[neural]" in last, last
+
+
+def test_installed_gamma_net_trains_the_atari_study_without_params(installed_neural, tmp_path):
+    installed = installed_neural
+    env = clean_env(installed)
+    gamma_net = str(installed / "bin" / "gamma-net")
     # The Atari study on a tiny real recording (made here with the dev venv's ALE: an extra).
     tiny = ["--max-episode-steps", "80", "--no-progress"]
     run(["gamma-net", "atari", "record", "--steps", "240", "--out", str(tmp_path / "rec"), *tiny])

@@ -286,6 +286,7 @@ def test_writer_refuses_an_existing_path_and_an_unknown_storage(tmp_path):
 # --- the command --------------------------------------------------------------------------------
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("storage, suffix", [("mcap", ".mcap"), ("sqlite3", ".db3")])
 def test_arm_simulate_writes_a_bag_a_figure_and_the_table(tmp_path, capsys, storage, suffix):
     out = tmp_path / "run"

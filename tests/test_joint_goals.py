@@ -59,6 +59,17 @@ def test_velocity_goals_time_out():
     assert goals.timeouts == 1
 
 
+def test_each_joints_goal_times_out_on_its_own_while_others_are_commanded():
+    goals = JointGoals(NAMES, mode="velocity", limits=limits(), command_timeout_s=0.5)
+    goals.command(["shoulder"], [0.2], now=10.0)
+    for now in (10.2, 10.4, 10.6):  # the elbow commanded on and on: the shoulder's goal is not kept alive
+        goals.command(["elbow"], [0.1], now=now)
+    np.testing.assert_allclose(goals.to_write(None, now=10.6), [0.0, 0.1])
+    assert goals.timeouts == 1
+    np.testing.assert_allclose(goals.to_write(None, now=10.9), [0.0, 0.1])
+    np.testing.assert_allclose(goals.to_write(None, now=9.0), [0.0, 0.0])  # a clock stepped back: no age known
+
+
 @pytest.mark.parametrize(
     ("names", "values", "message"),
     [
@@ -102,3 +113,8 @@ def test_position_goals_hold_a_joint_found_outside_the_limits_until_a_command_na
     np.testing.assert_array_equal(goals.to_write(outside, now=0.0), [2.5, -1.0])
     goals.hold()  # a reconnect: nothing commanded any more
     np.testing.assert_array_equal(goals.to_write(outside, now=0.0), outside)
+    # A hold of every joint where it is (a reflex's stop) asks for no motion: nothing is clamped, nothing moves.
+    assert not goals.command(NAMES, outside + [0.003, -0.003], now=0.0)
+    np.testing.assert_allclose(goals.to_write(outside, now=0.0), outside + [0.003, -0.003])
+    assert goals.command(["shoulder"], [2.0], now=0.0)  # a goal elsewhere: now the shoulder is clamped
+    np.testing.assert_allclose(goals.to_write(outside, now=0.0), [1.0, -2.003])

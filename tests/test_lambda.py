@@ -47,6 +47,7 @@ def arm_data(steps, seed=3):
 # ------------------------------------------------------------------------------ lambda = 0 is TD(0)
 
 
+@pytest.mark.slow
 def test_lambda_zero_is_the_td0_learner_bit_for_bit_on_a_stream():
     """lam 0 (the default) takes Algorithm 1's drawn Gamma_t and TD(0) kernels: no traces, the same weights."""
     s_t, c, s_tp1, ends = arm_data(800)
@@ -71,6 +72,7 @@ def test_lambda_zero_is_the_td0_learner_bit_for_bit_on_a_stream():
 # ------------------------------------------------------------------------------ the NumPy oracle
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lam", [0.5, 0.9])
 def test_fast_td_lambda_equals_its_numpy_oracle_on_a_stream(lam):
     config = dataclasses.replace(ARM, lam=lam)
@@ -238,6 +240,7 @@ def horde_on_chain(lam, steps, *, groups=(0, 1), rng_seed=0):
     return horde, P, c, beta, x_t, np.stack([cumulants, cumulants], axis=1), x_tp1, conts
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("lam", [0.5, 0.9])
 def test_horde_td_lambda_reaches_the_exact_values_of_the_event_question(lam):
     horde, P, c, beta, x_t, cumulants, x_tp1, conts = horde_on_chain(lam, CHAIN_STEPS)
@@ -251,6 +254,7 @@ def test_horde_td_lambda_reaches_the_exact_values_of_the_event_question(lam):
             assert np.abs(got[:, q] - want).max() < BETWEEN_TOLERANCE * np.abs(want).max(), (lam, gamma, q)
 
 
+@pytest.mark.slow
 def test_horde_td_lambda_equals_single_learners_bit_for_bit():
     """Each question equals one LinearGammaNet fed its stream (the event question's ends as terminals)."""
     steps = 3000

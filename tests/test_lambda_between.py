@@ -176,6 +176,7 @@ def errors_of(chain: str, episodic: bool, seed: int) -> dict:
     return run(chain, episodic, (0.1, 0.5, 0.9) if episodic else (0.5, 0.9), seed=seed)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "chain, episodic",
     [("ring", False), ("ring", True), ("sparse", False), ("sparse", True)],
@@ -202,6 +203,7 @@ def long_curve_ratios(chain: str, lam: float) -> np.ndarray:
     return np.array([r[lam].mean(axis=0)[long] / r[0.0].mean(axis=0)[long] for r in runs])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("chain", ["ring", "sparse"])
 def test_td_lambda_learns_the_event_question_faster_at_long_timescales(chain):
     """Faster: a lower mean error over the learning curve (CHECKPOINTS), not a lower error at its end, on every seed.
@@ -296,6 +298,7 @@ def one_gamma_td(gamma: float, lam: float, alpha: float, steps: int, *, bias: bo
     return FixedTimescaleTD(config, rng=np.random.default_rng(0))
 
 
+@pytest.mark.slow
 def test_tabular_td_lambda_matches_the_exact_values_it_is_checked_against():
     """The oracle learns: at alpha 0.01 decayed to 0 its end is within 5 % of V at tau 14.7 on both episodic chains.
 

@@ -51,6 +51,7 @@ def _yaml_with(source: pathlib.Path, old: str, new: str, out: pathlib.Path) -> p
     return out
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("value", ["-0.5", "1.0", "high"])
 def test_arm_train_refuses_a_bad_lambda_from_its_yaml(tmp_path, value):
     params = _yaml_with(ARM, "      lam: 0.0 ", f"      lam: {value} ", tmp_path / "arm.yaml")

@@ -34,6 +34,7 @@ def draws(T: int, seed: int = 2) -> np.ndarray:
     return TimescaleSampler(SAMPLING, np.random.default_rng(seed)).sample_many(T)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
     [{}, {"loss_scaling": False}, {"step_size_decay_steps": 300}, {"memory_size": 0, "lambda_horizon": 1}],
@@ -109,6 +110,7 @@ def test_learn_recording_in_pieces_is_learn_step_by_step():
     np.testing.assert_array_equal(probes[:, 0], online)
 
 
+@pytest.mark.slow
 def test_a_checkpoint_holds_the_window_and_resumes_bit_for_bit(tmp_path):
     s_t, s_tp1, c, ends = walk(1000)
     ends[490:503] = False  # the window is full at the save

@@ -12,6 +12,7 @@ from waiting import bound
 TIMEOUT = 250.0
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(bound(TIMEOUT + 30))
 def test_lambda_study_writes_curves_for_every_learner_and_the_figures(tmp_path):
     out = tmp_path / "study"

@@ -67,6 +67,7 @@ def test_square_wave_matches_the_numpy_reference_after_1000_steps():
     np.testing.assert_allclose(net.predict(s_t[:100], probes), [ref.predict(s, probes) for s in s_t[:100]], atol=1e-11)
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("bias_unit", ["value", "scaled"])
 def test_robot_arm_matches_the_numpy_reference_after_1000_steps(bias_unit):
     # The arm's coder: 100 tilings, 2049 features; the bias of V (the default) or the paper's, of f.

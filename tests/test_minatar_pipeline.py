@@ -34,6 +34,7 @@ def small_config(**changes) -> DQNConfig:
     return DQNConfig(**{**settings, **changes})
 
 
+@pytest.mark.slow
 def test_resumed_minatar_training_makes_the_same_updates(tmp_path):
     """The checkpoint holds MinAtar's state (game fields, shared generator): a resumed run equals a straight one."""
     env = MinAtarConfig(game="minatar-breakout")
@@ -80,6 +81,7 @@ LEARN = dict(
 )  # fmt: skip
 
 
+@pytest.mark.slow
 def test_the_dqn_learns_on_a_tiny_budget(tmp_path):
     """MinAtar's network and the pipeline's DQN, 3,000 steps of Breakout: its greedy play beats chance and its own
     untrained network on 30 episodes (Adam 1e-3, a test's budget, not config/minatar.yaml's 2.5e-4 for 5M frames).
@@ -96,6 +98,7 @@ def test_the_dqn_learns_on_a_tiny_budget(tmp_path):
     assert after > 2 * max(chance, before), (chance, before, after)
 
 
+@pytest.mark.slow
 def test_train_agent_takes_minatars_reference_settings_from_the_config(tmp_path):
     out = tmp_path / "agent"
     argv = ["atari", "train-agent", "--game", "minatar-freeway", "--frames", "60", "--out", str(out), "--no-progress"]
@@ -126,6 +129,7 @@ def pipeline(tmp_path_factory):
     return root
 
 
+@pytest.mark.slow
 def test_the_pipeline_records_points_and_rolls_out_minatar(pipeline):
     recording = read_transitions(pipeline / "rec")
     assert recording.features.shape == (240, 128) and np.isfinite(recording.features).all()
@@ -141,6 +145,7 @@ def test_the_pipeline_records_points_and_rolls_out_minatar(pipeline):
     assert np.isfinite(returns.returns).all() and (returns.rollout_lengths >= 1).all()
 
 
+@pytest.mark.slow
 def test_gamma_nets_train_and_evaluate_on_minatar(pipeline, tmp_path):
     run = tmp_path / "run"
     argv = ["atari", "train", "--shards", str(pipeline / "rec"), "--points", str(pipeline / "pts"), "--out", str(run),
@@ -157,6 +162,7 @@ def test_gamma_nets_train_and_evaluate_on_minatar(pipeline, tmp_path):
     assert (evaluation / "fixed_vs_gamma_net_learning.png").read_bytes()[:8] == PNG_MAGIC
 
 
+@pytest.mark.slow
 def test_rollouts_in_a_worker_process_equal_those_in_this_one(pipeline):
     """Points restored in a spawned worker (states and settings pickled, MinAtar imported afresh) replay exactly."""
     from gamma_net_core.atari.rollouts import monte_carlo_returns

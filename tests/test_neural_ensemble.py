@@ -26,6 +26,7 @@ def small(**changes) -> NeuralConfig:
         update_period=2,
         target_sync_period=10,
         step_size=1e-3,
+        scaling="delta",  # the Atari study's (a normalized learner keeps a running σ and does not stack)
     )
     return NeuralConfig(**{**base, **changes})
 
@@ -48,6 +49,7 @@ MEMBERS = [
 ]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batched", [True, False], ids=["vmap", "looped"])
 @pytest.mark.parametrize("embedding", ["direct", "l_embed", "h_l_embed", "matrix"])
 def test_an_ensemble_ends_where_its_learners_trained_one_by_one_end(embedding, batched):
@@ -94,6 +96,7 @@ def test_members_of_a_stacked_group_share_the_network_and_an_ensemble_the_stream
         LearnerEnsemble([small(), small(replay_capacity=60)])
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("batched", [True, False], ids=["vmap", "looped"])
 def test_an_ensemble_of_mixed_series_ends_where_its_learners_trained_one_by_one_end(batched):
     configs = [

@@ -48,11 +48,15 @@ def stream(T, seed=0):
 
 
 @pytest.mark.parametrize("embedding", ["direct", "l_embed", "h_l_embed", "matrix"])
-@pytest.mark.parametrize("scaling", ["none", "delta"])
+@pytest.mark.parametrize("scaling", ["none", "delta", "normalized"])
 def test_tiled_batch_gives_the_per_gamma_loop_gradients(embedding, scaling):
     learner = NeuralLearner(small(embedding=embedding, scaling=scaling, min_replay_history=10**6))
     learner.observe_many(*stream(120))
     learner.target.layers[0].weight.data.mul_(0.9)  # a target that differs from the online network
+    if scaling == "normalized":  # normalizers that have seen targets, the target's differing from the online's
+        learner.online.normalizer.update(torch.tensor([0.0, 0.9, 0.99]), torch.tensor([[2.0, 5.0, 30.0]]))
+        learner.target.normalizer.update(torch.tensor([0.5]), torch.tensor([[3.0]]))
+    buffers = {n: b.clone() for n, b in learner.online.named_buffers()}
     batch = learner.replay.sample(8)
     gammas = learner.training_gammas()
     assert gammas.shape == (8,)
@@ -60,8 +64,12 @@ def test_tiled_batch_gives_the_per_gamma_loop_gradients(embedding, scaling):
     learner.optimizer.zero_grad()
     loss.backward()
     tiled = {n: p.grad.clone() for n, p in learner.online.named_parameters()}
+    tiled_buffers = {n: b.clone() for n, b in learner.online.named_buffers()}
     learner.optimizer.zero_grad()
+    learner.online.load_state_dict({**learner.online.state_dict(), **buffers})  # the normalizer as before the loss
     loop_loss, loop_delta = reference_gradients(learner, batch, gammas)
+    for name, b in learner.online.named_buffers():
+        torch.testing.assert_close(tiled_buffers[name], b, rtol=1e-6, atol=1e-12, msg=name)
     assert loss.item() == pytest.approx(loop_loss, rel=1e-5)
     np.testing.assert_allclose(delta.detach().numpy(), loop_delta, rtol=1e-5, atol=1e-6)
     for name, p in learner.online.named_parameters():
@@ -107,6 +115,7 @@ def test_offline_loop_equals_the_stream():
     assert (a.transitions, a.updates) == (b.transitions, b.updates) == (150, 66)
 
 
+@pytest.mark.slow
 def test_learns_a_markov_chain_at_timescales_it_never_trained_on():
     """Six states, one-hot features, known values V_γ = (I - γP)^-1 r at every γ.
 
@@ -238,7 +247,8 @@ def test_runs_unchanged_on_cuda_and_its_checkpoint_loads_on_cpu(tmp_path):
 
 
 def test_a_diverging_loss_stops_training_and_keeps_the_last_checkpoint(tmp_path):
-    learner = NeuralLearner(small(min_replay_history=8, update_period=1))
+    # delta: a normalized learner divides the 1e30 below by the targets' RMS, and its loss stays finite
+    learner = NeuralLearner(small(min_replay_history=8, update_period=1, scaling="delta"))
     learner.observe_many(*stream(30))
     path = learner.save(tmp_path / "last.pt")
     saved = path.read_bytes()
@@ -302,17 +312,18 @@ def test_config_round_trips_through_the_yaml_door():
     config = small(embedding="matrix", timescale_inputs="tau", probe_taus=(1.0, 3.0))
     assert from_mapping(NeuralConfig, to_mapping(config)) == config
     assert dataclasses.replace(config, seed=4).seed == 4
-    defaults = NeuralConfig()
-    assert (defaults.step_size, defaults.adam_eps, defaults.batch_size, defaults.n_step) == (6.25e-5, 1e-8, 32, 4)
-    assert (defaults.replay_capacity, defaults.min_replay_history, defaults.update_period) == (100_000, 20_000, 4)
-    assert defaults.target_sync_period == 10_000 and defaults.sampling.size == 8
+    paper = NeuralConfig.paper()  # the defaults' own checks: tests/test_neural_defaults.py
+    assert (paper.step_size, paper.adam_eps, paper.batch_size, paper.n_step) == (6.25e-5, 1e-8, 32, 4)
+    assert (paper.replay_capacity, paper.min_replay_history, paper.update_period) == (100_000, 20_000, 4)
+    assert paper.target_sync_period == 10_000 and paper.sampling.size == 8 and paper.scaling == "delta"
 
 
 @pytest.mark.parametrize("priority", ["sqrt_loss", "loss"])
 def test_each_probe_samples_by_its_own_priorities_as_a_separate_network(priority):
     """Probe p draws its own batch from its own sum tree, gets the gradient its own network would get from
     that batch alone, and only its own errors set its priorities (by the chosen rule)."""
-    learner = NeuralLearner(small(network="probes", probe_taus=(1.0, 4.0, 20.0), priority=priority))
+    # delta: the hand-made δ below scales by 1 - γ (normalized: tests/test_neural_defaults.py)
+    learner = NeuralLearner(small(network="probes", probe_taus=(1.0, 4.0, 20.0), priority=priority, scaling="delta"))
     learner.observe_many(*stream(60))  # 20 updates: the three sets of priorities have diverged
     trees = learner.replay.trees
     assert len(trees) == 3 and learner.updates > 0

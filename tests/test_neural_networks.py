@@ -40,6 +40,7 @@ def small_net(embedding="direct", activation="linear", inputs="both", seed=0):
     )
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize("embedding,activation,inputs", CONFIGS)
 def test_embedding_shapes_reference_and_gradient_flow(embedding, activation, inputs):
     net = small_net(embedding, activation, inputs)

@@ -1,5 +1,6 @@
 """The reflex node's safety through real messages: it outlives stale, infinite and malformed inputs,
-holds on a timer, takes every command form, and survives a fuzz of random messages.
+holds on a timer, takes every command form, survives a fuzz of random messages, and refuses
+``use_sim_time`` at run time (the real ``ros2 param set``).
 
 The node runs in-process beside a rig node (tests/test_reflex_node.py's); an exception out of any
 of its callbacks would propagate out of the test's spin, so "alive" is checked by every spin.
@@ -83,13 +84,17 @@ def test_joint_state_position_goals_are_held_at_the_present_position(tmp_path, e
     reflex = make_reflex(rules_file(tmp_path, STALL, stale_after_s=1.0))
     executor.add_node(reflex)
     rig = Rig(executor, spin)
-    goal = JointState(name=["shoulder", "elbow"], position=[0.9, 0.2], velocity=[0.4, 0.3])
-    rig.teleop.publish(goal)  # stopped and no joint_states yet: the goal is not forwarded
-    assert rig.until(lambda: reflex.counts["unsent"] > 0)
+    rig.teleop.publish(JointState(name=["shoulder", "elbow"], position=[0.9, 0.2]))
+    # Stopped and no joint_states yet: nowhere to hold a position goal, so nothing is sent, never the goal.
+    assert rig.until(lambda: reflex.counts["unheld"] > 0)
     assert not rig.commands
-    assert rig.until(lambda: rig.commands, feed=lambda: (rig.state(0.0), rig.teleop.publish(goal)))
-    out = rig.commands[-1]
-    assert list(out.position) == [0.0, 1.0] and list(out.velocity) == [0.0, 0.0]  # Rig.state's positions
+    goal = JointState(name=["shoulder", "elbow"], position=[0.9, 0.2], velocity=[0.4, 0.3])
+    rig.teleop.publish(goal)  # a velocity too: the joints are held by zero velocity alone
+    assert rig.until(lambda: rig.commands)
+    assert list(rig.commands[-1].position) == [] and list(rig.commands[-1].velocity) == [0.0, 0.0]
+    held = lambda: rig.commands and list(rig.commands[-1].position) == [0.0, 1.0]  # noqa: E731 (Rig.state's)
+    assert rig.until(held, feed=lambda: (rig.state(0.0), rig.teleop.publish(goal)))
+    assert list(rig.commands[-1].velocity) == [0.0, 0.0]
     rig.teleop.publish(JointState(name=["shoulder", "elbow"], velocity=[0.4]))  # shorter than the names
     assert rig.until(lambda: reflex.counts["rejected"] > 0)
 
@@ -190,7 +195,7 @@ def test_joint_trajectory_goals_are_filtered_and_held(tmp_path, executor, spin):
     "params, named",
     [
         ({"joint_names": "[]"}, "parameter joint_names must be a non-empty list of joint names; got []"),
-        ({"command_type": "pose"}, "parameter command_type must be one of ['joint_state', "),
+        ({"command_type": "pose"}, "parameter command_type must be one of ['float64_multi_array', "),
         (
             {"interface": "torque"},
             "parameter interface must be one of ['position', 'velocity', 'effort']; got 'torque'",
@@ -260,7 +265,7 @@ def test_the_node_as_users_run_it_outlives_a_fuzz_never_pushes_toward_the_hazard
 ):
     """Every valid prediction is past the threshold, so the rule is on or its input stale (stop): no
     output may ever push the shoulder up, whatever else the fuzz sends."""
-    from ros2_cli import Background, close_all
+    from ros2_cli import Background, close_all, param_set
 
     rules = rules_file(tmp_path, STALL | {"hold_s": 0.0}, stale_after_s=0.2)
     command = node_command("gamma_net_ros.reflex.node", params={"rules_file": str(rules), "hold_period_s": 0.05})
@@ -268,6 +273,9 @@ def test_the_node_as_users_run_it_outlives_a_fuzz_never_pushes_toward_the_hazard
     rig = Rig(executor, spin)
     try:
         assert run.wait_for("rules ['stall_ahead']", timeout=120), run.output
+        # The clock staleness is judged on is fixed like every other parameter: `ros2 param set` is refused.
+        said = param_set("/reflex", "use_sim_time", "true")
+        assert "Setting parameter failed: use_sim_time is fixed once the reflex is up" in said, said
         rng = np.random.default_rng(1)
         odd = [math.nan, math.inf, -math.inf, 1e308]
         value = lambda: float(rng.choice(odd)) if rng.random() < 0.2 else float(rng.uniform(-3, 3))  # noqa: E731

@@ -32,6 +32,7 @@ def plan(out, *extra):
     return subprocess.run(command + list(extra), capture_output=True, text=True, timeout=bound(60))
 
 
+@pytest.mark.slow
 def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
     out = tmp_path / "study"
     done = plan(out, "--starts", "scratch,pretrained", "--obstacles", "shoulder,elbow=5", "--seconds", "90")
@@ -76,6 +77,7 @@ def test_the_plan_lists_every_run_with_the_time_left_and_makes_none(tmp_path):
     }
 
 
+@pytest.mark.slow
 def test_from_scratch_predictive_runs_take_their_own_length_and_a_run_of_another_is_refused(tmp_path):
     out = tmp_path / "study"
     args = ["--obstacles", "shoulder", "--runs", "2", "--starts", "scratch", "--simulated-seeds", "0"]
@@ -96,6 +98,7 @@ def test_from_scratch_predictive_runs_take_their_own_length_and_a_run_of_another
     assert "[realtime-study]" not in refused.stdout
 
 
+@pytest.mark.slow
 def test_a_summary_of_both_starts_uses_the_same_reactive_and_none_runs(tmp_path):
     """Runs recorded (under either name) are summarized by the command itself, with no launch."""
     out = tmp_path / "study"
@@ -129,6 +132,7 @@ def test_a_summary_of_both_starts_uses_the_same_reactive_and_none_runs(tmp_path)
     assert scratch["none"]["rule_on_fraction"] == [0.3, 0.5] and pretrained["none"]["rule_on_fraction"] == []
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("extra", "message"),
     [
@@ -215,6 +219,7 @@ def test_the_guides_full_study_command_plans_what_the_issue_asks(tmp_path):
     assert f"80 of 80 runs to make, {said} (" in planned.stdout
 
 
+@pytest.mark.slow
 def test_the_per_hit_reference_on_the_shoulder_is_the_simulated_studys_published_number(tmp_path):
     # The study's own reactive rule and obstacle, stepped as `gamma-net reflex study` steps them:
     # on seeds 0-9 the 0.7084 s over 33 contacts of docs/results.md (its JSON rounds to 4 digits).

@@ -11,7 +11,7 @@ from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.paths import config_file
 from gamma_net_core.reflex.evaluation import ReflexState, prediction_value
-from gamma_net_core.reflex.rules import load_rules
+from gamma_net_core.reflex.rules import first_duplicate, load_rules
 
 JOINTS = ("shoulder", "elbow")
 
@@ -72,6 +72,7 @@ def test_the_installed_rules_file_parses_against_the_installed_questions():
         (rule(thresold=1.0), "rule 'stall_ahead': unknown key 'thresold'"),
         (rule(response={"scale": 1.5, "joints": ["shoulder"]}), "rule 'stall_ahead': response scale must be within"),
         (rule(fail_safe="panic"), "rule 'stall_ahead': fail_safe must be one of ['hold', 'pass', 'stop']"),
+        (rule(hold_s=1e308), "rule 'stall_ahead': hold_s must be within [0, 3600]; got 1e+308"),
     ],
 )
 def test_a_bad_rule_is_refused_in_one_line_naming_the_rule(questions, entry, message):
@@ -209,3 +210,46 @@ def test_the_reflex_questions_learn_where_contact_comes_from_one_contact():
 
     assert value(approach) > ahead.threshold
     assert value([-1.0, 1.5, -0.3, 0.2]) < ahead.threshold
+
+
+def test_a_binary_rules_file_is_refused_naming_it(questions, tmp_path):
+    path = tmp_path / "rules.yaml"
+    path.write_bytes(b"rules:\n\xff\xfe\x00\x89PNG")
+    with pytest.raises(ValueError) as refused:
+        load_rules(path, questions=questions, joint_names=JOINTS)
+    text = str(refused.value)
+    assert text.startswith(f"{path}: not a text (UTF-8) file") and "\n" not in text, text
+
+
+def test_duplicate_names_are_found_in_one_pass():
+    assert first_duplicate(["a", "b", "c"]) is None
+    assert first_duplicate(["a", "b", "a", "b"]) == "a"
+
+    class Counted(str):
+        compared = 0
+
+        def __eq__(self, other):
+            Counted.compared += 1
+            return str.__eq__(self, other)
+
+        __hash__ = str.__hash__
+
+    # a list's count() compares every pair; a set compares a name only with its hash's few neighbours
+    assert first_duplicate(Counted(f"rule_{i}") for i in range(20_000)) is None
+    assert Counted.compared < 20_000
+
+
+@pytest.mark.slow
+def test_a_20000_rule_file_loads(questions, tmp_path):
+    path = tmp_path / "rules.yaml"
+    lines = ["rules:"]
+    lines += [
+        f"  - {{name: r{i}, question: shoulder_effort, tau: 10, above: 1, response: {{event: true}}}}"
+        for i in range(20_000)
+    ]
+    path.write_text("\n".join(lines) + "\n")
+    rule_set = load_rules(path, questions=questions, joint_names=JOINTS)
+    assert len(rule_set.rules) == 20_000 and rule_set.rules[-1].name == "r19999"
+    path.write_text("\n".join([*lines, lines[1]]) + "\n")
+    with pytest.raises(ValueError, match=rf"^{path}: rule 'r0': the name is used more than once"):
+        load_rules(path, questions=questions, joint_names=JOINTS)

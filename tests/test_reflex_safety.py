@@ -211,6 +211,7 @@ STEPS = st.one_of(
 )
 
 
+@pytest.mark.slow
 @settings(max_examples=300, deadline=None, derandomize=True, suppress_health_check=[HealthCheck.too_slow])
 @given(
     scale=st.sampled_from([0.0, 0.5, 1.0]),

@@ -52,6 +52,7 @@ def test_a_reactive_rule_shortens_the_contacts_of_the_same_seed_and_costs_no_pro
     assert trace["on"].any() and np.isnan(trace["prediction"]).all()  # no Horde in this condition
 
 
+@pytest.mark.slow
 @pytest.mark.timeout(bound(STUDY_S + 30))
 def test_reflex_study_runs_as_a_user_runs_it_on_a_tiny_budget(tmp_path):
     out = tmp_path / "study"

@@ -35,6 +35,7 @@ def inner_run(flag: pathlib.Path, tmp_path, *options: str) -> subprocess.Complet
     return done
 
 
+@pytest.mark.slow
 def test_a_rerun_is_named_with_its_first_failure(tmp_path):
     done = inner_run(tmp_path / "flag", tmp_path, "-n", "2", "--dist", "loadfile", "--reruns", "1",
                      "--only-rerun", "TimeoutExpired")  # fmt: skip
@@ -45,6 +46,7 @@ def test_a_rerun_is_named_with_its_first_failure(tmp_path):
     assert "1 passed, 1 rerun" in done.stdout, done.stdout
 
 
+@pytest.mark.slow
 def test_a_run_without_reruns_has_no_rerun_section(tmp_path):
     flag = tmp_path / "flag"
     flag.write_text("already failed")  # the inner test passes at once

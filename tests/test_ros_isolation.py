@@ -27,6 +27,7 @@ def test_report_this_workers_domain():
     assert wait_until(lambda: len(list(out.glob("gw*.json"))) == 2, timeout=60.0), sorted(out.iterdir())
 
 
+@pytest.mark.slow
 def test_each_xdist_worker_claims_a_domain_of_its_own(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith(("PYTEST_", "GAMMA_NET_TEST_DOMAIN"))}
     env[INNER] = str(tmp_path)

@@ -37,6 +37,7 @@ def test_inner_serial():  # collected last: handed out while the other worker is
     _record("serial", 1.0)
 
 
+@pytest.mark.slow
 def test_a_serial_test_runs_alone(tmp_path):
     env = {k: v for k, v in os.environ.items() if not k.startswith("PYTEST_")}
     env[INNER] = str(tmp_path)

@@ -157,6 +157,7 @@ def test_in_process_emulator_refuses_a_taken_control_path_to_its_caller(folder):
     assert sorted(p.name for p in folder.iterdir()) == ["ctl"]
 
 
+@pytest.mark.slow
 @pytest.mark.parametrize(
     ("args", "named"),
     [

@@ -42,6 +42,7 @@ def test_runs_are_seeded_by_seed_series_and_run():
     assert not np.array_equal(a[2], study.run_one((5, 0, budget, False))[2])
 
 
+@pytest.mark.slow
 def test_tiny_study_writes_figures_json_and_table(tmp_path, capsys):
     out = tmp_path / "sw"
     argv = ["square-wave", "--runs", "2", "--steps", "1000", "--last", "400", "--out", str(out), "--no-progress"]
@@ -86,6 +87,7 @@ def test_the_default_step_size_learns_in_the_cumulants_units_with_and_without_sc
         np.testing.assert_array_less(mse / mean_square, 0.10)
 
 
+@pytest.mark.slow
 def test_two_worker_processes_give_the_numbers_of_one():
     budget = study.Budget(runs=2, steps=600, last=200)
     one = study.run_study(budget, workers=1, progress=False)

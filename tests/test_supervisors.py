@@ -14,6 +14,7 @@ import pathlib
 import re
 import signal
 import subprocess
+import sys
 
 import pytest
 from ros2_cli import environment, require_ros2
@@ -41,10 +42,10 @@ def _left_running(marker: str) -> list[str]:
     return found
 
 
-def _guide_line(prefix: str) -> str:
-    """The ExecStart line of the guide's unit that starts with ``prefix`` (after ExecStart=)."""
-    lines = [x for x in GUIDE.read_text().splitlines() if x.startswith(f"ExecStart={prefix}")]
-    assert lines, f"no ExecStart={prefix}... in {GUIDE}"
+def _guide_line(runs: str) -> str:
+    """The ExecStart line of the guide's unit whose command ``runs`` (after ExecStart=)."""
+    lines = [x for x in GUIDE.read_text().splitlines() if x.startswith("ExecStart=") and runs in x]
+    assert lines, f"no ExecStart=... {runs} ... in {GUIDE}"
     return lines[0].removeprefix("ExecStart=")
 
 
@@ -85,17 +86,51 @@ def _run_stopped_with(command: str, sig: signal.Signals, tmp_path: pathlib.Path)
 
 
 def test_a_node_started_directly_stops_cleanly_on_sigterm(tmp_path):
-    code, output = _run_stopped_with(
-        _guide_line("/bin/bash -c 'source tools/env.sh && exec python"), signal.SIGTERM, tmp_path
-    )
+    code, output = _run_stopped_with(_guide_line("python -m gamma_net_ros.entry horde"), signal.SIGTERM, tmp_path)
     assert code == 0, output
     assert "Traceback" not in output, output
 
 
 def test_ros2_launch_stops_cleanly_on_sigint_with_no_node_left(tmp_path):
-    code, output = _run_stopped_with(
-        _guide_line("/bin/bash -c 'source tools/env.sh && exec ros2 launch"), signal.SIGINT, tmp_path
-    )
+    code, output = _run_stopped_with(_guide_line("ros2 launch gamma_net_ros horde.launch.py"), signal.SIGINT, tmp_path)
     assert code == 0, output
     assert "Traceback" not in output, output
     assert "process has finished cleanly" in output and "sending signal 'SIGTERM'" not in output, output
+
+
+def test_sigterm_to_ros2_run_leaves_no_node_and_writes_the_checkpoint(tmp_path):
+    """ros2 run exits at once on SIGTERM; its node, tied to it (entry.stop_with_parent), stops cleanly by itself."""
+    require_ros2()
+    checkpoint = tmp_path / "horde.npz"
+    log = tmp_path / "run.log"
+    command = ["ros2", "run", "gamma_net_ros", "horde", "--ros-args", "-p", f"checkpoint_path:={checkpoint}"]
+    with open(log, "w") as out:
+        process = subprocess.Popen(
+            command, cwd=ROOT, env=environment(), stdout=out, stderr=subprocess.STDOUT, start_new_session=True
+        )
+    try:
+        ready = wait_until(lambda: "ready: learner kernels" in log.read_text() or process.poll() is not None, 300)
+        assert ready and process.poll() is None, log.read_text()
+        os.kill(process.pid, signal.SIGTERM)  # ros2 run alone, as a supervisor signals its main process
+        process.wait(timeout=bound(60))
+        assert wait_until(lambda: not _left_running(str(tmp_path)), 60), _left_running(str(tmp_path))
+    finally:
+        os.killpg(process.pid, signal.SIGKILL)
+        process.wait()
+    output = log.read_text()
+    assert checkpoint.is_file(), output  # written by the node on its way out, after ros2 run had gone
+    assert "Traceback" not in output, output
+
+
+def test_a_few_stop_trials_are_all_clean():
+    """tools/stop_trials.py, small: the guide's units once per phase, reflex.launch.py given SIGTERM once."""
+    require_ros2()
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "tools" / "stop_trials.py"), "--trials", "1", "--kinds", "unit,reflex"],
+        cwd=ROOT,
+        env=environment(),
+        capture_output=True,
+        text=True,
+        timeout=bound(900),
+    )
+    assert done.returncode == 0, done.stdout + done.stderr

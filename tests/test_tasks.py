@@ -105,6 +105,7 @@ def test_negative_workers_are_refused():
         TaskRunner(-1)
 
 
+@pytest.mark.slow
 def test_ray_gives_the_same_results_with_and_without_an_initializer():
     ray = pytest.importorskip("ray")
     # Ray's workers import this module's tasks by name, as pool processes do (they inherit sys.path).

@@ -72,32 +72,8 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
     """
     path = pathlib.Path(path)
     topics = spec.topics()
-    reader = open_reader(path)
-    try:
-        found = {c.topic: c.msgtype for c in reader.connections}
-        signals = spec.signals()
-        # Every signal, not only the first of each topic: a second one naming another (or no real)
-        # type would otherwise be read as the first one's type.
-        for signal in signals:
-            if signal.topic not in found:
-                raise BagError(
-                    f"{path} has no topic {signal.topic!r} (the questions need it); its topics: {found or 'none'}"
-                )
-            if found[signal.topic] != signal.type:
-                raise BagError(
-                    f"topic {signal.topic!r} in {path} carries {found[signal.topic]}, not {signal.type} as the "
-                    f"questions say for field {signal.field!r}"
-                )
-        by_topic = {t: [(i, s) for i, s in enumerate(signals) if s.topic == t] for t in topics}
-        times: dict[str, list[float]] = {t: [] for t in topics}
-        values: dict[int, list[float]] = {i: [] for i in range(len(signals))}
-        connections = [c for c in reader.connections if c.topic in topics]
-        for connection, receive_ns, message in read_messages(reader, connections, path):
-            times[connection.topic].append(receive_ns / NANOSECONDS)
-            for i, signal in by_topic[connection.topic]:
-                values[i].append(signal.resolve(message))
-    finally:
-        reader.close()
+    signals = spec.signals()
+    times, values = _read_topics(path, topics, signals)
     empty = sorted(t for t, ts in times.items() if not ts)
     if empty:
         raise BagError(f"{path}: topics {empty} have no messages")
@@ -145,3 +121,33 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
         usable_questions=usable_questions,
         stale_topics={topic: int((~f).sum()) for topic, f in fresh.items()},
     )
+
+
+def _read_topics(path: pathlib.Path, topics, signals) -> tuple[dict[str, list[float]], dict[int, list[float]]]:
+    """Each topic's receive times (s) and each signal's value per message of its topic, checked against the bag."""
+    reader = open_reader(path)
+    try:
+        found = {c.topic: c.msgtype for c in reader.connections}
+        # Every signal, not only the first of each topic: a second one naming another (or no real)
+        # type would otherwise be read as the first one's type.
+        for signal in signals:
+            if signal.topic not in found:
+                raise BagError(
+                    f"{path} has no topic {signal.topic!r} (the questions need it); its topics: {found or 'none'}"
+                )
+            if found[signal.topic] != signal.type:
+                raise BagError(
+                    f"topic {signal.topic!r} in {path} carries {found[signal.topic]}, not {signal.type} as the "
+                    f"questions say for field {signal.field!r}"
+                )
+        by_topic = {t: [(i, s) for i, s in enumerate(signals) if s.topic == t] for t in topics}
+        times: dict[str, list[float]] = {t: [] for t in topics}
+        values: dict[int, list[float]] = {i: [] for i in range(len(signals))}
+        connections = [c for c in reader.connections if c.topic in topics]
+        for connection, receive_ns, message in read_messages(reader, connections, path):
+            times[connection.topic].append(receive_ns / NANOSECONDS)
+            for i, signal in by_topic[connection.topic]:
+                values[i].append(signal.resolve(message))
+    finally:
+        reader.close()
+    return times, values

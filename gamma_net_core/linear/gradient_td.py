@@ -81,6 +81,12 @@ class OffPolicyConfig(GammaNetConfig):
         low=1.0,
         high=1e9,
     )
+    bias_unit: str = setting(
+        "scaled",
+        "the off-policy kernels have the paper's bias unit only (feature value 1 in f = (1 - gamma) V); "
+        "bias: false leaves it out",
+        choices=("scaled",),
+    )
     lambda_view: str = setting(
         "backward",
         "off-policy TD(lambda) and GTD(lambda) learn by traces: one per gamma of a fixed ladder (Gamma_t the "

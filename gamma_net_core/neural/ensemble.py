@@ -91,8 +91,9 @@ def stack_key(config: NeuralConfig) -> tuple:
 
 
 def can_stack(config: NeuralConfig) -> bool:
-    """Whether a learner of this configuration can be an ensemble member (every network kind can)."""
-    return config.network in ("gamma_net", "probes")
+    """Whether a learner of this configuration can be an ensemble member (every network kind can; a learner
+    whose scaling is ``normalized`` keeps a running σ per timescale, which the ensemble's update does not)."""
+    return config.network in ("gamma_net", "probes") and config.scaling != "normalized"
 
 
 def check_stackable(configs: list[NeuralConfig]) -> None:
@@ -101,7 +102,7 @@ def check_stackable(configs: list[NeuralConfig]) -> None:
         raise ValueError("an ensemble needs at least one learner configuration")
     for i, c in enumerate(configs):
         if not can_stack(c):
-            raise ValueError(f"ensemble member {i}: network {c.network!r} cannot be stacked")
+            raise ValueError(f"ensemble member {i}: network {c.network!r}, scaling {c.scaling!r} cannot be stacked")
     first = dict(stack_key(configs[0]))
     for i, c in enumerate(configs[1:], start=1):
         for name, value in stack_key(c):
@@ -562,7 +563,7 @@ class LearnerEnsemble:
             raise ValueError("an ensemble needs at least one learner configuration")
         for i, c in enumerate(configs):
             if not can_stack(c):
-                raise ValueError(f"ensemble member {i}: network {c.network!r} cannot be stacked")
+                raise ValueError(f"ensemble member {i}: network {c.network!r}, scaling {c.scaling!r} cannot be stacked")
             for name in STREAM_SETTINGS:
                 if getattr(c, name) != getattr(configs[0], name):
                     raise ValueError(

@@ -8,6 +8,9 @@ triggers one update:
     Gamma_t = sampler.sample()                        # 8 timescales: τ = 1 and 100, 3 on γ, 3 on integer τ
     G, disc = batch.nstep_returns(Gamma_t), batch.bootstrap_discounts(Gamma_t)   # [32, 8]
     δ       = s(γ) G + disc · target_net(φ_{t+n}, Gamma_t) - net(φ_t, Gamma_t)   # one [32, 8] pass each
+              # s(γ): the output's scale (``scaling``): 1 / σ(γ) by default, σ the targets' running RMS
+              # per timescale (updated from this batch's targets first; the target net's own σ
+              # converts its output); the paper's 1 - γ (``delta``); or 1
     loss    = mean(w_b δ²)  with w the importance weights (a setting); one Adam step
     priority_b = sqrt(max_k δ_{b,k}² + 1e-10)     # the `priority` setting: Dopamine's; or max_k δ² + 1e-10
     every target_sync_period agent steps (transitions): target_net <- net
@@ -56,6 +59,7 @@ from gamma_net_core.neural.networks import (
     TIMESCALE_INPUTS,
     GammaNet,
     ProbeNets,
+    TimescaleNormalizer,
     output_scale,
     scale_initial_output_,
 )
@@ -80,11 +84,22 @@ STATE_KEYS = (
 PORTABLE_SETTINGS = ("device",)
 #: γ values predicted per forward pass: bounds memory (the matrix embedding builds a |φ|² matrix per γ).
 PREDICT_CHUNK = 64
+#: The default Adam step size: 6.25e-5 (the paper's) learns too little in the 10⁴ updates of a small problem.
+STEP_SIZE = 2.5e-4
+#: The paper's Atari settings where :class:`NeuralConfig`'s defaults differ (config/atari.yaml spells out all).
+PAPER_SETTINGS = {"scaling": "delta", "step_size": 6.25e-5, "min_replay_history": 20_000, "target_sync_period": 10_000}
 
 
 @dataclass(frozen=True)
 class NeuralConfig:
-    """Settings of a neural learner; defaults are the paper's Atari settings (sources in each help)."""
+    """Settings of a neural learner (sources in each help).
+
+    The defaults hold at every timescale on small problems as on Atari: the paper's network,
+    Γ_t, replay and n-step, with the output normalized per timescale, the target network synced
+    every 100 steps, training from the 1,000th step and a larger step size (docs/neural.md,
+    "Defaults", has the measurements). :meth:`paper` gives the paper's Atari settings, which
+    the Atari and MinAtar studies use (config/atari.yaml, config/minatar.yaml).
+    """
 
     network: str = setting(
         "gamma_net",
@@ -138,12 +153,17 @@ class NeuralConfig:
         choices=SCALES,
     )
     scaling: str = setting(
-        "delta",
-        "none; delta: TD error scaled by (1-γ) (paper, Generalizing over Timescale; the reference and the probes "
-        "use it); delta_theta: also the output layer's initial weights times (1-γ_max) (appendix, Atari@200M)",
+        "normalized",
+        "normalized: the output is V over a running RMS of the TD targets at its timescale, so every timescale's "
+        "error counts relative to its values (holds whether V grows like τ or stays bounded; networks' "
+        "TimescaleNormalizer); none; delta: TD error scaled by (1-γ) (paper, Generalizing over Timescale; the "
+        "Atari reference and probes: config/atari.yaml), which leaves long timescales unlearned where V stays "
+        "bounded; delta_theta: also the output layer's initial weights times (1-γ_max) (appendix, Atari@200M)",
         choices=SCALINGS,
     )
-    step_size: float = setting(6.25e-5, "Adam step size (appendix table and sweep: 6.25e-5)", low=1e-12, high=10.0)
+    step_size: float = setting(
+        STEP_SIZE, "Adam step size (paper: 6.25e-5, appendix table and sweep, over 1.25M updates)", low=1e-12, high=10.0
+    )
     adam_eps: float = setting(
         1e-8,
         "Adam epsilon (appendix table: 1e-8; the published Rainbow agents were trained with 1.5e-4, Dopamine's "
@@ -157,16 +177,16 @@ class NeuralConfig:
     n_step: int = setting(4, "n of the n-step returns, in agent steps (appendix table: 4)", low=1, high=1000)
     replay_capacity: int = setting(100_000, "steps held in the replay (appendix table: 100000)", low=2, high=10**9)
     min_replay_history: int = setting(
-        20_000, "steps observed before the first update (appendix table: 20000)", low=0, high=10**12
+        1_000, "steps observed before the first update (paper: 20000, appendix table)", low=0, high=10**12
     )
     update_period: int = setting(
         4, "one update every this many observed steps (appendix: every 4 steps)", low=1, high=10**9
     )
     target_sync_period: int = setting(
-        10_000,
-        "agent steps (transitions observed) between copies of the network into the target network (appendix "
-        "table: sync interval 10000, Dopamine's target_update_period, counted in agent steps: 2,500 updates at "
-        "update_period 4)",
+        100,
+        "agent steps (transitions observed) between copies of the network into the target network; each copy "
+        "carries values n_step steps further, so τ_max needs many (paper: sync interval 10000, appendix table, "
+        "Dopamine's target_update_period, counted in agent steps: 2,500 updates at update_period 4)",
         low=1,
         high=10**12,
     )
@@ -193,6 +213,11 @@ class NeuralConfig:
             raise ValueError(f"NeuralConfig.probe_taus must be distinct; got {self.probe_taus!r}")
         if self.replay_capacity <= self.n_step:
             raise ValueError(f"NeuralConfig.replay_capacity {self.replay_capacity} must exceed n_step {self.n_step}")
+
+    @classmethod
+    def paper(cls, **changes) -> NeuralConfig:
+        """The paper's Atari settings (the reference configuration; :data:`PAPER_SETTINGS`), with ``changes``."""
+        return cls(**{**PAPER_SETTINGS, **changes})
 
     @property
     def sampling(self) -> TimescaleSampling:
@@ -253,6 +278,13 @@ def build_network(config: NeuralConfig, weight_seed: np.random.SeedSequence) -> 
         theta_factor = 1.0 - gammas
     if c.scaling == "delta_theta":
         scale_initial_output_(net, theta_factor)
+    if c.scaling == "normalized":
+        # A buffer of the network: the target network keeps the σ of its weights until a sync.
+        net.normalizer = (
+            TimescaleNormalizer.spanning(c.tau_min, c.tau_max)
+            if c.network == "gamma_net"
+            else TimescaleNormalizer(np.sort(np.asarray(c.probe_taus, dtype=np.float64)))
+        )
     return net
 
 
@@ -298,8 +330,28 @@ class NeuralLearner:
         return self.sampler.sample() if self.is_gamma_net else self.probe_gammas
 
     def outputs(self, net: GammaNet | ProbeNets, features: torch.Tensor, gammas: torch.Tensor) -> torch.Tensor:
-        """The raw network output (f with loss scaling, else V) for each state and γ: [B, G]."""
+        """The raw network output (s(γ) V, see :meth:`output_scale`) for each state and γ: [B, G]."""
         return net(features, gammas) if self.is_gamma_net else net(features)
+
+    def output_scale(self, net: GammaNet | ProbeNets, gammas: torch.Tensor) -> torch.Tensor:
+        """s(γ), the factor from V to ``net``'s output: 1 / σ(γ) of its normalizer (``normalized``), 1 - γ with
+        loss scaling, else 1: [G]."""
+        if self.config.scaling == "normalized":
+            return net.normalizer.output_scale(gammas)
+        return output_scale(gammas, self.config.scaling)
+
+    def _td_errors(self, gammas: np.ndarray, out_tm1, returns, discounts, out_t) -> torch.Tensor:
+        """δ [B, G] in the online network's output units; with ``normalized``, first folds the batch's targets
+        (in the cumulant's units, bootstrapped from the target network at its own σ) into the online network's
+        normalizer, so that the targets are normalized by a σ that has seen them."""
+        g = torch.as_tensor(gammas, dtype=out_tm1.dtype, device=out_tm1.device)
+        if self.config.scaling != "normalized":
+            return td_errors(out_tm1, returns, discounts, out_t, output_scale(g, self.config.scaling))
+        exact = torch.as_tensor(gammas, dtype=torch.float64)  # σ's interpolation on the float64 γ, as predict's
+        bootstrap = out_t / self.target.normalizer.output_scale(exact).to(out_t)
+        self.online.normalizer.update(exact, returns + discounts * bootstrap)
+        scale = self.online.normalizer.output_scale(exact).to(out_t)
+        return td_errors(out_tm1, returns, discounts, bootstrap * scale, scale)
 
     def _weights(self, probabilities: np.ndarray) -> np.ndarray:
         if self.config.importance_weights:
@@ -318,7 +370,7 @@ class NeuralLearner:
         with torch.no_grad():
             out_t = self.outputs(self.target, phi_t, g)
         out_tm1 = self.outputs(self.online, phi, g)
-        delta = td_errors(out_tm1, returns, discounts, out_t, output_scale(g, self.config.scaling))
+        delta = self._td_errors(gammas, out_tm1, returns, discounts, out_t)
         return weighted_squared_loss(delta, weights), delta
 
     def probe_loss(self, batches: list[NStepBatch]) -> tuple[torch.Tensor, torch.Tensor]:
@@ -338,11 +390,10 @@ class NeuralLearner:
         returns = per_probe([b.nstep_returns(gammas[p : p + 1])[:, 0] for p, b in enumerate(batches)])
         discounts = per_probe([b.bootstrap_discounts(gammas[p : p + 1])[:, 0] for p, b in enumerate(batches)])
         weights = per_probe([self._weights(b.probabilities) for b in batches])
-        g = torch.as_tensor(gammas, dtype=f32, device=dev)
         with torch.no_grad():
             out_t = self.target(phi_t)
         out_tm1 = self.online(phi)
-        delta = td_errors(out_tm1, returns, discounts, out_t, output_scale(g, self.config.scaling))
+        delta = self._td_errors(gammas, out_tm1, returns, discounts, out_t)
         return (weights * delta.square()).mean(dim=0).sum(), delta
 
     def update(self) -> float:
@@ -354,6 +405,8 @@ class NeuralLearner:
         """
         self._check_running()
         c = self.config
+        normalizer = getattr(self.online, "normalizer", None)  # the loss folds its targets in: undone if it diverged
+        before = None if normalizer is None else {k: v.clone() for k, v in normalizer.state_dict().items()}
         if self.is_gamma_net:
             batches = [self.replay.sample(c.batch_size)]
             loss, delta = self.loss(batches[0], self.training_gammas())
@@ -362,6 +415,8 @@ class NeuralLearner:
             loss, delta = self.probe_loss(batches)
         value = float(loss.detach())
         if not math.isfinite(value):
+            if before is not None:
+                normalizer.load_state_dict(before)
             self.stopped = (
                 f"the loss became {value} at update {self.updates + 1} (after {self.transitions} steps); training "
                 "stopped without applying it, and this learner will not save over the last checkpoint"
@@ -499,7 +554,7 @@ class NeuralLearner:
         with torch.no_grad():
             g = torch.as_tensor(gammas, dtype=torch.float32, device=self.device)
             out = self.outputs(self.online, torch.as_tensor(phi, device=self.device), g)
-        scale = output_scale(torch.as_tensor(gammas, dtype=torch.float64), self.config.scaling).numpy()
+        scale = self.output_scale(self.online, torch.as_tensor(gammas, dtype=torch.float64)).cpu().numpy()
         return out.double().cpu().numpy() / scale[None, :]
 
     # --------------------------------------------------------------- checkpoints

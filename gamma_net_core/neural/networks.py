@@ -69,7 +69,13 @@ from gamma_net_core.timescales import validate_gammas
 EMBEDDINGS = ("direct", "l_embed", "h_l_embed", "matrix")
 TIMESCALE_INPUTS = ("gamma", "tau", "both")
 EMBEDDING_ACTIVATIONS = ("linear", "relu")
-SCALINGS = ("none", "delta", "delta_theta")
+SCALINGS = ("none", "delta", "delta_theta", "normalized")
+#: Timescales on which a normalizer keeps its running mean square (``normalized``), spread on log τ.
+NORMALIZER_POINTS = 16
+#: How fast a normalizer forgets: its mean squares weigh about the last 1 / rate updates (all of them, bias-corrected,
+#: in a shorter run). Slow on purpose: σ is fed by bootstrapped targets, which scale with σ, so it must move slower
+#: than the network fits them; at 1e-3 and 1e-2 a raw-feature chain's long timescales drifted (docs/neural.md).
+NORMALIZER_RATE = 1e-4
 #: The paper's fully connected layers after the embedding, without the final 1.
 HIDDEN_SIZES = (512, 256, 128, 16)
 #: Xu et al.'s learned timescale vector, as the paper uses it (l_embed).
@@ -267,9 +273,110 @@ class ProbeNets(nn.Module):
 
 
 def output_scale(gammas: torch.Tensor, scaling: str) -> torch.Tensor:
-    """The factor between the network's output and V: (1 - γ) with loss scaling, else 1. Same shape as gammas."""
+    """The factor between the network's output and V: (1 - γ) with loss scaling, else 1. Same shape as gammas.
+
+    ``normalized`` has no fixed factor: a network's :class:`TimescaleNormalizer` gives it.
+    """
     _check_choice("scaling", scaling, SCALINGS)
+    if scaling == "normalized":
+        raise ValueError("scaling 'normalized' has no fixed output scale: use the network's normalizer")
     return 1.0 - gammas if scaling != "none" else torch.ones_like(gammas)
+
+
+def _interpolation(x: torch.Tensor, points: torch.Tensor) -> torch.Tensor:
+    """Weights [N, K] that interpolate linearly at each x [N] between ``points`` [K] (increasing), constant
+    beyond the ends: row n holds 1 - f and f at the two points around x_n."""
+    K = points.shape[0]
+    if K == 1:
+        return torch.ones(x.shape[0], 1, dtype=torch.float64, device=x.device)
+    x = x.clamp(points[0], points[-1])
+    right = torch.searchsorted(points, x, right=True).clamp(1, K - 1)
+    left = right - 1
+    frac = (x - points[left]) / (points[right] - points[left])
+    weights = torch.zeros(x.shape[0], K, dtype=torch.float64, device=x.device)
+    weights.scatter_add_(1, left[:, None], (1.0 - frac)[:, None])
+    weights.scatter_add_(1, right[:, None], frac[:, None])
+    return weights
+
+
+class TimescaleNormalizer(nn.Module):
+    """σ(γ), the running RMS of the TD targets at each timescale: the output is V / σ(γ) (``normalized``).
+
+    The loss scaling ``delta`` fixes the output's scale to (1 - γ): right when V grows like τ
+    (a cumulant of one sign), but where V stays bounded (cumulants of both signs, episodes
+    ending) it divides the long timescales' errors by τ in the loss and multiplies them by τ
+    in the prediction, so they are barely learned. Normalizing each timescale by the size of
+    its own targets fits both: every timescale's error counts relative to its values.
+
+    The mean square of the targets (in the cumulant's units) is kept at ``points`` timescales
+    spread evenly on log τ between ``tau_min`` and ``tau_max``; a target at γ updates the two
+    points around its log τ by their linear-interpolation weights, and log σ(γ) interpolates
+    the points' logs on log τ the same way (constant beyond the ends; a power of τ, such as
+    V ∝ τ, exactly). Each point is an exponential average at ``rate`` per unit of weight,
+    divided by its accumulated weight (Adam's bias correction), so the first update already
+    gives the targets' scale; a point no target reached takes its neighbours' (interpolated),
+    and σ = 1 before any target. It lives in the network's buffers, so the target network
+    keeps the σ of its weights until a sync and a checkpoint holds it.
+
+    Args:
+      taus: the timescales of the points, as τ, increasing (probe networks: their own τ).
+      rate: the averages' step per unit of weight (:data:`NORMALIZER_RATE`).
+    """
+
+    def __init__(self, taus: Sequence[float], rate: float = NORMALIZER_RATE) -> None:
+        super().__init__()
+        taus = np.asarray(taus, dtype=np.float64)
+        if taus.ndim != 1 or taus.size < 1 or not (np.diff(taus) > 0).all() or not (taus >= 1.0).all():
+            raise ValueError(f"normalizer taus must be increasing values >= 1; got {taus.tolist()}")
+        if not 0.0 < rate <= 1.0:
+            raise ValueError(f"normalizer rate must be in (0, 1]; got {rate!r}")
+        self.rate = float(rate)
+        self.register_buffer("log_taus", torch.as_tensor(np.log(taus), dtype=torch.float64))
+        self.register_buffer("mean_square", torch.zeros(taus.size, dtype=torch.float64))
+        self.register_buffer("weight", torch.zeros(taus.size, dtype=torch.float64))
+
+    @classmethod
+    def spanning(cls, tau_min: float, tau_max: float, points: int = NORMALIZER_POINTS) -> TimescaleNormalizer:
+        """A normalizer with ``points`` timescales evenly on log τ from ``tau_min`` to ``tau_max``."""
+        return cls(np.geomspace(tau_min, tau_max, points) if tau_max > tau_min else [tau_min])
+
+    def interpolation(self, gammas: torch.Tensor, log_taus: torch.Tensor | None = None) -> torch.Tensor:
+        """Each γ's weights on the points (or on ``log_taus``, increasing), [G, K]: linear on log τ, all on the
+        end point beyond the ends."""
+        log_taus = self.log_taus if log_taus is None else log_taus
+        g = gammas.detach().to(device=log_taus.device, dtype=torch.float64).reshape(-1)
+        return _interpolation(-torch.log1p(-g), log_taus)
+
+    def log_mean_squares(self) -> torch.Tensor:
+        """Each point's log mean square of the targets, [K]. A point no target has reached yet (only integer
+        τ drawn, or early on) takes the interpolation of the points that have; all 0 (σ = 1) while none has."""
+        seen = self.weight > 0
+        if not bool(seen.any()):
+            return torch.zeros_like(self.mean_square)
+        estimate = (self.mean_square[seen] / self.weight[seen]).clamp_min(1e-24).log()
+        return _interpolation(self.log_taus, self.log_taus[seen]) @ estimate
+
+    def sigma(self, gammas: torch.Tensor) -> torch.Tensor:
+        """σ(γ) for each γ, float64 [G]: the RMS of the targets, interpolated between the points log-log (a
+        power of τ, as V ∝ τ for a cumulant of one sign, exactly)."""
+        return (0.5 * (self.interpolation(gammas) @ self.log_mean_squares())).exp()
+
+    def output_scale(self, gammas: torch.Tensor) -> torch.Tensor:
+        """The factor between the output and V, 1 / σ(γ), in gammas' dtype and device: [G]."""
+        return (1.0 / self.sigma(gammas)).to(dtype=gammas.dtype, device=gammas.device)
+
+    @torch.no_grad()
+    def update(self, gammas: torch.Tensor, targets: torch.Tensor) -> None:
+        """Fold in one batch of TD targets in the cumulant's units, [B, G] at ``gammas`` [G]."""
+        step = self.rate * self.interpolation(gammas)  # [G, K]
+        batch_mean_square = targets.detach().to(torch.float64).square().mean(dim=0).to(self.mean_square.device)
+        # Γ_t's timescales in order, each one exponential-average step (the reference loops): the k-th's
+        # contribution decays by the steps after it, so later[k] = prod_{j > k} (1 - step_j).
+        keep = 1.0 - step
+        later = torch.cat([keep.flip(0).cumprod(0).flip(0)[1:], torch.ones_like(keep[:1])])
+        decay = keep.prod(dim=0)
+        self.mean_square.mul_(decay).add_((step * later * batch_mean_square[:, None]).sum(dim=0))
+        self.weight.mul_(decay).add_((step * later).sum(dim=0))
 
 
 def scale_initial_output_(net: GammaNet | ProbeNets, factor) -> None:

@@ -7,6 +7,7 @@ Pure logic on numbers and times (seconds on any one clock), so it is tested with
     changes = reflex.decide(now)             # [Change] rules switched since the last decide
     out = reflex.filter(command, present)    # a JointCommand after the responses (None: not forwarded)
     velocity = reflex.apply(names, velocity) # velocity commands only, as the reflex study steps them
+    sent = reflex.outputs(command, present)  # what the node sends for a command: filtered, or every joint held
 
 What ``filter`` guarantees, whatever it is given (property-tested in tests/test_reflex_safety.py):
 the output is finite; a joint a rule that is on names moves toward the rule's direction at most
@@ -16,6 +17,11 @@ fail-safe is ``stop``, or for a command with a non-finite value (its sender is b
 it is trusted), every joint of the command is held (:meth:`ReflexState.hold`). A position goal
 whose present position is unknown cannot be scaled or held: ``filter`` returns None (not
 forwarded), never the goal.
+
+What the node sends is :meth:`ReflexState.outputs`: the command filtered, or, while stopped and
+for a command not trusted, the hold of every joint the reflex knows (:mod:`.holds`), not only
+the command's. :meth:`ReflexState.decide` takes whether the clock is trusted: a stalled clock
+(:class:`~gamma_net_core.reflex.holds.ClockGuard`) leaves every input stale.
 
 :func:`prediction_value` reads a rule's value out of a Horde's published predictions.
 """
@@ -30,6 +36,7 @@ import numpy as np
 
 from gamma_net_core.horde.reading import PublishedPredictions
 from gamma_net_core.reflex.commands import MOTION, JointCommand, present_of, toward
+from gamma_net_core.reflex.holds import HoldRule, InForce, KnownJoints, hold_commands
 from gamma_net_core.reflex.rules import Rule, RuleSet
 
 
@@ -53,6 +60,22 @@ class RuleStatus:
 
 
 @dataclass(frozen=True)
+class Outputs:
+    """What goes out for one command.
+
+    Attributes:
+      commands: the commands to send, in order (none: a position goal not forwarded).
+      held: they are the hold of every joint (stopped, or the command not trusted), not the
+        command filtered.
+      unheld: joints the hold could not hold (a position goal's, without its present position).
+    """
+
+    commands: list[JointCommand]
+    held: bool = False
+    unheld: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class Change:
     """A rule switching: ``on`` or off, at ``value``, for ``reason`` (threshold, release or stale)."""
 
@@ -67,10 +90,14 @@ class ReflexState:
 
     Args:
       rule_set: the parsed rules.
+      joints: the joints a hold covers (default: those commands name, in the fields commands
+        give, as a JointState path holds).
     """
 
-    def __init__(self, rule_set: RuleSet) -> None:
+    def __init__(self, rule_set: RuleSet, joints: KnownJoints | None = None) -> None:
         self.rule_set = rule_set
+        self.joints = joints or KnownJoints((), HoldRule((), fields_from_commands=True))
+        self.in_force = InForce()  # what went out, by joint: a rule switching on restricts it all
         self.status = [RuleStatus() for _ in rule_set.rules]
         self.stopped = False  # a stale rule whose fail-safe is stop holds every joint still
         self.held: dict[str, float] = {}  # the positions a stop holds, latched at its start (no drift)
@@ -81,12 +108,13 @@ class ReflexState:
             status = self.status[index]
             status.value, status.seen = float(value), float(now)
 
-    def decide(self, now: float) -> list[Change]:
+    def decide(self, now: float, *, clock_stalled: bool = False) -> list[Change]:
         """Update every rule at time ``now``; return a :class:`Change` for each that switched.
 
         A rule switches on when its value passes the threshold, and off once the value is back
         past the release level and it has been on at least ``hold_s``. While its input is stale
-        (never seen, older than ``stale_after_s``, or seen after ``now``: the clock stepped back)
+        (never seen, older than ``stale_after_s``, or seen after ``now``: the clock stepped back;
+        or every input, while ``clock_stalled``: a clock that stood still says nothing of age)
         its fail-safe decides: ``hold`` keeps it
         as it is, ``pass`` switches it off, ``stop`` switches it off and stops every joint.
         """
@@ -94,7 +122,8 @@ class ReflexState:
         stopped = False
         for rule, status in zip(self.rule_set.rules, self.status):
             # A value from the future (the clock stepped back) is not fresh either: the fail-safe acts.
-            status.stale = not 0.0 <= now - status.seen <= self.rule_set.stale_after_s
+            fresh = 0.0 <= now - status.seen <= self.rule_set.stale_after_s
+            status.stale = clock_stalled or not fresh
             on, reason = status.on, ""
             if status.stale:
                 if rule.fail_safe in ("pass", "stop"):
@@ -178,6 +207,64 @@ class ReflexState:
                 self.held.update((n, float(x)) for n, x in zip(names, here) if n not in self.held)
             fields["position"] = here[np.newaxis, :]
         return command.with_fields(**fields)
+
+    def outputs(
+        self, command: JointCommand, present: Mapping[str, float] | None = None, *, now: float | None = None
+    ) -> Outputs:
+        """What to send for ``command``: filtered (:meth:`filter`), or every known joint held (:meth:`hold_all`).
+
+        The command's joints and fields join :attr:`joints`; one that goes out at ``now`` is in force
+        (:attr:`in_force`) until a hold.
+        """
+        self.joints.saw_command(command)
+        if self.stopped or not command.is_finite():
+            return self.hold_all(present)
+        out = self.filter(command, present)
+        if out is not None and now is not None:
+            self.in_force.saw(command, now)
+        return Outputs([] if out is None else [out])
+
+    def restricted(
+        self, changes: Sequence[Change], present: Mapping[str, float] | None, *, now: float, stale_s: float,
+        exclude: Sequence[str] = (),
+    ) -> list[JointCommand]:  # fmt: skip
+        """What rules switching on must re-send beyond the last command (whose joints are ``exclude``).
+
+        Each joint a rule that switched on names whose command in force (:meth:`InForce.commands`)
+        the rules now restrict, at its restricted value: a stop (no motion left) however old the
+        command, a slowed motion only if at most ``stale_s`` old (re-sent, an older one would live
+        on past its receiver's timeout). A joint the rules leave as commanded is not re-sent (that
+        would only keep an old command alive), nor a position goal without its present position.
+        """
+        names = [n for c in changes if c.on for n in c.rule.response.joints if n not in exclude]
+        recent = {n for c in self.in_force.commands(names, now=now, stale_s=stale_s) for n in c.names}
+        out = []
+        for command in self.in_force.commands(names, now=now, stale_s=math.inf):
+            filtered = self.filter(command, present)
+            if filtered is None:
+                continue
+            same = np.all([getattr(filtered, f) == getattr(command, f) for f in command.fields], axis=(0, 1))
+            motion = [getattr(filtered, f) != 0 for f in filtered.fields if f in MOTION]
+            stopped = ~np.any(motion, axis=(0, 1)) if motion else np.zeros(len(command.names), dtype=bool)
+            kept = stopped | ("position" in command.fields) | np.isin(command.names, list(recent))
+            changed = [j for j in range(len(command.names)) if not same[j] and kept[j]]
+            if changed:
+                fields = {f: getattr(filtered, f)[:, changed] for f in filtered.fields}
+                out.append(JointCommand(tuple(command.names[j] for j in changed), **fields))
+        return out
+
+    def hold_all(self, present: Mapping[str, float] | None = None) -> Outputs:
+        """Every joint the reflex knows held (:func:`~gamma_net_core.reflex.holds.hold_commands`).
+
+        While stopped, positions are latched at the stop's start (a hold re-sent does not follow
+        a drift); a joint first known during the stop is latched where it is then.
+        """
+        known = {**{n: x for n, x in (present or {}).items() if math.isfinite(x)}, **self.held}
+        if self.stopped and "position" in self.joints.fields:
+            self.held.update((n, known[n]) for n in self.joints.names if n in known and n not in self.held)
+        commands, unheld = hold_commands(self.joints, known)
+        self.in_force.clear()
+        return Outputs(commands, held=True, unheld=unheld)
 
     @property
     def active(self) -> list[str]:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 import math
 import pathlib
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -65,6 +65,9 @@ _TOP_KEYS = {"stale_after_s", "fail_safe", "rules"}
 #: predictions going quiet; a minute of silence is already no safety net (the Horde publishes at
 #: 30 Hz), and a larger bound (``1e12``) would only disable it by mistake.
 MAX_STALE_AFTER_S = 60.0
+#: s; the longest a rule may stay on once on. A hold is hysteresis in time (a second or two);
+#: an hour is far past any, and a larger one (``1e308``) would only hold a joint for good by mistake.
+MAX_HOLD_S = 3600.0
 #: steps; the largest tau a predictor rule may read when the predictor's own range is not given.
 #: Far past any timescale a predictor publishes (config/arm.yaml: tau 1-100).
 MAX_PREDICTOR_TAU = 10_000.0
@@ -226,11 +229,23 @@ def _rule_set(doc: Any, questions: HordeSpec, joint_names: tuple[str, ...], pred
             rules.append(_rule(entry, questions, joint_names, default_fail_safe, predictor))
         except ValueError as exc:
             raise ValueError(f"{label}: {exc}") from None
-    names = [r.name for r in rules]
-    for name in names:
-        if names.count(name) > 1:
-            raise ValueError(f"rule {name!r}: the name is used more than once")
+    if (twice := first_duplicate(r.name for r in rules)) is not None:
+        raise ValueError(f"rule {twice!r}: the name is used more than once")
     return RuleSet(rules=tuple(rules), stale_after_s=stale)
+
+
+def first_duplicate(names: Iterable[str]) -> str | None:
+    """The first name met a second time, or None: one pass (a 20,000-rule file is checked at once).
+
+    Args:
+      names: rule (or joint) names in file order.
+    """
+    seen: set[str] = set()
+    for name in names:
+        if name in seen:
+            return name
+        seen.add(name)
+    return None
 
 
 def _rule(
@@ -287,7 +302,7 @@ def _rule(
     if (above and release > threshold) or (not above and release < threshold):
         side = "at or below" if above else "at or above"
         raise ValueError(f"release {release:g} must be {side} the threshold {threshold:g}")
-    hold_s = _number(m.get("hold_s", 0.0), "hold_s", low=0.0)
+    hold_s = _number(m.get("hold_s", 0.0), "hold_s", low=0.0, high=MAX_HOLD_S)
     fail_safe = _choice(m.get("fail_safe", default_fail_safe), FAIL_SAFES, "fail_safe")
     return Rule(
         name=name,

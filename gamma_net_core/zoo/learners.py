@@ -99,6 +99,9 @@ class FixedTimescaleLearner(ZooLearner):
 
     name = "td0_fixed"
     description = "fixed-gamma TD(0), FixedTimescaleConfig() defaults, one learner per tau"
+    #: one learner per tau makes it the slowest online; its online updates equal its recording's (the
+    #: library's tests hold them equal), so the zoo feeds it the recording only
+    modes = ("recording",)
 
     def train(self, problem, data, *, mode, rng, gammas):
         from gamma_net_core.linear import FixedTimescaleConfig, FixedTimescaleTD
@@ -129,14 +132,19 @@ class HordeLearner(ZooLearner):
     defaults; it learns one transition at a time, so it has one mode."""
 
     name = "horde"
-    description = "Horde of one question, GammaNetConfig() and TimescaleSampling() defaults"
+    description = "Horde of one question, a questions file's defaults (no bias unit) and TimescaleSampling()'s"
     modes = ("online",)
 
     def train(self, problem, data, *, mode, rng, gammas):
         from gamma_net_core.horde.learner import HordeLearner as Horde
         from gamma_net_core.linear import GammaNetConfig
 
-        config = GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high), **self.changes)
+        # As a questions file without a bias: key gets it (horde/questions.py): a Horde's kernels have only the
+        # paper's bias, so none unless asked for, and then that one.
+        defaults = {"bias": False} if "bias" not in self.changes else {"bias_unit": "scaled"}
+        config = GammaNetConfig(
+            state_low=tuple(problem.low), state_high=tuple(problem.high), **{**defaults, **self.changes}
+        )
         horde = Horde(config, names=("question",), rng=rng)
         one = np.ones(1)
         for t in range(data.steps):

@@ -47,8 +47,9 @@ class Tier:
     taus: tuple[float, ...] = TAUS
     #: transitions the neural learner sees at most (a network on a CPU is slow); None: all
     neural_steps: int | None = None
-    #: learners run online on the first seed only (their online updates equal their recording's; the
-    #: seed checks it, and the rest of the budget goes to more seeds)
+    #: learners that also have a recording mode are fed online on the first this many seeds only (their
+    #: online updates equal their recording's; those seeds check it, the rest of the budget goes to more
+    #: seeds); None: every seed
     online_seeds: int | None = None
 
 
@@ -68,7 +69,8 @@ TIERS: dict[str, Tier] = {
         learners=("linear", "linear_lam0.5", "linear_lam0.9", "td0_fixed", "horde", "neural"),
         steps=30_000,
         seeds=5,
-        neural_steps=30_000,
+        # NeuralConfig() starts learning after 20,000 steps (min_replay_history): 1,000 updates
+        neural_steps=24_000,
         online_seeds=1,
     ),
 }
@@ -85,6 +87,7 @@ class Result:
     taus: list[float]
     error: list[float]  # relative RMSE at each tau
     seconds: float  # wall time of training and predicting
+    cpu_seconds: float  # processor time of this process for the same (what the budget is; wall time grows with load)
     note: str = ""  # why a run has no numbers (a learner that failed), else empty
     extra: dict = field(default_factory=dict)
 
@@ -124,7 +127,8 @@ def run_zoo(
     modes: Sequence[str] = learners_lib.MODES,
     neural_steps: int | None = None,
     online_seeds: int | None = None,
-    progress: Callable[[str], None] | None = None,
+    workers: int = 1,
+    progress: Callable[[str, int, int, list[Result]], None] | None = None,
 ) -> list[Result]:
     """Train every learner on every problem and seed, each way it can be fed; measure the relative RMSE.
 
@@ -132,53 +136,109 @@ def run_zoo(
       problems: registry names or :class:`~gamma_net_core.zoo.problems.Problem` objects.
       learners: registry names or :class:`~gamma_net_core.zoo.learners.ZooLearner` objects.
       steps: transitions per stream.
-      seeds: each seed draws one stream per problem (shared by the learners) and the learners' own randomness.
+      seeds: each seed draws one stream per problem and the learners' randomness (tile offsets, Gamma_t), both
+        shared by every learner (common random numbers).
       taus: the timescales measured, in steps.
       modes: ``recording`` and / or ``online``.
       neural_steps: transitions a neural learner sees at most (None: all).
-      online_seeds: feed ``online`` on the first this many seeds only (None: all).
-      progress: called with a short label before each training run.
+      online_seeds: feed ``online`` on the first this many seeds only (None: all); a learner that has no
+        ``recording`` mode is fed online on every seed.
+      workers: processes working on (problem, seed) pairs side by side; the results do not depend on it.
+      progress: called as ``progress(label, done, total, results)`` as each (problem, seed) pair finishes,
+        with that pair's results (a long run can keep them as they come).
 
     Returns:
-      One :class:`Result` per (problem, learner, mode, seed). A learner that fails on a problem
-      (diverges, refuses its input) gives NaN errors and the reason in ``note``.
+      One :class:`Result` per (problem, learner, mode, seed), in that order. A learner that fails on a
+      problem (diverges, refuses its input) gives NaN errors and the reason in ``note``.
     """
     problem_objs = [problems_lib.make(p) if isinstance(p, str) else p for p in problems]
     learner_objs = [learners_lib.make(name) if isinstance(name, str) else name for name in learners]
     for mode in modes:
         if mode not in learners_lib.MODES:
             raise ValueError(f"unknown mode {mode!r}; known: {', '.join(learners_lib.MODES)}")
-    taus = np.asarray(taus, dtype=np.float64)
-    gammas = gamma_from_tau(taus)
     if neural_steps is not None:
         for learner in learner_objs:
             if isinstance(learner, learners_lib.NeuralLearner) and learner.budget is None:
                 learner.budget = neural_steps
-    results = []
-    for problem in problem_objs:
+    seeds = [int(s) for s in seeds]
+    # seed by seed, so that the first results cover every problem
+    jobs = [
+        _Job(problem, learner_objs, steps, seed, tuple(float(t) for t in taus), tuple(modes),
+             online_seeds is None or i < online_seeds)
+        for i, seed in enumerate(seeds)
+        for problem in problem_objs
+    ]  # fmt: skip
+    done: dict[int, list[Result]] = {}
+    if workers <= 1 or len(jobs) <= 1:
+        for k, job in enumerate(jobs):
+            done[k] = job()
+            if progress is not None:
+                progress(f"{job.problem.name} seed {job.seed}", len(done), len(jobs), done[k])
+    else:
+        import concurrent.futures
+        import multiprocessing
+
+        # spawn, not fork: a forked torch or numba runtime may hang in the child
+        context = multiprocessing.get_context("spawn")
+        with concurrent.futures.ProcessPoolExecutor(
+            min(workers, len(jobs)), mp_context=context, initializer=one_thread
+        ) as pool:
+            futures = {pool.submit(job): k for k, job in enumerate(jobs)}
+            for future in concurrent.futures.as_completed(futures):
+                k = futures[future]
+                done[k] = future.result()
+                if progress is not None:
+                    progress(f"{jobs[k].problem.name} seed {jobs[k].seed}", len(done), len(jobs), done[k])
+    order = sorted(range(len(jobs)), key=lambda k: (problem_objs.index(jobs[k].problem), jobs[k].seed))
+    return [r for k in order for r in done[k]]
+
+
+@dataclass
+class _Job:
+    """Every learner on one problem and seed (one stream): the unit a worker process runs."""
+
+    problem: Problem
+    learners: list[ZooLearner]
+    steps: int
+    seed: int
+    taus: tuple[float, ...]
+    modes: tuple[str, ...]
+    online: bool
+
+    def __call__(self) -> list[Result]:
+        taus = np.asarray(self.taus)
+        gammas = gamma_from_tau(taus)
+        problem = self.problem
         truth = problem.truth(taus)
-        for i, seed in enumerate(seeds):
-            data = problem.stream(steps, np.random.default_rng(_seed("stream", problem.name, seed)))
-            for learner in learner_objs:
-                for mode in learner.modes:
-                    if mode not in modes or (mode == "online" and online_seeds is not None and i >= online_seeds):
-                        continue
-                    if progress is not None:
-                        progress(f"{problem.name} {learner.name} {mode} seed {seed}")
-                    rng = np.random.default_rng(_seed("learner", problem.name, learner.name, seed))
-                    started = time.perf_counter()
-                    note = ""
-                    try:
-                        predict = learner.train(problem, data, mode=mode, rng=rng, gammas=gammas)
-                        error = relative_rmse(predict(truth.obs, gammas), truth)
-                    except (FloatingPointError, ValueError, RuntimeError) as exc:
-                        error = np.full(taus.shape[0], np.nan)
-                        note = f"{type(exc).__name__}: {exc}"[:300]
-                    results.append(
-                        Result(problem.name, learner.name, mode, int(seed), taus.tolist(), error.tolist(),
-                               round(time.perf_counter() - started, 3), note)
-                    )  # fmt: skip
-    return results
+        data = problem.stream(self.steps, np.random.default_rng(_seed("stream", problem.name, self.seed)))
+        results = []
+        for learner in self.learners:
+            for mode in learner.modes:
+                # a learner fed only online (the Horde) keeps every seed
+                if mode not in self.modes or (mode == "online" and not self.online and "recording" in learner.modes):
+                    continue
+                # common random numbers: every learner gets the same tile offsets and draws, so differences are theirs
+                rng = np.random.default_rng(_seed("learner", problem.name, self.seed))
+                started, cpu = time.perf_counter(), time.process_time()
+                note = ""
+                try:
+                    predict = learner.train(problem, data, mode=mode, rng=rng, gammas=gammas)
+                    error = relative_rmse(predict(truth.obs, gammas), truth)
+                except (FloatingPointError, ValueError, RuntimeError) as exc:
+                    error = np.full(taus.shape[0], np.nan)
+                    note = f"{type(exc).__name__}: {exc}"[:300]
+                seconds = round(time.perf_counter() - started, 3)
+                cpu = round(time.process_time() - cpu, 3)
+                results.append(Result(problem.name, learner.name, mode, self.seed, taus.tolist(), error.tolist(),
+                                      seconds, cpu, note))  # fmt: skip
+        return results
+
+
+def one_thread() -> None:
+    """One thread for torch in this process: the zoo's networks are small, and worker processes share the cores."""
+    import torch
+
+    torch.set_num_threads(1)
 
 
 def mean_errors(results: Sequence[Result]) -> dict[tuple[str, str, str], np.ndarray]:
@@ -189,7 +249,7 @@ def mean_errors(results: Sequence[Result]) -> dict[tuple[str, str, str], np.ndar
     return {key: np.mean(np.asarray(rows, dtype=np.float64), axis=0) for key, rows in groups.items()}
 
 
-def run_tier(tier: Tier | str, *, seeds: int | None = None, progress=None) -> list[Result]:
+def run_tier(tier: Tier | str, *, seeds: int | None = None, workers: int = 1, progress=None) -> list[Result]:
     """:func:`run_zoo` on a :data:`TIERS` budget (``seeds`` overrides its count)."""
     if isinstance(tier, str):
         if tier not in TIERS:
@@ -197,5 +257,6 @@ def run_tier(tier: Tier | str, *, seeds: int | None = None, progress=None) -> li
         tier = TIERS[tier]
     return run_zoo(
         tier.problems, tier.learners, steps=tier.steps, seeds=range(seeds or tier.seeds), taus=tier.taus,
-        modes=tier.modes, neural_steps=tier.neural_steps, online_seeds=tier.online_seeds, progress=progress,
+        modes=tier.modes, neural_steps=tier.neural_steps, online_seeds=tier.online_seeds, workers=workers,
+        progress=progress,
     )  # fmt: skip

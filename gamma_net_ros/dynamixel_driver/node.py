@@ -11,11 +11,16 @@ Commands are ``sensor_msgs/JointState`` on ``joint_commands``, the message ROS 2
 commonly take for joint goals: joints addressed by ``name`` (any subset, any order), with
 ``velocity`` entries read in velocity mode and ``position`` entries in position mode. Goals
 are clamped to the configured limits (and to the servos' own); in velocity mode a joint slows
-as it nears a position limit and is not driven past it, and every goal returns to zero when no
-command came for ``command_timeout_s``. A malformed command is refused whole, counted and logged.
+as it nears a position limit and is not driven past it, and each joint's goal returns to zero
+when no command has named it for ``command_timeout_s`` (per joint: commands naming other joints
+do not keep it alive). A malformed command is refused whole, counted and logged.
+
+Time: the cycle timer and every timeout run on the steady clock, never on ``/clock``: a
+simulated clock that stops (``use_sim_time``) cannot stop the cycles or hold a goal in force.
 
 In position mode the goals at start (and after a reconnect) are where the joints are, even
-outside the limits: only a command moves a joint, and only its goal is clamped.
+outside the limits: only a command moves a joint, and only its goal is clamped (a command that
+holds a joint where it is, as a reflex's hold of every joint does, moves and clamps nothing).
 
 Each sample is stamped with the time of the request its data answers; a reply that answers an
 earlier request is refused and counted (``stale_replies``). At connect the sync-read round trip
@@ -46,6 +51,7 @@ import time
 
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -99,10 +105,12 @@ class DynamixelDriver(Node):
             raise ValueError(f"{exc} (rate_hz {self.rate_hz:g})") from exc
         except PortBusy as exc:  # another driver on this bus: two would read each other's replies
             raise ValueError(str(exc)) from exc
-        self.create_timer(1.0 / self.rate_hz, self._cycle)
-        self.health = Diagnostics(
-            self, "servo bus", self._report_health, period=s.diagnostics_period_s, hardware_id=self.bus.port_name
-        )
+        # Steady: the servos move in real time whatever /clock says; a stopped clock must not stop the writes
+        # (nor the report on them).
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(1.0 / self.rate_hz, self._cycle, clock=steady)
+        self.health = Diagnostics(self, "servo bus", self._report_health, period=0, hardware_id=self.bus.port_name)
+        self.create_timer(s.diagnostics_period_s, self.health.publish, clock=steady)
 
     # -- the bus -----------------------------------------------------------------------------
     def _connect(self) -> bool:
@@ -196,7 +204,9 @@ class DynamixelDriver(Node):
         timeouts = self.goals.timeouts
         goal = self.goals.to_write(self.last_position, now=time.monotonic())
         if self.goals.timeouts > timeouts:
-            self.get_logger().info("no joint command for command_timeout_s: stopping", throttle_duration_sec=5.0)
+            self.get_logger().info(
+                "no command named a moving joint for command_timeout_s: stopping it", throttle_duration_sec=5.0
+            )
         if goal is not None:
             (self.bus.write_velocity if self.goals.mode == "velocity" else self.bus.write_position)(goal)
 

@@ -44,7 +44,7 @@ PARAMETERS = (
 )
 # Changeable at run time (validated in runtime_change).
 RUNTIME_PARAMETERS = (
-    ("command_timeout_s", 1.0, "velocity mode: zero the goals after this long without a command, s (0: never)",
+    ("command_timeout_s", 1.0, "velocity mode: zero a joint's goal this long after a command last named it, s (0: off)",
      (0.0, 3600.0)),
     ("position_min", [-1.5707963, -1.5707963], "lowest commanded position per joint, rad", None),
     ("position_max", [1.5707963, 1.5707963], "highest commanded position per joint, rad", None),

@@ -3,9 +3,12 @@
 No ROS here: the driver node hands over each command's names and values, and asks once per
 cycle for the goals to write. In velocity mode the servos themselves ignore position limits,
 so a joint is slowed as it nears one (no faster than would cover the room left within
-``soft_stop_s``) and goals fall back to zero when commands stop for ``command_timeout_s``.
+``soft_stop_s``) and each joint's goal falls back to zero when no command has named it for
+``command_timeout_s``: a command naming the elbow does not keep the shoulder's old goal alive.
 In position mode a joint holds where it is found, inside the limits or not, until a command
-names it: only then is its goal clamped, so connecting never drives a joint on its own.
+names it: only then is its goal clamped, so connecting never drives a joint on its own. A command
+that only holds such a joint where it is (a reflex's hold of every joint) does not start that
+clamping either.
 """
 
 from __future__ import annotations
@@ -16,6 +19,9 @@ from dataclasses import dataclass
 import numpy as np
 
 MODES = ("velocity", "position")
+#: rad; a position goal this close to where an uncommanded joint holds asks for no motion (about three
+#: position ticks of an X-series servo, 0.0015 rad each: a reading of a joint holding still).
+HOLD_TOLERANCE_RAD = 0.005
 
 
 @dataclass(frozen=True)
@@ -67,8 +73,9 @@ class JointGoals:
     Args:
       joint_names: the joints, in the bus's servo order.
       limits: the configured limits; :attr:`servo_limits` (the servos' own) tighten them.
-      command_timeout_s: velocity mode: goals return to zero this long after the last command
-        (0: never).
+      command_timeout_s: velocity mode: a joint's goal returns to zero this long after the last
+        command that named it (0: never). Times are steady seconds (``now``), never a clock
+        another process drives.
       soft_stop_s: velocity mode: braking horizon near a position limit.
     """
 
@@ -92,7 +99,7 @@ class JointGoals:
         self.command_timeout_s = command_timeout_s
         self.soft_stop_s = soft_stop_s
         self.timeouts = 0
-        self._last_command = -np.inf
+        self._last_command = np.full(len(self.joint_names), -np.inf)  # per joint: when a command last named it
         self.hold()
 
     @property
@@ -124,13 +131,16 @@ class JointGoals:
             raise ValueError(f"{self.mode} values must be finite; got {values.tolist()}")
         if self.goal is None and len(names) < len(self.joint_names):
             raise ValueError("a position command naming only some joints before the first read; name every joint")
-        index = [self.joint_names.index(name) for name in names]
+        index = np.array([self.joint_names.index(name) for name in names])
         goal = np.zeros(len(self.joint_names)) if self.goal is None else self.goal.copy()
+        moves = np.ones(len(index), dtype=bool)
+        if self.mode == "position" and self.goal is not None:  # holding an uncommanded joint where it is
+            moves = self.commanded[index] | (np.abs(values - goal[index]) > HOLD_TOLERANCE_RAD)
         goal[index] = values
         self.goal = goal
-        self.commanded[index] = True
-        self._last_command = now
-        return bool(np.any(self._clamp(goal)[index] != goal[index]))
+        self.commanded[index[moves]] = True
+        self._last_command[index] = now
+        return bool(np.any((self._clamp(goal) != goal)[index[moves]]))
 
     def _clamp(self, goal: np.ndarray) -> np.ndarray:
         limits = self.effective_limits
@@ -151,8 +161,10 @@ class JointGoals:
             # A joint no command named holds where it was found, even outside the limits.
             return np.where(self.commanded, self._clamp(self.goal), self.goal)
         timeout = self.command_timeout_s
-        if timeout > 0 and np.any(self.goal) and now - self._last_command > timeout:
-            self.goal = np.zeros_like(self.goal)
+        # A clock stepped back (now before a command) counts as timed out too: the age is unknown.
+        expired = (self.goal != 0) & ~((now - self._last_command >= 0) & (now - self._last_command <= timeout))
+        if timeout > 0 and np.any(expired):
+            self.goal = np.where(expired, 0.0, self.goal)
             self.timeouts += 1
         goal = self._clamp(self.goal)
         if position is not None:

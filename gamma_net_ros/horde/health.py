@@ -119,10 +119,12 @@ class Watch:
             else:
                 self.wrong_types.pop(name, None)
 
-    def health(self, *, ticks: int, updates: int, saved: str) -> Health:
+    def health(self, *, ticks: int, processed: int, updates: int, saved: str) -> Health:
         """ERROR for a topic of another type, WARN for silent ones and those stale on a tick since the last report.
 
         Each names what it stops; a stale one also on how many of the ticks since the last report.
+        ``ticks`` (received) and ``processed`` (of those, the ticks that reached the learner) are
+        reported as such.
         """
         self.check_types()
         since, ticks_then = self.tick_rate
@@ -131,6 +133,8 @@ class Watch:
         values = {
             "tick_source": self.settings.tick_topic or "clock",
             "ticks_per_s": f"{(ticks - ticks_then) / (now - since):.3g}" if now > since else "-",
+            "received": ticks,
+            "processed": processed,
             "updates": updates,
         }
         silent = [name for name, topic in self.sampler.topics.items() if topic.latest is None]

@@ -97,6 +97,7 @@ class Horde(CheckpointHooks, Node):
         self.returns = self.create_publisher(RealizedReturns, "horde/returns", 10)
         self.create_service(PredictAt, "predict_at", self.on_predict_at)
         self.latest_inputs, self.latest_stamp, self.ticks = None, None, 0
+        self.processed = 0  # ticks that reached the learner (the others: a gap in every question, or refused)
         # The node's own timer publishes it, with the running errors on horde/errors at the same time.
         self.health = Diagnostics(self, "horde", self._health, period=0)
         self.create_timer(1.0, self.publish_diagnostics)
@@ -141,6 +142,7 @@ class Horde(CheckpointHooks, Node):
                 self.watch.refused(exc)
                 self._restart()
                 return
+        self.processed += 1
         self.latest_inputs, self.latest_stamp = reading.inputs, stamp
         table = horde_rows.prediction_table(self.learner, reading.inputs, self.published.gammas)  # [Q, G + R]
         if some is not None:  # a stopped question is neither scored nor published: NaN says so
@@ -197,7 +199,9 @@ class Horde(CheckpointHooks, Node):
         self.health.publish(extra=self.watch.error_statuses(self.published.taus, errors))
 
     def _health(self):
-        return self.watch.health(ticks=self.ticks, updates=self.learner.update_count, saved=self.keeper.last_text)
+        return self.watch.health(
+            ticks=self.ticks, processed=self.processed, updates=self.learner.update_count, saved=self.keeper.last_text
+        )
 
     def errors_msg(self) -> PredictionErrors:
         """The running errors as a message (``horde/errors``): [Q x (G + R)], row-major."""

@@ -25,6 +25,7 @@ def stream_health(s: TransitionStream, last_checkpoint: str) -> Health:
         level = WARN if skipped else OK
     values = {
         "received": s.received + skipped,
+        "processed": s.drained,  # moved into the learner's replay (the others: queued or skipped)
         "taken": s.taken,
         "queued": s.queued,
         "skipped": skipped,

@@ -192,9 +192,9 @@ class NeuralPredictor(CheckpointHooks, Node):
 
     # -- checkpoints and health
 
-    def save_checkpoint(self) -> None:
+    def save_checkpoint(self, *, last: bool = False) -> None:
         try:
-            super().save_checkpoint()
+            super().save_checkpoint(last=last)
         except TrainingDiverged as exc:  # nothing worth keeping: the previous checkpoint stays
             self.get_logger().error(str(exc), throttle_duration_sec=60.0)
 

@@ -12,6 +12,10 @@
 
 ``read`` validates (ValueError on a malformed message); ``write`` builds the outgoing message from
 the filtered command and the incoming one (its header and timing kept), or from none (a hold).
+Each form's ``holding`` (:class:`~gamma_net_core.reflex.holds.HoldRule`) says how it holds: a
+JointState path every field its commands gave (from the first command on), a forward controller its
+interface over its joints, a trajectory one point of positions and zero velocities, a base zero
+velocity on every axis.
 """
 
 from __future__ import annotations
@@ -19,15 +23,31 @@ from __future__ import annotations
 import importlib
 from collections.abc import Sequence
 
-import numpy as np
-
+from gamma_net_core.horde.registry import Registry
 from gamma_net_core.reflex.commands import TWIST_AXES, JointCommand, joint_command
+from gamma_net_core.reflex.holds import HoldRule
 
-COMMAND_TYPES = ("joint_state", "float64_multi_array", "joint_trajectory", "twist", "twist_stamped")
+#: The command forms by ``command_type``: each a class with ``message``, ``holding``, ``read`` and ``write``
+#: (:func:`register_form`); docs/extending.md adds one.
+COMMAND_FORMS: Registry[type] = Registry("command form")
 INTERFACES = ("position", "velocity", "effort")
 #: s; a hold point's time_from_start where the incoming trajectory gives none: reaching the present
 #: position asks for no motion, so any short time will do.
 HOLD_TIME_S = 0.1
+
+
+def register_form(command_type: str):
+    """Class decorator: the class is the reflex's form for ``command_type`` (a name not taken yet).
+
+    The class is built as ``cls(joint_names, interface)`` and has ``names`` (the joints or axes it
+    commands), ``cls`` (the message class), ``holding`` (a :class:`~gamma_net_core.reflex.holds.HoldRule`),
+    ``read(msg) -> JointCommand`` (ValueError on a malformed message) and ``write(command, msg=None)``.
+    """
+
+    def add(cls):
+        return COMMAND_FORMS.add(command_type, cls)
+
+    return add
 
 
 def _message(name: str):
@@ -43,8 +63,11 @@ def _rows(command: JointCommand, field: str) -> list[float]:
     return [] if values is None else values[0].tolist()
 
 
+@register_form("joint_state")
 class JointStateForm:
     message = "sensor_msgs/JointState"
+    # The fields its commands gave (none before the first: nothing the reflex passed is in force yet).
+    holding = HoldRule((), fields_from_commands=True)
 
     def __init__(self, joints: Sequence[str], interface: str) -> None:
         self.names, self.cls = tuple(joints), _message(self.message)
@@ -63,11 +86,13 @@ class JointStateForm:
         return out
 
 
+@register_form("float64_multi_array")
 class MultiArrayForm:
     message = "std_msgs/Float64MultiArray"
 
     def __init__(self, joints: Sequence[str], interface: str) -> None:
         self.names, self.interface, self.cls = tuple(joints), interface, _message(self.message)
+        self.holding = HoldRule((interface,), layout=True)  # the controller takes every joint or none
 
     def read(self, msg) -> JointCommand:
         return joint_command(self.names, **{self.interface: [list(msg.data)]})
@@ -79,8 +104,10 @@ class MultiArrayForm:
         return out
 
 
+@register_form("twist")
 class TwistForm:
     message = "geometry_msgs/Twist"
+    holding = HoldRule(("velocity",), layout=True)
 
     def __init__(self, joints: Sequence[str], interface: str) -> None:
         self.names, self.cls = TWIST_AXES, _message(self.message)
@@ -104,6 +131,7 @@ class TwistForm:
         return out
 
 
+@register_form("twist_stamped")
 class TwistStampedForm(TwistForm):
     message = "geometry_msgs/TwistStamped"
 
@@ -111,8 +139,10 @@ class TwistStampedForm(TwistForm):
         return msg.twist
 
 
+@register_form("joint_trajectory")
 class TrajectoryForm:
     message = "trajectory_msgs/JointTrajectory"
+    holding = HoldRule(("position", "velocity"), motion_alone=False)  # a point needs its positions
 
     def __init__(self, joints: Sequence[str], interface: str) -> None:
         self.names, self.cls = tuple(joints), _message(self.message)
@@ -159,40 +189,12 @@ class TrajectoryForm:
         return out
 
 
-FORMS = {
-    "joint_state": JointStateForm,
-    "float64_multi_array": MultiArrayForm,
-    "joint_trajectory": TrajectoryForm,
-    "twist": TwistForm,
-    "twist_stamped": TwistStampedForm,
-}
-
-
-def hold_template(form, names: Sequence[str], last: JointCommand | None) -> JointCommand | None:
-    """What a hold of ``form`` holds when no command says it: the last command's joints and fields.
-
-    A trajectory holds position and velocity; a forward controller its interface; a base its
-    axes; a JointState command the last one's joints and fields (None before any: nothing is in
-    force to hold).
-    """
-    if isinstance(form, TrajectoryForm):
-        joints = last.names if last is not None else tuple(names)
-        return JointCommand(joints, position=np.zeros((1, len(joints))), velocity=np.zeros((1, len(joints))))
-    if isinstance(form, MultiArrayForm):
-        return JointCommand(form.names, **{form.interface: np.zeros((1, len(form.names)))})
-    if isinstance(form, TwistForm):
-        return JointCommand(form.names, velocity=np.zeros((1, len(form.names))))
-    if last is None:
-        return None
-    return last
-
-
 def make_form(kind: str, interface: str, joint_names):
     """The adapter for ``command_type`` ``kind``; ValueError naming a bad value (one line, at start)."""
-    if kind not in COMMAND_TYPES:
-        raise ValueError(f"parameter command_type must be one of {list(COMMAND_TYPES)}; got {kind!r}")
+    if kind not in COMMAND_FORMS:
+        raise ValueError(f"parameter command_type must be one of {COMMAND_FORMS.names()}; got {kind!r}")
     if interface not in INTERFACES:
         raise ValueError(f"parameter interface must be one of {list(INTERFACES)}; got {interface!r}")
     if not isinstance(joint_names, list) or not joint_names or not all(isinstance(n, str) and n for n in joint_names):
         raise ValueError(f"parameter joint_names must be a non-empty list of joint names; got {joint_names or []!r}")
-    return FORMS[kind](joint_names, interface)
+    return COMMAND_FORMS[kind](joint_names, interface)

@@ -10,14 +10,22 @@ from gamma_net_core.reflex.rules import RuleSet
 from gamma_net_ros.diagnostics import OK, WARN, Health
 
 
-def rules_health(state: ReflexState, rule_set: RuleSet, counts: dict) -> Health:
-    """WARN while any rule's input is stale (naming the fail-safes in force), else OK; with the counts."""
+def rules_health(state: ReflexState, rule_set: RuleSet, counts: dict, *, clock_stalled: bool = False) -> Health:
+    """WARN while any rule's input is stale (naming the fail-safes in force, and a clock standing still), else OK."""
     stale = state.stale
     values = {"active": ",".join(state.active) or "none", "stale": ",".join(stale) or "none", **counts}
     if stale:
         fail_safes = sorted({r.fail_safe for r in rule_set.rules if r.name in stale})
-        return Health(WARN, f"stale input for rules {stale}: fail-safe {'/'.join(fail_safes)}", values)
+        why = "the clock stands still: " if clock_stalled else ""
+        return Health(WARN, f"{why}stale input for rules {stale}: fail-safe {'/'.join(fail_safes)}", values)
     return Health(OK, f"{len(state.active)} of {len(rule_set.rules)} rules on", values)
+
+
+def clock_line(stalled: bool, limit_s: float, now: float) -> str:
+    """The log line of the node's clock standing still (an error), or advancing again."""
+    if stalled:
+        return f"the clock has not advanced for {limit_s:g} s of steady time (at {now:.3f} s): every input is stale"
+    return "the clock advances again"
 
 
 def event_msg(change: Change, stamp: Time) -> ReflexEvent:

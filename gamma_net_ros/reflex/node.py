@@ -11,18 +11,28 @@ out on ``joint_commands`` after the rules (``rules_file``, :mod:`gamma_net_core.
 that are on and the fail-safe (:mod:`gamma_net_core.reflex.evaluation`). The rules read
 ``horde/predictions``, the predictor's ``predictions`` or the present signal; position goals are
 scaled and held relative to ``joint_states``. Each switch is a ReflexEvent on ``reflex/events``
-and re-sends the last command; while a fail-safe stop lasts, its hold is re-sent every
-``hold_period_s``. Malformed inputs are counted and dropped, a command with a non-finite value
+and re-sends the last command (a rule switching on also re-sends, restricted, what earlier
+commands left in force on the joints it names); while a fail-safe stop lasts, its hold is re-sent every
+``hold_period_s`` (steady time). A hold covers every joint the node knows: ``joint_names``, the
+joints on ``joint_states`` and every joint a command has named (:mod:`gamma_net_core.reflex.holds`).
+Malformed inputs are counted and dropped, a command with a non-finite value
 is counted and held (each said in a throttled warning); no callback can end the node (an
 error is logged and the hold sent). A bad rules file or parameter is refused in one line (exit 1).
+
+Time: staleness is judged on the node's clock (``/clock`` under ``use_sim_time``, fixed once the
+node is up like every other parameter), and that clock is watched on the steady clock: if it
+does not advance for ``stale_after_s`` of steady time (frozen, stopped, stepped back), every
+input is stale and the fail-safe acts. The decision timer runs on the steady clock, so a stopped
+``/clock`` cannot stop the decisions or the hold's re-sends.
 """
 
 from __future__ import annotations
 
 import sys
+import time
 
-import numpy as np
 from gamma_net_msgs.msg import Prediction, PredictionArray, ReflexEvent
+from rclpy.clock import Clock, ClockType
 from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
@@ -30,13 +40,14 @@ from sensor_msgs.msg import JointState
 from gamma_net_core.horde.reading import PublishedPredictions
 from gamma_net_core.reflex.commands import PresentPositions
 from gamma_net_core.reflex.evaluation import ReflexState, rule_value
+from gamma_net_core.reflex.holds import ClockGuard, KnownJoints
 from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.horde.topics import message_class
 from gamma_net_ros.node_main import run_node
-from gamma_net_ros.reflex.forms import hold_template, make_form
-from gamma_net_ros.reflex.health import event_line, event_msg, rules_health
-from gamma_net_ros.reflex.settings import declare_settings, load_rule_set, signal_readers
+from gamma_net_ros.reflex.health import clock_line, event_line, event_msg, rules_health
+from gamma_net_ros.reflex.outputs import COUNTS, CommandOut
+from gamma_net_ros.reflex.settings import declare_settings, fixed_clock, load_command_path, signal_readers
 
 
 class Reflex(Node):
@@ -45,11 +56,14 @@ class Reflex(Node):
         s = declare_settings(self)
         self.command_stale_s, self.hold_period_s = s.command_stale_s, s.hold_period_s
         self.present = PresentPositions(s.state_stale_s)
-        self.form = make_form(s.command_type, s.interface, s.joint_names)
+        self.form, self.rule_set, spec, rules_file = load_command_path(s)
         self.joint_names = list(self.form.names)
-        self.rule_set, spec, rules_file = load_rule_set(s, self.joint_names)
-        self.state = ReflexState(self.rule_set)
-        self.commands = self.create_publisher(self.form.cls, "joint_commands", 10)
+        self.state = ReflexState(self.rule_set, KnownJoints(self.joint_names, self.form.holding))
+        self.clock_guard, self.clock_stalled = ClockGuard(self.rule_set.stale_after_s), False
+        self.add_on_set_parameters_callback(fixed_clock)
+        self.counts = dict.fromkeys((*COUNTS, "events", "rejected", "non_finite", "clock_stalls", "errors"), 0)
+        self.out = CommandOut(self, self.form, self.counts)
+        self.commands = self.out.publisher
         self.events = self.create_publisher(ReflexEvent, "reflex/events", 10)
         guard = self._guarded
         self.create_subscription(self.form.cls, "joint_commands_in", guard(self.on_command), 10)
@@ -65,13 +79,12 @@ class Reflex(Node):
         for topic, readers in self.signals.items():
             on_signal = guard(lambda msg, t=topic: self.on_signal(t, msg))
             self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
-        self.last = None  # (the last well-formed command, its message)
-        self.last_at = self.sent_at = -float("inf")
-        self.counts = dict.fromkeys(
-            ("commands", "held", "scaled", "stopped", "events", "rejected", "non_finite", "unsent", "errors"), 0
-        )
-        self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick))
-        self.health = Diagnostics(self, "rules", self._health, period=s.diagnostics_period_s)
+        self.last, self.last_at = None, -float("inf")  # (the last well-formed command, its message), when
+        # Steady: a /clock that stops (use_sim_time) must not stop the decisions, the holds or the report.
+        steady = Clock(clock_type=ClockType.STEADY_TIME)
+        self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick), clock=steady)
+        self.health = Diagnostics(self, "rules", self._health, period=0)
+        self.create_timer(s.diagnostics_period_s, guard(self.health.publish), clock=steady)
         self.get_logger().info(
             f"{len(rules)} rules {[r.name for r in rules]} from {rules_file}: {s.command_type} commands "
             f"{self.commands.topic_name} from joint_commands_in; events on {self.events.topic_name}"
@@ -131,6 +144,8 @@ class Reflex(Node):
 
     def on_joint_states(self, msg: JointState) -> None:
         self.present.update(msg.name, msg.position, self._now())
+        if len(msg.name) == len(msg.position) and len(set(msg.name)) == len(msg.name):  # a well-formed reading
+            self.state.joints.saw_states(msg.name)
 
     def on_command(self, msg) -> None:
         try:
@@ -149,13 +164,22 @@ class Reflex(Node):
 
     def tick(self) -> None:
         self.decide()
-        if self.state.stopped and not 0.0 <= self._now() - self.sent_at < self.hold_period_s:
+        if self.state.stopped and not 0.0 <= time.monotonic() - self.out.sent_at < self.hold_period_s:
             self._send_hold()  # a silent operator cannot leave a goal in force
 
     def decide(self, resend: bool = True) -> None:
         """Update the rules; publish an event per switch, and re-send the last command after one."""
         now, was_stopped = self._now(), self.state.stopped
-        changes = self.state.decide(now)
+        stalled = self.clock_guard.stalled(now, time.monotonic())
+        if stalled != self.clock_stalled:
+            self.counts["clock_stalls"] += stalled
+            line = clock_line(stalled, self.rule_set.stale_after_s, now)
+            if stalled:  # one call site per severity: rclpy refuses a call site whose severity changes
+                self.get_logger().error(line)
+            else:
+                self.get_logger().info(line)
+        self.clock_stalled = stalled
+        changes = self.state.decide(now, clock_stalled=stalled)
         if self.state.stopped and not was_stopped:
             self.get_logger().warning(f"stale input for rules {self.state.stale}: fail-safe stop, every joint held")
         elif was_stopped and not self.state.stopped:
@@ -175,33 +199,22 @@ class Reflex(Node):
             restricting = "position" in command.fields and any(c.on for c in changes)
             if restricting or now - self.last_at <= self.command_stale_s:
                 self._send(command, msg)
+        if resend and any(c.on for c in changes) and not self.state.stopped:
+            # What earlier commands left in force at the robot (the shoulder, when the last named the elbow).
+            last = self.last[0].names if self.last is not None else ()
+            known, stale_s = self.present.known(now), self.command_stale_s
+            self.out.restricted(self.state.restricted(changes, known, now=now, stale_s=stale_s, exclude=last))
 
     def _send(self, command, msg) -> None:
-        out = self.state.filter(command, self.present.known(self._now()))
-        if out is None:
-            self.counts["unsent"] += 1
-            self.get_logger().warning(
-                "no fresh joint_states: a position goal is not forwarded", throttle_duration_sec=5.0
-            )
-            return
-        self.commands.publish(self.form.write(out, msg))
-        self.sent_at = self._now()
-        self.counts["commands"] += 1
-        if self.state.stopped:
-            self.counts["stopped"] += 1
-        elif not all(np.array_equal(getattr(out, f), getattr(command, f)) for f in command.fields):
-            self.counts["scaled"] += 1
+        now = self._now()
+        outputs = self.state.outputs(command, self.present.known(now), now=now)
+        self.out.command(outputs, command, msg, stopped=self.state.stopped)
 
     def _send_hold(self) -> None:
-        template = hold_template(self.form, self.joint_names, self.last[0] if self.last else None)
-        held = self.state.hold(template, self.present.known(self._now())) if template is not None else None
-        if held is not None:
-            self.commands.publish(self.form.write(held))
-            self.sent_at = self._now()
-            self.counts["held"] += 1
+        self.out.hold(self.state.hold_all(self.present.known(self._now())))
 
     def _health(self) -> Health:
-        return rules_health(self.state, self.rule_set, self.counts)
+        return rules_health(self.state, self.rule_set, self.counts, clock_stalled=self.clock_stalled)
 
 
 def main(args=None) -> int:

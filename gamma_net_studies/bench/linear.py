@@ -235,6 +235,12 @@ def run(args: argparse.Namespace) -> Report:
                 r["setting"], view, r["recording_steps_per_s"], r[f"recording_{key}_steps_per_s"], r[f"{key}_cost"],
                 r["learn_steps_per_s"], r[f"learn_{key}_steps_per_s"], r[f"learn_{key}_cost"],
             )  # fmt: skip
+    goals = _goals(rows)
+    return Report(tables=[table, traces, goals], data={"core": core, "rows": rows, "machine": machine()})
+
+
+def _goals(rows: list[dict]) -> Table:
+    """The speed goals, each met or not: the recording against its reference, and TD(lambda) against TD(0)."""
     square = rows[0]
     goals = Table("goals (issues 3 and 18)", ["goal", "measured", "met"])
     goals.add(
@@ -263,7 +269,7 @@ def run(args: argparse.Namespace) -> Report:
         f"{arm['learn_backward_cost']:.2f}x",
         arm["learn_backward_cost"] <= GOAL_LAMBDA_COST,
     )
-    return Report(tables=[table, traces, goals], data={"core": core, "rows": rows, "machine": machine()})
+    return goals
 
 
 def loadavg() -> str | None:

@@ -105,7 +105,7 @@ def _learner(args):
     from gamma_net_core.neural.learner import NeuralConfig, NeuralLearner
 
     sizes = {"feature_size": 32, "hidden_sizes": (32, 16), "replay_capacity": 500} if args.tiny else {}
-    config = NeuralConfig(
+    config = NeuralConfig.paper(  # the Atari study's learner
         embedding=args.embedding,
         device=args.device,
         min_replay_history=10**12,  # fill without training; updates are called directly
@@ -170,7 +170,7 @@ def measure_ensemble(args) -> dict:
     sizes = {"feature_size": 32, "hidden_sizes": (32, 16), "replay_capacity": 500} if args.tiny else {}
     capacity = sizes.get("replay_capacity", min(args.replay_capacity, ENSEMBLE_CAPACITY))
     configs = [
-        NeuralConfig(
+        NeuralConfig.paper(
             **{
                 "embedding": args.embedding,
                 "device": args.device,

@@ -47,7 +47,9 @@ def _arm(steps: int):
     speed = np.abs(np.diff(walk[:, 0])) * 30.0
     gammas = TimescaleSampler(TimescaleSampling(n_gamma=1, n_tau=29), np.random.default_rng(2)).sample_many(steps)
     rhos = np.where(rng.random(steps) < 0.5, 0.0, 2.0)  # a target taking one of two equally likely actions
-    return GammaNetConfig(step_size=0.1, step_size_decay_steps=steps), walk[:-1], speed, walk[1:], gammas, rhos
+    # The arm's settings (config/arm.yaml), the paper's bias: the one the off-policy kernels have.
+    config = GammaNetConfig(step_size=0.1, step_size_decay_steps=steps, bias_unit="scaled")
+    return config, walk[:-1], speed, walk[1:], gammas, rhos
 
 
 def measure_linear(*, steps: int, repeats: int) -> dict:

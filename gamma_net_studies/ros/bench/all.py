@@ -18,6 +18,7 @@ BENCHMARKS = {
     "horde": "gamma_net_studies.bench.horde",
     "neural": "gamma_net_studies.bench.neural",
     "atari": "gamma_net_studies.bench.atari",
+    "off-policy": "gamma_net_studies.bench.off_policy",
     "ros": "gamma_net_studies.ros.bench.ros",
     "bridge": "gamma_net_studies.ros.bench.bridge",
     "horde-node": "gamma_net_studies.ros.bench.horde",

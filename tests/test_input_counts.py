@@ -1,0 +1,74 @@
+"""A node that takes input says on /diagnostics what it received and what it processed.
+
+The real predictor process gets a 1 kHz burst of joint_states for 2 s; its status on
+/diagnostics then counts them: ``received`` (handed to the node) and ``processed`` (learned
+from), equal once it has caught up, and never more than were sent.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+
+import pytest
+from diagnostic_msgs.msg import DiagnosticArray
+from rclpy.node import Node
+from rclpy.qos import QoSProfile, ReliabilityPolicy
+from sensor_msgs.msg import JointState
+from waiting import bound, spin_for, spin_until
+
+from gamma_net_ros.conversions import seconds_to_stamp
+from gamma_net_ros.processes import NodeProcess, node_command
+
+pytestmark = pytest.mark.ros
+RATE_HZ, BURST_S = 1000.0, 2.0
+
+
+def _reading(step: int) -> JointState:
+    phase = 2 * math.pi * step / 900
+    msg = JointState(
+        name=["shoulder", "elbow"],
+        position=[0.5 * math.cos(phase), 1.7 + 0.4 * math.sin(phase)],
+        velocity=[-0.5 * math.sin(phase), 0.4 * math.cos(phase)],
+    )
+    msg.header.stamp = seconds_to_stamp(step / RATE_HZ)
+    return msg
+
+
+def test_a_predictor_counts_a_1khz_burst_on_diagnostics(tmp_path, executor):
+    log = tmp_path / "predictor.log"
+    name = "counted_predictor"
+    command = node_command(
+        "gamma_net_ros.predictor",
+        name=name,
+        params={"reliable_input": True, "input_queue_depth": 5000},
+        remaps={"joint_states": "counted_joint_states"},
+    )
+    rig = Node("burst_rig")
+    executor.add_node(rig)
+    reliable = QoSProfile(depth=5000, reliability=ReliabilityPolicy.RELIABLE)
+    states = rig.create_publisher(JointState, "counted_joint_states", reliable)
+    counts: dict[str, int] = {}
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            if status.name.startswith(f"{name}:"):
+                values = {kv.key: kv.value for kv in status.values}
+                counts.update(received=int(values["received"]), processed=int(values["processed"]))
+
+    rig.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 100)
+    with NodeProcess(command, log_path=log) as node:
+        assert spin_until(executor, lambda: "ready" in log.read_text() and states.get_subscription_count(), 120.0), (
+            log.read_text()
+        )
+        sent, began = 0, time.monotonic()
+        while sent < RATE_HZ * BURST_S:
+            while sent < (time.monotonic() - began) * RATE_HZ and sent < RATE_HZ * BURST_S:
+                states.publish(_reading(sent))
+                sent += 1
+            spin_for(executor, 0.0005, step=0.0005)
+        caught_up = lambda: counts.get("received", 0) > 0 and counts["received"] == counts["processed"]  # noqa: E731
+        settled = spin_until(executor, lambda: caught_up() and counts["received"] == sent, 60.0)
+        assert node.stop(timeout=bound(30.0)) == 0, log.read_text()
+    print(f"sent {sent}, diagnostics {counts}")  # shown with -s
+    assert caught_up() and counts["received"] <= sent, (sent, counts, settled)

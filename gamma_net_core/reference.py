@@ -94,14 +94,24 @@ class ReferenceLinearTD:
         n_timescale_dims = {"none": 0, "gamma": 1, "tau": 1, "both": 2}[self.timescale_input]
         low = tuple(config.state_low) + (0.0,) * n_timescale_dims
         high = tuple(config.state_high) + (1.0,) * n_timescale_dims
+        widths = tuple(config.tile_widths)
+        ratio = getattr(config, "timescale_tile_width", 0.0) / widths[0]
+        if n_timescale_dims and ratio > 1.0:  # wider timescale tiles: the timescale inputs' range stretched
+            high = tuple(config.state_high) + (ratio,) * n_timescale_dims
+        elif n_timescale_dims and 0.0 < ratio < 1.0:  # narrower: every tile narrower, the state's range stretched
+            high = (
+                tuple(lo + (hi - lo) / ratio for lo, hi in zip(config.state_low, config.state_high))
+                + (1.0,) * n_timescale_dims
+            )
+            widths = tuple(w * ratio for w in widths)
         state = draw_tilings(
-            n_dims=len(low), tilings=config.tilings, widths=config.tile_widths, memory_size=config.memory_size, rng=rng
+            n_dims=len(low), tilings=config.tilings, widths=widths, memory_size=config.memory_size, rng=rng
         )
         self.coder = ReferenceTileCoder(
             low=low,
             high=high,
             tilings=config.tilings,
-            widths=config.tile_widths,
+            widths=widths,
             memory_size=config.memory_size,
             bias=config.bias,
             state=state,

@@ -8,7 +8,9 @@ docs/choosing-settings.md.
 VARIANTS_JSON: name -> GammaNetConfig changes; "_sampling": [n_gamma, n_tau] replaces Gamma_t's draws, and
 step_size_decay_steps -1 decays alpha over the stream. BASE (environment, JSON) changes the baseline's settings.
 PROBLEMS: default every zoo problem but CartPole. Prints per problem the baseline's error at each tau, and per
-variant the largest error over tau (mean over seeds), the largest ratio to the baseline and the errors.
+variant the largest error over tau (mean over seeds), the largest ratio to the baseline and the errors, then
+a markdown table of the error at tau 1, 10, 30 and 90 (mean +- standard deviation over the seeds). JSON
+(environment, a path) also saves every seed's errors there.
 """
 
 import json
@@ -55,6 +57,18 @@ def main(steps: str, seeds: str, variants: str, problems: str | None = None) -> 
             mean = np.mean(errors[(problem, name)], axis=0)
             ratio = np.max(mean / np.maximum(td0, 1e-9))
             print(f"   {name}: max err {mean.max():.2f} max ratio {ratio:.2f} | err {np.round(mean, 2).tolist()}")
+    taus = list(results[0].taus)
+    shown = [taus.index(t) for t in (1.0, 10.0, 30.0, 90.0)]
+    print("\n| problem | learner | tau 1 | tau 10 | tau 30 | tau 90 |\n|---|---|---|---|---|---|")
+    for problem in names:
+        for name in [*named, "td0_fixed"]:
+            if (problem, name) in errors:
+                runs = np.array(errors[(problem, name)])
+                cells = " | ".join(f"{runs[:, i].mean():.2f} ± {runs[:, i].std():.2f}" for i in shown)
+                print(f"| {problem} | {name} | {cells} |")
+    if os.environ.get("JSON"):
+        with open(os.environ["JSON"], "w") as f:
+            json.dump({"taus": taus, "errors": {f"{p}|{n}": np.array(e).tolist() for (p, n), e in errors.items()}}, f)
 
 
 if __name__ == "__main__":

@@ -22,7 +22,7 @@ def make_coder(
     rng: np.random.Generator | None = None,
     state: dict[str, np.ndarray] | None = None,
 ) -> TileCoder:
-    """The tile coder over the state inputs, then the timescale inputs (each normalized to [0, 1]).
+    """The tile coder over the state inputs, then the timescale inputs (laid out by :func:`coder_layout`).
 
     Args:
       config: the tiling and the state inputs' ranges.
@@ -30,17 +30,40 @@ def make_coder(
       rng: draws a new coder's offsets and hashing constants; or ``state``, a saved coder's
         (:meth:`TileCoder.to_state_dict`).
     """
-    n_ts = N_TIMESCALE_DIMS[timescale_input]
+    low, high, widths = coder_layout(config, timescale_input)
     return TileCoder(
-        low=tuple(config.state_low) + (0.0,) * n_ts,
-        high=tuple(config.state_high) + (1.0,) * n_ts,
+        low=low,
+        high=high,
         tilings=config.tilings,
-        widths=config.tile_widths,
+        widths=widths,
         memory_size=config.memory_size,
         bias=config.bias,
         rng=rng,
         state=state,
     )
+
+
+def coder_layout(
+    config: LinearTDConfig, timescale_input: str
+) -> tuple[tuple[float, ...], tuple[float, ...], tuple[float, ...]]:
+    """The coder's input ranges (low, high: state inputs, then the timescale inputs) and tile widths per group.
+
+    The timescale inputs (gamma, tau / tau_scale) lie in [0, 1]. A tiling has one tile width over all its
+    inputs, so a timescale tile width apart from the state's (``timescale_tile_width`` r times the first
+    group's) is made by the ranges: r > 1 stretches the timescale inputs' range to [0, r]; r < 1 narrows every
+    tile by r and stretches the state inputs' ranges by 1 / r, so a state's tiles keep their width. (A state
+    above its range is then clipped at the stretched range's end, not at ``state_high``.)
+    """
+    n_ts = N_TIMESCALE_DIMS[timescale_input]
+    state_low, state_high = tuple(config.state_low), tuple(config.state_high)
+    widths = tuple(config.tile_widths)
+    ratio = getattr(config, "timescale_tile_width", 0.0) / widths[0]
+    if n_ts == 0 or ratio in (0.0, 1.0):
+        return state_low + (0.0,) * n_ts, state_high + (1.0,) * n_ts, widths
+    if ratio > 1.0:
+        return state_low + (0.0,) * n_ts, state_high + (ratio,) * n_ts, widths
+    stretched = tuple(lo + (hi - lo) / ratio for lo, hi in zip(state_low, state_high))
+    return state_low + (0.0,) * n_ts, stretched + (1.0,) * n_ts, tuple(w * ratio for w in widths)
 
 
 def weight_limit(n_active: int, loss_scaling: bool) -> float:

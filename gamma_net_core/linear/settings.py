@@ -109,10 +109,30 @@ class LinearTDConfig:
 class GammaNetConfig(LinearTDConfig):
     """A linear Γ-net: the shared settings plus how the timescale enters as input."""
 
+    step_size: float = setting(
+        0.0,
+        "alpha before it is divided by the active features per (state, gamma); 0: the default, "
+        "DEFAULT_STEP_SIZE (0.003) in TD(0) and the backward view, times (1 - lambda) in the forward view "
+        "(lambda 0.5: 0.0015, 0.9: 0.0003; a lambda-return reaches about 1 / (1 - gamma lambda) steps, further "
+        "than a one-step target). Every gamma of Gamma_t adds an update of this size to the tiles it shares with "
+        "the others: 0.003 suits tiles of width 1.0 (all 32 share them; scale by 32 / |Gamma_t|), about 0.1 "
+        "timescale tiles of 1/16 or finer (docs/choosing-settings.md). A step size given is used as given; "
+        "paper: arm 0.1",
+        low=0.0,
+        high=1e3,
+    )
     timescale_input: str = setting(
         "both",
         "timescale inputs tile-coded with the state: gamma, tau / tau_scale, or both; paper: both",
         choices=("gamma", "tau", "both"),
+    )
+    timescale_tile_width: float = setting(
+        0.0,
+        "tile width of the timescale inputs (gamma, tau / tau_scale, each in [0, 1]) in the first group, the other "
+        "groups' in proportion; 0: the same as the state inputs' (tile_widths); a tile narrow in timescale keeps "
+        "one timescale's error from the others (docs/choosing-settings.md); paper: the same",
+        low=0.0,
+        high=1e6,
     )
     tau_scale: float = setting(
         100.0,
@@ -138,12 +158,31 @@ class GammaNetConfig(LinearTDConfig):
     )
 
     def __post_init__(self) -> None:
+        if self.step_size == 0.0:
+            object.__setattr__(self, "step_size", default_step_size(self.lam, self.lambda_view))
         super().__post_init__()
         if self.lambda_horizon > 0 and (self.lam == 0.0 or self.lambda_view != "forward"):
             raise ValueError(
                 f"lambda_horizon {self.lambda_horizon} is the forward view's truncation: it needs lam > 0 and "
                 f"lambda_view 'forward'; got lam {self.lam!r}, lambda_view {self.lambda_view!r}"
             )
+
+
+#: A Γ-net's alpha in TD(0) (``step_size`` 0): the arm's 0.1 spread over the 32 timescales of its Gamma_t.
+DEFAULT_STEP_SIZE = 0.003
+
+
+def default_step_size(lam: float, lambda_view: str = "forward") -> float:
+    """A Γ-net's alpha when its ``step_size`` is left at 0: :data:`DEFAULT_STEP_SIZE`, times (1 - lambda) in the
+    forward view (the backward view's traces take alpha (1 - lambda) already, beside TD(0) at alpha).
+
+    Measured on the zoo (docs/choosing-settings.md): at TD(0)'s alpha lambda 0.9 ended up to 2.6x TD(0)'s error
+    at the long timescales; at alpha (1 - lambda) it was no worse than TD(0) at tau >= 30 after 10,000 and
+    30,000 steps on the four problems measured, and better than alpha sqrt(1 - lambda).
+    """
+    if lam > 0.0 and lambda_view == "forward":
+        return DEFAULT_STEP_SIZE * (1.0 - lam)
+    return DEFAULT_STEP_SIZE
 
 
 def lambda_horizon(config: LinearTDConfig) -> int:

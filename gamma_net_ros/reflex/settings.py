@@ -46,7 +46,7 @@ def declare_settings(node: Node) -> ReflexSettings:
     kind = p("command_type", "joint_state", "the command message", constraints=f"one of {COMMAND_FORMS.names()}")
     interface = p("interface", "velocity", "float64_multi_array's interface", constraints=f"one of {INTERFACES}")
     names = p("joint_names", ["shoulder", "elbow"], "the commanded joints (float64_multi_array: in data order)")
-    if (twice := first_duplicate(names)) is not None:
+    if isinstance(names, list) and (twice := first_duplicate(names)) is not None:  # make_form refuses a non-list
         raise ValueError(f"parameter joint_names names {twice!r} twice; got {list(names)}")
     rate = p("decide_rate_hz", 100.0, "rules re-checked this often without input, 1/s", low=1.0, high=1000.0)
     command_stale_s = p("command_stale_s", 0.5, "a switch re-sends a velocity if this recent, s", low=0.0, high=60.0)

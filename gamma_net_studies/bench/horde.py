@@ -52,7 +52,8 @@ def _data(steps: int, questions: int):
     return walk[:-1], cumulants, walk[1:]
 
 
-def _best_seconds(repeats: int, once) -> float:
+def best_seconds(repeats: int, once) -> float:
+    """The fastest of ``repeats`` timed calls of ``once()``, in seconds (other work only ever slows a run)."""
     best = float("inf")
     for _ in range(repeats):
         started = time.perf_counter()
@@ -122,11 +123,11 @@ def measure(*, questions: int, horde_steps: int, loop_steps: int, repeats: int, 
         traced = dataclasses.replace(config, lam=lam, lambda_view="backward")
         warm = HordeLearner(traced, names=names[:2], timescales=sampling, rng=np.random.default_rng(1))
         warm.learn(s_t[0], c[0, :2], s_tp1[0])
-    lambda_rate = horde_steps / _best_seconds(repeats, horde("constant", lam)) if lam > 0.0 else None
-    horde_rate = horde_steps / _best_seconds(repeats, horde("constant"))
-    plain_rate = horde_steps / _best_seconds(repeats, horde("constant", reference=True))
-    autostep_rate = horde_steps / _best_seconds(repeats, horde("autostep"))
-    loop_rate = loop_steps / _best_seconds(repeats, loop)
+    lambda_rate = horde_steps / best_seconds(repeats, horde("constant", lam)) if lam > 0.0 else None
+    horde_rate = horde_steps / best_seconds(repeats, horde("constant"))
+    plain_rate = horde_steps / best_seconds(repeats, horde("constant", reference=True))
+    autostep_rate = horde_steps / best_seconds(repeats, horde("autostep"))
+    loop_rate = loop_steps / best_seconds(repeats, loop)
     return {
         "questions": questions,
         "gamma_t": sampling.size,
@@ -152,7 +153,7 @@ def memory_bandwidth(megabytes: int = 256, repeats: int = 5) -> float:
     """Bytes per second a numpy copy of a large array moves (read plus write), the best of ``repeats``."""
     source = np.ones(megabytes * 2**20 // 8)
     target = np.empty_like(source)
-    best = _best_seconds(repeats, lambda: np.copyto(target, source))
+    best = best_seconds(repeats, lambda: np.copyto(target, source))
     return 2 * source.nbytes / best
 
 

@@ -19,23 +19,14 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 
 import numpy as np
 
 from gamma_net_core.report import Report, Table
+from gamma_net_studies.bench.horde import best_seconds
 
 #: The issue's expectation, reported next to the numbers (never asserted in tests).
 GOAL_COST = 2.5
-
-
-def _best(repeats: int, once) -> float:
-    best = float("inf")
-    for _ in range(repeats):
-        started = time.perf_counter()
-        once()
-        best = min(best, time.perf_counter() - started)
-    return best
 
 
 def _arm(steps: int):
@@ -77,7 +68,8 @@ def measure_linear(*, steps: int, repeats: int) -> dict:
         return once
 
     rates = {
-        name: steps / _best(repeats, once) for name, once in (("td0", td0), ("td", off("td")), ("gtd", off("gtd")))
+        name: steps / best_seconds(repeats, once)
+        for name, once in (("td0", td0), ("td", off("td")), ("gtd", off("gtd")))
     }
     return {
         "features": config.memory_size + 1,
@@ -129,7 +121,8 @@ def measure_horde(*, questions: int, steps: int, repeats: int) -> dict:
             tdc_step(weights, s_t[t], s_tp1[t], gammas[t], questions_t, alpha, alpha, plain, scratch)
 
     rates = {
-        name: steps / _best(repeats, once) for name, once in (("plain", td0(False)), ("runs", td0(True)), ("tdc", tdc))
+        name: steps / best_seconds(repeats, once)
+        for name, once in (("plain", td0(False)), ("runs", td0(True)), ("tdc", tdc))
     }
     return {
         "questions": Q,

@@ -261,6 +261,38 @@ def run_node(
 
 
 def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watch: bool) -> int:
+    if (code := _start_ros(argv, name)) is not None:
+        return code
+    # From here on ROS holds what a clean stop releases (a driver's torque, a checkpoint): a signal sets a flag.
+    for sig in STOP_SIGNALS:
+        signal.signal(sig, _setter(stop))
+    stall = StallWatch(name, stop) if watch else None  # a process of its own: the middleware cannot hold it
+    entry.started()
+    learning = is_learning_node(make)
+    node = _build(make, argv, name, learning=learning)
+    if isinstance(node, int):
+        return node
+    held = _loop_watch(name) if watch else None
+    code = 0
+    try:
+        code = _spin(node, name, stop, until, held, learning=learning)
+    finally:
+        node.destroy_node()
+        rclpy.try_shutdown()
+        if code == 0 and isinstance(node, LearningNode) and node.lost_on_exit() is not None:
+            code = LOST_STATE  # its one line is logged by the failed save
+        if stall is not None:
+            stall.finished()
+        if held is not None and (where := held.close()) is not None:
+            sys.stderr.write(
+                f"[{name}] held at least once ({shutdown_watch.HELD_S:g} s without a turn of its loop, or "
+                f"{shutdown_watch.STOPPING_HELD_S:g} s stopping): every thread's stack then is in {where}\n"
+            )
+    return code
+
+
+def _start_ros(argv: list[str], name: str) -> int | None:
+    """Start rclpy with the process's arguments; the exit code of a one-line refusal, or None once started."""
     if (insecure := security_refusal()) is not None:
         _fatal(name, insecure)
         return 1
@@ -276,27 +308,14 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
     except rclpy_implementation.RCLError as exc:  # what rcl itself refuses in the arguments
         _fatal(name, _rcl_message(exc))
         return 1
-    # From here on ROS holds what a clean stop releases (a driver's torque, a checkpoint): a signal sets a flag.
-    for sig in STOP_SIGNALS:
-        signal.signal(sig, _setter(stop))
-    stall = StallWatch(name, stop) if watch else None  # a process of its own: the middleware cannot hold it
-    entry.started()
-    learning = is_learning_node(make)
+    return None
+
+
+def _build(make, argv: list[str], name: str, *, learning: bool) -> Node | int:
+    """The node, built and its parameters checked against the arguments; or the exit code of its refusal."""
     try:
         node = make(take_input_now=False) if learning else make()
-        unknown = unknown_parameters(node, argv)
-        mistyped = mistyped_overrides(node, argv)
-        if unknown or mistyped:
-            if unknown:
-                key, where = unknown[0]
-                more = (
-                    f" (and {len(unknown) - 1} more unknown: {[k for k, _ in unknown[1:]]})" if len(unknown) > 1 else ""
-                )
-                close = difflib.get_close_matches(key, node.list_parameters([], 0).names, n=1)
-                hint = f"; did you mean {close[0]!r}?" if close else ""
-                message = f"unknown parameter {key!r} for node {node.get_name()} ({where}){hint}{more}"
-            else:
-                message = mistyped[0] + (f" (and {len(mistyped) - 1} more mistyped)" if len(mistyped) > 1 else "")
+        if (message := _parameter_refusal(node, argv)) is not None:
             if isinstance(node, RefusableNode):
                 node.refused()  # built, but refused: its shutdown must leave its files as they were
             node.destroy_node()
@@ -314,13 +333,31 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
         _fatal(name, f"ROS_SECURITY_ENABLE=true, and the middleware refused: {' '.join(_rcl_message(exc).split())}")
         rclpy.try_shutdown()
         return 1
+    return node
 
+
+def _parameter_refusal(node: Node, argv: list[str]) -> str | None:
+    """One line for the first unknown or mistyped parameter the arguments set, or None."""
+    unknown = unknown_parameters(node, argv)
+    if unknown:
+        key, where = unknown[0]
+        more = f" (and {len(unknown) - 1} more unknown: {[k for k, _ in unknown[1:]]})" if len(unknown) > 1 else ""
+        close = difflib.get_close_matches(key, node.list_parameters([], 0).names, n=1)
+        hint = f"; did you mean {close[0]!r}?" if close else ""
+        return f"unknown parameter {key!r} for node {node.get_name()} ({where}){hint}{more}"
+    mistyped = mistyped_overrides(node, argv)
+    if mistyped:
+        return mistyped[0] + (f" (and {len(mistyped) - 1} more mistyped)" if len(mistyped) > 1 else "")
+    return None
+
+
+def _spin(node: Node, name: str, stop: threading.Event, until, held: LoopWatch | None, *, learning: bool) -> int:
+    """Spin ``node`` until a signal (and the nodes it outlives end) or ``until``'s code; the exit code."""
     executor = SingleThreadedExecutor()
     executor.add_node(node)
     code = 0
     ready = not stop.is_set()  # a signal while the node was built: it stops before taking anything
     warming = _WarmUp(node) if learning and ready else None
-    held = _loop_watch(name) if watch else None
     outlive = entry.outlived()
     stopped_at = None
     try:
@@ -348,17 +385,6 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
             held.stopping()
         executor.remove_node(node)
         executor.shutdown()
-        node.destroy_node()
-        rclpy.try_shutdown()
-        if code == 0 and isinstance(node, LearningNode) and node.lost_on_exit() is not None:
-            code = LOST_STATE  # its one line is logged by the failed save
-        if stall is not None:
-            stall.finished()
-        if held is not None and (where := held.close()) is not None:
-            sys.stderr.write(
-                f"[{name}] held at least once ({shutdown_watch.HELD_S:g} s without a turn of its loop, or "
-                f"{shutdown_watch.STOPPING_HELD_S:g} s stopping): every thread's stack then is in {where}\n"
-            )
     return code
 
 

@@ -198,7 +198,6 @@ FUNCTION_LINES = 80
 FUNCTION_LINES_EXCEPTIONS = {
     "gamma_net_core/linear/lambda_return.py:learn_many_lambda_return",
     "gamma_net_core/horde/kernels.py:constant_step_runs",
-    "gamma_net_ros/node_main.py:_run",
 }
 
 

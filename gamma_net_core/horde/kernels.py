@@ -508,44 +508,59 @@ def constant_step_runs(
         q1 = min(q0 + BLOCK, Q)
         values_by_changes(W, K, added_t, removed_t, at_t, source_t, values_t, q0, q1, values_t, acc)
         values_by_changes(W, K, added_tp1, removed_tp1, at_tp1, source_tp1, values_t, q0, q1, values_tp1, acc)
-        for j in range(K):
-            gamma = gammas[order[j]]
-            s = output_scale(gamma, loss_scaling)
-            f_t = values_t[j]  # becomes delta_f
-            f_tp1 = values_tp1[j]
-            for q in range(q0, q1):
-                c = continuations[q]
-                if c == 0.0:
-                    f_t[q - q0] = s * cumulants[q] - f_t[q - q0]
-                else:
-                    f_t[q - q0] = s * cumulants[q] + gamma * c * f_tp1[q - q0] - f_t[q - q0]
-        # each question's K TD errors written together (a few cache lines), in cumulant units as the plain kernel's
-        for q in range(q0, q1):
-            for j in range(K):
-                k = order[j]
-                d = values_t[j, q - q0]
-                steps[q, k] = alpha * d
-                deltas[q, k] = d / output_scale(gammas[k], loss_scaling)
+        _block_td_errors(
+            values_t, values_tp1, gammas, order, K, cumulants, continuations, alpha, loss_scaling, q0, q1, steps, deltas
+        )
     n_active = n_tilings + (1 if bias_index >= 0 else 0)
     ok = bounded(W, steps[:, :K], n_active, w_max, coding.w_limit, scratch.ok)
     if not ok:
         return first_refused(scratch.ok)
     n_runs = runs(idx_t, order, K, bias_index, run_row, run_start, run_end)
     for q0 in range(0, Q, BLOCK):
-        q1 = min(q0 + BLOCK, Q)
-        B = q1 - q0
-        for b in range(B):
-            sums[0, b] = 0.0
-        for b in range(B):
-            for j in range(K):
-                sums[j + 1, b] = sums[j, b] + steps[q0 + b, order[j]]
-        for r in range(n_runs):
-            w = W[run_row[r], q0:q1]
-            upper = sums[run_end[r]]
-            lower = sums[run_start[r]]
-            for b in range(B):
-                w[b] += upper[b] - lower[b]
+        _block_update_by_runs(W, steps, order, K, run_row, run_start, run_end, n_runs, sums, q0, min(q0 + BLOCK, Q))
     return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _block_td_errors(
+    values_t, values_tp1, gammas, order, K, cumulants, continuations, alpha, loss_scaling, q0, q1, steps, deltas
+):  # pragma: no cover - compiled
+    """Questions q0..q1's TD errors at each of the K gammas (``values_t`` becomes delta_f), their steps and deltas."""
+    for j in range(K):
+        gamma = gammas[order[j]]
+        s = output_scale(gamma, loss_scaling)
+        f_t = values_t[j]
+        f_tp1 = values_tp1[j]
+        for q in range(q0, q1):
+            c = continuations[q]
+            if c == 0.0:
+                f_t[q - q0] = s * cumulants[q] - f_t[q - q0]
+            else:
+                f_t[q - q0] = s * cumulants[q] + gamma * c * f_tp1[q - q0] - f_t[q - q0]
+    # each question's K TD errors written together (a few cache lines), in cumulant units as the plain kernel's
+    for q in range(q0, q1):
+        for j in range(K):
+            k = order[j]
+            d = values_t[j, q - q0]
+            steps[q, k] = alpha * d
+            deltas[q, k] = d / output_scale(gammas[k], loss_scaling)
+
+
+@numba.njit(cache=True, inline="always")
+def _block_update_by_runs(W, steps, order, K, run_row, run_start, run_end, n_runs, sums, q0, q1):  # pragma: no cover
+    """Add questions q0..q1's steps to each run's row once: a run's step is a difference of prefix sums over gammas."""
+    B = q1 - q0
+    for b in range(B):
+        sums[0, b] = 0.0
+    for b in range(B):
+        for j in range(K):
+            sums[j + 1, b] = sums[j, b] + steps[q0 + b, order[j]]
+    for r in range(n_runs):
+        w = W[run_row[r], q0:q1]
+        upper = sums[run_end[r]]
+        lower = sums[run_start[r]]
+        for b in range(B):
+            w[b] += upper[b] - lower[b]
 
 
 @numba.njit(cache=True, inline="always")

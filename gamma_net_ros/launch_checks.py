@@ -113,7 +113,7 @@ def _check(context, declared, files, packages):
     return []
 
 
-def end_the_launch_with(name):
+def end_the_launch_with(name, *, on_clean_exit: bool = True):
     """An ``on_exit`` for a node the others cannot do without: when it ends, the launch ends.
 
     A node that failed (say, a driver refused because another holds its port) stops
@@ -123,6 +123,8 @@ def end_the_launch_with(name):
 
     Args:
         name: the node, as the line names it.
+        on_clean_exit: whether a clean end (exit code 0) ends the launch too; False for a node whose
+            work may end before the others' (a bridge at the end of its recording).
 
     Returns:
         A callable for launch_ros ``Node(on_exit=...)``.
@@ -136,7 +138,7 @@ def end_the_launch_with(name):
             if code < 0:  # killed: it had no chance to say why
                 raise LaunchRefused(f"{name} was killed by {_signal_name(-code)}")
             raise LaunchRefused(f"{name} ended with exit code {code} (its line above says why)")
-        return [Shutdown(reason=f"{name} ended")]
+        return [Shutdown(reason=f"{name} ended")] if on_clean_exit else None
 
     return on_exit
 

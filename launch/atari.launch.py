@@ -18,7 +18,13 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import BLOCKED_START, node_env, refuse_bad_arguments, take_stop_signals
+from gamma_net_ros.launch_checks import (
+    BLOCKED_START,
+    end_the_launch_with,
+    node_env,
+    refuse_bad_arguments,
+    take_stop_signals,
+)
 
 
 def generate_launch_description():
@@ -56,6 +62,7 @@ def _nodes(context):
             exec_name="neural_predictor",  # its log label (the prefix would make it "env")
             additional_env=node_env(),  # it stops with this launch, however that ends
             parameters=[params, overrides] if overrides else [params],
+            on_exit=end_the_launch_with("neural_predictor"),  # refused: `ros2 launch` exits 1
             output="screen",
         ),
         Node(
@@ -68,6 +75,8 @@ def _nodes(context):
             exec_name="ale_bridge",  # its log label (the prefix would make it "env")
             additional_env=node_env(),  # it stops with this launch, however that ends
             parameters=[params, {"shard_dir": LaunchConfiguration("shard_dir")}],
+            # refused: `ros2 launch` exits 1; at the recording's end (exit_at_end) the learner goes on
+            on_exit=end_the_launch_with("ale_bridge", on_clean_exit=False),
             output="screen",
         ),
     ]

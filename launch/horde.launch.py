@@ -26,7 +26,14 @@ from launch.actions import DeclareLaunchArgument, OpaqueFunction
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import BLOCKED_START, LaunchRefused, node_env, refuse_bad_arguments, take_stop_signals
+from gamma_net_ros.launch_checks import (
+    BLOCKED_START,
+    LaunchRefused,
+    end_the_launch_with,
+    node_env,
+    refuse_bad_arguments,
+    take_stop_signals,
+)
 
 
 def generate_launch_description():
@@ -109,5 +116,6 @@ def _horde(name: str, share: str, checkpoint: str) -> Node:
             }
         ],
         remappings=[] if name == "horde" else [("predict_at", f"{name}/predict_at")],
+        on_exit=end_the_launch_with(name),  # a worker that refused ends the launch with exit code 1
         output="screen",
     )

@@ -17,7 +17,13 @@ from launch.actions import DeclareLaunchArgument
 from launch.substitutions import LaunchConfiguration
 from launch_ros.actions import Node
 
-from gamma_net_ros.launch_checks import BLOCKED_START, node_env, refuse_bad_arguments, take_stop_signals
+from gamma_net_ros.launch_checks import (
+    BLOCKED_START,
+    end_the_launch_with,
+    node_env,
+    refuse_bad_arguments,
+    take_stop_signals,
+)
 
 
 def generate_launch_description():
@@ -51,6 +57,7 @@ def generate_launch_description():
                     LaunchConfiguration("params_file"),
                     {"checkpoint_path": LaunchConfiguration("checkpoint_path"), "stamp_source": "header"},
                 ],
+                on_exit=end_the_launch_with("predictor"),  # refused: `ros2 launch` exits 1
                 output="screen",
             ),
         ]

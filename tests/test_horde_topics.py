@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import pytest
+from nav_msgs.msg import Odometry
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
@@ -21,6 +22,7 @@ pytestmark = pytest.mark.ros
         ("sensor_msgs/msg/JointState", JointState),
         ("sensor_msgs/Imu", Imu),
         (" sensor_msgs/msg/BatteryState ", BatteryState),
+        ("nav_msgs/msg/Odometry", Odometry),  # a base's odometry: `make setup` installs ros-nav-msgs
     ],
 )
 def test_message_classes_resolve_from_type_names(name, cls):
@@ -31,6 +33,7 @@ def test_message_classes_resolve_from_type_names(name, cls):
     "name, needle",
     [
         ("nope_msgs/msg/Thing", "message type 'nope_msgs/msg/Thing' is not installed"),
+        ("nope_msgs/msg/Thing", "pip install ros-nope-msgs"),
         ("sensor_msgs/msg/Nope", "message type 'sensor_msgs/msg/Nope' is not installed"),
         ("JointState", "must look like 'pkg/msg/Type'"),
         ("sensor_msgs/srv/SetCameraInfo", "must look like 'pkg/msg/Type'"),
@@ -52,6 +55,8 @@ def test_a_type_that_is_not_installed_is_named(name, needle):
         (BatteryState, "voltage"),
         (BatteryState, "present"),
         (BatteryState, "cell_voltage[0]"),
+        (Odometry, "twist.twist.linear.x"),
+        (Odometry, "pose.pose.position.y"),
     ],
 )
 def test_numeric_fields_are_accepted(cls, path):

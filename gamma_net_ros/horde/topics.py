@@ -68,7 +68,10 @@ def message_class(type_name: str) -> type:
             return get_message(f"{package}/msg/{name}")
         return getattr(importlib.import_module(f"{package}.msg"), name)
     except (ImportError, AttributeError, ValueError) as exc:
-        raise ValueError(f"message type {type_name!r} is not installed ({exc})") from None
+        wheel = "ros-" + package.replace("_", "-")  # Kilted's PyPI wheels: nav_msgs is ros-nav-msgs
+        raise ValueError(
+            f"message type {type_name!r} is not installed ({exc}); its wheel, if PyPI has one: pip install {wheel}"
+        ) from None
 
 
 def check_field(cls: type, path: str) -> None:

@@ -240,6 +240,20 @@ class _Parser(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: {message} (see {self.prog} --help)\n")
 
 
+def command_parser(module, command: str, help_: str) -> argparse.ArgumentParser:
+    """The parser of one command: its own options, and the flags every command takes.
+
+    ``--json PATH`` writes the printed tables as JSON; ``--no-progress`` turns progress bars off, and
+    is taken by a command that draws none too, so that one script's flags fit every command.
+    """
+    parser = _Parser(prog=command, description=help_)
+    module.add_arguments(parser)
+    parser.add_argument("--json", metavar="PATH", help="also write the numbers printed as JSON to PATH")
+    if "--no-progress" not in parser._option_string_actions:
+        parser.add_argument("--no-progress", action="store_true", help="no progress bars (this command draws none)")
+    return parser
+
+
 def _group_notes() -> dict[str, str]:
     """What a group's commands share, shown by `gamma-net GROUP --help` (no heavy import)."""
     from gamma_net_core.atari import MINATAR_GAMES
@@ -298,9 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     except ModuleNotFoundError as exc:
         print(f"{command}: {_missing_module(exc)}", file=sys.stderr)
         return 2
-    parser = _Parser(prog=command, description=help_)
-    module.add_arguments(parser)
-    parser.add_argument("--json", metavar="PATH", help="also write the numbers printed as JSON to PATH")
+    parser = command_parser(module, command, help_)
     args = parser.parse_args(argv[len(words) :])
     started = time.perf_counter()
     try:

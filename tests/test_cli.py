@@ -79,6 +79,21 @@ def test_every_command_builds_its_parser(words, module_name, help_):
     assert callable(module.run) and help_
 
 
+@pytest.mark.parametrize(
+    "words, module_name, help_", COMMANDS, ids=lambda v: " ".join(v) if isinstance(v, tuple) else ""
+)
+def test_every_command_takes_the_common_flags(words, module_name, help_):
+    """One script's `--json PATH --no-progress` fits every command (horde train once refused --no-progress)."""
+    import importlib
+
+    from gamma_net_core.cli import command_parser
+
+    parser = command_parser(importlib.import_module(module_name), "gamma-net " + " ".join(words), help_)
+    options = parser._option_string_actions
+    assert "--json" in options and "--no-progress" in options
+    assert options["--no-progress"].default is False and options["--no-progress"].nargs == 0
+
+
 def test_round_significant_keeps_digits_everywhere_and_drops_non_finite():
     import numpy as np
 

@@ -12,8 +12,6 @@ the velocity system then checks the driver's own timeout, per joint, without a s
 
 from __future__ import annotations
 
-import time
-
 import numpy as np
 import pytest
 from gamma_net_msgs.msg import Prediction
@@ -22,6 +20,9 @@ from sensor_msgs.msg import JointState
 from test_dynamixel_driver import Listener, start_driver
 from test_reflex_node import GAMMAS, STALL, Rig, rules_file
 from test_reflex_node_safety import make_reflex
+
+from gamma_net_core.signals.servo import ServoLimits, ServoModel
+from gamma_net_ros.hardware import control_table as ct
 
 pytestmark = pytest.mark.ros
 
@@ -38,11 +39,57 @@ TRIGGERS = ("stale predictions", "silent operator", "a rule's stop", "a rule's r
 FORMS = {"velocity": [("velocity",)], "position": [("position",), ("position", "velocity")]}
 
 
+class DriverTap:
+    """The real driver's commands as it took them and its readings as it published them, in its own order.
+
+    Counted in driver cycles, not seconds: the n-th reading after a command is the n-th read cycle
+    after the driver took it, however late a loaded machine runs the cycles.
+    """
+
+    def __init__(self, driver) -> None:
+        self.driver = driver
+        self.reads: list[tuple[np.ndarray, np.ndarray]] = []  # (position, velocity) of each reading published
+        self.taken: list[tuple[int, list[str], np.ndarray | None]] = []  # (readings before it, names, goals after)
+        (sub,) = [s for s in driver.subscriptions if s.topic_name.endswith("/joint_commands")]
+        take, publish = sub.callback, driver.state_pub.publish
+
+        def on_command(msg) -> None:
+            take(msg)
+            goal = driver.goals.goal
+            self.taken.append((len(self.reads), list(msg.name), None if goal is None else goal.copy()))
+
+        def on_state(msg) -> None:
+            self.reads.append((np.array(msg.position), np.array(msg.velocity)))
+            publish(msg)
+
+        sub.callback, driver.state_pub.publish = on_command, on_state
+
+
+def servo_stop_s(driver, position, velocity, goal) -> float:
+    """Seconds the emulated servos take, from a reading's state, to read still under ``goal``: their own stop.
+
+    The emulator's motion is gamma_net_core's ServoModel at ServoLimits' response (the emulator's
+    defaults: a 50 ms velocity lag, position gain 8/s); a reading is 0 below half a velocity unit.
+    """
+    lim = driver.goals.servo_limits
+    servos = [ServoLimits(*one) for one in zip(lim.position_min, lim.position_max, lim.velocity_max)]
+    model = ServoModel(servos, position)
+    model.velocity = np.asarray(velocity, dtype=np.float64).copy()
+    (model.command_velocity if driver.goals.mode == "velocity" else model.command_position)(goal)
+    moving, dt = 0, 0.001
+    for step in range(1, 5000):
+        model.step(dt)
+        if np.any(np.abs(model.velocity) >= ct.RAD_S_PER_VELOCITY_UNIT / 2):
+            moving = step
+    return moving * dt
+
+
 @pytest.mark.parametrize("mode", ["velocity", "position"])
 def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, start_emulator, executor, spin, mode):
     port, _client = start_emulator([0.0, 1.5])
     listener = Listener(executor)
     driver = start_driver(executor, port, command_mode=mode, command_timeout_s=0.0)
+    tap = DriverTap(driver)
     rules = rules_file(tmp_path, STALL | {"hold_s": 0.0}, SPEED_WATCH, stale_after_s=0.3)
     reflex = make_reflex(rules, hold_period_s=0.1)
     executor.add_node(reflex)
@@ -50,7 +97,8 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
     predictor = rig.node.create_publisher(Prediction, "predictions", 10)
     flowing = {"horde": True, "predictor": True, "effort": 0.2}
     operator: list[JointState] = []  # what the operator repeats on each feed (none: silent)
-    reached = {}
+    reached = {}  # case: (readings from the first hold's receipt to the first still one, the bound)
+    hold_cycles = int(np.ceil(0.1 * driver.rate_hz - 1e-9))  # hold_period_s in driver cycles
 
     def feed() -> None:
         if flowing["horde"]:
@@ -105,19 +153,27 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
             else:  # the stall rule switches on: no shoulder motion up (its direction), the elbow free
                 flowing["effort"] = 2.0
                 operator.append(only_elbow)
+            taken_before = len(tap.taken)
             # This stop, not a moment's gap in an input that flows (a loaded machine's): the stopped input stale.
             rule = 1 if trigger == "a rule's stop" else 0
             stopping = lambda rule=rule: reflex.state.stopped and reflex.state.status[rule].stale  # noqa: E731
             if trigger == "a rule's response":
                 stopping = lambda: reflex.state.status[0].on  # noqa: E731
             assert rig.until(stopping, feed=feed), case
-            stopped_at, at_stop, first = time.time(), now(), len(listener.states)
+            at_stop = now()
             assert rig.until(still, feed=feed), f"{case}: {listener.states[-1].velocity}"
             seen = len(listener.states)
-            moving = [i for i in range(first, seen) if any(listener.states[i].velocity)]
-            if first < seen:  # the first read found still (none: still already at the stop)
-                last = listener.states[moving[-1] + 1 if moving else first].header.stamp
-                reached[case] = last.sec + last.nanosec * 1e-9 - stopped_at
+            # Counted in the driver's cycles from its receipt of the stop's first command naming the shoulder
+            # (the hold; for the rule's response, the restriction): the first still reading comes within 2
+            # cycles (the write, then the read that sees it) plus one hold period, plus the servo's own stop
+            # from the state the last reading before it saw (a property of the servo, not of the command path).
+            before, _, goal_taken = next(t for t in tap.taken[taken_before:] if "shoulder" in t[1])
+            moving = [n for n in range(before, len(tap.reads)) if np.any(tap.reads[n][1])]
+            first_still = (moving[-1] + 1 if moving else before) - before + 1  # the n-th reading after the receipt
+            own = servo_stop_s(driver, *tap.reads[before - 1], goal_taken)
+            own = int(np.ceil(own * driver.rate_hz))
+            reached[case] = (first_still, 2 + hold_cycles + own, own)
+            assert first_still <= reached[case][1], (case, reached[case], [list(v) for _, v in tap.reads[before:]])
             assert rig.until(lambda seen=seen: len(listener.states) >= seen + 10, feed=feed), case
             velocities = [list(m.velocity) for m in listener.states[seen:]]
             assert not np.any(velocities), f"{case}: a servo moved again while stopped: {velocities}"
@@ -148,5 +204,6 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
                          feed=feed)  # fmt: skip
         assert not reflex.state.stopped  # the driver's doing, not the reflex's
     assert reflex.counts["errors"] == 0 and driver.counts["rejected_commands"] == 0, (reflex.counts, driver.counts)
-    # Reported, not asserted (a loaded machine's scheduling): the stop to every servo measured still.
-    print(f"{mode} mode at {driver.rate_hz:g} Hz: " + ", ".join(f"{c} {s:.3f} s" for c, s in reached.items()))
+    cases = ", ".join(f"{c} {n} ({b}; {o})" for c, (n, b, o) in reached.items())
+    print(f"{mode} mode at {driver.rate_hz:g} Hz, the first still reading after the hold's receipt, in driver cycles "
+          f"(the bound; the servo's own stop): {cases}")  # fmt: skip

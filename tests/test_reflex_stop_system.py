@@ -12,6 +12,8 @@ the velocity system then checks the driver's own timeout, per joint, without a s
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import pytest
 from gamma_net_msgs.msg import Prediction
@@ -43,44 +45,61 @@ class DriverTap:
     """The real driver's commands as it took them and its readings as it published them, in its own order.
 
     Counted in driver cycles, not seconds: the n-th reading after a command is the n-th read cycle
-    after the driver took it, however late a loaded machine runs the cycles.
+    after the driver took it, however late a loaded machine runs the cycles. The steady times
+    (a reading's: when its request went out) say what the servos did in between.
     """
 
     def __init__(self, driver) -> None:
         self.driver = driver
-        self.reads: list[tuple[np.ndarray, np.ndarray]] = []  # (position, velocity) of each reading published
-        self.taken: list[tuple[int, list[str], np.ndarray | None]] = []  # (readings before it, names, goals after)
+        self.reads: list[tuple[float, np.ndarray, np.ndarray]] = []  # (steady time, position, velocity)
+        self.taken: list[tuple[int, list[str], float, np.ndarray | None, np.ndarray | None]] = []
+        # ^ (readings before it, its names, steady time, the goals before it, the goals after it)
         (sub,) = [s for s in driver.subscriptions if s.topic_name.endswith("/joint_commands")]
         take, publish = sub.callback, driver.state_pub.publish
+        copy = lambda goal: None if goal is None else goal.copy()  # noqa: E731
 
         def on_command(msg) -> None:
+            at, before = time.monotonic(), copy(driver.goals.goal)
             take(msg)
-            goal = driver.goals.goal
-            self.taken.append((len(self.reads), list(msg.name), None if goal is None else goal.copy()))
+            self.taken.append((len(self.reads), list(msg.name), at, before, copy(driver.goals.goal)))
 
         def on_state(msg) -> None:
-            self.reads.append((np.array(msg.position), np.array(msg.velocity)))
+            age = time.time() - (msg.header.stamp.sec + msg.header.stamp.nanosec * 1e-9)
+            self.reads.append((time.monotonic() - age, np.array(msg.position), np.array(msg.velocity)))
             publish(msg)
 
         sub.callback, driver.state_pub.publish = on_command, on_state
 
 
-def servo_stop_s(driver, position, velocity, goal) -> float:
-    """Seconds the emulated servos take, from a reading's state, to read still under ``goal``: their own stop.
+def servo_stop_s(driver, reading, before, taken_at: float, goal) -> float:
+    """Seconds the emulated servos take to read still under ``goal``, taken at ``taken_at``: their own stop.
+
+    Args:
+      reading: ``(steady time, position, velocity)``, the state to start from.
+      before: the goals in force from the reading until ``taken_at`` (steady time).
 
     The emulator's motion is gamma_net_core's ServoModel at ServoLimits' response (the emulator's
     defaults: a 50 ms velocity lag, position gain 8/s); a reading is 0 below half a velocity unit.
     """
     lim = driver.goals.servo_limits
     servos = [ServoLimits(*one) for one in zip(lim.position_min, lim.position_max, lim.velocity_max)]
+    at, position, velocity = reading
     model = ServoModel(servos, position)
     model.velocity = np.asarray(velocity, dtype=np.float64).copy()
-    (model.command_velocity if driver.goals.mode == "velocity" else model.command_position)(goal)
-    moving, dt = 0, 0.001
+    command = model.command_velocity if driver.goals.mode == "velocity" else model.command_position
+    dt = 0.001
+    command(before)
+    for _ in range(int(max(taken_at - at, 0.0) / dt)):  # the servos' motion until the driver took the goal
+        model.step(dt)
+    command(goal)
+    half_unit, moving = ct.RAD_S_PER_VELOCITY_UNIT / 2, 0
     for step in range(1, 5000):
         model.step(dt)
-        if np.any(np.abs(model.velocity) >= ct.RAD_S_PER_VELOCITY_UNIT / 2):
+        if np.any(np.abs(model.velocity) >= half_unit):
             moving = step
+        push = model.goal_velocity if model.goal_position is None else model.position_gain * (goal - model.position)
+        if np.all(np.abs(model.velocity) + np.abs(push) < half_unit / 10):  # settled: it cannot read moving again
+            break
     return moving * dt
 
 
@@ -166,14 +185,18 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
             # Counted in the driver's cycles from its receipt of the stop's first command naming the shoulder
             # (the hold; for the rule's response, the restriction): the first still reading comes within 2
             # cycles (the write, then the read that sees it) plus one hold period, plus the servo's own stop
-            # from the state the last reading before it saw (a property of the servo, not of the command path).
-            before, _, goal_taken = next(t for t in tap.taken[taken_before:] if "shoulder" in t[1])
-            moving = [n for n in range(before, len(tap.reads)) if np.any(tap.reads[n][1])]
+            # from its state at the receipt (a property of the servo, not of the command path): the last
+            # reading's, moved on under the goals in force until the driver took the hold.
+            held = [t for t in tap.taken[taken_before:] if "shoulder" in t[1]]
+            assert held, f"{case}: the driver took no command naming the shoulder after the stop"
+            before, _, taken_at, was, goal_taken = held[0]
+            moving = [n for n in range(before, len(tap.reads)) if np.any(tap.reads[n][2])]
             first_still = (moving[-1] + 1 if moving else before) - before + 1  # the n-th reading after the receipt
-            own = servo_stop_s(driver, *tap.reads[before - 1], goal_taken)
+            reading = tap.reads[before - 1]  # the last before the receipt; the goal in force till then
+            own = servo_stop_s(driver, reading, reading[1] if was is None else was, taken_at, goal_taken)
             own = int(np.ceil(own * driver.rate_hz))
             reached[case] = (first_still, 2 + hold_cycles + own, own)
-            assert first_still <= reached[case][1], (case, reached[case], [list(v) for _, v in tap.reads[before:]])
+            assert first_still <= reached[case][1], (case, reached[case], [list(v) for *_, v in tap.reads[before:]])
             assert rig.until(lambda seen=seen: len(listener.states) >= seen + 10, feed=feed), case
             velocities = [list(m.velocity) for m in listener.states[seen:]]
             assert not np.any(velocities), f"{case}: a servo moved again while stopped: {velocities}"

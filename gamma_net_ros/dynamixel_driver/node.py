@@ -14,9 +14,9 @@ are clamped to the configured limits (and to the servos' own); in velocity mode 
 as it nears a position limit and is not driven past it, and each joint's goal returns to zero
 when no command has named it for ``command_timeout_s`` (per joint: commands naming other joints
 do not keep it alive). A malformed command is refused whole, counted and logged. A command
-that changes the goals is written on receipt, up to ``RECEIPT_WRITES`` times between two cycles
-(later ones wait for the cycle's write): a stop waits for no cycle, and a burst of commands cannot
-crowd the bus's reads out.
+that changes the goals is written on receipt, up to 3 times between two cycles (later ones wait
+for the cycle's write; :meth:`JointGoals.to_write`): a stop waits for no cycle, and a burst of
+commands cannot crowd the bus's reads out.
 
 Time: the cycle timer and every timeout run on the steady clock, never on ``/clock``: a
 simulated clock that stops (``use_sim_time``) cannot stop the cycles or hold a goal in force.
@@ -68,7 +68,6 @@ from gamma_net_ros.hardware.goals import JointLimits
 from gamma_net_ros.node_main import run_node
 
 SILENCE_S = 1.0  # s without a good read (and 3 missed cycles) before the servos are reconfigured
-RECEIPT_WRITES = 3  # goal changes written on receipt between two cycles (a stop among an operator's commands)
 
 
 class DynamixelDriver(Node):
@@ -97,8 +96,6 @@ class DynamixelDriver(Node):
         self.last_position: np.ndarray | None = None
         self._next_reconnect = 0.0
         self._silent_cycles, self._last_good = 0, time.monotonic()
-        self._receipt_writes = 0  # writes on receipt left until the next cycle (none before the first)
-        self._written: np.ndarray | None = None  # the goals last written
         self.down_reason = ""
         self.timing = CycleTiming(self.rate_hz, self.counts)
         self._bus_health = BusHealth(self.bus, self.timing, self.counts, self.rate_hz)
@@ -153,7 +150,7 @@ class DynamixelDriver(Node):
             )
         self.goals.servo_limits = servo
         self.goals.hold()  # after a (re)connect the servos hold still until the next command
-        self.last_position, self._written = None, None
+        self.last_position = None
         self._silent_cycles, self._last_good = 0, time.monotonic()
 
     def _cycle(self) -> None:
@@ -161,7 +158,6 @@ class DynamixelDriver(Node):
         self.timing.count_late(start)
         try:
             self._read_and_write()
-            self._receipt_writes = RECEIPT_WRITES
         finally:
             self.timing.worked(time.monotonic() - start)
 
@@ -194,10 +190,7 @@ class DynamixelDriver(Node):
             self.last_position = sample.position
             self.state_pub.publish(servo_state_msg(self.joint_names, sample, self.torque_constant))
             self.counts["published"] += 1
-        try:
-            self._write_goals()
-        except PortLost as exc:
-            self._on_port_lost(exc)
+        self._write_goals()
 
     def _on_port_lost(self, exc: Exception | str) -> None:
         self._silent_cycles = 0
@@ -207,20 +200,17 @@ class DynamixelDriver(Node):
             f"servo bus lost ({exc}); reopening every {self.reconnect_interval} s", throttle_duration_sec=5.0
         )
 
-    def _write_goals(self, *, if_changed: bool = False) -> bool:
-        """Write the goals (``if_changed``: only if they differ from the last written); whether written."""
+    def _write_goals(self, *, receipt: bool = False) -> None:
         timeouts = self.goals.timeouts
-        goal = self.goals.to_write(self.last_position, now=time.monotonic())
+        goal = self.goals.to_write(self.last_position, now=time.monotonic(), receipt=receipt)
         if self.goals.timeouts > timeouts:
-            self.get_logger().info(
-                "no command named a moving joint for command_timeout_s: stopping it", throttle_duration_sec=5.0
-            )
-        if goal is None or (if_changed and self._written is not None and np.array_equal(goal, self._written)):
-            return False
-        self._written = None  # unknown until the write is through
-        (self.bus.write_velocity if self.goals.mode == "velocity" else self.bus.write_position)(goal)
-        self._written = goal
-        return True
+            self.get_logger().info("no command named a moving joint for command_timeout_s: stopping it",
+                                   throttle_duration_sec=5.0)  # fmt: skip
+        if goal is not None and self.bus.is_open:
+            try:
+                (self.bus.write_velocity if self.goals.mode == "velocity" else self.bus.write_position)(goal)
+            except PortLost as exc:
+                self._on_port_lost(exc)
 
     # -- commands and parameters -------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
@@ -233,14 +223,7 @@ class DynamixelDriver(Node):
             return
         self.counts["commands"] += 1
         self.counts["clamped_commands"] += clamped
-        # A stop must not wait in the queue for the next cycle (up to 33 ms at 30 Hz, 10 ms at 100 Hz).
-        if self._receipt_writes > 0 and self.bus.is_open and self.last_position is not None:
-            try:
-                self._receipt_writes -= self._write_goals(if_changed=True)
-            except PortLost as exc:
-                self._on_port_lost(exc)
-            except Exception as exc:  # a command's callback must not end the driver: the next cycle writes
-                self.get_logger().error(f"writing a command on receipt failed: {exc}", throttle_duration_sec=5.0)
+        self._write_goals(receipt=True)  # a stop must not wait in the queue for the next cycle (up to 33 ms at 30 Hz)
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         return runtime_change(self.goals, parameters, lambda name: self.get_parameter(name).value)

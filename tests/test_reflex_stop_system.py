@@ -120,7 +120,7 @@ def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, sta
     flowing = {"horde": True, "predictor": True, "effort": 0.2}
     operator: list[JointState] = []  # what the operator repeats on each feed (none: silent)
     reached = {}  # case: (readings from the first hold's receipt to the first still one, the bound)
-    hold_cycles = int(np.ceil(0.1 * driver.rate_hz - 1e-9))  # hold_period_s in driver cycles
+    hold_cycles = int(np.ceil(reflex.hold_period_s * driver.rate_hz - 1e-9))  # one hold period in driver cycles
 
     def feed() -> None:
         if flowing["horde"]:

@@ -130,6 +130,13 @@ def test_commands_move_the_servos_within_the_limits(emulator, executor, spin):
     assert driver.set_parameters([Parameter("velocity_max", value=[0.5, 0.5])])[0].successful
     listener.command(spin, executor, name=NAMES, velocity=[-3.0, -3.0])
     assert spin(executor, lambda: np.allclose(servo_state(client, "goal_velocity"), -0.5, atol=0.02), timeout=5)
+    # A command is written when the driver takes it, not on its next cycle: spin_until checks right after
+    # the callback that took it, before any cycle could run, and the servos already have it.
+    taken = driver.counts["commands"]
+    listener.command(spin, executor, name=NAMES, velocity=[0.3, 0.0])
+    assert spin(executor, lambda: driver.counts["commands"] > taken, timeout=5)
+    if driver.bus.is_open:  # (not while a loaded machine's late replies have it reopening the port)
+        np.testing.assert_allclose(servo_state(client, "goal_velocity"), [0.3, 0.0], atol=0.02)
 
 
 def test_position_commands_are_followed_within_the_limits(emulator, executor, spin):

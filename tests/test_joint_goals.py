@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from gamma_net_ros.hardware.goals import JointGoals, JointLimits
+from gamma_net_ros.hardware.goals import RECEIPT_WRITES, JointGoals, JointLimits
 
 NAMES = ["shoulder", "elbow"]
 
@@ -118,3 +118,24 @@ def test_position_goals_hold_a_joint_found_outside_the_limits_until_a_command_na
     np.testing.assert_allclose(goals.to_write(outside, now=0.0), outside + [0.003, -0.003])
     assert goals.command(["shoulder"], [2.0], now=0.0)  # a goal elsewhere: now the shoulder is clamped
     np.testing.assert_allclose(goals.to_write(outside, now=0.0), [1.0, -2.003])
+
+
+def test_goals_on_a_commands_receipt_only_after_a_cycle_only_changes_and_at_most_receipt_writes():
+    goals = JointGoals(NAMES, mode="velocity", limits=limits())
+    here = np.zeros(2)
+    goals.command(["shoulder"], [0.5], now=0.0)
+    assert goals.to_write(here, now=0.0, receipt=True) is None  # before the first cycle's write
+    np.testing.assert_allclose(goals.to_write(here, now=0.0), [0.5, 0.0])  # the cycle
+    goals.command(["elbow"], [0.0], now=0.1)
+    assert goals.to_write(here, now=0.1, receipt=True) is None  # the goals as written: nothing to write
+    assert goals.to_write(None, now=0.1, receipt=True) is None  # no position for the soft stop: the cycle's
+    for n in range(RECEIPT_WRITES):  # a stop among an operator's commands: each change written as it comes
+        goals.command(["shoulder"], [0.1 * n], now=0.2)
+        np.testing.assert_allclose(goals.to_write(here, now=0.2, receipt=True), [0.1 * n, 0.0])
+    goals.command(["shoulder"], [0.4], now=0.3)
+    assert goals.to_write(here, now=0.3, receipt=True) is None  # a burst waits for the cycle
+    np.testing.assert_allclose(goals.to_write(here, now=0.3), [0.4, 0.0])
+    goals.command(["shoulder"], [0.0], now=0.4)
+    np.testing.assert_allclose(goals.to_write(here, now=0.4, receipt=True), [0.0, 0.0])  # written again
+    goals.hold()  # a reconnect: nothing on receipt until a cycle has written
+    assert goals.to_write(here, now=0.5, receipt=True) is None

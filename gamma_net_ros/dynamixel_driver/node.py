@@ -13,7 +13,10 @@ commonly take for joint goals: joints addressed by ``name`` (any subset, any ord
 are clamped to the configured limits (and to the servos' own); in velocity mode a joint slows
 as it nears a position limit and is not driven past it, and each joint's goal returns to zero
 when no command has named it for ``command_timeout_s`` (per joint: commands naming other joints
-do not keep it alive). A malformed command is refused whole, counted and logged.
+do not keep it alive). A malformed command is refused whole, counted and logged. A command
+that changes the goals is written on receipt, up to 3 times between two cycles (later ones wait
+for the cycle's write; :meth:`JointGoals.to_write`): a stop waits for no cycle, and a burst of
+commands cannot crowd the bus's reads out.
 
 Time: the cycle timer and every timeout run on the steady clock, never on ``/clock``: a
 simulated clock that stops (``use_sim_time``) cannot stop the cycles or hold a goal in force.
@@ -187,10 +190,7 @@ class DynamixelDriver(Node):
             self.last_position = sample.position
             self.state_pub.publish(servo_state_msg(self.joint_names, sample, self.torque_constant))
             self.counts["published"] += 1
-        try:
-            self._write_goals()
-        except PortLost as exc:
-            self._on_port_lost(exc)
+        self._write_goals()
 
     def _on_port_lost(self, exc: Exception | str) -> None:
         self._silent_cycles = 0
@@ -200,15 +200,17 @@ class DynamixelDriver(Node):
             f"servo bus lost ({exc}); reopening every {self.reconnect_interval} s", throttle_duration_sec=5.0
         )
 
-    def _write_goals(self) -> None:
+    def _write_goals(self, *, receipt: bool = False) -> None:
         timeouts = self.goals.timeouts
-        goal = self.goals.to_write(self.last_position, now=time.monotonic())
+        goal = self.goals.to_write(self.last_position, now=time.monotonic(), receipt=receipt)
         if self.goals.timeouts > timeouts:
-            self.get_logger().info(
-                "no command named a moving joint for command_timeout_s: stopping it", throttle_duration_sec=5.0
-            )
-        if goal is not None:
-            (self.bus.write_velocity if self.goals.mode == "velocity" else self.bus.write_position)(goal)
+            self.get_logger().info("no command named a moving joint for command_timeout_s: stopping it",
+                                   throttle_duration_sec=5.0)  # fmt: skip
+        if goal is not None and self.bus.is_open:
+            try:
+                (self.bus.write_velocity if self.goals.mode == "velocity" else self.bus.write_position)(goal)
+            except PortLost as exc:
+                self._on_port_lost(exc)
 
     # -- commands and parameters -------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
@@ -221,6 +223,7 @@ class DynamixelDriver(Node):
             return
         self.counts["commands"] += 1
         self.counts["clamped_commands"] += clamped
+        self._write_goals(receipt=True)  # a stop must not wait in the queue for the next cycle (up to 33 ms at 30 Hz)
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         return runtime_change(self.goals, parameters, lambda name: self.get_parameter(name).value)

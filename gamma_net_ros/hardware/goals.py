@@ -9,6 +9,11 @@ In position mode a joint holds where it is found, inside the limits or not, unti
 names it: only then is its goal clamped, so connecting never drives a joint on its own. A command
 that only holds such a joint where it is (a reflex's hold of every joint) does not start that
 clamping either.
+
+Goals are written each cycle, and on a command's receipt too (a stop should not wait for the next
+cycle): up to :data:`RECEIPT_WRITES` times between two cycles' writes, and only goals that differ
+from the last written, so an operator's commands do not use up a stop's write and a burst of
+commands cannot crowd out the bus's reads.
 """
 
 from __future__ import annotations
@@ -22,6 +27,8 @@ MODES = ("velocity", "position")
 #: rad; a position goal this close to where an uncommanded joint holds asks for no motion (about three
 #: position ticks of an X-series servo, 0.0015 rad each: a reading of a joint holding still).
 HOLD_TOLERANCE_RAD = 0.005
+#: goal changes written on a command's receipt between two cycles' writes (a stop among an operator's commands)
+RECEIPT_WRITES = 3
 
 
 @dataclass(frozen=True)
@@ -110,6 +117,8 @@ class JointGoals:
         """Hold still (after a (re)connect): zero velocity, or the position the next read reports."""
         self.goal = np.zeros(len(self.joint_names)) if self.mode == "velocity" else None
         self.commanded = np.zeros(len(self.joint_names), dtype=bool)  # position mode: clamped from now on
+        self.written: np.ndarray | None = None  # the goals last handed out to write (None: not known)
+        self.receipt_writes = 0  # writes on receipt left until the next cycle's (none before the first)
 
     def command(self, names: Sequence[str], values: Sequence[float], *, now: float) -> bool:
         """Set the goals of the named joints (any subset, any order); return whether any was clamped.
@@ -148,11 +157,26 @@ class JointGoals:
             return np.clip(goal, -limits.velocity_max, limits.velocity_max)
         return np.clip(goal, limits.position_min, limits.position_max)
 
-    def to_write(self, position: np.ndarray | None, *, now: float) -> np.ndarray | None:
+    def to_write(self, position: np.ndarray | None, *, now: float, receipt: bool = False) -> np.ndarray | None:
         """The goals to write this cycle, given the last read ``position`` (rad; None if unknown).
 
-        None: nothing to write yet (position mode, holding the position set at connect).
+        None: nothing to write yet (position mode, holding the position set at connect). On a
+        command's ``receipt``, also None without a ``position`` read, for goals equal to the last
+        written, or once :data:`RECEIPT_WRITES` went out since the last cycle's write.
         """
+        if receipt and (position is None or self.receipt_writes <= 0):
+            return None
+        goal = self._due(position, now)
+        if receipt:
+            if goal is None or (self.written is not None and np.array_equal(goal, self.written)):
+                return None
+            self.receipt_writes -= 1
+        else:
+            self.receipt_writes = RECEIPT_WRITES
+        self.written = goal if goal is not None else self.written
+        return goal
+
+    def _due(self, position: np.ndarray | None, now: float) -> np.ndarray | None:
         if self.mode == "position":
             if self.goal is None:
                 if position is None:

@@ -33,6 +33,7 @@ publish it (``field``). The counts are the learner's state: checkpointed with it
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 import math
 from collections.abc import Callable, Mapping, Sequence
@@ -307,3 +308,33 @@ class ImportanceRatios:
             if p is not None and BEHAVIOURS[p.behaviour].counted:
                 out[q, : p.n_bins] = self.counts[q, : p.n_bins] / self.counts[q, : p.n_bins].sum()
         return out
+
+
+def policy_mapping(policy: Policy | None) -> dict | None:
+    """A checkpoint's plain mapping of ``policy`` (None stays None): :func:`policy_from_mapping` reads it back."""
+    return None if policy is None else dataclasses.asdict(policy)
+
+
+def policy_from_mapping(m: Mapping[str, Any] | None) -> Policy | None:
+    """The :class:`Policy` of :func:`policy_mapping`'s mapping (its lists read back as tuples)."""
+    if m is None:
+        return None
+    from gamma_net_core.horde.questions import Transformed  # questions imports this module
+
+    def signal(s):
+        return None if s is None else Transformed(**{**s, "parameters": _tuples(s["parameters"])})
+
+    return Policy(
+        action=signal(m["action"]),
+        target=m["target"],
+        parameters=_tuples(m["parameters"]),
+        behaviour=m["behaviour"],
+        reference=signal(m.get("reference")),
+        probability=signal(m.get("probability")),
+        rho_max=float(m["rho_max"]),
+        secondary_step_size=float(m["secondary_step_size"]),
+    )
+
+
+def _tuples(x):
+    return tuple(_tuples(v) for v in x) if isinstance(x, (list, tuple)) else x

@@ -160,3 +160,29 @@ def test_bad_off_policy_input_is_refused_in_one_line():
         off.step([0.1, 0.1], [1.0, 1.0])
     assert off.update_count == 0 and not off.weights.any()
     assert TimescaleSampling  # the sampling's defaults serve an off-policy Horde too
+
+
+def test_rupee_falls_where_the_question_learns_and_on_policy_questions_keep_their_return_errors():
+    from gamma_net_core.horde.off_policy_error import ErrorsWithOffPolicy
+    from gamma_net_core.horde.online_error import OnlineError
+
+    gammas = np.array([0.0, 0.5])
+    runs = {}
+    for step_size in (0.1, 1e-5):  # learning, and all but frozen: h learns the error either way
+        spec = load_questions({**doc(), "learner": {**doc()["learner"], "step_size": step_size}})
+        learner = HordeLearner.from_spec(spec)
+        errors = ErrorsWithOffPolicy(learner, gammas=gammas)
+        plain = OnlineError(gammas=gammas, n_questions=3)
+        for inputs, cumulants, readings in stream(3000, seed=2):
+            learner.step(inputs, cumulants, policy=readings)
+            table = learner.predict(inputs, gammas)
+            errors.observe(cumulants, np.ones(3), table)
+            plain.observe(cumulants, np.ones(3), table)
+        runs[step_size] = errors.rmse()
+        assert np.all(errors.counts[:2] == 2999)
+        np.testing.assert_array_equal(errors.rmse()[2], plain.rmse()[2])  # the on-policy question: as before
+        np.testing.assert_array_equal(errors.baseline_rmse()[2], plain.baseline_rmse()[2])
+        assert np.isnan(errors.baseline_rmse()[:2]).all()
+    learning, frozen = runs[0.1], runs[1e-5]
+    assert np.all(frozen[:2] > 0.3)  # the frozen questions predict 0 where the target's cumulant is about 1.5 and 0.5
+    assert np.all(learning[:2] < 0.6 * frozen[:2])  # measured: 0.08-0.16 (spinning), 0.28-0.52 (still)

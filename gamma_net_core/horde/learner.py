@@ -194,6 +194,7 @@ class HordeLearner:
         # beta 0 keeps an on-policy question's H at 0: its update is TD(0)'s (gradient_td_kernels)
         self._secondary = np.array([0.0 if p is None else p.secondary_step_size for p in policies])
         self._rho_t = np.ones(Q)  # rho of the action taken at the previous step's inputs
+        self.last_rhos = np.ones(Q)  # the rhos of the latest transition learned (or skipped)
 
     @property
     def secondary_weights(self) -> np.ndarray | None:
@@ -203,6 +204,22 @@ class HordeLearner:
         view = self._H.T.view()
         view.flags.writeable = False
         return view
+
+    @property
+    def latest_inputs(self) -> np.ndarray | None:
+        """The inputs of the latest :meth:`step` (None before one, or after :meth:`restart`)."""
+        return None if self._previous is None else self._previous.copy()
+
+    def secondary_values(self, inputs, gammas) -> np.ndarray:
+        """[Q, G]: h_q . x(inputs, gamma) of TDC's secondary weights (their raw output: an estimate of the expected
+        importance-weighted TD error of the scaled output there; 0 for on-policy questions)."""
+        if not self.off_policy:
+            raise ValueError("no secondary weights: no question has a policy")
+        g = np.ascontiguousarray(validate_gammas(gammas, name="gammas"))
+        s = coding.check_state(inputs, self.config.n_state, "inputs")
+        out = np.empty((self.n_questions, g.shape[0]))
+        kernels.predict(self._H, s, g, self._plain_coding, out)
+        return out * coding.output_scales(g, self.config.loss_scaling)
 
     def _make_scratch(self, k_max: int) -> kernels.Scratch:
         n_ts = N_TIMESCALE_DIMS[self.config.timescale_input]
@@ -345,6 +362,8 @@ class HordeLearner:
             learns = self._usable
         self._usable = None if usable is None or now.all() else now.copy()
         rho_t = self._rho_t if self.off_policy else None
+        if rho_t is not None:
+            self.last_rhos = rho_t
         if rho_now is not None:
             self._rho_t = np.where(np.isfinite(rho_now), rho_now, 1.0)  # a NaN one's question is not usable
         if self._previous is None:

@@ -135,3 +135,16 @@ def test_bad_policies_are_refused_in_one_line_naming_question_and_key(policy, sa
 
 def test_a_target_kind_is_a_registry_entry():
     assert set(TARGETS.names()) == {"bins", "equals", "fixed", "interval", "sign"}
+
+
+def test_the_shipped_off_policy_example_loads_and_every_field_exists():
+    import pathlib
+
+    from gamma_net_core.horde.learner import HordeLearner
+    from gamma_net_ros.horde.rows import check_signals
+
+    spec = load_questions(pathlib.Path(__file__).resolve().parents[1] / "config" / "offpolicy_questions.yaml")
+    check_signals(spec)  # as the node does at start
+    assert [p is not None for p in spec.policies] == [True, True, True, False]
+    assert spec.policies[1].reference.topic == "/joint_commands_in"
+    assert HordeLearner.from_spec(spec).off_policy

@@ -30,6 +30,13 @@ inputs and one tile coder. The file::
         cumulant: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "velocity[elbow]", transform: abs}
         termination: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "position[elbow]",
                       threshold: 1.2, direction: above}
+      - name: shoulder_speed_if_up  # off-policy: a target policy (gamma_net_core.horde.policies, docs/off-policy.md)
+        cumulant: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "velocity[shoulder]", transform: abs}
+        policy:
+          action: {topic: /joint_commands, type: sensor_msgs/msg/JointState, field: "velocity[shoulder]"}
+          target: {kind: sign, sign: positive}    # or interval, fixed, equals (another field), bins
+          behaviour: {kind: matching}             # or field (b published), counts
+          rho_max: 10.0                           # rho = pi / b clipped to [0, rho_max]
 
 Field paths index, slice and aggregate (``min(ranges[0:5])``) and read a range's infinities per
 REP 117 (:mod:`gamma_net_core.horde.fields`); a signal's ``inf_as`` / ``minus_inf_as`` name what

@@ -156,6 +156,8 @@ def test_bad_off_policy_input_is_refused_in_one_line():
         off.learn([0.1, 0.1], [1.0, 1.0], [0.2, 0.2], rhos=[-1.0, 1.0])
     with pytest.raises(ValueError, match=r"and 1 for an on-policy question; got 2.0 for question 'b'"):
         off.learn([0.1, 0.1], [1.0, 1.0], [0.2, 0.2], rhos=[1.0, 2.0])
+    with pytest.raises(ValueError, match=r"questions \['a'\] have target policies: give rhos"):
+        off.learn([0.1, 0.1], [1.0, 1.0], [0.2, 0.2])  # e.g. horde train, which reads no actions
     with pytest.raises(ValueError, match="off-policy questions need PolicyReadings each step; got NoneType"):
         off.step([0.1, 0.1], [1.0, 1.0])
     assert off.update_count == 0 and not off.weights.any()

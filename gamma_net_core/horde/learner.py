@@ -448,7 +448,7 @@ class HordeLearner:
 
         With off-policy questions, one TDC update (TD(0)'s for the on-policy ones): ``rhos`` [Q] are
         pi(A_t | S_t) / b(A_t | S_t) >= 0, clipped at each policy's rho_max, 1 for an on-policy question
-        (None: all 1).
+        (required: without, an off-policy question would learn the behaviour's values).
 
         Returns:
           The TD errors delta_V [Q, K] before the update, in each cumulant's units.
@@ -493,8 +493,9 @@ class HordeLearner:
         return deltas
 
     def _checked_rhos(self, rhos) -> np.ndarray:
-        if rhos is None:
-            return np.ones(self.n_questions)
+        if rhos is None:  # a caller that reads no actions (a recording's) would learn the behaviour's values
+            off = [n for n, p in zip(self.names, self.ratios.policies) if p is not None]
+            raise ValueError(f"questions {off} have target policies: give rhos, pi / b of each step's action")
         rho = self._per_question(rhos, "rhos")
         on = ~self.ratios.off_policy
         if np.any(rho < 0.0) or np.any(rho[on] != 1.0):

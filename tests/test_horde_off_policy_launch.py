@@ -4,7 +4,8 @@ The behaviour here spins left, right or not at all at random (angular.z), and th
 follows is the action taken plus the state: "the speed if I spin left" is 1 + x, "if I stand
 still" is x, while the behaviour's own is (-2 + 0 + 1) / 3 + x. The node publishes both
 off-policy questions and the on-policy one on horde/predictions, their RUPEE on horde/errors,
-saves on Ctrl-C, and a second launch resumes with the behaviour counts it had.
+saves on Ctrl-C, and a second launch resumes with the behaviour counts it had. In-process, the
+node's warm-up compiles all that its off-policy ticks, errors and checkpoints use.
 """
 
 from __future__ import annotations
@@ -14,9 +15,11 @@ import math
 import numpy as np
 import pytest
 import yaml
+from compilations import numba_compilations
 from gamma_net_msgs.msg import PredictionArray, PredictionErrors
 from geometry_msgs.msg import Twist
 from rclpy.node import Node
+from rclpy.parameter import Parameter
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from ros2_cli import close_all, launch
 from waiting import spin_until
@@ -144,3 +147,34 @@ def test_off_policy_questions_run_from_a_questions_file_through_ros2_launch_and_
         executor.remove_node(node)
         node.destroy_node()
         close_all()
+
+
+def test_after_its_warm_up_an_off_policy_horde_compiles_nothing_on_its_ticks(executor, spin, tmp_path):
+    from gamma_net_ros.horde.node import Horde
+
+    path, checkpoint = tmp_path / "questions.yaml", tmp_path / "horde.npz"
+    path.write_text(yaml.safe_dump(questions()))
+    params = {"questions_file": str(path), "checkpoint_path": str(checkpoint), "tick_topic": "/cmd",
+              "reliable_input": True}  # fmt: skip
+    horde = Horde(parameter_overrides=[Parameter(k, value=v) for k, v in params.items()])
+    node = Node("off_policy_warm_test")
+    behaviour, heard = Behaviour(node), Listener(node)
+    executor.add_node(horde)
+    executor.add_node(node)
+    try:
+        assert spin(executor, lambda: node.count_subscribers("/cmd") >= 1, timeout=10)
+        horde.warm_up()
+        with numba_compilations() as compiled:
+            for _ in range(12):
+                ticks = horde.ticks
+                behaviour.send()
+                assert spin(executor, lambda ticks=ticks: horde.ticks > ticks, timeout=10)
+            horde.publish_diagnostics()
+            horde.save_checkpoint()
+        assert horde.learner.update_count == 11 and checkpoint.is_file()
+        assert compiled == []
+        assert spin(executor, lambda: bool(heard.errors), timeout=10)
+    finally:
+        for n in (horde, node):
+            executor.remove_node(n)
+            n.destroy_node()

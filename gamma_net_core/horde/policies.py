@@ -130,17 +130,24 @@ def _bin(parameters: dict, action: float, reference: float) -> int:
     return int(min(max(np.searchsorted(edges, action, side="right") - 1, 0), len(edges) - 2))
 
 
-TARGETS.add("sign", TargetKind(frozenset({"sign"}), _sign, lambda p: 2,
-                               lambda p, a, r: int(a > 0.0 if p["sign"] == "positive" else a < 0.0),
-                               lambda p, b: float(b)))  # fmt: skip
-TARGETS.add("interval", TargetKind(frozenset({"low", "high"}), _interval, lambda p: 2,
-                                   lambda p, a, r: int(p["low"] <= a <= p["high"]), lambda p, b: float(b)))  # fmt: skip
-TARGETS.add("fixed", TargetKind(
-    frozenset({"value", "within"}), lambda m, label: (("value", _number(m.get("value"), f"{label}.value")),
-                                                      ("within", _within(m, label))),
-    lambda p: 2, _matched, lambda p, b: float(b)))  # fmt: skip
-TARGETS.add("equals", TargetKind(frozenset({"signal", "within"}), lambda m, label: (("within", _within(m, label)),),
-                                 lambda p: 2, _matched, lambda p, b: float(b)))  # fmt: skip
+def _fixed(m, label):
+    return (("value", _number(m.get("value"), f"{label}.value")), ("within", _within(m, label)))
+
+
+def _equals(m, label):
+    return (("within", _within(m, label)),)  # the signal itself is read by parse_policy
+
+
+def deterministic(keys, parse, matches) -> TargetKind:
+    """A target that takes an action or not: bin 1 (pi 1) where ``matches(parameters, action, reference)``, else
+    bin 0 (pi 0). An extension registers its own with ``TARGETS.add(name, deterministic(...))``."""
+    return TargetKind(frozenset(keys), parse, lambda p: 2, lambda p, a, r: int(matches(p, a, r)), lambda p, b: float(b))
+
+
+TARGETS.add("sign", deterministic({"sign"}, _sign, lambda p, a, r: a > 0.0 if p["sign"] == "positive" else a < 0.0))
+TARGETS.add("interval", deterministic({"low", "high"}, _interval, lambda p, a, r: p["low"] <= a <= p["high"]))
+TARGETS.add("fixed", deterministic({"value", "within"}, _fixed, _matched))
+TARGETS.add("equals", deterministic({"signal", "within"}, _equals, _matched))
 TARGETS.add("bins", TargetKind(frozenset({"edges", "probabilities"}), _bins, lambda p: len(p["probabilities"]), _bin,
                                lambda p, b: p["probabilities"][b], deterministic=False))  # fmt: skip
 BEHAVIOURS.add("field", BehaviourKind(counted=False))

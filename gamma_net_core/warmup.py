@@ -67,8 +67,13 @@ def warm_horde(spec, *, publish_gammas: Sequence[float] | None = None) -> None:
     inputs = np.full(learner.n_inputs, 0.5)
     readouts = {name: learner.readout_weights(name) for name in learner.readout_names}
     errors = OnlineError(gammas=gammas, n_questions=q, readouts=readouts)
+    policy = None
+    if learner.off_policy:  # TDC's kernel and the ratios (gamma_net_core.horde.policies)
+        from gamma_net_core.horde.policies import PolicyReadings
+
+        policy = PolicyReadings(np.zeros(q), np.zeros(q), np.full(q, 0.5))
     for _ in range(3):
-        learner.step(inputs, np.zeros(q), np.ones(q))
+        learner.step(inputs, np.zeros(q), np.ones(q), policy=policy)
         values = learner.predict(inputs, gammas)
         table = np.column_stack([values, *(learner.readout(inputs, name) for name in learner.readout_names)])
         errors.observe(np.zeros(q), np.ones(q), table)

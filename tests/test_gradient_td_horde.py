@@ -30,7 +30,7 @@ def test_a_horde_of_off_policy_questions_equals_single_learners():
     pi = np.array([[1.0, 0.0], [0.0, 1.0], [0.5, 0.5], [0.9, 0.1], [0.3, 0.7]])
     b = np.array([0.4, 0.6])
     alpha = coding.step_size(CONFIG, 0, coder.n_active)
-    beta = CONFIG.secondary_step_size / coder.n_active
+    beta = np.full(Q, CONFIG.secondary_step_size / coder.n_active)
     for _ in range(steps):
         s_t, s_tp1 = rng.random(2), rng.random(2)
         action = int(rng.random() < b[1])

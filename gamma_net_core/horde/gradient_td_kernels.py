@@ -9,7 +9,10 @@ secondary ``H[feature, question]``::
 
     delta[q, k] = s_k C_q + gamma_k c_q W_q . x'_k - W_q . x_k
     W_q += alpha rho_q sum_k (delta[q, k] x_k - gamma_k c_q (H_q . x_k) x'_k)
-    H_q += beta sum_k (rho_q delta[q, k] - H_q . x_k) x_k
+    H_q += beta_q sum_k (rho_q delta[q, k] - H_q . x_k) x_k
+
+Each question has its own beta_q: a question with beta_q 0 keeps H_q at 0, and its update is then TD(0)'s
+(rho_q 1: an on-policy question among off-policy ones learns as the Horde's TD(0) kernels teach it).
 
 so N questions equal N single :class:`~gamma_net_core.linear.OffPolicyGammaNet` learners fed the same stream
 (to float rounding: tests/test_gradient_td_horde.py). Its plain oracle is
@@ -46,9 +49,10 @@ class HordeWeights(NamedTuple):
 
 @numba.njit(cache=True)
 def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_coding, scratch):  # pragma: no cover
-    """One transition for every question. Returns -1 when applied; else the first question whose update could move
-    a weight beyond w_limit (or make it non-finite), with the weights unchanged. ``scratch.deltas`` [Q, K] holds the
-    TD errors delta_V (cumulant units) on return; ``scratch.steps`` [Q, K] each H_q . x_k."""
+    """One transition for every question (``beta`` [Q]: each question's beta). Returns -1 when applied; else the
+    first question whose update could move a weight beyond w_limit (or make it non-finite), with the weights
+    unchanged. ``scratch.deltas`` [Q, K] holds the TD errors delta_V (cumulant units) on return; ``scratch.steps``
+    [Q, K] each H_q . x_k."""
     coding = named_coding(plain_coding)
     W, H, w_max = weights
     cumulants, continuations, rhos = questions
@@ -79,7 +83,7 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
         gamma = gammas[k]
         for q in range(Q):
             step_w[k, q] = alpha * rhos[q] * deltas[q, k]
-            step_h[k, q] = beta * (rhos[q] * deltas[q, k] - hx[q, k])
+            step_h[k, q] = beta[q] * (rhos[q] * deltas[q, k] - hx[q, k])
             corr[k, q] = alpha * rhos[q] * gamma * continuations[q] * hx[q, k]
             reach_w[q, k] = abs(step_w[k, q]) + abs(corr[k, q])
             reach_h[q, k] = abs(step_h[k, q])

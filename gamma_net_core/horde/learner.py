@@ -36,7 +36,18 @@ kind ``"horde_linear_gamma_net"``, version :data:`VERSION`; config ``{"learner",
 ``mult``, ``base``, ``previous`` [n_inputs] (the last inputs seen), with Autostep ``alphas``,
 ``h``, ``v`` [Q, n_features], and with lam > 0 ``traces`` [G, K, n_features], ``trace_gammas`` [K],
 ``trace_groups`` int64 [Q] and ``continuation_t`` [G] (each group's continuation of the last inputs).
-A file written before lam existed reads as lam 0.
+A file written before lam existed reads as lam 0. With off-policy questions the config also has
+``policies`` (one mapping or None per question) and the arrays ``secondary_weights`` [Q, n_features]
+(TDC's h), ``behaviour_counts`` [Q, n_bins] (the counted behaviour estimates) and ``rho_t`` [Q]
+(the ratio of the action taken at ``previous``).
+
+Off-policy questions (a question with a ``policy:``, :mod:`gamma_net_core.horde.policies`): the
+Horde learns every question by TDC in one kernel (:mod:`gamma_net_core.horde.gradient_td_kernels`),
+secondary weights over the same state x timescale coding, each drawn gamma_k its own correction;
+an on-policy question among them keeps h at 0 (beta 0) and rho 1, so its update is TD(0)'s.
+``step`` takes the step's :class:`~gamma_net_core.horde.policies.PolicyReadings`, forms rho of the
+action taken at S_{t+1} and applies it to the transition out of S_{t+1}. A Horde without policies
+runs the kernels above, unchanged. Off-policy needs lam 0 and a constant step size.
 """
 
 from __future__ import annotations
@@ -50,7 +61,8 @@ import numpy as np
 
 from gamma_net_core import config as config_lib
 from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
-from gamma_net_core.horde import kernels
+from gamma_net_core.horde import gradient_td_kernels, kernels
+from gamma_net_core.horde.policies import ImportanceRatios, Policy, PolicyReadings, policy_from_mapping, policy_mapping
 from gamma_net_core.horde.questions import AdaptationConfig, HordeSpec, Readout
 from gamma_net_core.horde.readouts import readout_weights
 from gamma_net_core.linear import GammaNetConfig, coding
@@ -79,6 +91,8 @@ class HordeLearner:
         group (:meth:`from_spec` groups the questions by termination).
       reference_kernels: learn and predict with the plain kernels only (the run kernels' oracle,
         :mod:`gamma_net_core.horde.kernels`): for tests and benchmarks.
+      policies: each question's target policy, None for an on-policy one (:mod:`gamma_net_core.horde.policies`);
+        with any, the Horde learns by TDC (:mod:`gamma_net_core.horde.gradient_td_kernels`).
     """
 
     kind = KIND
@@ -95,6 +109,7 @@ class HordeLearner:
         rng: np.random.Generator | None = None,
         trace_groups: Sequence[int] | None = None,
         reference_kernels: bool = False,
+        policies: Sequence[Policy | None] | None = None,
         _state=None,
     ) -> None:
         names = tuple(names)
@@ -154,6 +169,57 @@ class HordeLearner:
                 np.full((F, Q), config.step_size / self._coder.n_active), np.zeros((F, Q)), np.zeros((F, Q))
             )
             self._autostep_work = kernels.make_autostep_work(F, Q)
+        self._init_off_policy(policies)
+
+    def _init_off_policy(self, policies) -> None:
+        """Secondary weights, betas and the importance ratios where some question has a target policy."""
+        policies = () if policies is None else tuple(policies)
+        if policies and len(policies) != self.n_questions:
+            raise ValueError(f"policies must be {self.n_questions}, one per question (None: on-policy); got "
+                             f"{len(policies)}")  # fmt: skip
+        self.off_policy = any(p is not None for p in policies)
+        self.ratios: ImportanceRatios | None = None
+        if not self.off_policy:
+            return
+        if self._autostep or self.config.lam > 0.0:
+            raise ValueError(
+                f"off-policy questions learn by TDC (lambda 0) at a constant step size; got lam {self.config.lam!r} "
+                f"and adaptation {self.adaptation.method!r}: set lam 0 and adaptation constant"
+            )
+        F, Q = self.n_features, self.n_questions
+        self.ratios = ImportanceRatios(policies)
+        self._H = np.zeros((F, Q))
+        self._bounds = np.zeros((2, Q))  # the kernel's bounds on max |W| and max |H| per question
+        self._w_max = self._bounds[0]
+        # beta 0 keeps an on-policy question's H at 0: its update is TD(0)'s (gradient_td_kernels)
+        self._secondary = np.array([0.0 if p is None else p.secondary_step_size for p in policies])
+        self._rho_t = np.ones(Q)  # rho of the action taken at the previous step's inputs
+        self.last_rhos = np.ones(Q)  # the rhos of the latest transition learned (or skipped)
+
+    @property
+    def secondary_weights(self) -> np.ndarray | None:
+        """Read-only [Q, n_features]: TDC's secondary weights h (zeros for on-policy questions), else None."""
+        if not self.off_policy:
+            return None
+        view = self._H.T.view()
+        view.flags.writeable = False
+        return view
+
+    @property
+    def latest_inputs(self) -> np.ndarray | None:
+        """The inputs of the latest :meth:`step` (None before one, or after :meth:`restart`)."""
+        return None if self._previous is None else self._previous.copy()
+
+    def secondary_values(self, inputs, gammas) -> np.ndarray:
+        """[Q, G]: h_q . x(inputs, gamma) of TDC's secondary weights (their raw output: an estimate of the expected
+        importance-weighted TD error of the scaled output there; 0 for on-policy questions)."""
+        if not self.off_policy:
+            raise ValueError("no secondary weights: no question has a policy")
+        g = np.ascontiguousarray(validate_gammas(gammas, name="gammas"))
+        s = coding.check_state(inputs, self.config.n_state, "inputs")
+        out = np.empty((self.n_questions, g.shape[0]))
+        kernels.predict(self._H, s, g, self._plain_coding, out)
+        return out * coding.output_scales(g, self.config.loss_scaling)
 
     def _make_scratch(self, k_max: int) -> kernels.Scratch:
         n_ts = N_TIMESCALE_DIMS[self.config.timescale_input]
@@ -207,6 +273,7 @@ class HordeLearner:
         as the constructor's.
         """
         terminations = [q.termination for q in spec.questions]
+        policies = spec.policies if any(p is not None for p in spec.policies) else None
         return cls(
             spec.learner,
             names=spec.names,
@@ -217,6 +284,7 @@ class HordeLearner:
             rng=np.random.default_rng(spec.seed) if rng is None else rng,
             trace_groups=[terminations.index(t) for t in terminations],
             reference_kernels=reference_kernels,
+            policies=policies,
         )
 
     # -- shape
@@ -257,7 +325,9 @@ class HordeLearner:
 
     # -- learning
 
-    def step(self, inputs, cumulants, continuations=None, *, gammas=None, usable=None) -> np.ndarray | None:
+    def step(
+        self, inputs, cumulants, continuations=None, *, gammas=None, usable=None, policy=None
+    ) -> np.ndarray | None:
         """Learn from the previous step's inputs to these, then remember these.
 
         Args:
@@ -269,6 +339,9 @@ class HordeLearner:
             S_{t+1} (a stale topic): that question learns neither the transition into this step nor
             the one out of it (it restarts, as :meth:`restart` does for all), and its cumulant and
             continuation are ignored. None: every question.
+          policy: the off-policy questions' :class:`PolicyReadings` at S_{t+1} (the action A_{t+1} taken there):
+            their rho, with the behaviour's counts, is for the transition out of this step. A question whose rho
+            cannot be formed (an action not read) is not usable. Required where some question has a policy.
 
         Returns:
           The TD errors delta_V [Q, K] before the update (NaN rows for the questions not learned),
@@ -276,6 +349,9 @@ class HordeLearner:
           where no question learns.
         """
         s = coding.check_state(inputs, self.config.n_state, "inputs")
+        rho_now = self._step_rhos(policy)
+        if rho_now is not None and not np.isfinite(rho_now).all():
+            usable = np.isfinite(rho_now) & (True if usable is None else np.asarray(usable, dtype=bool))
         learns = None
         if usable is not None:
             now = np.asarray(usable, dtype=bool)
@@ -285,19 +361,36 @@ class HordeLearner:
         elif self._usable is not None:
             learns = self._usable
         self._usable = None if usable is None or now.all() else now.copy()
+        rho_t = self._rho_t if self.off_policy else None
+        if rho_t is not None:
+            self.last_rhos = rho_t
+        if rho_now is not None:
+            self._rho_t = np.where(np.isfinite(rho_now), rho_now, 1.0)  # a NaN one's question is not usable
         if self._previous is None:
             self._previous = s
             return None
         if learns is None or learns.all():
-            deltas = self.learn(self._previous, cumulants, s, continuations, gammas=gammas)
+            deltas = self.learn(self._previous, cumulants, s, continuations, gammas=gammas, rhos=rho_t)
         elif learns.any():
-            deltas = self._learn_some(self._previous, cumulants, s, continuations, gammas, learns)
+            deltas = self._learn_some(self._previous, cumulants, s, continuations, gammas, learns, rho_t)
         else:
             deltas = None
         self._previous = s
         return deltas
 
-    def _learn_some(self, s_t, cumulants, s_tp1, continuations, gammas, learns: np.ndarray) -> np.ndarray:
+    def _step_rhos(self, policy: PolicyReadings | None) -> np.ndarray | None:
+        if not self.off_policy:
+            if policy is not None:
+                raise ValueError("policy readings given, but no question has a policy")
+            return None
+        if not isinstance(policy, PolicyReadings):
+            raise ValueError(f"off-policy questions need PolicyReadings each step; got {type(policy).__name__}")
+        for name, a in zip(PolicyReadings._fields, policy):
+            if np.shape(a) != (self.n_questions,):
+                raise ValueError(f"policy {name} must be [{self.n_questions}], one per question; got {np.shape(a)}")
+        return self.ratios(policy)
+
+    def _learn_some(self, s_t, cumulants, s_tp1, continuations, gammas, learns: np.ndarray, rhos=None) -> np.ndarray:
         """:meth:`learn` for the questions where ``learns``; the others' weights and step sizes stay as they were.
 
         The kernels update every question at once, so the others' columns are put back after
@@ -318,7 +411,7 @@ class HordeLearner:
         kept = [(a, a[:, skipped].copy()) for a in self._per_question_state()]
         w_max = self._w_max[skipped].copy()
         try:
-            deltas = self.learn(s_t, c, s_tp1, cont, gammas=gammas)
+            deltas = self.learn(s_t, c, s_tp1, cont, gammas=gammas, rhos=rhos)
         finally:
             for a, columns in kept:
                 a[:, skipped] = columns
@@ -328,6 +421,8 @@ class HordeLearner:
 
     def _per_question_state(self) -> list[np.ndarray]:
         """The [n_features, Q] arrays an update changes: the weights, and Autostep's step sizes and traces."""
+        if self.off_policy:
+            return [self._W, self._H]
         if not self._autostep:
             return [self._W]
         a = self._autostep_state
@@ -348,8 +443,12 @@ class HordeLearner:
             self._traces.reset()
             self._groups.continuation_t[:] = 1.0
 
-    def learn(self, state_t, cumulants, state_tp1, continuations=None, *, gammas=None) -> np.ndarray:
+    def learn(self, state_t, cumulants, state_tp1, continuations=None, *, gammas=None, rhos=None) -> np.ndarray:
         """One TD(0) update of every question on (S_t, C_{t+1}, S_{t+1}), summed over Gamma_t.
+
+        With off-policy questions, one TDC update (TD(0)'s for the on-policy ones): ``rhos`` [Q] are
+        pi(A_t | S_t) / b(A_t | S_t) >= 0, clipped at each policy's rho_max, 1 for an on-policy question
+        (required: without, an off-policy question would learn the behaviour's values).
 
         Returns:
           The TD errors delta_V [Q, K] before the update, in each cumulant's units.
@@ -370,9 +469,13 @@ class HordeLearner:
         if g.shape[0] > self._scratch.idx_t.shape[0]:
             self._scratch = self._make_scratch(g.shape[0])
             self._run_work = kernels.make_run_work(self._coder.n_tilings, g.shape[0], self.n_questions)
-        if self.config.lam > 0.0:
+        if self.off_policy:
+            bad = self._tdc_step(s_t, s_tp1, g, c, cont, self._checked_rhos(rhos))
+        elif rhos is not None:
+            raise ValueError("rhos given, but no question has a policy (every question is on-policy)")
+        elif self.config.lam > 0.0:
             return self._learn_lambda(s_t, c, s_tp1, cont, g)
-        if self._autostep:
+        elif self._autostep:
             bad = kernels.autostep_step(
                 self._W, s_t, s_tp1, g, c, cont, self._plain_coding, self._w_max, self._autostep_state, self._scratch,
                 self._autostep_work,
@@ -388,6 +491,32 @@ class HordeLearner:
             )
         self.update_count += 1
         return deltas
+
+    def _checked_rhos(self, rhos) -> np.ndarray:
+        if rhos is None:  # a caller that reads no actions (a recording's) would learn the behaviour's values
+            off = [n for n, p in zip(self.names, self.ratios.policies) if p is not None]
+            raise ValueError(f"questions {off} have target policies: give rhos, pi / b of each step's action")
+        rho = self._per_question(rhos, "rhos")
+        on = ~self.ratios.off_policy
+        if np.any(rho < 0.0) or np.any(rho[on] != 1.0):
+            q = int(np.flatnonzero((rho < 0.0) | (on & (rho != 1.0)))[0])
+            raise ValueError(f"rhos must be >= 0, and 1 for an on-policy question; got {float(rho[q])!r} for "
+                             f"question {self.names[q]!r}")  # fmt: skip
+        caps = np.array([np.inf if p is None else p.rho_max for p in self.ratios.policies])
+        return np.ascontiguousarray(np.minimum(rho, caps))
+
+    def _tdc_step(self, s_t, s_tp1, gammas, cumulants, continuations, rhos) -> int:
+        """TDC at the constant step sizes: alpha, and each question's beta decayed like it."""
+        alpha = self.step_size()
+        decay = self.config.step_size_decay_steps
+        factor = max(0.0, 1.0 - self.update_count / decay) if decay > 0 else 1.0
+        betas = self._secondary * factor / self._coder.n_active  # alpha_at's arithmetic, per question
+        weights = gradient_td_kernels.HordeWeights(self._W, self._H, self._bounds)
+        questions = gradient_td_kernels.OffPolicyQuestions(cumulants, continuations, rhos)
+        return gradient_td_kernels.tdc_step(
+            weights, s_t, s_tp1, gammas, questions, alpha, np.ascontiguousarray(betas), self._plain_coding,
+            self._scratch,
+        )  # fmt: skip
 
     def _constant_step(self, s_t, s_tp1, gammas, cumulants, continuations) -> int:
         """TD(0) at the constant step size on Gamma_t ``gammas``: the run kernel, or the plain one."""
@@ -508,7 +637,7 @@ class HordeLearner:
     # -- checkpoints
 
     def _config_mapping(self) -> dict:
-        return {
+        mapping = {
             "learner": config_lib.to_mapping(self.config),
             "timescales": config_lib.to_mapping(self.timescales),
             "adaptation": config_lib.to_mapping(self.adaptation),
@@ -516,6 +645,9 @@ class HordeLearner:
             "readouts": [dataclasses.asdict(r) for r in self._readouts.values()],
             "rate_hz": self.rate_hz,
         }
+        if self.off_policy:  # only then: an on-policy Horde's checkpoints read as before
+            mapping["policies"] = [policy_mapping(p) for p in self.ratios.policies]
+        return mapping
 
     def save(self, path: str | os.PathLike) -> pathlib.Path:
         """Atomically write the whole state (see the module docstring)."""
@@ -524,6 +656,9 @@ class HordeLearner:
         if self._autostep:
             a = self._autostep_state
             arrays.update(alphas=a.alphas.T.copy(), h=a.h.T.copy(), v=a.v.T.copy())
+        if self.off_policy:
+            arrays.update(secondary_weights=self._H.T.copy(), behaviour_counts=self.ratios.counts.copy(),
+                          rho_t=self._rho_t.copy())  # fmt: skip
         if self.config.lam > 0.0:
             arrays.update(
                 traces=self._traces.z.copy(),
@@ -566,15 +701,20 @@ class HordeLearner:
                 readouts=[Readout(**r) for r in saved["readouts"]],
                 rate_hz=saved["rate_hz"],
                 trace_groups=groups,
+                policies=[policy_from_mapping(m) for m in saved["policies"]] if "policies" in saved else None,
                 _state={k: arrays[k] for k in ("offsets", "mult", "base")},
             )
         except (KeyError, TypeError, ValueError) as exc:
             raise CheckpointError(f"{where}: unusable configuration or tile coder state: {exc}") from None
         shape = (learner.n_questions, learner.n_features)
         names = ["weights", "previous"] + (["alphas", "h", "v"] if learner._autostep else [])
+        names += ["secondary_weights", "behaviour_counts", "rho_t"] if learner.off_policy else []
+        wants = {"previous": (learner.n_inputs,), "rho_t": (learner.n_questions,)}
+        if learner.off_policy:
+            wants["behaviour_counts"] = learner.ratios.counts.shape
         for name in names:
             a = arrays.get(name)
-            want = (learner.n_inputs,) if name == "previous" else shape
+            want = wants.get(name, shape)
             if a is None or a.dtype != np.float64 or a.shape != want:
                 got = None if a is None else f"{a.dtype}{list(a.shape)}"
                 raise CheckpointError(f"{where}: {name} are {got}; expected float64{list(want)}")
@@ -589,6 +729,8 @@ class HordeLearner:
             raise CheckpointError(f"{where}: bad sampler_state: {exc}") from None
         learner._W = np.ascontiguousarray(arrays["weights"].T)
         learner._w_max = np.abs(learner._W).max(axis=0)
+        if learner.off_policy:
+            learner._load_off_policy(arrays)
         if learner._autostep:
             learner._set_autostep(*(np.ascontiguousarray(arrays[name].T) for name in ("alphas", "h", "v")))
         learner.update_count = count
@@ -596,6 +738,13 @@ class HordeLearner:
         if config.lam > 0.0:
             learner._load_traces(arrays, where)
         return learner
+
+    def _load_off_policy(self, arrays) -> None:
+        self._H = np.ascontiguousarray(arrays["secondary_weights"].T)
+        self._bounds[0], self._bounds[1] = self._w_max, np.abs(self._H).max(axis=0)
+        self._w_max = self._bounds[0]
+        self.ratios.counts[:] = arrays["behaviour_counts"]
+        self._rho_t = arrays["rho_t"].copy()
 
     def _load_traces(self, arrays, where: str) -> None:
         t = self._traces

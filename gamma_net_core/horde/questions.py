@@ -30,6 +30,13 @@ inputs and one tile coder. The file::
         cumulant: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "velocity[elbow]", transform: abs}
         termination: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "position[elbow]",
                       threshold: 1.2, direction: above}
+      - name: shoulder_speed_if_up  # off-policy: a target policy (gamma_net_core.horde.policies, docs/off-policy.md)
+        cumulant: {topic: /joint_states, type: sensor_msgs/msg/JointState, field: "velocity[shoulder]", transform: abs}
+        policy:
+          action: {topic: /joint_commands, type: sensor_msgs/msg/JointState, field: "velocity[shoulder]"}
+          target: {kind: sign, sign: positive}    # or interval, fixed, equals (another field), bins
+          behaviour: {kind: matching}             # or field (b published), counts
+          rho_max: 10.0                           # rho = pi / b clipped to [0, rho_max]
 
 Field paths index, slice and aggregate (``min(ranges[0:5])``) and read a range's infinities per
 REP 117 (:mod:`gamma_net_core.horde.fields`); a signal's ``inf_as`` / ``minus_inf_as`` name what
@@ -63,6 +70,7 @@ from typing import Any
 
 from gamma_net_core import config as config_lib
 from gamma_net_core.horde.fields import FieldPath, parse_field
+from gamma_net_core.horde.policies import Policy, parse_policy
 from gamma_net_core.horde.transforms import TRANSFORMS, transform_function, transform_parameters
 from gamma_net_core.linear import GammaNetConfig
 from gamma_net_core.timescales import TimescaleSampling
@@ -174,11 +182,17 @@ class StateInput(Transformed):
 
 @dataclass(frozen=True)
 class Question:
-    """One GVF: a cumulant and an optional termination."""
+    """One GVF: a cumulant, an optional termination and an optional target policy (None: the behaviour's own)."""
 
     name: str
     cumulant: Cumulant
     termination: Termination | None = None
+    policy: Policy | None = None
+
+    def signals(self) -> list[Signal]:
+        """What the question reads per step: its cumulant, termination and policy's signals."""
+        own = [self.cumulant] + ([self.termination] if self.termination is not None else [])
+        return own + (self.policy.signals() if self.policy is not None else [])
 
 
 @dataclass(frozen=True)
@@ -245,19 +259,20 @@ class HordeSpec:
         return {s.topic for s in self.state}
 
     def question_topics(self) -> list[set[str]]:
-        """Per question, the topics its cumulant and termination read (the state's are everyone's)."""
-        return [
-            {q.cumulant.topic} | ({q.termination.topic} if q.termination is not None else set()) for q in self.questions
-        ]
+        """Per question, the topics its cumulant, termination and policy read (the state's are everyone's)."""
+        return [{s.topic for s in q.signals()} for q in self.questions]
 
     def signals(self) -> list[Signal]:
-        """Every signal read per step: the state inputs, then each question's cumulant and termination."""
+        """Every signal read per step: the state inputs, then each question's cumulant, termination and policy's."""
         out: list[Signal] = list(self.state)
         for q in self.questions:
-            out.append(q.cumulant)
-            if q.termination is not None:
-                out.append(q.termination)
+            out.extend(q.signals())
         return out
+
+    @property
+    def policies(self) -> tuple[Policy | None, ...]:
+        """Each question's target policy (None: on-policy)."""
+        return tuple(q.policy for q in self.questions)
 
     def readout(self, name: str) -> Readout:
         for r in self.readouts:
@@ -367,7 +382,7 @@ def _import_extensions(names: Any) -> None:
 
 
 def _signals(questions: tuple[Question, ...]) -> list[Signal]:
-    return [s for q in questions for s in (q.cumulant, q.termination) if s is not None]
+    return [s for q in questions for s in q.signals()]
 
 
 def _topic_limits(m: Any, read: set[str]) -> dict[str, float]:
@@ -393,7 +408,7 @@ def _question(i: int, m: Any) -> Question:
     if not isinstance(name, str) or not _NAME.match(name):
         raise ValueError(f"{label}.name: a name of letters, digits, _ . - is required; got {name!r}")
     label = f"question {name!r}"
-    _known(m, {"name", "cumulant", "termination"}, label)
+    _known(m, {"name", "cumulant", "termination", "policy"}, label)
     if "cumulant" not in m:
         raise ValueError(f"{label}: cumulant is required")
     cumulant = Cumulant(**_transformed(m["cumulant"], f"{label}.cumulant", set()))
@@ -403,7 +418,10 @@ def _question(i: int, m: Any) -> Question:
         if "threshold" not in t:
             raise ValueError(f"{label}.termination.threshold: required")
         termination = Termination(**_threshold(t, f"{label}.termination"))
-    return Question(name=name, cumulant=cumulant, termination=termination)
+    policy = None
+    if m.get("policy") is not None:
+        policy = parse_policy(m["policy"], f"{label}.policy", lambda s, at: Transformed(**_transformed(s, at, set())))
+    return Question(name=name, cumulant=cumulant, termination=termination, policy=policy)
 
 
 def _threshold(m: dict[str, Any], label: str) -> dict[str, Any]:

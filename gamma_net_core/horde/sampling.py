@@ -102,6 +102,7 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
         if question.termination is not None:
             continuations[:, q] = [question.termination.continuation(v) for v in sampled[k]]
             k += 1
+        k += len(question.policy.signals()) if question.policy is not None else 0  # read by the learner's ratios
     state_ok = np.all(np.isfinite(inputs), axis=1)
     for topic in spec.state_topics():
         state_ok &= fresh[topic]

@@ -29,7 +29,8 @@ its header stamp where it has one; ``rate_hz`` is then its expected rate (tau is
 A new learner publishes from its second tick, the first that learns (a resumed or frozen one
 from its first). ``predict_at`` answers any question by name at any timescales. The running
 error of each question at each published timescale against its realized return is on
-``horde/errors`` and ``/diagnostics``. The learner is checkpointed and resumed as the predictor's.
+``horde/errors`` and ``/diagnostics`` (an off-policy question's: its RUPEE, docs/off-policy.md). The
+learner is checkpointed and resumed as the predictor's.
 """
 
 from __future__ import annotations
@@ -43,6 +44,7 @@ from gamma_net_msgs.srv import PredictAt
 from rclpy.node import Node
 
 from gamma_net_core.horde.learner import HordeLearner
+from gamma_net_core.horde.off_policy_error import ErrorsWithOffPolicy
 from gamma_net_core.horde.online_error import OnlineError
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.horde.shares import share_spec
@@ -137,7 +139,9 @@ class Horde(CheckpointHooks, Node):
         some = None if usable.all() else usable  # every question on most ticks: the learner's plain path
         if self.learning:
             try:
-                self.learner.step(reading.inputs, reading.cumulants, reading.continuations, usable=some)
+                self.learner.step(
+                    reading.inputs, reading.cumulants, reading.continuations, usable=some, policy=reading.policy
+                )
             except (ValueError, FloatingPointError) as exc:
                 self.watch.refused(exc)
                 self._restart()
@@ -157,8 +161,10 @@ class Horde(CheckpointHooks, Node):
             realized = self.errors.realized()
             self.returns.publish(horde_rows.returns_msg(self.names, gammas, readouts, realized, stamp, count))
 
-    def _online_error(self) -> OnlineError:
+    def _online_error(self) -> OnlineError | ErrorsWithOffPolicy:
         readouts = {name: self.learner.readout_weights(name) for name in self.learner.readout_names}
+        if self.learner.off_policy:  # their rows: RUPEE (docs/off-policy.md)
+            return ErrorsWithOffPolicy(self.learner, gammas=self.published.gammas, readouts=readouts)
         return OnlineError(gammas=self.published.gammas, n_questions=len(self.names), readouts=readouts)
 
     def _restart(self) -> None:

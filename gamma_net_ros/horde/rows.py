@@ -19,6 +19,7 @@ import numpy as np
 from gamma_net_msgs.msg import PredictionArray, RealizedReturns
 
 from gamma_net_core.horde.online_error import RealizedReturns as Realized
+from gamma_net_core.horde.policies import PolicyReadings
 from gamma_net_core.horde.questions import HordeSpec
 from gamma_net_ros.horde.topics import check_field, message_class
 
@@ -42,6 +43,7 @@ class Reading:
     usable: np.ndarray
     state_ok: bool
     errors: dict[str, str] = field(default_factory=dict)
+    policy: PolicyReadings | None = None  # the off-policy questions' action readings (None: no question has one)
 
 
 class Row:
@@ -77,6 +79,12 @@ class Row:
         ends_of = [-1 if q.termination is None else ends.setdefault(q.termination, len(ends)) for q in spec.questions]
         self.termination_of = np.array([len(ends) if e < 0 else e for e in ends_of], dtype=np.intp)
         self.distinct_terminations = [(slot(t), t.continuation) for t in ends]
+        # each question's policy signals: (slot, signal) of its action, reference and behaviour probability
+        self.policies = [
+            None if q.policy is None else [None if s is None else (slot(s), s) for s in
+                                           (q.policy.action, q.policy.reference, q.policy.probability)]
+            for q in spec.questions
+        ]  # fmt: skip
         self.reads = [(signal.topic, signal) for signal in signals]
         self.cumulant_slots = np.array([k for k, _ in self.cumulants], dtype=np.intp)
         self.terminated = np.array([t is not None for t in self.terminations])
@@ -126,14 +134,51 @@ class Row:
         usable = np.isfinite(kinds[self.cumulant_of]) & (finite[self.termination_slots] | ~self.terminated) & state_ok
         cumulants = np.where(usable, kinds[self.cumulant_of], np.nan)
         continuations = np.where(usable, ends[self.termination_of], 1.0)
+        policy = self._policy(read) if any(self.policies) else None
+        if policy is not None:  # an action (or its reference, or b) not read: no rho, the question stops
+            for q, signals in enumerate(self.policies):
+                why_not = _unread_policy(policy, q, signals or (), read, why)
+                if why_not is not None and usable[q]:
+                    usable[q] = False
+                    if why_not:  # "": a stale or silent topic (counted apart)
+                        errors[self.names[q]] = why_not
+            cumulants = np.where(usable, cumulants, np.nan)
+            continuations = np.where(usable, continuations, 1.0)
         for q in np.flatnonzero(~usable).tolist():
+            if self.names[q] in errors:
+                continue
             (k, _), termination = self.cumulants[q], self.terminations[q]
             slots = [k] if termination is None else [k, termination[0]]
             errors.update({self.names[q]: why[j] for j in slots[::-1] if j in why})  # noqa: B035 - the first
             if self.names[q] not in errors and k not in why and math.isfinite(read[k]):
                 cumulant = self.distinct_cumulants[self.cumulant_of[q]][1]
                 errors[self.names[q]] = _not_finite_after(cumulant, read[k])
-        return Reading(inputs, cumulants, continuations, usable, state_ok, errors)
+        return Reading(inputs, cumulants, continuations, usable, state_ok, errors, policy)
+
+    def _policy(self, read: list) -> PolicyReadings:
+        """[Q] action, reference and behaviour probability of each question (NaN: none, or not readable)."""
+        out = np.full((3, len(self.names)), np.nan)
+        for q, signals in enumerate(self.policies):
+            for i, pair in enumerate(signals or ()):
+                if pair is not None:
+                    out[i, q] = pair[1].apply(read[pair[0]])
+        return PolicyReadings(*out)
+
+
+def _unread_policy(policy: PolicyReadings, q: int, signals, read: list, why: dict) -> str | None:
+    """Why question ``q``'s rho cannot be formed ("" for a stale topic), or None where it can."""
+    for i, (values, pair) in enumerate(zip(policy, signals)):
+        if pair is None:
+            continue
+        k, signal = pair
+        value = values[q]
+        if i == 2 and math.isfinite(value) and not 0.0 < value <= 1.0:
+            return f"behaviour probability {signal.field!r} on {signal.topic} is {value!r}, not in (0, 1]"
+        if not math.isfinite(value):
+            if k in why:
+                return why[k]
+            return _not_finite_after(signal, read[k]) if math.isfinite(read[k]) else ""
+    return None
 
 
 def _not_finite(signal, topic: str, value: float) -> str:
@@ -161,6 +206,8 @@ def check_signals(spec: HordeSpec) -> None:
         labelled.append((f"question {q.name!r} cumulant", q.cumulant))
         if q.termination is not None:
             labelled.append((f"question {q.name!r} termination", q.termination))
+        if q.policy is not None:
+            labelled.extend((f"question {q.name!r} policy", s) for s in q.policy.signals())
     first: dict[str, tuple[str, str]] = {}  # topic -> (label, type) of the first signal on it
     for label, signal in labelled:
         try:

@@ -114,11 +114,13 @@ def measure_horde(*, questions: int, steps: int, repeats: int) -> dict:
 
         return once
 
+    betas = np.full(Q, alpha)
+
     def tdc() -> None:
         weights = HordeWeights(np.zeros((n, Q)), np.zeros((n, Q)), np.zeros((2, Q)))
         for t in range(steps):
             questions_t = OffPolicyQuestions(cumulants[t], ones, rhos[t])
-            tdc_step(weights, s_t[t], s_tp1[t], gammas[t], questions_t, alpha, alpha, plain, scratch)
+            tdc_step(weights, s_t[t], s_tp1[t], gammas[t], questions_t, alpha, betas, plain, scratch)
 
     rates = {
         name: steps / best_seconds(repeats, once)

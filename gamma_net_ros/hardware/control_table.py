@@ -226,7 +226,8 @@ def profile_velocity_units(velocity_max, velocity_limit_units):
     limit = np.asarray(velocity_limit_units, dtype=np.int64)
     speed, limit = np.broadcast_arrays(speed, limit)
     # A speed that is a whole number of units in decimal may fall a hair short of it in binary.
-    units = np.floor(speed / RAD_S_PER_VELOCITY_UNIT * (1.0 + 1e-12))
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and nan are refused below, naming them
+        units = np.floor(speed / RAD_S_PER_VELOCITY_UNIT * (1.0 + 1e-12))
     bad = ~np.isfinite(speed) | (units < PROFILE_VELOCITY_UNITS[0])
     if np.any(bad):
         raise ValueError(

@@ -2,12 +2,17 @@
 
 from __future__ import annotations
 
+import subprocess
+
 import numpy as np
 import pytest
 from rclpy.parameter import Parameter
 from test_dynamixel_driver import Listener, servo_state, start_driver
+from waiting import bound
 
 from gamma_net_ros.hardware import control_table as ct
+from gamma_net_ros.paths import config_file
+from gamma_net_ros.processes import node_command
 
 pytestmark = pytest.mark.ros
 
@@ -59,3 +64,17 @@ def test_position_moves_never_outrun_velocity_max(start_emulator, executor, spin
     result = driver.set_parameters([Parameter("velocity_max", value=[1.0, 0.01])])[0]
     assert not result.successful and "velocity_max [0.01] rad/s cannot cap a position move" in result.reason
     np.testing.assert_array_equal(servo_state(client, "profile_velocity"), ct.velocity_units_to_rad_s([41, 20]))
+
+
+def test_a_velocity_max_no_servo_can_be_capped_at_is_refused_at_start_in_one_line(start_emulator):
+    port, client = start_emulator(HELD)
+    params = {"port": port, "command_mode": "position", "velocity_max": "[2.0, 0.01]"}
+    command = node_command("gamma_net_ros.dynamixel_driver.node", params_file=config_file("dynamixel"),
+                           params=params, node="dynamixel_driver")  # fmt: skip
+    result = subprocess.run(command, capture_output=True, text=True, timeout=bound(30))
+    output = result.stdout + result.stderr
+    assert result.returncode == 1, output
+    assert "Traceback" not in output
+    (line,) = [line for line in output.splitlines() if "refusing to start" in line]
+    assert "velocity_max [0.01] rad/s cannot cap a position move" in line, line
+    assert not servo_state(client, "torque").any()  # nothing was switched on

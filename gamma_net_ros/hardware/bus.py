@@ -595,6 +595,9 @@ class DynamixelBus:
           LatencyTooHigh: replies take longer than ``budget_ms``. ValueError: a ``velocity_max``
             no Profile Velocity can cap at (below 0.024 rad/s), naming it.
         """
+        if mode != ct.OperatingMode.VELOCITY and self.velocity_max is not None:
+            # refused before the port is touched: at start, not in a reconnect (change_velocity_max checks too)
+            ct.profile_velocity_units(self.velocity_max, ct.VELOCITY_LIMIT_UNITS[1])
         self.mode = mode
         self.open()
         try:

@@ -88,6 +88,8 @@ def servo_stop_s(driver, reading, before, taken_at: float, goal) -> float:
     servos = [ServoLimits(*one) for one in zip(lim.position_min, lim.position_max, lim.velocity_max)]
     at, position, velocity = reading
     model = ServoModel(servos, position)
+    if driver.bus.profile_velocity is not None:  # position mode: the caps the driver wrote (Profile Velocity)
+        model.set_profile_velocity(driver.bus.profile_velocity)
     model.velocity = np.asarray(velocity, dtype=np.float64).copy()
     command = model.command_velocity if driver.goals.mode == "velocity" else model.command_position
     dt = 0.001

@@ -5,7 +5,9 @@ real servos in tests and the demo) move joints with the same dynamics, so a reco
 made either way looks alike. The model follows what small Dynamixel X-series servos do
 under their built-in controllers: the velocity tracks its goal with a first-order lag,
 is capped by the configured velocity limit, and the position stops at the configured
-position limits. Vectorized over joints.
+position limits. In position mode the speed is also capped by the profile velocity (a Dynamixel's
+Profile Velocity: the top speed of the trajectory its position controller follows; none by
+default, as the register's 0). Vectorized over joints.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ class ServoModel:
         self.velocity = np.zeros(n)
         self.goal_velocity = np.zeros(n)
         self.goal_position: np.ndarray | None = None
+        self.profile_velocity = np.full(n, np.inf)  # rad/s; position mode's speed cap (inf: none)
 
     def command_velocity(self, goal) -> None:
         """Velocity mode: clamp each goal to +-velocity_max."""
@@ -63,15 +66,21 @@ class ServoModel:
         """Position mode: clamp each goal to the position limits."""
         self.goal_position = np.clip(np.asarray(goal, dtype=np.float64), self.position_min, self.position_max)
 
+    def set_profile_velocity(self, cap) -> None:
+        """Position mode: cap each joint's speed at ``cap`` rad/s (0 or inf: no cap but velocity_max)."""
+        cap = np.broadcast_to(np.asarray(cap, dtype=np.float64), self.velocity_max.shape)
+        if np.any(np.isnan(cap) | (cap < 0)):
+            raise ValueError(f"profile velocity must be >= 0 rad/s (0: no cap); got {cap.tolist()}")
+        self.profile_velocity = np.where(cap == 0, np.inf, cap)
+
     def step(self, dt: float) -> None:
         """Advance ``dt`` seconds (exact first-order lag; a stop at a position limit zeroes the velocity)."""
         if dt <= 0:
             raise ValueError(f"dt must be positive; got {dt!r}")
         goal = self.goal_velocity
         if self.goal_position is not None:
-            goal = np.clip(
-                self.position_gain * (self.goal_position - self.position), -self.velocity_max, self.velocity_max
-            )
+            cap = np.minimum(self.velocity_max, self.profile_velocity)
+            goal = np.clip(self.position_gain * (self.goal_position - self.position), -cap, cap)
         blend = 1.0 - np.exp(-dt / self.time_constant)
         self.velocity = np.clip(self.velocity + (goal - self.velocity) * blend, -self.velocity_max, self.velocity_max)
         position = self.position + self.velocity * dt

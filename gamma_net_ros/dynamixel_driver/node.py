@@ -226,7 +226,7 @@ class DynamixelDriver(Node):
         self._write_goals(receipt=True)  # a stop must not wait in the queue for the next cycle (up to 33 ms at 30 Hz)
 
     def _on_set_parameters(self, parameters) -> SetParametersResult:
-        return runtime_change(self.goals, parameters, lambda name: self.get_parameter(name).value)
+        return runtime_change(self.goals, parameters, lambda name: self.get_parameter(name).value, self.bus)
 
     # -- health ------------------------------------------------------------------------------
     def _report_health(self) -> Health:

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
 
-from gamma_net_ros.hardware.bus import DynamixelBus
+from gamma_net_ros.hardware.bus import BusError, DynamixelBus
 from gamma_net_ros.hardware.control_table import TORQUE_CONSTANT_NM_PER_A, OperatingMode
 from gamma_net_ros.hardware.goals import JointGoals, JointLimits
 from gamma_net_ros.params import declare
@@ -86,6 +86,7 @@ class DriverSettings:
             retries=self.retries,
             timeout_ms=self.timeout_ms,
             clock=clock,
+            velocity_max=self.velocity_max,
         )
 
     def goals(self) -> JointGoals:
@@ -120,12 +121,13 @@ def declare_settings(node: Node) -> DriverSettings:
     return DriverSettings(**p)
 
 
-def runtime_change(goals: JointGoals, parameters, current) -> SetParametersResult:
+def runtime_change(goals: JointGoals, parameters, current, bus: DynamixelBus | None = None) -> SetParametersResult:
     """Apply a run-time change of ``command_timeout_s`` or the limits to ``goals``, or refuse it.
 
     Args:
       parameters: the changed parameters, as rclpy passes them.
       current: ``name -> value`` of a parameter not among them (the node's ``get_parameter``'s value).
+      bus: gets the new ``velocity_max`` (a position mode's Profile Velocity) before the goals do.
     """
     changed = {p.name: p.value for p in parameters}
     if "command_timeout_s" in changed:
@@ -134,7 +136,10 @@ def runtime_change(goals: JointGoals, parameters, current) -> SetParametersResul
         return SetParametersResult(successful=True)
     values = {name: changed.get(name, current(name)) for name in LIMIT_PARAMETERS}
     try:
-        goals.limits = JointLimits.of(len(goals.joint_names), **values)
-    except ValueError as exc:
+        limits = JointLimits.of(len(goals.joint_names), **values)
+        if bus is not None:
+            bus.change_velocity_max(limits.velocity_max)
+    except (ValueError, BusError) as exc:
         return SetParametersResult(successful=False, reason=str(exc))
+    goals.limits = limits
     return SetParametersResult(successful=True)

@@ -37,6 +37,12 @@ What goes wrong on a real bus, and what the bus does about it:
 - Limits read back that no servo can hold (a minimum above the maximum, outside one
   revolution, a speed beyond the register's range) are re-read, then refused
   (:class:`ServoError`): clamping goals to them would freeze or fling a joint.
+- In a position mode a servo's own trajectory sets the speed of a move, as fast as it can unless
+  its Profile Velocity caps it, and that register starts at 0 (no cap) after every power-up. A
+  clamped goal is no speed limit: at connect the bus sets a velocity-based profile (Drive Mode)
+  and writes Profile Velocity = ``velocity_max`` (rounded down to the register's units, never
+  above the servo's Velocity Limit, never 0), reads it back, and refuses a servo that does not
+  hold it (:class:`ServoError`, naming the values) before torque goes on.
 """
 
 from __future__ import annotations
@@ -260,6 +266,8 @@ class DynamixelBus:
       quiet_s: how long the line must stay silent before a retry, after a failed attempt;
         a reply sampled more than 0.45 ``quiet_s`` before its request is refused as stale.
       clock: seconds, for the stamps of samples (the driver passes its ROS clock).
+      velocity_max: rad/s, one per servo or one for all: in a position mode, each servo's
+        Profile Velocity (see :meth:`set_profile_velocity`); None: the servo's own Velocity Limit.
     """
 
     def __init__(
@@ -272,6 +280,7 @@ class DynamixelBus:
         timeout_ms: float = 0.0,
         quiet_s: float = 0.01,
         clock: Callable[[], float] = time.time,
+        velocity_max: float | Sequence[float] | None = None,
     ) -> None:
         self.ids = [int(i) for i in ids]
         if not self.ids or len(set(self.ids)) != len(self.ids) or not all(0 <= i <= 252 for i in self.ids):
@@ -286,6 +295,10 @@ class DynamixelBus:
         self.timeout_ms = timeout_ms
         self.quiet_s = quiet_s
         self.clock = clock
+        self.velocity_max = None if velocity_max is None else self._per_servo(velocity_max)
+        self.mode: ct.OperatingMode | None = None  # of the last connect
+        self.velocity_limit_units: np.ndarray | None = None  # each servo's Velocity Limit, read at connect
+        self.profile_velocity: np.ndarray | None = None  # rad/s; the Profile Velocity each servo holds now
         self.stats = BusStats()
         self.packet_handler = PacketHandler(2.0)
         self._port: PortHandler | None = None
@@ -455,6 +468,87 @@ class DynamixelBus:
                     int(mode),
                 )
 
+    def _velocity_based_profile(self) -> None:
+        """Clear Drive Mode's time-based profile bit (EEPROM: torque off), so Profile Velocity is a speed."""
+        bit = ct.DRIVE_MODE_TIME_BASED_PROFILE
+        for dxl_id in self.ids:
+            drive_mode = self._txrx("read drive mode", dxl_id, self.packet_handler.read1ByteTxRx, ct.DRIVE_MODE.address)
+            if drive_mode & bit:
+                what = "set a velocity-based profile (Drive Mode)"
+                self._txrx(what, dxl_id, self.packet_handler.write1ByteTxRx, ct.DRIVE_MODE.address, drive_mode & ~bit)
+                again = self._txrx(what, dxl_id, self.packet_handler.read1ByteTxRx, ct.DRIVE_MODE.address)
+                if again & bit:
+                    raise ServoError(
+                        f"servo {dxl_id} on {self.port_name}: Drive Mode {again} keeps a time-based profile after "
+                        f"writing {drive_mode & ~bit}: Profile Velocity would not be a speed cap"
+                    )
+
+    def set_profile_velocity(self, velocity_max) -> np.ndarray:
+        """Cap each servo's position-mode speed: Profile Velocity from ``velocity_max`` (rad/s), read back.
+
+        Rounded down to the register's units and clamped to the servo's Velocity Limit (read at
+        connect); never 0, which would lift the cap. Profile Velocity is in RAM: it may change with
+        torque on, and it is lost when a servo reboots (the next :meth:`connect` writes it again).
+
+        Returns:
+          The cap each servo now holds, rad/s.
+
+        Raises:
+          ValueError: a ``velocity_max`` not finite or below one unit (0.024 rad/s), naming it;
+            nothing written. ServoError: a servo refuses, or reads back another value, naming it.
+            PortLost: the device vanished.
+        """
+        if self.velocity_limit_units is None:
+            raise ServoError(f"servos on {self.port_name}: Velocity Limit not read yet (connect first)")
+        wanted = ct.profile_velocity_units(velocity_max, self.velocity_limit_units)
+        self.profile_velocity = None  # unknown until every servo is checked
+        address = ct.PROFILE_VELOCITY.address
+        for dxl_id, units in zip(self.ids, wanted.tolist()):
+            what = f"set Profile Velocity {units} units ({float(ct.velocity_units_to_rad_s(units)):.4g} rad/s)"
+            self._txrx(what, dxl_id, self.packet_handler.write4ByteTxRx, address, units)
+            held = self._txrx("read Profile Velocity", dxl_id, self.packet_handler.read4ByteTxRx, address)
+            if held != units:
+                self.stats.last_error = f"servo {dxl_id}: Profile Velocity reads back {held}, not {units}"
+                raise ServoError(
+                    f"servo {dxl_id} on {self.port_name}: Profile Velocity reads back {held} units after writing "
+                    f"{units} (0 = no cap): its position moves would not be capped at velocity_max"
+                )
+        self.profile_velocity = ct.velocity_units_to_rad_s(wanted)
+        return self.profile_velocity
+
+    def _per_servo(self, velocity_max) -> np.ndarray:
+        values = np.asarray(velocity_max, dtype=np.float64)
+        if values.shape not in ((), (len(self.ids),)):
+            raise ValueError(
+                f"velocity_max must be one value or one per servo ({len(self.ids)}); got {values.tolist()}"
+            )
+        return np.broadcast_to(values, (len(self.ids),)).copy()
+
+    def change_velocity_max(self, velocity_max) -> None:
+        """Take a new ``velocity_max`` (rad/s): kept for the next connect, and in a position mode written now.
+
+        Raises:
+          ValueError: position mode and a speed no Profile Velocity can cap at; nothing changed.
+          ServoError, PortLost: a servo refused it. The old caps are written back; if that fails
+            too the port is closed (torque left on), so the next connect sets every cap afresh.
+        """
+        new = self._per_servo(velocity_max)
+        if self.mode == ct.OperatingMode.VELOCITY:
+            self.velocity_max = new  # Profile Velocity does not cap a velocity mode; its goals are clamped
+            return
+        ct.profile_velocity_units(new, ct.VELOCITY_LIMIT_UNITS[1])  # refused here, before anything is written
+        if self.is_open and self.profile_velocity is not None:
+            old = self.profile_velocity
+            try:
+                self.set_profile_velocity(new)
+            except BusError:
+                try:
+                    self.set_profile_velocity(old)
+                except BusError:
+                    self.close(torque_off=False)
+                raise
+        self.velocity_max = new
+
     def read_limits(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """(position_min rad, position_max rad, velocity_max rad/s) from the servos' EEPROM.
 
@@ -485,19 +579,26 @@ class DynamixelBus:
                 )
             rows.append(row)
         low, high, velocity = np.array(rows, dtype=np.int64).T
+        self.velocity_limit_units = velocity
         return ct.ticks_to_rad(low), ct.ticks_to_rad(high), ct.velocity_units_to_rad_s(velocity)
 
     def connect(self, mode: ct.OperatingMode, *, budget_ms: float | None = None) -> ServoInfo:
         """Open the port and make the servos ready to follow goals in ``mode``, holding still.
 
         The reply timeout adapted to the round trip (if ``budget_ms``, see :meth:`adapt_timeout`),
-        torque off, operating mode, goals set to hold (zero velocity, or the present
-        position), torque on. Used at start and again after the port comes back.
+        torque off, operating mode, in a position mode the speed cap (:meth:`set_profile_velocity`
+        of ``velocity_max``), goals set to hold (zero velocity, or the present position), torque
+        on. Used at start and again after the port comes back.
 
         Raises:
           PortLost: the port cannot be opened. ServoError: a servo is missing or refuses.
-          LatencyTooHigh: replies take longer than ``budget_ms``.
+          LatencyTooHigh: replies take longer than ``budget_ms``. ValueError: a ``velocity_max``
+            no Profile Velocity can cap at (below 0.024 rad/s), naming it.
         """
+        if mode != ct.OperatingMode.VELOCITY and self.velocity_max is not None:
+            # refused before the port is touched: at start, not in a reconnect (change_velocity_max checks too)
+            ct.profile_velocity_units(self.velocity_max, ct.VELOCITY_LIMIT_UNITS[1])
+        self.mode = mode
         self.open()
         try:
             if budget_ms is not None:
@@ -509,9 +610,12 @@ class DynamixelBus:
             self.set_torque(False)
             self.set_operating_mode(mode)
             position_min, position_max, velocity_max = self.read_limits()
+            self.profile_velocity = None
             if mode == ct.OperatingMode.VELOCITY:
                 self.write_velocity(np.zeros(len(self.ids)))
             else:
+                self._velocity_based_profile()
+                self.set_profile_velocity(velocity_max if self.velocity_max is None else self.velocity_max)
                 self.write_position(self.read().position)
             self.set_torque(True)
         except BusError:

@@ -121,6 +121,11 @@ class OperatingMode(IntEnum):
 # program on the bus) and would clamp every goal to nonsense.
 POSITION_LIMIT_TICKS = (0, 4095)  # Min/Max Position Limit, position ticks (one revolution)
 VELOCITY_LIMIT_UNITS = (1, 1023)  # Velocity Limit, 0.229 rpm units (0 would hold the joint still)
+# Profile Velocity, 0.229 rpm units: the top speed of a position mode's trajectory. 0 means no cap at
+# all (as fast as the servo can), so the driver never writes it.
+PROFILE_VELOCITY_UNITS = (1, 32767)
+# Drive Mode bit 2: set, Profile Velocity is a move's duration in ms (time-based profile), not a speed.
+DRIVE_MODE_TIME_BASED_PROFILE = 0x04
 
 # Baud Rate register value -> bits per second.
 BAUD_RATES = {0: 9600, 1: 57600, 2: 115200, 3: 1_000_000, 4: 2_000_000, 5: 3_000_000, 6: 4_000_000, 7: 4_500_000}
@@ -199,3 +204,34 @@ def rad_s_to_velocity_units(rad_s):
     """rad/s -> nearest velocity register unit (int, or an int64 array)."""
     units = np.rint(np.asarray(rad_s, dtype=np.float64) / RAD_S_PER_VELOCITY_UNIT).astype(np.int64)
     return int(units) if units.ndim == 0 else units
+
+
+def profile_velocity_units(velocity_max, velocity_limit_units):
+    """Profile Velocity register values that cap a position-mode move at ``velocity_max``.
+
+    Rounded down (a cap never above ``velocity_max``) and clamped to each servo's own Velocity
+    Limit; never 0, which would lift the cap.
+
+    Args:
+      velocity_max: rad/s, one per servo (or one for all).
+      velocity_limit_units: each servo's Velocity Limit register (0.229 rpm units).
+
+    Returns:
+      int64 array of register values, one per servo.
+
+    Raises:
+      ValueError: a ``velocity_max`` not finite or below one unit (0.024 rad/s), naming it.
+    """
+    speed = np.asarray(velocity_max, dtype=np.float64)
+    limit = np.asarray(velocity_limit_units, dtype=np.int64)
+    speed, limit = np.broadcast_arrays(speed, limit)
+    # A speed that is a whole number of units in decimal may fall a hair short of it in binary.
+    with np.errstate(over="ignore", invalid="ignore"):  # inf and nan are refused below, naming them
+        units = np.floor(speed / RAD_S_PER_VELOCITY_UNIT * (1.0 + 1e-12))
+    bad = ~np.isfinite(speed) | (units < PROFILE_VELOCITY_UNITS[0])
+    if np.any(bad):
+        raise ValueError(
+            f"velocity_max {speed[bad].tolist()} rad/s cannot cap a position move: a servo's Profile Velocity "
+            f"needs at least {RAD_S_PER_VELOCITY_UNIT:.4g} rad/s (one unit; 0 would mean no cap)"
+        )
+    return np.minimum(np.minimum(units, PROFILE_VELOCITY_UNITS[1]).astype(np.int64), np.maximum(limit, 1))

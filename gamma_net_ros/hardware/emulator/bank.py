@@ -248,6 +248,11 @@ class ServoBank:
 
     def _apply_goals(self, dxl_id: int) -> None:
         model = self.models[dxl_id]
+        # Profile Velocity caps a position move's speed (0: no cap). A time-based profile (Drive Mode
+        # bit 2) makes it a duration instead, which is not emulated: such a servo moves uncapped.
+        time_based = self.get(dxl_id, ct.DRIVE_MODE) & ct.DRIVE_MODE_TIME_BASED_PROFILE
+        profile = 0 if time_based else self.get(dxl_id, ct.PROFILE_VELOCITY)
+        model.set_profile_velocity(ct.velocity_units_to_rad_s(profile))
         if not self.get(dxl_id, ct.TORQUE_ENABLE):
             model.command_velocity([0.0])  # limp: coasts to a stop
         elif self.get(dxl_id, ct.OPERATING_MODE) == ct.OperatingMode.VELOCITY:
@@ -373,6 +378,8 @@ class ServoBank:
             return ErrorNumber.DATA_RANGE
         if register == ct.GOAL_VELOCITY and abs(value) > self.get(dxl_id, ct.VELOCITY_LIMIT):
             return ErrorNumber.DATA_LIMIT
+        if register == ct.PROFILE_VELOCITY and value > ct.PROFILE_VELOCITY_UNITS[1]:
+            return ErrorNumber.DATA_RANGE
         if register == ct.GOAL_POSITION and not (
             self.get(dxl_id, ct.MIN_POSITION_LIMIT) <= value <= self.get(dxl_id, ct.MAX_POSITION_LIMIT)
         ):
@@ -384,6 +391,7 @@ class ServoBank:
         self.set(dxl_id, ct.TORQUE_ENABLE, 0)
         self.set(dxl_id, ct.HARDWARE_ERROR_STATUS, 0)
         self.set(dxl_id, ct.GOAL_VELOCITY, 0)
+        self.set(dxl_id, ct.PROFILE_VELOCITY, 0)  # RAM: back to its initial value, no cap
         self.set(dxl_id, ct.GOAL_POSITION, self.get(dxl_id, ct.PRESENT_POSITION))
         self._apply_goals(dxl_id)
         return 0
@@ -405,6 +413,7 @@ class ServoBank:
                 "operating_mode": self.get(dxl_id, ct.OPERATING_MODE),
                 "goal_velocity": float(ct.velocity_units_to_rad_s(self.get(dxl_id, ct.GOAL_VELOCITY))),
                 "goal_position": float(ct.ticks_to_rad(self.get(dxl_id, ct.GOAL_POSITION))),
+                "profile_velocity": float(ct.velocity_units_to_rad_s(self.get(dxl_id, ct.PROFILE_VELOCITY))),
                 "obstacle": self._obstacle_state(dxl_id),
             }
         return out

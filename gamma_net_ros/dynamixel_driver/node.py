@@ -48,6 +48,7 @@ from __future__ import annotations
 
 import sys
 import time
+from dataclasses import replace
 
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
@@ -60,6 +61,7 @@ from gamma_net_ros.conversions import clock_seconds, servo_state_msg
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.dynamixel_driver.health import COUNTS, BusHealth, CycleTiming, connected_line
 from gamma_net_ros.dynamixel_driver.settings import declare_settings, runtime_change
+from gamma_net_ros.graph_watch import GraphWatch, InputCounts
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortBusy, PortLost, ReadFailed
 from gamma_net_ros.hardware.goals import JointLimits
 from gamma_net_ros.node_main import run_node
@@ -98,7 +100,8 @@ class DynamixelDriver(Node):
         self._bus_health = BusHealth(self.bus, self.timing, self.counts, self.rate_hz)
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
-        self.create_subscription(JointState, "joint_commands", self._on_command, 10)
+        self.inputs = InputCounts("commands")
+        self.create_subscription(JointState, "joint_commands", self.inputs.counting("commands", self._on_command), 10)
         try:
             self._connect()
         except LatencyTooHigh as exc:  # a setting to change, not a fault to wait out
@@ -111,6 +114,9 @@ class DynamixelDriver(Node):
         self.create_timer(1.0 / self.rate_hz, self._cycle, clock=steady)
         self.health = Diagnostics(self, "servo bus", self._report_health, period=0, hardware_id=self.bus.port_name)
         self.create_timer(s.diagnostics_period_s, self.health.publish, clock=steady)
+        # Who commands the servos: while a stranger publishes joint_commands, commands are refused and the joints held.
+        self.graph = GraphWatch(self, {"joint_commands": "commands"}, {"commands": "joint_commands"},
+                                acting="commands refused, every joint held", on_change=self._on_graph)  # fmt: skip
 
     # -- the bus -----------------------------------------------------------------------------
     def _connect(self) -> bool:
@@ -212,6 +218,9 @@ class DynamixelDriver(Node):
 
     # -- commands and parameters -------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
+        if self.graph.stopping:
+            self.counts["refused_commands"] += 1
+            return
         values = msg.velocity if self.goals.mode == "velocity" else msg.position
         try:
             clamped = self.goals.command(msg.name, values, now=time.monotonic())
@@ -222,13 +231,21 @@ class DynamixelDriver(Node):
         self.counts["commands"] += 1
         self.counts["clamped_commands"] += clamped
 
+    def _on_graph(self) -> None:
+        if self.graph.stopping:
+            self.goals.hold()  # zero velocity, or where the joints are: no goal of the stranger's stays in force
+        self.health.publish()
+
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         return runtime_change(self.goals, parameters, lambda name: self.get_parameter(name).value)
 
     # -- health ------------------------------------------------------------------------------
     def _report_health(self) -> Health:
-        return self._bus_health.report(
+        health = self._bus_health.report(
             down_reason=self.down_reason, models=self.models, command_timeouts=self.goals.timeouts
+        )
+        return self.graph.amend(
+            replace(health, values={**self.inputs.values(), "processed": self.counts["commands"], **health.values})
         )
 
     def destroy_node(self) -> None:

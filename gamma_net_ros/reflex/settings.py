@@ -19,6 +19,10 @@ from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.reflex.forms import COMMAND_FORMS, INTERFACES, make_form
 
+#: The roles of the topics whose publishers the reflex watches (gamma_net_ros.graph_watch), and what they carry.
+ROLES = {"commands": "joint_commands_in", "predictions": "the predictions rules read",
+         "signals": "the signals rules read"}  # fmt: skip
+
 
 @dataclass(frozen=True)
 class ReflexSettings:

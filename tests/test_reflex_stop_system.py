@@ -42,7 +42,8 @@ FORMS = {"velocity": [("velocity",)], "position": [("position",), ("position", "
 def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, start_emulator, executor, spin, mode):
     port, _client = start_emulator([0.0, 1.5])
     listener = Listener(executor)
-    driver = start_driver(executor, port, command_mode=mode, command_timeout_s=0.0)
+    # Two publishers on joint_commands, the reflex and the listener's (unused here): both expected.
+    driver = start_driver(executor, port, command_mode=mode, command_timeout_s=0.0, **{"graph.commands.expected": 2})
     rules = rules_file(tmp_path, STALL | {"hold_s": 0.0}, SPEED_WATCH, stale_after_s=0.3)
     reflex = make_reflex(rules, hold_period_s=0.1)
     executor.add_node(reflex)

@@ -199,9 +199,8 @@ class Reflex(Node):
                 self.get_logger().info(line)
         self.clock_stalled = stalled
         changes = self.state.decide(now, clock_stalled=stalled, stop=self.graph.stopping)
-        if self.state.stopped and not was_stopped:
-            why = "an unexpected publisher" if self.graph.stopping else f"stale input for rules {self.state.stale}"
-            self.get_logger().warning(f"{why}: fail-safe stop, every joint held")
+        if self.state.stopped and not was_stopped and not self.graph.stopping:  # (the graph check says its own)
+            self.get_logger().warning(f"stale input for rules {self.state.stale}: fail-safe stop, every joint held")
         elif was_stopped and not self.state.stopped:
             self.get_logger().info("inputs fresh again: commands pass through the rules")
         for change in changes:

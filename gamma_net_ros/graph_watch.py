@@ -4,10 +4,10 @@ The PyPI route has no DDS-Security (docs/security.md), so the reflex and the dri
 own graph: every :data:`POLL_S` (steady time) they ask rclpy who publishes on each topic they
 watch, and :func:`unexpected` decides, purely, which of those publishers should not be there::
 
-    self.graph = GraphWatch(self, {"joint_commands": "commands"}, ROLES, acting="...", on_change=...)
-    ...
-    if self.graph.stopping:                   # a stranger is on: refuse, hold
-    return self.graph.amend(health)           # named on /diagnostics
+    self.graph = GraphWatch(self, ["commands"], acting="commands refused", on_change=..., on_stop=...)
+    self.graph.subscribe(JointState, "joint_commands", self.on_command, 10, role="commands", refuse=True)
+    if self.graph.stopping: ...               # a stranger is on: hold
+    return self.graph.amend(health)           # counted and named on /diagnostics
 
 A topic's publishers are unexpected when their node names are not on the role's allow list
 (``graph.<role>.allowed``; unset: any name), or when more than ``graph.<role>.expected`` of the
@@ -66,6 +66,11 @@ def unexpected(publishers: Sequence[str], *, expected: int, allowed: Collection[
     return (*strangers, *(known if len(known) > expected else ()))
 
 
+def node_name(namespace: str, name: str) -> str:
+    """A publisher's fully qualified node name; a participant whose node is not (yet) known keeps rmw's name."""
+    return name if namespace.startswith("_") else f"{namespace.rstrip('/')}/{name}"
+
+
 def topic_line(topic: str, publishers: Sequence[str], names: Sequence[str], expected: int) -> str:
     """The one line naming a topic's unexpected publishers ``names`` among ``publishers``."""
     if len(names) == len(publishers) and len(publishers) > expected:
@@ -85,8 +90,8 @@ class GraphSettings:
     """Role -> the node names allowed to publish on its topics; empty: any (``graph.<role>.allowed``)."""
 
 
-def declare_graph(node: Node, roles: Mapping[str, str]) -> GraphSettings:
-    """Declare the graph check's parameters on ``node``, read-only, for ``roles`` (role -> what its topics carry).
+def declare_graph(node: Node, roles: Sequence[str]) -> GraphSettings:
+    """Declare the graph check's parameters on ``node``, read-only, for each of ``roles``.
 
     Raises:
       ValueError: an allow-list entry that is not a node name, named with its parameter.
@@ -94,14 +99,14 @@ def declare_graph(node: Node, roles: Mapping[str, str]) -> GraphSettings:
     stop = declare(node, "graph.stop_on_unexpected", True, "an unexpected publisher stops the output until it goes",
                    read_only=True)  # fmt: skip
     expected, allowed = {}, {}
-    for role, carried in roles.items():
+    for role in roles:
         expected[role] = declare(
-            node, f"graph.{role}.expected", 1, f"publishers expected on each topic of {carried}", low=1, high=100,
+            node, f"graph.{role}.expected", 1, f"publishers expected on each topic of {role}", low=1, high=100,
             read_only=True,
         )  # fmt: skip
         names = declare(
             node, f"graph.{role}.allowed", Parameter.Type.STRING_ARRAY,
-            f"node names allowed to publish {carried} (/ns/name or name; unset: any)", read_only=True,
+            f"node names allowed to publish {role} (/ns/name or name; unset: any)", read_only=True,
         )  # fmt: skip
         names = tuple(names or ())
         if bad := [n for n in names if not n.strip("/") or any(c.isspace() for c in n)]:
@@ -111,27 +116,51 @@ def declare_graph(node: Node, roles: Mapping[str, str]) -> GraphSettings:
 
 
 class GraphWatch:
-    """Watches the publishers on ``topics`` (name as the node uses it -> role) of ``node``.
+    """The subscriptions of ``node`` whose publishers it watches, each counted (:class:`Arrivals`).
 
     Args:
       node: the watching node; its parameters ``graph.*`` are declared here (:func:`declare_graph`).
-      topics: the topics, each with its role (``commands``, ``predictions``...); remappings apply.
-      roles: role -> what its topics carry, for the parameters' descriptions.
+      roles: the roles of the topics it will watch (``commands``, ``predictions``...), the first the main one
+        (its counts on /diagnostics unprefixed).
       acting: what the node does about an unexpected publisher, for its warning line.
       on_change: called after the verdict of any topic changed (e.g. to publish ``/diagnostics`` at once).
+      on_stop: called when the node must stop (an unexpected publisher came, and the switch is on).
     """
 
     def __init__(
-        self, node: Node, topics: Mapping[str, str], roles: Mapping[str, str], *, acting: str,
-        on_change: Callable[[], None],
+        self, node: Node, roles: Sequence[str], *, acting: str, on_change: Callable[[], None],
+        on_stop: Callable[[], None] = lambda: None,
     ) -> None:  # fmt: skip
-        self.node, self.acting, self.on_change = node, acting, on_change
+        self.node, self.acting, self.on_change, self.on_stop = node, acting, on_change, on_stop
         self.settings = declare_graph(node, roles)
-        self.topics = {node.resolve_topic_name(name): role for name, role in topics.items()}
+        self.topics: dict[str, str] = {}  # resolved topic -> role
+        self.inputs: dict[str, Arrivals] = {}  # input name -> its counts
+        self.main = f"{roles[0]}:"
         self.lines: dict[str, str] = {}  # topic -> the line naming its unexpected publishers
-        self.appearances = 0
+        self.sizes: dict[str, int] = {}  # topic -> how many they are
+        self.appearances = self.refused = 0
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # a stopped /clock must not stop the watch
         self.timer = node.create_timer(POLL_S, self.poll, clock=steady)
+
+    def subscribe(self, msg_type, topic: str, callback: Callable, qos, *, role: str, refuse: bool = False):
+        """``node.create_subscription``, its publishers watched as ``role``'s and its messages counted.
+
+        Args:
+          refuse: while the node must stop, messages are dropped (counted ``refused``), not handed to ``callback``.
+        """
+        arrivals = self.inputs.setdefault(f"{role}:{topic}", Arrivals())
+
+        def take(msg, info) -> None:
+            arrivals.arrived(info)
+            if refuse and self.stopping:
+                self.refused += 1
+                return
+            callback(msg)
+            arrivals.processed += 1
+
+        subscription = self.node.create_subscription(msg_type, topic, take, qos)
+        self.topics[subscription.topic_name] = role
+        return subscription
 
     @property
     def stopping(self) -> bool:
@@ -141,32 +170,44 @@ class GraphWatch:
     def poll(self) -> None:
         """Look at each topic's publishers; say each change in one line, then ``on_change()``."""
         try:
+            was = self.stopping
             if [topic for topic, role in self.topics.items() if self._check(topic, role)]:
+                if self.stopping and not was:
+                    self.on_stop()
                 self.on_change()
         except Exception as exc:  # e.g. the graph query of a node shutting down: the check outlives it
             self.node.get_logger().error(f"graph check failed: {exc}", throttle_duration_sec=5.0)
 
     def _check(self, topic: str, role: str) -> bool:
         infos = self.node.get_publishers_info_by_topic(topic)
-        publishers = [f"{i.node_namespace.rstrip('/')}/{i.node_name}" for i in infos]
+        publishers = [node_name(i.node_namespace, i.node_name) for i in infos]
         expected = self.settings.expected[role]
         names = unexpected(publishers, expected=expected, allowed=self.settings.allowed[role])
         line = topic_line(topic, publishers, names, expected) if names else ""
         if line == self.lines.get(topic, ""):
             return False
-        if line:
+        if not line:
+            del self.lines[topic], self.sizes[topic]
+            self.node.get_logger().info(f"the unexpected publishers on {topic} are gone")
+            return True
+        if len(names) > self.sizes.get(topic, 0):  # a new one (not a name learned late, nor one of several gone)
             self.appearances += 1
-            self.lines[topic] = line
             act = f"{self.acting} until it is gone" if self.settings.stop else "graph.stop_on_unexpected is off"
             self.node.get_logger().warning(f"unexpected publisher on {line}: {act}")
-        else:
-            del self.lines[topic]
-            self.node.get_logger().info(f"the unexpected publishers on {topic} are gone")
+        self.lines[topic], self.sizes[topic] = line, len(names)
         return True
 
+    def counts(self) -> dict[str, int]:
+        """``received``, ``processed`` and ``lost`` of the main input, the others' by ``.<topic>``; ``refused``."""
+        out = {}
+        for name, a in self.inputs.items():
+            suffix = "" if name.startswith(self.main) else "." + name.split(":", 1)[1]
+            out.update({f"received{suffix}": a.received, f"processed{suffix}": a.processed, f"lost{suffix}": a.lost})
+        return {**out, "refused": self.refused}
+
     def amend(self, health: Health) -> Health:
-        """``health`` with the unexpected publishers named first (ERROR while they stop the node, else WARN)."""
-        values = {**health.values, "unexpected_publishers": "; ".join(self.lines.values()) or "none",
+        """``health`` with the counts, and the unexpected publishers named first (ERROR while they stop the node)."""
+        values = {**self.counts(), **health.values, "unexpected_publishers": "; ".join(self.lines.values()) or "none",
                   "unexpected_publisher_appearances": self.appearances}  # fmt: skip
         if not self.lines:
             return replace(health, values=values)
@@ -176,7 +217,8 @@ class GraphWatch:
 
 
 class Arrivals:
-    """Counts one input's messages: ``received`` (handed to the node) and ``lost`` (sent, never handed).
+    """Counts one input's messages: ``received`` (handed to the node), ``processed`` (its callback came to its
+    end: a command answered, applied or refused as malformed) and ``lost`` (sent, never handed).
 
     Lost messages are the gaps in each publisher's sequence numbers (rmw's ``publication_sequence_number``)
     after its first message seen: a keep-last queue that overflowed. What a publisher sent before the node
@@ -184,7 +226,7 @@ class Arrivals:
     """
 
     def __init__(self) -> None:
-        self.received = self.lost = 0
+        self.received = self.processed = self.lost = 0
         self._last: dict[bytes, int] = {}  # publisher gid -> its last sequence number seen
 
     def arrived(self, info: Mapping | None) -> None:
@@ -200,29 +242,3 @@ class Arrivals:
         if len(self._last) >= 256 and gid not in self._last:  # publishers come and go: keep the memory bounded
             self._last.pop(next(iter(self._last)))
         self._last[gid] = max(sequence, last or 0)
-
-
-class InputCounts:
-    """:class:`Arrivals` of each input of a node, by name; the first named is the main one (its counts unprefixed)."""
-
-    def __init__(self, main: str) -> None:
-        self.main = main
-        self.inputs: dict[str, Arrivals] = {}
-
-    def counting(self, name: str, callback: Callable) -> Callable:
-        """``callback(msg)`` as a subscription callback that also counts input ``name`` (rclpy passes the info)."""
-        arrivals = self.inputs.setdefault(name, Arrivals())
-
-        def take(msg, info) -> None:
-            arrivals.arrived(info)
-            callback(msg)
-
-        return take
-
-    def values(self) -> dict[str, int]:
-        """``received`` and ``lost`` of the main input, ``received.<name>`` and ``lost.<name>`` of the others."""
-        out = {}
-        for name, a in self.inputs.items():
-            suffix = "" if name == self.main else f".{name}"
-            out.update({f"received{suffix}": a.received, f"lost{suffix}": a.lost})
-        return out

@@ -8,7 +8,7 @@ from gamma_net_ros.hardware.control_table import OperatingMode
 
 #: The driver's running counts, on /diagnostics.
 COUNTS = ("cycles", "late_cycles", "published", "missed_cycles", "reconnects", "commands",
-          "rejected_commands", "clamped_commands", "refused_commands")  # fmt: skip
+          "rejected_commands", "clamped_commands")  # fmt: skip
 
 
 def _no_timing() -> dict:

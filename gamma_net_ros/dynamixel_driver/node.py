@@ -14,6 +14,9 @@ are clamped to the configured limits (and to the servos' own); in velocity mode 
 as it nears a position limit and is not driven past it, and each joint's goal returns to zero
 when no command has named it for ``command_timeout_s`` (per joint: commands naming other joints
 do not keep it alive). A malformed command is refused whole, counted and logged.
+The publishers on ``joint_commands`` are watched (:mod:`gamma_net_ros.graph_watch`, parameters
+``graph.*``): while an unexpected one is on (by default, more than one publisher), commands are
+refused (``refused``) and the joints held; ``received``, ``processed`` and ``lost`` count what came.
 
 Time: the cycle timer and every timeout run on the steady clock, never on ``/clock``: a
 simulated clock that stops (``use_sim_time``) cannot stop the cycles or hold a goal in force.
@@ -48,7 +51,6 @@ from __future__ import annotations
 
 import sys
 import time
-from dataclasses import replace
 
 import numpy as np
 from rcl_interfaces.msg import SetParametersResult
@@ -60,8 +62,7 @@ from sensor_msgs.msg import JointState
 from gamma_net_ros.conversions import clock_seconds, servo_state_msg
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.dynamixel_driver.health import COUNTS, BusHealth, CycleTiming, connected_line
-from gamma_net_ros.dynamixel_driver.settings import declare_settings, runtime_change
-from gamma_net_ros.graph_watch import GraphWatch, InputCounts
+from gamma_net_ros.dynamixel_driver.settings import declare_settings, runtime_change, watch_commands
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortBusy, PortLost, ReadFailed
 from gamma_net_ros.hardware.goals import JointLimits
 from gamma_net_ros.node_main import run_node
@@ -100,8 +101,7 @@ class DynamixelDriver(Node):
         self._bus_health = BusHealth(self.bus, self.timing, self.counts, self.rate_hz)
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
-        self.inputs = InputCounts("commands")
-        self.create_subscription(JointState, "joint_commands", self.inputs.counting("commands", self._on_command), 10)
+        self.graph = watch_commands(self, self._on_command, on_stop=self.goals.hold)  # who commands the servos
         try:
             self._connect()
         except LatencyTooHigh as exc:  # a setting to change, not a fault to wait out
@@ -114,9 +114,6 @@ class DynamixelDriver(Node):
         self.create_timer(1.0 / self.rate_hz, self._cycle, clock=steady)
         self.health = Diagnostics(self, "servo bus", self._report_health, period=0, hardware_id=self.bus.port_name)
         self.create_timer(s.diagnostics_period_s, self.health.publish, clock=steady)
-        # Who commands the servos: while a stranger publishes joint_commands, commands are refused and the joints held.
-        self.graph = GraphWatch(self, {"joint_commands": "commands"}, {"commands": "joint_commands"},
-                                acting="commands refused, every joint held", on_change=self._on_graph)  # fmt: skip
 
     # -- the bus -----------------------------------------------------------------------------
     def _connect(self) -> bool:
@@ -218,9 +215,6 @@ class DynamixelDriver(Node):
 
     # -- commands and parameters -------------------------------------------------------------
     def _on_command(self, msg: JointState) -> None:
-        if self.graph.stopping:
-            self.counts["refused_commands"] += 1
-            return
         values = msg.velocity if self.goals.mode == "velocity" else msg.position
         try:
             clamped = self.goals.command(msg.name, values, now=time.monotonic())
@@ -231,22 +225,14 @@ class DynamixelDriver(Node):
         self.counts["commands"] += 1
         self.counts["clamped_commands"] += clamped
 
-    def _on_graph(self) -> None:
-        if self.graph.stopping:
-            self.goals.hold()  # zero velocity, or where the joints are: no goal of the stranger's stays in force
-        self.health.publish()
-
     def _on_set_parameters(self, parameters) -> SetParametersResult:
         return runtime_change(self.goals, parameters, lambda name: self.get_parameter(name).value)
 
     # -- health ------------------------------------------------------------------------------
     def _report_health(self) -> Health:
-        health = self._bus_health.report(
+        return self.graph.amend(self._bus_health.report(
             down_reason=self.down_reason, models=self.models, command_timeouts=self.goals.timeouts
-        )
-        return self.graph.amend(
-            replace(health, values={**self.inputs.values(), "processed": self.counts["commands"], **health.values})
-        )
+        ))  # fmt: skip
 
     def destroy_node(self) -> None:
         if self.bus is not None:

@@ -24,6 +24,11 @@ node is up like every other parameter), and that clock is watched on the steady 
 does not advance for ``stale_after_s`` of steady time (frozen, stopped, stepped back), every
 input is stale and the fail-safe acts. The decision timer runs on the steady clock, so a stopped
 ``/clock`` cannot stop the decisions or the hold's re-sends.
+
+Who is on the inputs: the publishers on ``joint_commands_in``, the prediction and the signal
+topics are watched (:mod:`gamma_net_ros.graph_watch`, parameters ``graph.*``); an unexpected one
+is named on ``/diagnostics`` and, by default, stops every joint until it is gone. Each input is
+counted there: ``received``, ``processed`` and ``lost`` (dropped from the keep-last queue).
 """
 
 from __future__ import annotations
@@ -43,12 +48,11 @@ from gamma_net_core.reflex.evaluation import ReflexState, rule_value
 from gamma_net_core.reflex.holds import ClockGuard, KnownJoints
 from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import Diagnostics, Health
-from gamma_net_ros.graph_watch import GraphWatch, InputCounts
 from gamma_net_ros.horde.topics import message_class
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.reflex.health import clock_line, event_line, event_msg, rules_health
 from gamma_net_ros.reflex.outputs import COUNTS, CommandOut
-from gamma_net_ros.reflex.settings import ROLES, declare_settings, fixed_clock, load_command_path, signal_readers
+from gamma_net_ros.reflex.settings import declare_settings, fixed_clock, load_command_path, signal_readers, watch_inputs
 
 
 class Reflex(Node):
@@ -62,43 +66,31 @@ class Reflex(Node):
         self.state = ReflexState(self.rule_set, KnownJoints(self.joint_names, self.form.holding))
         self.clock_guard, self.clock_stalled = ClockGuard(self.rule_set.stale_after_s), False
         self.add_on_set_parameters_callback(fixed_clock)
-        self.counts = dict.fromkeys(
-            (*COUNTS, "processed", "events", "rejected", "non_finite", "clock_stalls", "errors"), 0
-        )
-        self.inputs, watched = InputCounts("commands"), {"joint_commands_in": "commands"}
+        self.counts = dict.fromkeys((*COUNTS, "events", "rejected", "non_finite", "clock_stalls", "errors"), 0)
         self.out = CommandOut(self, self.form, self.counts)
         self.commands = self.out.publisher
         self.events = self.create_publisher(ReflexEvent, "reflex/events", 10)
-        guard = self._guarded
-        self.create_subscription(self.form.cls, "joint_commands_in", self._counted("commands", self.on_command), 10)
+        self.graph = watch_inputs(self, on_change=lambda: self.health.publish())  # who is on the inputs; what came
+        guard, watched = self._guarded, self.graph.subscribe
+        watched(self.form.cls, "joint_commands_in", guard(self.on_command), 10, role="commands")
         self.create_subscription(JointState, "joint_states", guard(self.on_joint_states), qos_profile_sensor_data)
         rules = self.rule_set.rules
         self.horde_rules = [i for i, r in enumerate(rules) if r.source == "prediction" and r.origin == "horde"]
         self.predictor_rules = [i for i, r in enumerate(rules) if r.origin == "predictor"]
         if self.horde_rules:
-            watched["horde/predictions"] = "predictions"
-            self.create_subscription(
-                PredictionArray, "horde/predictions", self._counted("horde/predictions", self.on_horde_predictions), 10
-            )
+            watched(PredictionArray, "horde/predictions", guard(self.on_horde_predictions), 10, role="predictions")
         if self.predictor_rules:
-            watched["predictions"] = "predictions"
-            self.create_subscription(
-                Prediction, "predictions", self._counted("predictions", self.on_predictor_prediction), 10
-            )
+            watched(Prediction, "predictions", guard(self.on_predictor_prediction), 10, role="predictions")
         self.signals = signal_readers(self.rule_set, spec)  # topic -> [(rule index, cumulant, its field path)]
         for topic, readers in self.signals.items():
-            on_signal, watched[topic] = self._counted(topic, lambda msg, t=topic: self.on_signal(t, msg)), "signals"
-            self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
+            on_signal = guard(lambda msg, t=topic: self.on_signal(t, msg))
+            watched(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data, role="signals")
         self.last, self.last_at = None, -float("inf")  # (the last well-formed command, its message), when
         # Steady: a /clock that stops (use_sim_time) must not stop the decisions, the holds or the report.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
         self.create_timer(1.0 / s.decide_rate_hz, guard(self.tick), clock=steady)
         self.health = Diagnostics(self, "rules", self._health, period=0)
         self.create_timer(s.diagnostics_period_s, guard(self.health.publish), clock=steady)
-        # Who publishes on the inputs: a stranger (a second teleop, a stray node) stops every joint while it is on.
-        self.graph = GraphWatch(
-            self, watched, ROLES, acting="fail-safe stop, every joint held", on_change=self.health.publish
-        )
         self.get_logger().info(
             f"{len(rules)} rules {[r.name for r in rules]} from {rules_file}: {s.command_type} commands "
             f"{self.commands.topic_name} from joint_commands_in; events on {self.events.topic_name}"
@@ -121,9 +113,6 @@ class Reflex(Node):
                     self.get_logger().error(f"the hold failed too: {again}", throttle_duration_sec=5.0)
 
         return run
-
-    def _counted(self, name: str, callback):
-        return self.inputs.counting(name, self._guarded(callback))
 
     # -- inputs
 
@@ -169,7 +158,6 @@ class Reflex(Node):
             command = self.form.read(msg)
         except ValueError as exc:
             self._reject("command", exc)
-            self.counts["processed"] += 1
             return self._send_hold()  # a command the reflex cannot read is not passed: the hold is
         if (bad := command.non_finite()) is not None:  # the filter holds it; the operator hears why
             self.counts["non_finite"] += 1
@@ -177,7 +165,6 @@ class Reflex(Node):
         self.last, self.last_at = (command, msg), self._now()
         self.decide(resend=False)  # a command never goes out on a decision older than itself
         self._send(command, msg)
-        self.counts["processed"] += 1
 
     # -- decisions
 
@@ -233,8 +220,7 @@ class Reflex(Node):
         self.out.hold(self.state.hold_all(self.present.known(self._now())))
 
     def _health(self) -> Health:
-        counts = {**self.inputs.values(), **self.counts}
-        return self.graph.amend(rules_health(self.state, self.rule_set, counts, clock_stalled=self.clock_stalled))
+        return self.graph.amend(rules_health(self.state, self.rule_set, self.counts, clock_stalled=self.clock_stalled))
 
 
 def main(args=None) -> int:

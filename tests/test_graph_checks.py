@@ -146,3 +146,9 @@ def test_a_stray_on_joint_commands_leaves_the_servos_still(tmp_path, start_emula
     assert feeding(lambda: listener.states[-1].velocity[0] > 0.1)  # the expected commander's commands pass again
     values = {kv.key: kv.value for kv in statuses()[-1].values}
     assert int(values["received"]) >= int(values["processed"]) > 0, values
+
+
+def test_an_allow_list_entry_that_is_not_a_node_name_is_refused_in_one_line(tmp_path, executor):
+    rules = rules_file(tmp_path, STALL)
+    with pytest.raises(ValueError, match=r"^parameter graph.commands.allowed: ' ' is not a node name; got \[' '\]$"):
+        make_reflex(rules, **{"graph.commands.allowed": "[' ']"})

@@ -61,3 +61,31 @@ def test_arrivals_count_the_gaps_in_each_publishers_sequence():
     a.arrived(_info(6, b"b"))
     a.arrived(None)  # no info (another middleware): received, nothing lost
     assert (a.received, a.lost) == (7, 2 + 4)
+
+
+def test_a_stop_asked_of_the_rules_holds_every_joint_with_fresh_inputs_and_keeps_its_latch():
+    """ReflexState.decide(stop=True), as the reflex calls it while a stranger is on: fresh inputs, still stopped."""
+    from gamma_net_core.horde.questions import load_questions
+    from gamma_net_core.paths import config_file
+    from gamma_net_core.reflex.commands import joint_command
+    from gamma_net_core.reflex.evaluation import ReflexState
+    from gamma_net_core.reflex.holds import HoldRule, KnownJoints
+    from gamma_net_core.reflex.rules import load_rules
+
+    rule = {"name": "stall", "question": "shoulder_effort", "tau": 10, "above": 1.0,
+            "response": {"scale": 0.0, "joints": ["shoulder"], "direction": "positive"}}  # fmt: skip
+    rules = load_rules({"stale_after_s": 0.5, "rules": [rule]}, questions=load_questions(config_file("horde")),
+                       joint_names=["shoulder", "elbow"])  # fmt: skip
+    state = ReflexState(rules, KnownJoints(["shoulder", "elbow"], HoldRule(("position",), layout=True)))
+    state.observe(0, 0.0, now=0.0)
+    assert state.decide(0.1, stop=True) == [] and state.stopped and state.stale == []  # no rule switched
+    goal = joint_command(["shoulder", "elbow"], position=[[1.0, 1.0]])
+    (held,) = state.outputs(goal, {"shoulder": 0.1, "elbow": 0.2}).commands
+    assert held.position.tolist() == [[0.1, 0.2]]  # held where they were, not sent to the goal
+    state.decide(0.2, stop=True)
+    (again,) = state.outputs(goal, {"shoulder": 0.3, "elbow": 0.4}).commands  # the arm sagged: the latch holds
+    assert again.position.tolist() == [[0.1, 0.2]]
+    state.decide(0.3)
+    assert not state.stopped and state.outputs(goal, {"shoulder": 0.3, "elbow": 0.4}).commands[0].position.tolist() == [
+        [1.0, 1.0]
+    ]

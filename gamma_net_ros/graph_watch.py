@@ -24,6 +24,7 @@ overflowed under a burst), which the node could not otherwise see.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Collection, Mapping, Sequence
 from dataclasses import dataclass, replace
 
@@ -36,6 +37,10 @@ from gamma_net_ros.params import declare
 
 #: Seconds between looks at the graph (steady time): a stranger is named well within 2 s of its discovery.
 POLL_S = 0.2
+#: Seconds a publisher may show without its node's name (rmw learns names after the endpoints) before an allow
+#: list judges it by that, and the warning names it so: an allowed node is not refused for a moment as it starts.
+UNNAMED_S = 1.0
+UNNAMED = "_NODE_NAME_UNKNOWN_"
 
 
 def allows(entry: str, publisher: str) -> bool:
@@ -137,7 +142,8 @@ class GraphWatch:
         self.inputs: dict[str, Arrivals] = {}  # input name -> its counts
         self.main = f"{roles[0]}:"
         self.lines: dict[str, str] = {}  # topic -> the line naming its unexpected publishers
-        self.sizes: dict[str, int] = {}  # topic -> how many they are
+        self.said: dict[str, int] = {}  # topic -> how many unexpected publishers its last warning named
+        self.unnamed: dict[str, dict[bytes, float]] = {}  # topic -> gid -> since when its node's name is unknown
         self.appearances = self.refused = 0
         steady = Clock(clock_type=ClockType.STEADY_TIME)  # a stopped /clock must not stop the watch
         self.timer = node.create_timer(POLL_S, self.poll, clock=steady)
@@ -180,22 +186,35 @@ class GraphWatch:
 
     def _check(self, topic: str, role: str) -> bool:
         infos = self.node.get_publishers_info_by_topic(topic)
+        named = self._named(topic, infos)
+        pending = len(named) < len(infos)  # a node's name rmw has not learned yet: said once it has
+        if self.settings.allowed[role]:
+            infos = named
         publishers = [node_name(i.node_namespace, i.node_name) for i in infos]
         expected = self.settings.expected[role]
         names = unexpected(publishers, expected=expected, allowed=self.settings.allowed[role])
         line = topic_line(topic, publishers, names, expected) if names else ""
-        if line == self.lines.get(topic, ""):
-            return False
-        if not line:
-            del self.lines[topic], self.sizes[topic]
-            self.node.get_logger().info(f"the unexpected publishers on {topic} are gone")
-            return True
-        if len(names) > self.sizes.get(topic, 0):  # a new one (not a name learned late, nor one of several gone)
+        if line and len(names) > self.said.get(topic, 0) and not pending:  # a new one, by name
             self.appearances += 1
+            self.said[topic] = len(names)
             act = f"{self.acting} until it is gone" if self.settings.stop else "graph.stop_on_unexpected is off"
             self.node.get_logger().warning(f"unexpected publisher on {line}: {act}")
-        self.lines[topic], self.sizes[topic] = line, len(names)
+        if line == self.lines.get(topic, ""):
+            return False
+        if line:
+            self.lines[topic] = line
+        else:
+            del self.lines[topic]
+            self.said.pop(topic, None)
+            self.node.get_logger().info(f"the unexpected publishers on {topic} are gone")
         return True
+
+    def _named(self, topic: str, infos: list) -> list:
+        """The publishers an allow list judges now: those whose node's name is known, or unknown for UNNAMED_S."""
+        now, before = time.monotonic(), self.unnamed.get(topic, {})
+        since = {bytes(i.endpoint_gid): before.get(bytes(i.endpoint_gid), now) for i in infos if i.node_name == UNNAMED}
+        self.unnamed[topic] = since
+        return [i for i in infos if i.node_name != UNNAMED or now - since[bytes(i.endpoint_gid)] >= UNNAMED_S]
 
     def counts(self) -> dict[str, int]:
         """``received``, ``processed`` and ``lost`` of the main input, the others' by ``.<topic>``; ``refused``."""

@@ -85,6 +85,7 @@ setup(
         (f"share/{PACKAGE}", ["package.xml"]),
         (f"share/{PACKAGE}/launch", glob("launch/*.launch.py")),
         (f"share/{PACKAGE}/config", glob("config/*.yaml") + glob("config/*.json")),
+        (f"share/{PACKAGE}/config/security", glob("config/security/*.xml")),  # the SROS2 policy
     ],
     # gamma_net_core's own needs: the linear learners, the Horde, the studies' tools. torch is an
     # extra, not a requirement: pip resolves a bare `torch` to a CUDA build and its nvidia packages

@@ -11,7 +11,7 @@ import pytest
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import qos_profile_sensor_data
-from waiting import bound, spin_for
+from waiting import bound, spin_for, spin_until
 
 from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.paths import config_file
@@ -38,6 +38,10 @@ def start_driver(executor, port, **params):
         args += ["-p", f"{key}:={value}"]
     driver = DynamixelDriver(cli_args=args)
     executor.add_node(driver)
+    # A node of an earlier test's process that ended may be listed on joint_commands a moment longer (until
+    # discovery drops it), and the driver refuses commands while it is: a test starts once the graph is clean.
+    if not spin_until(executor, lambda: driver.graph.polls > 0 and not driver.graph.lines, timeout=60):
+        raise AssertionError(f"joint_commands never had only the expected publishers: {driver.graph.lines}")
     return driver
 
 

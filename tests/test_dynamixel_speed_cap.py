@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import subprocess
+import time
 
 import numpy as np
 import pytest
@@ -32,16 +33,21 @@ def top_speeds(history, since: float) -> np.ndarray:
     return (moved / (times[ends[starts]] - times[starts])[:, None]).max(axis=0)
 
 
-def move_and_measure(listener, client, executor, spin, goal, velocity) -> np.ndarray:
+def move_and_measure(listener, client, executor, spin, goal, velocity, driver) -> np.ndarray:
     """Command ``goal`` (with ``velocity`` entries, if any), wait until the servos are there, return top speeds."""
     since = client.history()[-1][0]
     fields = {"name": ["shoulder", "elbow"], "position": goal}
     if velocity is not None:
         fields["velocity"] = velocity
-    listener.command(spin, executor, **fields)
-    assert spin(executor, lambda: np.allclose(servo_state(client, "position"), goal, atol=0.01), timeout=20), (
-        servo_state(client, "position")
-    )
+    there = lambda: np.allclose(servo_state(client, "position"), goal, atol=0.01)  # noqa: E731
+    # Repeated, as an operator repeats a goal: on a loaded machine the driver may reopen the port (the servos
+    # then hold until the next command), or refuse commands while a process that just ended (another test's)
+    # is still listed on joint_commands.
+    deadline = time.monotonic() + bound(60)
+    while not there() and time.monotonic() < deadline:
+        listener.command(spin, executor, **fields)
+        spin(executor, there, timeout=0.5)
+    assert there(), (servo_state(client, "position"), dict(driver.counts), driver.graph.refused)
     return top_speeds(client.history(), since)
 
 
@@ -52,13 +58,13 @@ def test_position_moves_never_outrun_velocity_max(start_emulator, executor, spin
     driver = start_driver(executor, port, command_mode="position", velocity_max="[2.0, 1.5]")
     caps = ct.velocity_units_to_rad_s([83, 62])  # rounded down to the register's units: 1.990, 1.487 rad/s
     np.testing.assert_array_equal(servo_state(client, "profile_velocity"), caps)
-    speeds = move_and_measure(listener, client, executor, spin, FAR, velocity)
+    speeds = move_and_measure(listener, client, executor, spin, FAR, velocity, driver)
     assert np.all(speeds <= np.array([2.0, 1.5]) * TOLERANCE), speeds
     assert np.all(speeds > 0.9 * caps), speeds  # it ran at the cap: the measure would see a faster servo
     # A tighter velocity_max set at run time caps the servos at once.
     assert driver.set_parameters([Parameter("velocity_max", value=[1.0, 0.5])])[0].successful
     np.testing.assert_array_equal(servo_state(client, "profile_velocity"), ct.velocity_units_to_rad_s([41, 20]))
-    speeds = move_and_measure(listener, client, executor, spin, HELD, velocity)
+    speeds = move_and_measure(listener, client, executor, spin, HELD, velocity, driver)
     assert np.all(speeds <= np.array([1.0, 0.5]) * TOLERANCE), speeds
     # One no servo can be capped at is refused, and the caps stay.
     result = driver.set_parameters([Parameter("velocity_max", value=[1.0, 0.01])])[0]

@@ -160,6 +160,7 @@ def test_the_wheel_holds_the_sources_and_the_ros_package_data_nothing_else(wheel
     shipped = {f"share/gamma_net_ros/config/{p.name}" for p in (REPO / "config").glob("*.yaml")}
     shipped |= {f"share/gamma_net_ros/config/{p.name}" for p in (REPO / "config").glob("*.json")}  # Foxglove layouts
     shipped |= {f"share/gamma_net_ros/launch/{p.name}" for p in (REPO / "launch").glob("*.launch.py")}
+    shipped |= {f"share/gamma_net_ros/config/security/{p.name}" for p in (REPO / "config/security").glob("*.xml")}
     shipped |= {"share/gamma_net_ros/package.xml", "share/ament_index/resource_index/packages/gamma_net_ros"}
     assert data == shipped
     assert all(".dist-info/" in n for n in names - modules - {n for n in names if ".data/data/" in n})

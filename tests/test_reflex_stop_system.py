@@ -61,9 +61,9 @@ class DriverTap:
         take, publish = sub.callback, driver.state_pub.publish
         copy = lambda goal: None if goal is None else goal.copy()  # noqa: E731
 
-        def on_command(msg) -> None:
+        def on_command(msg, info) -> None:  # the driver's own callback counts by the message's info
             at, before = time.monotonic(), copy(driver.goals.goal)
-            take(msg)
+            take(msg, info)
             self.taken.append((len(self.reads), list(msg.name), at, before, copy(driver.goals.goal)))
 
         def on_state(msg) -> None:
@@ -112,7 +112,8 @@ def servo_stop_s(driver, reading, before, taken_at: float, goal) -> float:
 def test_every_servo_stops_though_the_last_command_named_one_joint(tmp_path, start_emulator, executor, spin, mode):
     port, _client = start_emulator([0.0, 1.5])
     listener = Listener(executor)
-    driver = start_driver(executor, port, command_mode=mode, command_timeout_s=0.0)
+    # Two publishers on joint_commands, the reflex and the listener's (unused here): both expected.
+    driver = start_driver(executor, port, command_mode=mode, command_timeout_s=0.0, **{"graph.commands.expected": 2})
     tap = DriverTap(driver)
     rules = rules_file(tmp_path, STALL | {"hold_s": 0.0}, SPEED_WATCH, stale_after_s=0.3)
     reflex = make_reflex(rules, hold_period_s=0.1)

@@ -108,7 +108,7 @@ class ReflexState:
             status = self.status[index]
             status.value, status.seen = float(value), float(now)
 
-    def decide(self, now: float, *, clock_stalled: bool = False) -> list[Change]:
+    def decide(self, now: float, *, clock_stalled: bool = False, stop: bool = False) -> list[Change]:
         """Update every rule at time ``now``; return a :class:`Change` for each that switched.
 
         A rule switches on when its value passes the threshold, and off once the value is back
@@ -117,6 +117,8 @@ class ReflexState:
         or every input, while ``clock_stalled``: a clock that stood still says nothing of age)
         its fail-safe decides: ``hold`` keeps it
         as it is, ``pass`` switches it off, ``stop`` switches it off and stops every joint.
+        ``stop`` stops every joint whatever the rules say (an input not to be trusted: a stranger
+        publishing on it).
         """
         changes = []
         stopped = False
@@ -138,7 +140,7 @@ class ReflexState:
                 if on:
                     status.since = now
                 changes.append(Change(rule, on, status.value, reason))
-        self.stopped = stopped
+        self.stopped = stopped = stopped or stop
         if not stopped:
             self.held.clear()
         return changes

@@ -17,6 +17,9 @@ do not keep it alive). A malformed command is refused whole, counted and logged.
 that changes the goals is written on receipt, up to 3 times between two cycles (later ones wait
 for the cycle's write; :meth:`JointGoals.to_write`): a stop waits for no cycle, and a burst of
 commands cannot crowd the bus's reads out.
+The publishers on ``joint_commands`` are watched (:mod:`gamma_net_ros.graph_watch`, parameters
+``graph.*``): while an unexpected one is on (by default, more than one publisher), commands are
+refused (``refused``) and the joints held; ``received``, ``processed`` and ``lost`` count what came.
 
 Time: the cycle timer and every timeout run on the steady clock, never on ``/clock``: a
 simulated clock that stops (``use_sim_time``) cannot stop the cycles or hold a goal in force.
@@ -62,7 +65,7 @@ from sensor_msgs.msg import JointState
 from gamma_net_ros.conversions import clock_seconds, servo_state_msg
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.dynamixel_driver.health import COUNTS, BusHealth, CycleTiming, connected_line
-from gamma_net_ros.dynamixel_driver.settings import declare_settings, runtime_change
+from gamma_net_ros.dynamixel_driver.settings import declare_settings, runtime_change, watch_commands
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus, LatencyTooHigh, PortBusy, PortLost, ReadFailed
 from gamma_net_ros.hardware.goals import JointLimits
 from gamma_net_ros.node_main import run_node
@@ -101,7 +104,7 @@ class DynamixelDriver(Node):
         self._bus_health = BusHealth(self.bus, self.timing, self.counts, self.rate_hz)
 
         self.state_pub = self.create_publisher(JointState, "joint_states", qos_profile_sensor_data)
-        self.create_subscription(JointState, "joint_commands", self._on_command, 10)
+        self.graph = watch_commands(self, self._on_command, on_stop=self.goals.hold)  # who commands the servos
         try:
             self._connect()
         except LatencyTooHigh as exc:  # a setting to change, not a fault to wait out
@@ -230,9 +233,9 @@ class DynamixelDriver(Node):
 
     # -- health ------------------------------------------------------------------------------
     def _report_health(self) -> Health:
-        return self._bus_health.report(
+        return self.graph.amend(self._bus_health.report(
             down_reason=self.down_reason, models=self.models, command_timeouts=self.goals.timeouts
-        )
+        ))  # fmt: skip
 
     def destroy_node(self) -> None:
         if self.bus is not None:

@@ -7,7 +7,9 @@ from dataclasses import dataclass
 
 from rcl_interfaces.msg import SetParametersResult
 from rclpy.node import Node
+from sensor_msgs.msg import JointState
 
+from gamma_net_ros.graph_watch import GraphWatch
 from gamma_net_ros.hardware.bus import BusError, DynamixelBus
 from gamma_net_ros.hardware.control_table import TORQUE_CONSTANT_NM_PER_A, OperatingMode
 from gamma_net_ros.hardware.goals import JointGoals, JointLimits
@@ -119,6 +121,16 @@ def declare_settings(node: Node) -> DriverSettings:
     if p["command_mode"] not in MODES:
         raise ValueError(f"command_mode must be one of {list(MODES)}; got {p['command_mode']!r}")
     return DriverSettings(**p)
+
+
+def watch_commands(node: Node, on_command: Callable, *, on_stop: Callable) -> GraphWatch:
+    """Subscribe ``on_command`` to ``joint_commands``, whose publishers are watched: while a stranger publishes
+    there too, commands are refused and ``on_stop()`` holds the joints; each change is on /diagnostics at once
+    (the node's ``health``)."""
+    watch = GraphWatch(node, ["commands"], acting="commands refused, every joint held",
+                       on_change=lambda: node.health.publish(), on_stop=on_stop)  # fmt: skip
+    watch.subscribe(JointState, "joint_commands", on_command, 10, role="commands", refuse=True)
+    return watch
 
 
 def runtime_change(goals: JointGoals, parameters, current, bus: DynamixelBus | None = None) -> SetParametersResult:

@@ -24,6 +24,11 @@ node is up like every other parameter), and that clock is watched on the steady 
 does not advance for ``stale_after_s`` of steady time (frozen, stopped, stepped back), every
 input is stale and the fail-safe acts. The decision timer runs on the steady clock, so a stopped
 ``/clock`` cannot stop the decisions or the hold's re-sends.
+
+Who is on the inputs: the publishers on ``joint_commands_in``, the prediction and the signal
+topics are watched (:mod:`gamma_net_ros.graph_watch`, parameters ``graph.*``); an unexpected one
+is named on ``/diagnostics`` and, by default, stops every joint until it is gone. Each input is
+counted there: ``received``, ``processed`` and ``lost`` (dropped from the keep-last queue).
 """
 
 from __future__ import annotations
@@ -47,7 +52,7 @@ from gamma_net_ros.horde.topics import message_class
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.reflex.health import clock_line, event_line, event_msg, rules_health
 from gamma_net_ros.reflex.outputs import COUNTS, CommandOut
-from gamma_net_ros.reflex.settings import declare_settings, fixed_clock, load_command_path, signal_readers
+from gamma_net_ros.reflex.settings import declare_settings, fixed_clock, load_command_path, signal_readers, watch_inputs
 
 
 class Reflex(Node):
@@ -65,20 +70,21 @@ class Reflex(Node):
         self.out = CommandOut(self, self.form, self.counts)
         self.commands = self.out.publisher
         self.events = self.create_publisher(ReflexEvent, "reflex/events", 10)
-        guard = self._guarded
-        self.create_subscription(self.form.cls, "joint_commands_in", guard(self.on_command), 10)
+        self.graph = watch_inputs(self, on_change=lambda: self.health.publish())  # who is on the inputs; what came
+        guard, watched = self._guarded, self.graph.subscribe
+        watched(self.form.cls, "joint_commands_in", guard(self.on_command), 10, role="commands")
         self.create_subscription(JointState, "joint_states", guard(self.on_joint_states), qos_profile_sensor_data)
         rules = self.rule_set.rules
         self.horde_rules = [i for i, r in enumerate(rules) if r.source == "prediction" and r.origin == "horde"]
         self.predictor_rules = [i for i, r in enumerate(rules) if r.origin == "predictor"]
         if self.horde_rules:
-            self.create_subscription(PredictionArray, "horde/predictions", guard(self.on_horde_predictions), 10)
+            watched(PredictionArray, "horde/predictions", guard(self.on_horde_predictions), 10, role="predictions")
         if self.predictor_rules:
-            self.create_subscription(Prediction, "predictions", guard(self.on_predictor_prediction), 10)
+            watched(Prediction, "predictions", guard(self.on_predictor_prediction), 10, role="predictions")
         self.signals = signal_readers(self.rule_set, spec)  # topic -> [(rule index, cumulant, its field path)]
         for topic, readers in self.signals.items():
             on_signal = guard(lambda msg, t=topic: self.on_signal(t, msg))
-            self.create_subscription(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data)
+            watched(message_class(readers[0][1].type), topic, on_signal, qos_profile_sensor_data, role="signals")
         self.last, self.last_at = None, -float("inf")  # (the last well-formed command, its message), when
         # Steady: a /clock that stops (use_sim_time) must not stop the decisions, the holds or the report.
         steady = Clock(clock_type=ClockType.STEADY_TIME)
@@ -179,8 +185,8 @@ class Reflex(Node):
             else:
                 self.get_logger().info(line)
         self.clock_stalled = stalled
-        changes = self.state.decide(now, clock_stalled=stalled)
-        if self.state.stopped and not was_stopped:
+        changes = self.state.decide(now, clock_stalled=stalled, stop=self.graph.stopping)
+        if self.state.stopped and not was_stopped and not self.graph.stopping:  # (the graph check says its own)
             self.get_logger().warning(f"stale input for rules {self.state.stale}: fail-safe stop, every joint held")
         elif was_stopped and not self.state.stopped:
             self.get_logger().info("inputs fresh again: commands pass through the rules")
@@ -214,7 +220,7 @@ class Reflex(Node):
         self.out.hold(self.state.hold_all(self.present.known(self._now())))
 
     def _health(self) -> Health:
-        return rules_health(self.state, self.rule_set, self.counts, clock_stalled=self.clock_stalled)
+        return self.graph.amend(rules_health(self.state, self.rule_set, self.counts, clock_stalled=self.clock_stalled))
 
 
 def main(args=None) -> int:

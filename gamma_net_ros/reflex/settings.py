@@ -14,6 +14,7 @@ from rclpy.node import Node
 
 from gamma_net_core.horde.questions import HordeSpec, load_questions
 from gamma_net_core.reflex.rules import PredictorSpec, RuleSet, first_duplicate, load_rules
+from gamma_net_ros.graph_watch import GraphWatch
 from gamma_net_ros.horde.topics import check_field, message_class
 from gamma_net_ros.params import declare
 from gamma_net_ros.paths import config_file
@@ -57,6 +58,13 @@ def declare_settings(node: Node) -> ReflexSettings:
         rules_path, questions_path, predictor_path, kind, interface, names, rate, command_stale_s, hold_period_s,
         state_stale_s, period,
     )  # fmt: skip
+
+
+def watch_inputs(node: Node, *, on_change) -> GraphWatch:
+    """Who publishes the reflex's commands, predictions and signals: a stranger stops every joint while it is on."""
+    return GraphWatch(
+        node, ("commands", "predictions", "signals"), acting="fail-safe stop, every joint held", on_change=on_change
+    )
 
 
 def fixed_clock(parameters) -> SetParametersResult:

@@ -192,7 +192,9 @@ class ServoBank:
     # -- motion ------------------------------------------------------------------------------
     def advance(self) -> None:
         """Move every servo to the clock's present time."""
-        now = self.clock()
+        # The stamp is read with the time the servos move to, not after moving them: a thread starved in
+        # between would stamp a position late, and a speed measured from the history would read high.
+        now, stamp = self.clock(), time.time()
         dt = now - self._last
         if dt <= 0:
             return
@@ -215,7 +217,7 @@ class ServoBank:
             # the acceleration of the last step (<= 5 ms): the load now, however long since the last request
             self._load(dxl_id, (float(model.velocity[0]) - before) / (dt / steps))
             self._refresh(dxl_id)
-        self.history.append((time.time(), {i: float(m.position[0]) for i, m in self.models.items()}))
+        self.history.append((stamp, {i: float(m.position[0]) for i, m in self.models.items()}))
 
     @staticmethod
     def _push(model: ServoModel) -> float:

@@ -136,6 +136,28 @@ def pytest_handlecrashitem(crashitem, report, sched):
                 unit[crashitem] = True
 
 
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have ended (a launch's nodes, once it reaped them)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_setup(item):
+    item._cpu_at_start = _cpu_seconds()
+    yield
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Each test's CPU seconds (setup, call and teardown, its ended processes included) as the ``cpu_s``
+    property of a JUnit report: beside its wall time, what a test spends computing and what waiting."""
+    yield
+    start = getattr(item, "_cpu_at_start", None)
+    if start is not None:
+        item.user_properties.append(("cpu_s", round(_cpu_seconds() - start, 3)))
+
+
 #: Each rerun's first failure: (test, its last lines). Collected where reports arrive (the controller under xdist).
 _RERUNS: list[tuple[str, str]] = []
 #: How many of a rerun failure's last lines the summary shows: the exception, the assertion's message and

@@ -124,7 +124,9 @@ def pytest_handlecrashitem(crashitem, report, sched):
     """A worker the hang guard ended: its stacks join the test's failure, and the test is not run again.
 
     pytest-xdist puts a crashed worker's unfinished file back in the queue, the test it crashed
-    in among them; a test that hung once would hang its next worker too.
+    in among them; a test that hung once would hang its next worker too. Where the file is still
+    queued it is marked done here; where another worker has taken it already, that worker skips
+    the test (``pytest_runtest_setup``).
     """
     folder = sched.config._tmp_path_factory.getbasetemp()
     path = _hang_file(folder, report.node.gateway.id)
@@ -142,10 +144,21 @@ def _cpu_seconds() -> float:
     return t.user + t.system + t.children_user + t.children_system
 
 
-@pytest.hookimpl(hookwrapper=True)
+@pytest.hookimpl(tryfirst=True)
 def pytest_runtest_setup(item):
     item._cpu_at_start = _cpu_seconds()
-    yield
+    if "PYTEST_XDIST_WORKER" in os.environ and _held_before(item):
+        pytest.skip("held past the hang guard's limit on an earlier worker: its failure has every thread's stack")
+
+
+def _held_before(item) -> bool:
+    """Whether a worker the hang guard ended was in this test (pytest-xdist may have handed it on already)."""
+    folder = item.config._tmp_path_factory.getbasetemp().parent
+    for path in folder.glob("hang-guard-*.txt"):
+        text = path.read_text(errors="replace")
+        if text.startswith(f"{item.nodeid} still running after ") and "\nTimeout (" in text:
+            return True
+    return False
 
 
 @pytest.hookimpl(hookwrapper=True)

@@ -36,9 +36,11 @@ RERUN_ARGS ?= --reruns 1 --only-rerun 'TimeoutExpired|failed to terminate|proces
 # a file's tests stay on one worker, so its module fixtures run once); tests marked `serial` still
 # run alone. TEST_WORKERS=0 runs every test in one process. The files are handed out longest first,
 # in the order tests/conftest.py sorts them (tests/durations.json), not xdist's by number of tests.
-# TEST_WORKERS=3 on two cores took 12-13 min instead of 16-18 (a quarter of two workers' time is
-# tests waiting on real time) but showed races and a hang not yet understood (docs/robustness.md).
-TEST_WORKERS ?= 2
+# Three on two cores: a third of two workers' time was tests waiting on real time, which a third
+# worker fills (12-13 min instead of 16-18). A test held past its limit where pytest-timeout cannot
+# end it fails with every thread's stack (the hang guard, tests/conftest.py) instead of hanging the
+# run (docs/lab-notes/test-suite.md).
+TEST_WORKERS ?= 3
 DEMO_ARGS ?=
 
 .PHONY: demo demo-setup test test-fast setup lint lock bench clean

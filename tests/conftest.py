@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import faulthandler
 import fcntl
 import json
 import os
@@ -51,11 +52,123 @@ def pytest_sessionstart(session):
         subprocess.run(["fastdds", "shm", "clean"], capture_output=True, timeout=bound(30), check=False)
 
 
+#: A copy of the terminal's stderr, taken before any test's output is captured (the hang guard writes there).
+_REAL_STDERR_FD = 2
+
+
 def pytest_configure(config):
+    global _REAL_STDERR_FD
+    # pytest has stopped its start-up capture by now: fd 2 is the terminal's (or CI's log).
+    _REAL_STDERR_FD = os.dup(2)
     # pytest-timeout's limit on one test (pyproject's `timeout`, for the development machine) is a
     # bound like any other: scaled, unless given on the command line or in PYTEST_TIMEOUT.
     if config.getoption("timeout", None) is None and "PYTEST_TIMEOUT" not in os.environ:
         config.option.timeout = bound(float(config.getini("timeout")))
+
+
+#: How far past pytest-timeout's limit the hang guard waits, on the development machine (scaled).
+HANG_GUARD_MARGIN_S = 30.0
+
+
+def hang_guard_seconds(config) -> float:
+    """The hang guard's limit on one test (setup, call and teardown): pytest-timeout's, plus as much again, at most
+    a scaled :data:`HANG_GUARD_MARGIN_S`.
+
+    pytest-timeout fails a test in place, with its stacks, when the main thread runs Python; the
+    guard is for what it cannot end (a thread holding the GIL inside C, a wait no signal breaks).
+    0 (no limit) where pytest-timeout has none.
+    """
+    limit = float(config.getoption("timeout", None) or 0.0)
+    return limit + min(limit, bound(HANG_GUARD_MARGIN_S)) if limit > 0 else 0.0
+
+
+def _hang_file(folder, worker: str):
+    return folder / f"hang-guard-{worker}.txt"
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_protocol(item, nextitem):
+    """The hang guard: a test still running after :func:`hang_guard_seconds` ends its worker, with every stack.
+
+    faulthandler's watchdog is a C thread that needs no GIL: it writes every thread's Python
+    stack, then ends the process. Under pytest-xdist the stacks go to a file of the run that the
+    controller adds to the test's failure (``pytest_handlecrashitem`` below), the worker is
+    replaced and the run goes on; in one process they go to the terminal's stderr and the run ends.
+    """
+    limit = hang_guard_seconds(item.config)
+    worker = os.environ.get("PYTEST_XDIST_WORKER")
+    if not limit:
+        yield
+        return
+    if worker:
+        out = open(_hang_file(item.config._tmp_path_factory.getbasetemp().parent, worker), "w")
+    else:
+        out = os.fdopen(os.dup(_REAL_STDERR_FD), "w")
+    try:
+        if worker:  # the terminal gets faulthandler's own first line, "Timeout (H:MM:SS)!", and the test's frame
+            out.write(f"{item.nodeid} still running after {limit:g} s (the hang guard, tests/conftest.py): ")
+            out.write("every thread's stack\n")
+            out.flush()
+        faulthandler.dump_traceback_later(limit, exit=True, file=out)
+        yield
+    finally:
+        faulthandler.cancel_dump_traceback_later()
+        if worker:
+            out.seek(0)
+            out.truncate()
+        out.close()
+
+
+@pytest.hookimpl(optionalhook=True)
+def pytest_handlecrashitem(crashitem, report, sched):
+    """A worker the hang guard ended: its stacks join the test's failure, and the test is not run again.
+
+    pytest-xdist puts a crashed worker's unfinished file back in the queue, the test it crashed
+    in among them; a test that hung once would hang its next worker too. Where the file is still
+    queued it is marked done here; where another worker has taken it already, that worker skips
+    the test (``pytest_runtest_setup``).
+    """
+    folder = sched.config._tmp_path_factory.getbasetemp()
+    path = _hang_file(folder, report.node.gateway.id)
+    held = path.read_text() if path.is_file() else ""
+    if held.strip():
+        report.longrepr = f"{report.longrepr}\n{held}"
+        for unit in getattr(sched, "workqueue", {}).values():  # LoadScopeScheduling's (--dist loadfile)
+            if crashitem in unit:
+                unit[crashitem] = True
+
+
+def _cpu_seconds() -> float:
+    """CPU seconds of this process and of its children that have ended (a launch's nodes, once it reaped them)."""
+    t = os.times()
+    return t.user + t.system + t.children_user + t.children_system
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_runtest_setup(item):
+    item._cpu_at_start = _cpu_seconds()
+    if "PYTEST_XDIST_WORKER" in os.environ and _held_before(item):
+        pytest.skip("held past the hang guard's limit on an earlier worker: its failure has every thread's stack")
+
+
+def _held_before(item) -> bool:
+    """Whether a worker the hang guard ended was in this test (pytest-xdist may have handed it on already)."""
+    folder = item.config._tmp_path_factory.getbasetemp().parent
+    for path in folder.glob("hang-guard-*.txt"):
+        text = path.read_text(errors="replace")
+        if text.startswith(f"{item.nodeid} still running after ") and "\nTimeout (" in text:
+            return True
+    return False
+
+
+@pytest.hookimpl(hookwrapper=True)
+def pytest_runtest_teardown(item, nextitem):
+    """Each test's CPU seconds (setup, call and teardown, its ended processes included) as the ``cpu_s``
+    property of a JUnit report: beside its wall time, what a test spends computing and what waiting."""
+    yield
+    start = getattr(item, "_cpu_at_start", None)
+    if start is not None:
+        item.user_properties.append(("cpu_s", round(_cpu_seconds() - start, 3)))
 
 
 #: Each rerun's first failure: (test, its last lines). Collected where reports arrive (the controller under xdist).

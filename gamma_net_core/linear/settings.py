@@ -24,12 +24,13 @@ N_TIMESCALE_DIMS = {"none": 0, "gamma": 1, "tau": 1, "both": 2}
 class LinearTDConfig:
     """Settings shared by the linear Γ-net and its fixed-timescale baseline.
 
-    The coder's defaults are the paper's robot arm ("Predictions on a Robot Arm"): two normalized joint
-    positions, 100 tilings of width 1.0 hashed into 2048 features plus a bias unit, loss scaling on,
-    TD(0) (lam 0). Two defaults differ from the arm's, chosen on problems with exact values
-    (docs/choosing-settings.md): alpha 0.003 (the arm's 0.1 spread over its 32 timescales a step; each
-    timescale of Gamma_t adds its own update to the shared weights) and the bias unit a constant of V
-    (``bias_unit``). The paper's studies spell out the arm's values (config/arm.yaml).
+    The defaults are chosen on problems with exact values (the zoo, docs/choosing-settings.md): 8 tilings of
+    1/16 of each input's range, hashed into 65,536 features, plus a bias unit that is a constant of V
+    (``bias_unit``), loss scaling on, alpha 0.05 for a Γ-net and 0.1 for a fixed-timescale learner, TD(0)
+    (lam 0). The paper's robot arm ("Predictions on a Robot Arm") had 100 tilings of width 1.0 hashed into
+    2048, whose tiles are as wide as each input's range: one tile covers most states and most timescales at
+    once. The paper's studies spell out the arm's values
+    (config/arm.yaml).
     """
 
     state_low: tuple[float, ...] = setting(
@@ -37,17 +38,19 @@ class LinearTDConfig:
     )
     state_high: tuple[float, ...] = setting((1.0, 1.0), "upper end of each state input's range")
     tilings: tuple[int, ...] = setting(
-        (100,), "tilings per group; paper: arm 100; square wave 20, 20, 30", low=1, high=100_000
+        (8,), "tilings per group; paper: arm 100; square wave 20, 20, 30", low=1, high=100_000
     )
     tile_widths: tuple[float, ...] = setting(
-        (1.0,),
-        "tile width of each group, in normalized input units; paper: arm 1.0; square wave 1.0, 0.5, 0.1",
+        (0.0625,),
+        "tile width of each group, in normalized input units (1 / 16: a tile spans a sixteenth of each input's range, "
+        "state and timescale alike); paper: arm 1.0; square wave 1.0, 0.5, 0.1",
         low=1e-6,
         high=1e6,
     )
     memory_size: int = setting(
-        2048,
-        "features the tiles are hashed into; 0: one feature per tile, no hashing; paper: arm 2048",
+        65536,
+        "features the tiles are hashed into; 0: one feature per tile, no hashing (17^inputs tiles a tiling at width "
+        "1/16: hash them beyond three inputs); paper: arm 2048",
         low=0,
         high=2**32 - 1,
     )
@@ -61,11 +64,11 @@ class LinearTDConfig:
         choices=("value", "scaled"),
     )
     step_size: float = setting(
-        0.003,
+        0.1,
         "alpha before it is divided by the active features per (state, gamma); every gamma of Gamma_t adds an update "
-        "of this size to the tiles it shares with the others: 0.003 suits tiles of width 1.0 (all 32 share them; "
-        "scale by 32 / |Gamma_t|), about 0.1 timescale tiles of 1/16 or finer (docs/choosing-settings.md); "
-        "paper: arm 0.1",
+        "of this size to the tiles it shares with the others: 0.1 suits tiles of 1/16 (a timescale's tiles are "
+        "mostly its own), about 0.003 tiles of width 1.0, which all 32 timescales of Gamma_t share "
+        "(docs/choosing-settings.md); paper: arm 0.1",
         low=0.0,
         high=1e3,
     )
@@ -112,11 +115,11 @@ class GammaNetConfig(LinearTDConfig):
     step_size: float = setting(
         0.0,
         "alpha before it is divided by the active features per (state, gamma); 0: the default, "
-        "DEFAULT_STEP_SIZE (0.003) in TD(0) and the backward view, times (1 - lambda) in the forward view "
-        "(lambda 0.5: 0.0015, 0.9: 0.0003; a lambda-return reaches about 1 / (1 - gamma lambda) steps, further "
+        "DEFAULT_STEP_SIZE (0.05) in TD(0) and the backward view, times (1 - lambda) in the forward view "
+        "(lambda 0.5: 0.025, 0.9: 0.005; a lambda-return reaches about 1 / (1 - gamma lambda) steps, further "
         "than a one-step target). Every gamma of Gamma_t adds an update of this size to the tiles it shares with "
-        "the others: 0.003 suits tiles of width 1.0 (all 32 share them; scale by 32 / |Gamma_t|), about 0.1 "
-        "timescale tiles of 1/16 or finer (docs/choosing-settings.md). A step size given is used as given; "
+        "the others: 0.05 suits the default tiles of 1/16, about 0.003 tiles of width 1.0, which all 32 "
+        "timescales of Gamma_t share (docs/choosing-settings.md). A step size given is used as given; "
         "paper: arm 0.1",
         low=0.0,
         high=1e3,
@@ -168,8 +171,10 @@ class GammaNetConfig(LinearTDConfig):
             )
 
 
-#: A Γ-net's alpha in TD(0) (``step_size`` 0): the arm's 0.1 spread over the 32 timescales of its Gamma_t.
-DEFAULT_STEP_SIZE = 0.003
+#: A Γ-net's alpha in TD(0) (``step_size`` 0), for the default tiles of 1/16: measured on the zoo against 0.1 and
+#: 0.03 (docs/choosing-settings.md). (With tiles of width 1.0 every timescale of Gamma_t updates the same tiles,
+#: and the arm's 0.1 spread over its 32 timescales, 0.003, fits.)
+DEFAULT_STEP_SIZE = 0.05
 
 
 def default_step_size(lam: float, lambda_view: str = "forward") -> float:
@@ -229,8 +234,7 @@ class FixedTimescaleConfig(LinearTDConfig):
 
     step_size: float = setting(
         0.1,
-        "alpha before it is divided by the active features; one timescale a step, so the Γ-net's 0.003 over 32; "
-        "paper: arm 0.1",
+        "alpha before it is divided by the active features; paper: arm 0.1",
         low=0.0,
         high=1e3,
     )

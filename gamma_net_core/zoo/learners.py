@@ -235,6 +235,14 @@ def make(name: str) -> ZooLearner:
 
 
 register("linear", LinearGammaNetLearner)
+#: not a default: the linear Γ-net with the paper's arm coder (100 tilings of width 1.0 hashed into 2048) at the
+#: alpha that suits it (0.1 over the 32 timescales of Gamma_t), the defaults before the zoo chose a finer coder
+register(
+    "linear_arm",
+    lambda: LinearGammaNetLearner(
+        changes={"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "step_size": 0.003}
+    ),
+)
 register("linear_lam0.5", lambda: LinearGammaNetLearner(changes={"lam": 0.5}))
 register("linear_lam0.9", lambda: LinearGammaNetLearner(changes={"lam": 0.9}))
 register("horde", HordeLearner)

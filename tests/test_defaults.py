@@ -56,9 +56,16 @@ def test_the_value_bias_mends_the_long_timescales_the_scaled_bias_spoils(seed):
 
 
 def test_the_coder_step_size_and_sampling_defaults():
-    for config in (GammaNetConfig(), FixedTimescaleConfig()):
+    chain = {"state_low": (0.0,), "state_high": (29.0,)}
+    for config in (GammaNetConfig(**chain), FixedTimescaleConfig(**chain), FixedTimescaleConfig()):
         # tiles of 1/16 of each input's range, hashed: not the arm's 100 tilings of the whole range into 2048
         assert (config.tilings, config.tile_widths, config.memory_size) == ((8,), (0.0625,), 65536)
+    # wider where a tiling's tiles would not fit its 8,192 features: 2 state inputs and the 2 timescale inputs
+    assert GammaNetConfig().tile_widths == (0.125,)
+    cartpole = GammaNetConfig(state_low=(-1.0,) * 4, state_high=(1.0,) * 4)
+    assert cartpole.tile_widths == pytest.approx((1 / 3,))
+    assert GammaNetConfig(**chain, tilings=(100,), tile_widths=(1.0,)).tile_widths == (1.0,)  # given: as given
+    assert GammaNetConfig(state_low=(-1.0,) * 4, state_high=(1.0,) * 4, memory_size=0).tile_widths == (0.0625,)
     # with tiles of 1/16 a timescale's tiles are mostly its own: alpha near the arm's 0.1, not 0.1 over 32 timescales
     assert GammaNetConfig().step_size == 0.05
     assert FixedTimescaleConfig().step_size == 0.1

@@ -479,7 +479,7 @@ def test_unstable_step_size_is_caught_not_silent():
 @pytest.mark.parametrize(
     "cls, kwargs, message",
     [
-        (GammaNetConfig, {"tilings": (20, 20)}, "equal length"),
+        (GammaNetConfig, {"tilings": (20, 20), "tile_widths": (1.0,)}, "equal length"),
         (GammaNetConfig, {"state_low": (0.0, 1.0)}, "state_low .* must be below state_high"),
         (GammaNetConfig, {"state_low": (0.0,)}, "equal length"),
         (GammaNetConfig, {"timescale_input": "seconds"}, "must be one of"),

@@ -195,14 +195,14 @@ class GammaNetConfig(LinearTDConfig):
         if self.step_size == 0.0:
             object.__setattr__(self, "step_size", default_step_size(self.lam, self.lambda_view))
         super().__post_init__()
-
-    def _timescale_dims(self) -> int:
-        return N_TIMESCALE_DIMS.get(self.timescale_input, 0)  # an unknown one is refused by the validation
         if self.lambda_horizon > 0 and (self.lam == 0.0 or self.lambda_view != "forward"):
             raise ValueError(
                 f"lambda_horizon {self.lambda_horizon} is the forward view's truncation: it needs lam > 0 and "
                 f"lambda_view 'forward'; got lam {self.lam!r}, lambda_view {self.lambda_view!r}"
             )
+
+    def _timescale_dims(self) -> int:
+        return N_TIMESCALE_DIMS.get(self.timescale_input, 0)  # an unknown one is refused by the validation
 
 
 #: A Γ-net's alpha in TD(0) (``step_size`` 0), for the default tiles of 1/16: measured on the zoo against 0.1 and

@@ -26,6 +26,7 @@ from gamma_net_studies.square_wave import SERIES, learner_config
 SQUARE = learner_config(SERIES[0], 0.5)  # the paper's square-wave learner, the study's alpha = 0.5 / 70
 PROBE_TAUS = np.array([1, 2, 5, 10, 20, 40, 60, 80, 100.0])
 SQUARE_SAMPLING = TimescaleSampling(n_gamma=2, n_tau=2)  # the square wave's Gamma_t: tau 1 and 100 + 2 + 2
+ARM_CODER = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048}  # the paper's arm (config/arm.yaml)
 
 
 def square_wave_data(steps):
@@ -71,7 +72,7 @@ def test_square_wave_matches_the_numpy_reference_after_1000_steps():
 @pytest.mark.parametrize("bias_unit", ["value", "scaled"])
 def test_robot_arm_matches_the_numpy_reference_after_1000_steps(bias_unit):
     # The arm's coder: 100 tilings, 2049 features; the bias of V (the default) or the paper's, of f.
-    config = GammaNetConfig(step_size=0.1, step_size_decay_steps=1500, bias_unit=bias_unit)
+    config = GammaNetConfig(**ARM_CODER, step_size=0.1, step_size_decay_steps=1500, bias_unit=bias_unit)
     sampling = TimescaleSampling(n_gamma=1, n_tau=29)
     s_t, c, s_tp1, terminals = arm_data(1000)
     net, sampler = net_and_sampler(config, sampling)
@@ -247,7 +248,8 @@ def test_scaled_fixed_timescale_is_unscaled_td_on_the_scaled_cumulant(gamma):
     np.testing.assert_array_equal(scaled.predict(s_t), plain.predict(s_t) / (1.0 - gamma))
     assert scaled.learn(s_t[0], c[0], s_tp1[0]) == plain.learn(s_t[0], scaled_c[0], s_tp1[0]) / (1.0 - gamma)
 
-    nets = [LinearGammaNet(GammaNetConfig(loss_scaling=flag, bias_unit="scaled"), rng=np.random.default_rng(3))
+    arm = {**ARM_CODER, "bias_unit": "scaled"}
+    nets = [LinearGammaNet(GammaNetConfig(**arm, loss_scaling=flag), rng=np.random.default_rng(3))
             for flag in (True, False)]  # fmt: skip
     fixed = np.full((800, 1), gamma)
     probes = [0.0, gamma]
@@ -339,7 +341,7 @@ def test_save_load_round_trip(tmp_path):
     np.testing.assert_array_equal(again.weights, net.weights)
     assert LinearGammaNet.load(path).config == SQUARE  # without an expected config: the file's own
 
-    arm = GammaNetConfig()
+    arm = GammaNetConfig(**ARM_CODER)
     base = FixedTimescaleTD(FixedTimescaleConfig(gamma=0.99), rng=np.random.default_rng(0))
     base.learn([0.1, 0.2], 1.0, [0.15, 0.2], False)
     restored = FixedTimescaleTD.load(base.save(tmp_path / "base.npz"))
@@ -477,7 +479,7 @@ def test_unstable_step_size_is_caught_not_silent():
 @pytest.mark.parametrize(
     "cls, kwargs, message",
     [
-        (GammaNetConfig, {"tilings": (20, 20)}, "equal length"),
+        (GammaNetConfig, {"tilings": (20, 20), "tile_widths": (1.0,)}, "equal length"),
         (GammaNetConfig, {"state_low": (0.0, 1.0)}, "state_low .* must be below state_high"),
         (GammaNetConfig, {"state_low": (0.0,)}, "equal length"),
         (GammaNetConfig, {"timescale_input": "seconds"}, "must be one of"),

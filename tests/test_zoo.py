@@ -204,3 +204,53 @@ def test_a_horde_of_one_question_learns_as_the_linear_gamma_net_at_the_same_sett
     )
     horde, linear = (r.error for r in results)
     np.testing.assert_allclose(horde, linear, rtol=1e-6)
+
+
+def test_a_learning_curve_learns_the_recording_as_one_piece_and_ends_at_the_final_error():
+    from gamma_net_core.zoo.runner import run_zoo
+
+    learners = [zoo_learners.make("linear_lam0.5")]
+    pieces = run_zoo(["rare_ring_10"], learners, steps=1_500, curve_at=(0.2, 0.5))
+    whole = run_zoo(["rare_ring_10"], learners, steps=1_500, curve_at=())
+    for cut, one in zip(pieces, whole):
+        # the forward view's window and the sampler's draws carry across the pieces: the same updates
+        np.testing.assert_allclose(cut.error, one.error, rtol=1e-9)
+        assert cut.extra["curve"]["steps"] == [300, 750, 1500] and cut.extra["curve"]["error"][-1] == cut.error
+        assert one.extra == {}
+    early, late = np.asarray(pieces[0].extra["curve"]["error"])[[0, -1]]
+    assert late.mean() < early.mean()  # it learns
+    with pytest.raises(ValueError, match=r"curve_at must be fractions of the steps in \(0, 1\); got \(1.5,\)"):
+        run_zoo(["rare_ring_10"], learners, steps=100, curve_at=(1.5,))
+
+
+def _result(problem, learner, error, curve=None, mode="recording", seed=0):
+    from gamma_net_core.zoo.runner import Result
+
+    taus = [1.0, 30.0, 100.0]
+    extra = {} if curve is None else {"curve": {"steps": [10, 20], "error": [curve, error]}}
+    return Result(problem, learner, mode, seed, taus, error, 0.0, 0.0, "", extra)
+
+
+def test_the_checks_hold_each_learner_to_the_issues_bars_at_every_tau():
+    from gamma_net_core.zoo.command import checks, checks_table
+
+    results = [
+        # passes: within 1.5x the baseline and below 0.5 at every tau; lambda no worse on the curve at tau >= 30
+        _result("good", "td0_fixed", [0.2, 0.2, 0.2]),
+        _result("good", "linear", [0.3, 0.25, 0.2], curve=[0.5, 0.5, 0.5]),
+        _result("good", "linear_lam0.9", [0.45, 0.2, 0.1], curve=[0.9, 0.4, 0.5]),
+        # fails: 2x the baseline at tau 30 though below 0.5; lambda worse at tau 100 over the curve, 3x at tau 1
+        _result("bad", "td0_fixed", [0.1, 0.1, 0.3]),
+        _result("bad", "linear", [0.1, 0.2, 0.4], curve=[0.3, 0.3, 0.3]),
+        _result("bad", "linear_lam0.9", [0.3, 0.2, 0.5], curve=[0.3, 0.3, 0.3]),
+    ]
+    found = checks(results, [1.0, 30.0, 100.0])
+    good, bad = found["problems"]["good"], found["problems"]["bad"]
+    assert all(check["pass"] for check in good.values())
+    assert bad["linear / td0_fixed"] == {"value": pytest.approx(2.0), "tau": 30.0, "pass": False}
+    assert bad["linear error"]["pass"] and bad["td0_fixed error"]["pass"]
+    assert bad["linear_lam0.9 curve"] == {"value": pytest.approx(0.4 / 0.35), "tau": 100.0, "pass": False}
+    assert bad["linear_lam0.9 end"] == {"value": pytest.approx(3.0), "tau": 1.0, "pass": False}
+    assert found["passed"]["linear / td0_fixed"] == "1/2" and found["passed"]["linear error"] == "2/2"
+    rows = checks_table(found).rows
+    assert rows[-1][0] == "passed" and "2.00 (30) FAIL" in rows[1]

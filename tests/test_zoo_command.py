@@ -50,7 +50,12 @@ def test_the_small_tier_prints_the_tables_and_writes_json_and_the_figure(tmp_pat
     assert "online vs recording, largest error difference" in result.stdout
     assert data["truth_error"]["cartpole"][0] == 0.0 and 0.0 < data["truth_error"]["cartpole"][-1] < 0.1
     table = json.loads((tmp_path / "t.json").read_text())["tables"]
-    assert [t["title"][:13] for t in table] == ["relative RMSE", "over problems"]
+    assert [t["title"][:13] for t in table] == ["relative RMSE", "over problems", "checks, worst"]
+    # the small tier has no lambda 0.9: the checks are the default Γ-net's bars, and the baseline's own error
+    assert set(data["checks"]["passed"]) == {"td0_fixed error", "linear / td0_fixed", "linear error"}
+    assert "checks passed: td0_fixed error " in result.stdout
+    curves = {r["learner"]: r["extra"].get("curve") for r in data["results"] if r["problem"] == "random_walk_5"}
+    assert curves["linear"]["steps"] == [150, 500, 1000, 1500] and curves["td0_fixed"] is None
 
 
 @pytest.mark.parametrize(

@@ -24,12 +24,14 @@ N_TIMESCALE_DIMS = {"none": 0, "gamma": 1, "tau": 1, "both": 2}
 class LinearTDConfig:
     """Settings shared by the linear Γ-net and its fixed-timescale baseline.
 
-    The coder's defaults are the paper's robot arm ("Predictions on a Robot Arm"): two normalized joint
-    positions, 100 tilings of width 1.0 hashed into 2048 features plus a bias unit, loss scaling on,
-    TD(0) (lam 0). Two defaults differ from the arm's, chosen on problems with exact values
-    (docs/choosing-settings.md): alpha 0.003 (the arm's 0.1 spread over its 32 timescales a step; each
-    timescale of Gamma_t adds its own update to the shared weights) and the bias unit a constant of V
-    (``bias_unit``). The paper's studies spell out the arm's values (config/arm.yaml).
+    The defaults are chosen on problems with exact values (the zoo, docs/choosing-settings.md): 8 tilings of
+    1/16 of each input's range (wider with more than three inputs: :func:`default_tile_width`), hashed into
+    65,536 features, plus a bias unit that is a constant of V
+    (``bias_unit``), loss scaling on, alpha 0.05 for a Γ-net and 0.1 for a fixed-timescale learner, TD(0)
+    (lam 0). The paper's robot arm ("Predictions on a Robot Arm") had 100 tilings of width 1.0 hashed into
+    2048, whose tiles are as wide as each input's range: one tile covers most states and most timescales at
+    once. The paper's studies spell out the arm's values
+    (config/arm.yaml).
     """
 
     state_low: tuple[float, ...] = setting(
@@ -37,17 +39,20 @@ class LinearTDConfig:
     )
     state_high: tuple[float, ...] = setting((1.0, 1.0), "upper end of each state input's range")
     tilings: tuple[int, ...] = setting(
-        (100,), "tilings per group; paper: arm 100; square wave 20, 20, 30", low=1, high=100_000
+        (8,), "tilings per group; paper: arm 100; square wave 20, 20, 30", low=1, high=100_000
     )
     tile_widths: tuple[float, ...] = setting(
-        (1.0,),
-        "tile width of each group, in normalized input units; paper: arm 1.0; square wave 1.0, 0.5, 0.1",
-        low=1e-6,
+        (0.0,),
+        "tile width of each group, in normalized input units; 0: the default, 1/16 of each input's range (state and "
+        "timescale alike), widened where a tiling's tiles would not fit its share of memory_size (more than three "
+        "inputs: default_tile_width); paper: arm 1.0; square wave 1.0, 0.5, 0.1",
+        low=0.0,
         high=1e6,
     )
     memory_size: int = setting(
-        2048,
-        "features the tiles are hashed into; 0: one feature per tile, no hashing; paper: arm 2048",
+        65536,
+        "features the tiles are hashed into; 0: one feature per tile, no hashing (17^inputs tiles a tiling at width "
+        "1/16: hash them beyond three inputs); paper: arm 2048",
         low=0,
         high=2**32 - 1,
     )
@@ -61,11 +66,11 @@ class LinearTDConfig:
         choices=("value", "scaled"),
     )
     step_size: float = setting(
-        0.003,
+        0.1,
         "alpha before it is divided by the active features per (state, gamma); every gamma of Gamma_t adds an update "
-        "of this size to the tiles it shares with the others: 0.003 suits tiles of width 1.0 (all 32 share them; "
-        "scale by 32 / |Gamma_t|), about 0.1 timescale tiles of 1/16 or finer (docs/choosing-settings.md); "
-        "paper: arm 0.1",
+        "of this size to the tiles it shares with the others: 0.1 suits tiles of 1/16 (a timescale's tiles are "
+        "mostly its own), about 0.003 tiles of width 1.0, which all 32 timescales of Gamma_t share "
+        "(docs/choosing-settings.md); paper: arm 0.1",
         low=0.0,
         high=1e3,
     )
@@ -91,6 +96,12 @@ class LinearTDConfig:
     )
 
     def __post_init__(self) -> None:
+        if any(w == 0.0 for w in self.tile_widths):
+            width = default_tile_width(
+                len(self.state_low) + self._timescale_dims(), sum(self.tilings), self.memory_size
+            )
+            widths = self.tile_widths * len(self.tilings) if len(self.tile_widths) == 1 else self.tile_widths
+            object.__setattr__(self, "tile_widths", tuple(width if w == 0.0 else float(w) for w in widths))
         config_lib.validate(self)
         if len(self.state_low) != len(self.state_high):
             raise ValueError(f"state_low {self.state_low} and state_high {self.state_high} must have equal length")
@@ -104,6 +115,29 @@ class LinearTDConfig:
     def n_state(self) -> int:
         return len(self.state_low)
 
+    def _timescale_dims(self) -> int:
+        return 0
+
+
+#: The default tile width where a tiling's tiles fit in its share of the features: 1/16 of each input's range.
+FINEST_TILE_WIDTH = 1.0 / 16.0
+
+
+def default_tile_width(n_inputs: int, tilings: int, memory_size: int) -> float:
+    """The tile width ``tile_widths`` 0 stands for: :data:`FINEST_TILE_WIDTH`, or the finest 1 / k whose
+    (k + 1)^n_inputs tiles a tiling fit in ``memory_size / tilings`` features (hashed, more tiles than
+    features share them at random). With the default 8 tilings into 65,536, up to three inputs (one state
+    input and the two timescale inputs) get 1/16, four 1/8, five 1/5 and six 1/3.
+
+    Measured on the zoo's CartPole (four state inputs and two timescale inputs; docs/choosing-settings.md): at
+    1/16 the tiles are too fine to generalize between the states a policy visits (worst error over tau 0.71,
+    and 0.88 for the fixed-gamma baseline), at 0.29 the worst error was 0.17.
+    """
+    if memory_size == 0 or n_inputs == 0:
+        return FINEST_TILE_WIDTH
+    k = math.floor((memory_size / tilings) ** (1.0 / n_inputs) + 1e-9) - 1
+    return max(FINEST_TILE_WIDTH, 1.0 / max(k, 1))
+
 
 @dataclass(frozen=True)
 class GammaNetConfig(LinearTDConfig):
@@ -112,11 +146,11 @@ class GammaNetConfig(LinearTDConfig):
     step_size: float = setting(
         0.0,
         "alpha before it is divided by the active features per (state, gamma); 0: the default, "
-        "DEFAULT_STEP_SIZE (0.003) in TD(0) and the backward view, times (1 - lambda) in the forward view "
-        "(lambda 0.5: 0.0015, 0.9: 0.0003; a lambda-return reaches about 1 / (1 - gamma lambda) steps, further "
+        "DEFAULT_STEP_SIZE (0.05) in TD(0) and the backward view, times sqrt(1 - lambda) in the forward view "
+        "(lambda 0.5: 0.035, 0.9: 0.016; a lambda-return reaches about 1 / (1 - gamma lambda) steps, further "
         "than a one-step target). Every gamma of Gamma_t adds an update of this size to the tiles it shares with "
-        "the others: 0.003 suits tiles of width 1.0 (all 32 share them; scale by 32 / |Gamma_t|), about 0.1 "
-        "timescale tiles of 1/16 or finer (docs/choosing-settings.md). A step size given is used as given; "
+        "the others: 0.05 suits the default tiles of 1/16, about 0.003 tiles of width 1.0, which all 32 "
+        "timescales of Gamma_t share (docs/choosing-settings.md). A step size given is used as given; "
         "paper: arm 0.1",
         low=0.0,
         high=1e3,
@@ -167,21 +201,27 @@ class GammaNetConfig(LinearTDConfig):
                 f"lambda_view 'forward'; got lam {self.lam!r}, lambda_view {self.lambda_view!r}"
             )
 
+    def _timescale_dims(self) -> int:
+        return N_TIMESCALE_DIMS.get(self.timescale_input, 0)  # an unknown one is refused by the validation
 
-#: A Γ-net's alpha in TD(0) (``step_size`` 0): the arm's 0.1 spread over the 32 timescales of its Gamma_t.
-DEFAULT_STEP_SIZE = 0.003
+
+#: A Γ-net's alpha in TD(0) (``step_size`` 0), for the default tiles of 1/16: measured on the zoo against 0.1 and
+#: 0.03 (docs/choosing-settings.md). (With tiles of width 1.0 every timescale of Gamma_t updates the same tiles,
+#: and the arm's 0.1 spread over its 32 timescales, 0.003, fits.)
+DEFAULT_STEP_SIZE = 0.05
 
 
 def default_step_size(lam: float, lambda_view: str = "forward") -> float:
-    """A Γ-net's alpha when its ``step_size`` is left at 0: :data:`DEFAULT_STEP_SIZE`, times (1 - lambda) in the
+    """A Γ-net's alpha when its ``step_size`` is left at 0: :data:`DEFAULT_STEP_SIZE`, times sqrt(1 - lambda) in the
     forward view (the backward view's traces take alpha (1 - lambda) already, beside TD(0) at alpha).
 
-    Measured on the zoo (docs/choosing-settings.md): at TD(0)'s alpha lambda 0.9 ended up to 2.6x TD(0)'s error
-    at the long timescales; at alpha (1 - lambda) it was no worse than TD(0) at tau >= 30 after 10,000 and
-    30,000 steps on the four problems measured, and better than alpha sqrt(1 - lambda).
+    Measured on the zoo with the default coder (docs/choosing-settings.md; 13 problems, three seeds), lambda 0.9
+    against TD(0) over the learning curve at tau >= 30: at alpha 0.05 (1 - lambda) = 0.005 it was slower on 12
+    problems, at 0.05 sqrt(1 - lambda) = 0.016 no slower on 10, at TD(0)'s 0.05 no slower on 8 and up to 2.7x
+    worse on the others. (With the arm's coder, at alpha 0.003, (1 - lambda) had measured better.)
     """
     if lam > 0.0 and lambda_view == "forward":
-        return DEFAULT_STEP_SIZE * (1.0 - lam)
+        return DEFAULT_STEP_SIZE * math.sqrt(1.0 - lam)
     return DEFAULT_STEP_SIZE
 
 
@@ -229,8 +269,7 @@ class FixedTimescaleConfig(LinearTDConfig):
 
     step_size: float = setting(
         0.1,
-        "alpha before it is divided by the active features; one timescale a step, so the Γ-net's 0.003 over 32; "
-        "paper: arm 0.1",
+        "alpha before it is divided by the active features; paper: arm 0.1",
         low=0.0,
         high=1e3,
     )

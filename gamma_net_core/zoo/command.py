@@ -24,6 +24,13 @@ from gamma_net_core.zoo import runner
 BANDS = (("tau 1-5", 1.0, 5.0), ("tau 7-20", 7.0, 20.0), ("tau 30-100", 30.0, 100.0))
 #: The baseline every learner is shown beside.
 BASELINE = "td0_fixed"
+#: The issue's bars for the default linear Γ-net, at every tau: at most this times the baseline's error ...
+RATIO_BAR = 1.5
+#: ... and below this error.
+ERROR_BAR = 0.5
+#: The Γ-net held to the bars, and TD(lambda)'s pair: lambda 0.9 against TD(0), on the learning curve at
+#: tau >= LONG_TAU no worse (mean over the curve's points), at the end within RATIO_BAR at every tau.
+GAMMA_NET, LAMBDA_NET, LONG_TAU = "linear", "linear_lam0.9", 30.0
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -84,11 +91,14 @@ def run(args: argparse.Namespace) -> Report:
         "results": [dataclasses.asdict(r) for r in results],
         "mean": _means_json(results),
         "online_minus_recording": door_differences(results),
+        "checks": (found := checks(results, tier.taus)),
     }
     json_path = write_json(out / "zoo.json", data)
     partial.unlink(missing_ok=True)
     figure = plot_zoo(results, tier.taus, out / "zoo.png", title=f"zoo, tier {tier.name}: error against tau")
     tables = [error_table(results, tier.taus, truth_floor), summary_table(results, tier.taus)]
+    if found["problems"]:
+        tables.append(checks_table(found))
     failed = [r for r in results if r.note]
     doors = data["online_minus_recording"]
     summary = _summary(results, tier.taus)
@@ -99,7 +109,10 @@ def run(args: argparse.Namespace) -> Report:
     if failed:
         summary += f"; {len(failed)} runs failed (see 'note' in zoo.json), e.g. {failed[0].learner} on " \
                    f"{failed[0].problem}: {failed[0].note[:120]}"  # fmt: skip
-    return Report(tables=tables, data={"tier": tier.name, "mean": data["mean"], "online_minus_recording": doors},
+    if found["passed"]:
+        summary += "; checks passed: " + ", ".join(f"{k} {v}" for k, v in found["passed"].items())
+    return Report(tables=tables, data={"tier": tier.name, "mean": data["mean"], "online_minus_recording": doors,
+                                       "checks": found},
                   files=[str(json_path), str(figure)], summary=summary)  # fmt: skip
 
 
@@ -169,12 +182,14 @@ def summary_table(results, taus) -> Table:
         *[f"median {b[0]}" for b in BANDS],
         "worst tau 30-100",
         f"long: within 1.5x {BASELINE}",
+        f"every tau: within {RATIO_BAR:g}x {BASELINE}",
+        f"every tau: below {ERROR_BAR:g}",
     ]
     table = Table(
         "over problems: median band error; the worst problem's long-band error; problems where the long band is "
         f"within 1.5 x the {BASELINE} baseline's",
         columns,
-        formats={c: "{:.3f}" for c in columns[3:-1]},
+        formats={c: "{:.3f}" for c in columns[3:-3]},
     )
     seeds = _seed_counts(results)
     for (learner, mode), entries in rows.items():
@@ -186,10 +201,104 @@ def summary_table(results, taus) -> Table:
             for p, e in entries
             if p in baseline
         ]
+        every_near = [bool(np.all(e <= RATIO_BAR * baseline[p])) for p, e in entries if p in baseline]
+        every_low = [bool(np.all(e < ERROR_BAR)) for _, e in entries]
         fewest = min(seeds[(p, learner, mode)] for p, _ in entries)
         table.add(learner, mode, fewest, *np.nanmedian(bands, axis=0).tolist(),
                   f"{np.nanmax(long):.3f} ({worst})" if np.isfinite(long).any() else "nan",
-                  f"{sum(near)}/{len(near)}")  # fmt: skip
+                  f"{sum(near)}/{len(near)}", f"{sum(every_near)}/{len(every_near)}",
+                  f"{sum(every_low)}/{len(every_low)}")  # fmt: skip
+    return table
+
+
+def _worst(values: np.ndarray, taus) -> tuple[float, float]:
+    """The largest of ``values`` [G] (NaN counts as largest) and its tau."""
+    values = np.asarray(values, dtype=np.float64)
+    k = int(np.argmax(np.where(np.isnan(values), np.inf, values)))
+    return float(values[k]), float(np.asarray(taus)[k])
+
+
+def _ratio(errors: np.ndarray, reference: np.ndarray) -> np.ndarray:
+    # a reference of exactly 0 (a learner exact at a tau) makes any error an infinite ratio, and 0 / 0 one
+    with np.errstate(divide="ignore", invalid="ignore"):
+        return np.where((errors == 0.0) & (reference == 0.0), 1.0, errors / reference)
+
+
+def checks(results, taus) -> dict:
+    """The issue's bars, per problem, on the mean over seeds fed as a recording.
+
+    - ``linear`` (the default linear Γ-net): at every tau at most :data:`RATIO_BAR` times the fixed-gamma
+      baseline's error, and below :data:`ERROR_BAR`;
+    - ``linear_lam0.9`` against ``linear`` (TD(0)): at every tau >= :data:`LONG_TAU` the mean over the
+      learning curve's points (the end included) no larger, and at the end at most :data:`RATIO_BAR` times
+      at every tau.
+
+    Returns:
+      ``{"problems": {problem: {check: {"value", "tau", "pass"}, ...}}, "passed": {check: "k/n"}}``; a check
+      whose learners were not run is left out.
+    """
+    means = runner.mean_errors(results)
+    curves = runner.mean_curves(results)
+    taus = np.asarray(taus, dtype=np.float64)
+    long = taus >= LONG_TAU
+    problems: dict[str, dict] = {}
+    for problem in dict.fromkeys(r.problem for r in results):
+        row: dict[str, dict] = {}
+        base = means.get((problem, BASELINE, "recording"))
+        net = means.get((problem, GAMMA_NET, "recording"))
+        if base is not None:
+            value, tau = _worst(base, taus)
+            row[f"{BASELINE} error"] = {"value": value, "tau": tau, "pass": bool(value < ERROR_BAR)}
+        if base is not None and net is not None:
+            value, tau = _worst(_ratio(net, base), taus)
+            row[f"{GAMMA_NET} / {BASELINE}"] = {"value": value, "tau": tau, "pass": bool(value <= RATIO_BAR)}
+        if net is not None:
+            value, tau = _worst(net, taus)
+            row[f"{GAMMA_NET} error"] = {"value": value, "tau": tau, "pass": bool(value < ERROR_BAR)}
+        lam, td0 = curves.get((problem, LAMBDA_NET, "recording")), curves.get((problem, GAMMA_NET, "recording"))
+        if lam is not None and td0 is not None and np.array_equal(lam[0], td0[0]) and long.any():
+            ratio = _ratio(lam[1].mean(axis=0), td0[1].mean(axis=0))
+            value, tau = _worst(np.where(long, ratio, -np.inf), taus)
+            row[f"{LAMBDA_NET} curve"] = {"value": value, "tau": tau, "pass": bool(value <= 1.0)}
+            value, tau = _worst(_ratio(lam[1][-1], td0[1][-1]), taus)
+            row[f"{LAMBDA_NET} end"] = {"value": value, "tau": tau, "pass": bool(value <= RATIO_BAR)}
+        if row:
+            problems[problem] = row
+    names = list(dict.fromkeys(name for row in problems.values() for name in row))
+    passed = {
+        name: f"{sum(row[name]['pass'] for row in problems.values() if name in row)}/"
+        f"{sum(name in row for row in problems.values())}"
+        for name in names
+    }
+    return {"problems": problems, "passed": passed}
+
+
+def checks_table(found: dict) -> Table:
+    """:func:`checks` as a table: per problem, each check's worst value over tau, at which tau, pass or FAIL."""
+    names = list(found["passed"])
+    bars = {
+        f"{BASELINE} error": f"< {ERROR_BAR:g}",
+        f"{GAMMA_NET} / {BASELINE}": f"<= {RATIO_BAR:g}",
+        f"{GAMMA_NET} error": f"< {ERROR_BAR:g}",
+        f"{LAMBDA_NET} curve": f"<= 1 at tau >= {LONG_TAU:g}",
+        f"{LAMBDA_NET} end": f"<= {RATIO_BAR:g}",
+    }
+    table = Table(
+        f"checks, worst over tau (at tau): {GAMMA_NET} within {RATIO_BAR:g}x {BASELINE} and below {ERROR_BAR:g} at "
+        f"every tau; {LAMBDA_NET} / {GAMMA_NET} over the learning curve at tau >= {LONG_TAU:g} and at the end",
+        ["problem", *[f"{name} ({bars.get(name, '')})" for name in names]],
+    )
+    for problem, row in found["problems"].items():
+        cells = []
+        for name in names:
+            check = row.get(name)
+            cells.append(
+                "-"
+                if check is None
+                else f"{check['value']:.2f} ({check['tau']:g}) {'pass' if check['pass'] else 'FAIL'}"
+            )
+        table.add(problem, *cells)
+    table.add("passed", *[found["passed"][name] for name in names])
     return table
 
 

@@ -42,6 +42,9 @@ class ZooLearner(abc.ABC):
     name: str = ""
     description: str = ""
     modes: tuple[str, ...] = MODES
+    #: whether :meth:`train` takes ``checkpoints`` and ``at_checkpoint`` (a learning curve: the zoo measures the
+    #: learner part way through the stream as well as at its end)
+    curves: bool = False
 
     def __init__(self, name: str | None = None, *, changes: Mapping[str, Any] | None = None) -> None:
         if name is not None:
@@ -76,21 +79,39 @@ class LinearGammaNetLearner(ZooLearner):
 
         return GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high), **self.changes)
 
-    def train(self, problem, data, *, mode, rng, gammas):
+    curves = True
+
+    def train(self, problem, data, *, mode, rng, gammas, checkpoints=(), at_checkpoint=None):
+        """As :meth:`ZooLearner.train`; after each of ``checkpoints`` (transitions learned, in (0, steps)) it calls
+        ``at_checkpoint(step, predict)``. A recording is then learned in pieces: the same updates, since the
+        learner keeps its forward view's window and its step count between calls, and the sampler its draws."""
         from gamma_net_core.linear import LinearGammaNet, uses_ladder
 
         config = self.config(problem)
         net = LinearGammaNet(config, rng=rng)
         sampler = TimescaleSampler(self.sampling, rng, fixed=uses_ladder(config))
-        if mode == "recording":
-            net.learn_recording(
-                states_t=data.obs_t, cumulants=data.cumulants, states_tp1=data.obs_tp1, timescales=sampler,
-                terminals=data.terminals,
-            )  # fmt: skip
-        else:
-            for t in range(data.steps):
-                net.learn(data.obs_t[t], data.cumulants[t], data.obs_tp1[t], bool(data.terminals[t]), sampler.sample())
-        return lambda obs, gammas: net.predict(obs, gammas)
+
+        def predict(obs, gammas):
+            return net.predict(obs, gammas)
+
+        stops = [k for k in sorted(set(int(c) for c in checkpoints)) if 0 < k < data.steps] + [data.steps]
+        start = 0
+        for stop in stops:
+            if mode == "recording":
+                piece = slice(start, stop)
+                net.learn_recording(
+                    states_t=data.obs_t[piece], cumulants=data.cumulants[piece], states_tp1=data.obs_tp1[piece],
+                    timescales=sampler, terminals=data.terminals[piece],
+                )  # fmt: skip
+            else:
+                for t in range(start, stop):
+                    net.learn(
+                        data.obs_t[t], data.cumulants[t], data.obs_tp1[t], bool(data.terminals[t]), sampler.sample()
+                    )
+            if stop < data.steps and at_checkpoint is not None:
+                at_checkpoint(stop, predict)
+            start = stop
+        return predict
 
 
 class FixedTimescaleLearner(ZooLearner):
@@ -214,6 +235,14 @@ def make(name: str) -> ZooLearner:
 
 
 register("linear", LinearGammaNetLearner)
+#: not a default: the linear Γ-net with the paper's arm coder (100 tilings of width 1.0 hashed into 2048) at the
+#: alpha that suits it (0.1 over the 32 timescales of Gamma_t), the defaults before the zoo chose a finer coder
+register(
+    "linear_arm",
+    lambda: LinearGammaNetLearner(
+        changes={"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "step_size": 0.003}
+    ),
+)
 register("linear_lam0.5", lambda: LinearGammaNetLearner(changes={"lam": 0.5}))
 register("linear_lam0.9", lambda: LinearGammaNetLearner(changes={"lam": 0.9}))
 register("horde", HordeLearner)

@@ -32,6 +32,9 @@ from gamma_net_core.zoo.problems import Problem, Truth
 
 #: Timescales the zoo measures, in steps: the paper's probes (1, 2, 5, 10, 20, 40, 60, 80, 100) and between them.
 TAUS = (1.0, 2.0, 3.0, 5.0, 7.0, 10.0, 15.0, 20.0, 30.0, 40.0, 50.0, 60.0, 70.0, 80.0, 90.0, 100.0)
+#: Where on the stream a learner that has learning curves (``ZooLearner.curves``) is measured besides its end, as
+#: fractions of the steps: the curve TD(lambda) is compared with TD(0) on.
+CURVE_AT = (0.1, 1.0 / 3.0, 2.0 / 3.0)
 
 
 @dataclass(frozen=True)
@@ -51,6 +54,8 @@ class Tier:
     #: online updates equal their recording's; those seeds check it, the rest of the budget goes to more
     #: seeds); None: every seed
     online_seeds: int | None = None
+    #: fractions of ``steps`` where learning curves are measured besides the end (:data:`CURVE_AT`)
+    curve_at: tuple[float, ...] = CURVE_AT
 
 
 TIERS: dict[str, Tier] = {
@@ -89,6 +94,7 @@ class Result:
     seconds: float  # wall time of training and predicting
     cpu_seconds: float  # processor time of this process for the same (what the budget is; wall time grows with load)
     note: str = ""  # why a run has no numbers (a learner that failed), else empty
+    #: more measurements; ``curve``: the learning curve, ``{"steps": [C], "error": [C][G]}`` (its last point the end)
     extra: dict = field(default_factory=dict)
 
 
@@ -127,6 +133,7 @@ def run_zoo(
     modes: Sequence[str] = learners_lib.MODES,
     neural_steps: int | None = None,
     online_seeds: int | None = None,
+    curve_at: Sequence[float] = CURVE_AT,
     workers: int = 1,
     progress: Callable[[str, int, int, list[Result]], None] | None = None,
 ) -> list[Result]:
@@ -143,6 +150,7 @@ def run_zoo(
       neural_steps: transitions a neural learner sees at most (None: all).
       online_seeds: feed ``online`` on the first this many seeds only (None: all); a learner that has no
         ``recording`` mode is fed online on every seed.
+      curve_at: fractions of ``steps`` where a learner with learning curves is also measured (``Result.extra``).
       workers: processes working on (problem, seed) pairs side by side; the results do not depend on it.
       progress: called as ``progress(label, done, total, results)`` as each (problem, seed) pair finishes,
         with that pair's results (a long run can keep them as they come).
@@ -161,10 +169,13 @@ def run_zoo(
             if isinstance(learner, learners_lib.NeuralLearner) and learner.budget is None:
                 learner.budget = neural_steps
     seeds = [int(s) for s in seeds]
+    checkpoints = tuple(sorted({round(f * steps) for f in curve_at} - {0, steps}))
+    if any(not 0.0 < f < 1.0 for f in curve_at):
+        raise ValueError(f"curve_at must be fractions of the steps in (0, 1); got {tuple(curve_at)}")
     # seed by seed, so that the first results cover every problem
     jobs = [
         _Job(problem, learner_objs, steps, seed, tuple(float(t) for t in taus), tuple(modes),
-             online_seeds is None or i < online_seeds)
+             online_seeds is None or i < online_seeds, checkpoints)
         for i, seed in enumerate(seeds)
         for problem in problem_objs
     ]  # fmt: skip
@@ -204,6 +215,7 @@ class _Job:
     taus: tuple[float, ...]
     modes: tuple[str, ...]
     online: bool
+    checkpoints: tuple[int, ...] = ()  # steps where a learner with curves is measured besides the end
 
     def __call__(self) -> list[Result]:
         taus = np.asarray(self.taus)
@@ -221,16 +233,28 @@ class _Job:
                 rng = np.random.default_rng(_seed("learner", problem.name, self.seed))
                 started, cpu = time.perf_counter(), time.process_time()
                 note = ""
+                curve: dict[int, list[float]] = {}
+                options = {}
+                if learner.curves and self.checkpoints:
+
+                    def at_checkpoint(step, predict, curve=curve):
+                        curve[int(step)] = relative_rmse(predict(truth.obs, gammas), truth).tolist()
+
+                    options = {"checkpoints": self.checkpoints, "at_checkpoint": at_checkpoint}
                 try:
-                    predict = learner.train(problem, data, mode=mode, rng=rng, gammas=gammas)
+                    predict = learner.train(problem, data, mode=mode, rng=rng, gammas=gammas, **options)
                     error = relative_rmse(predict(truth.obs, gammas), truth)
                 except (FloatingPointError, ValueError, RuntimeError) as exc:
                     error = np.full(taus.shape[0], np.nan)
                     note = f"{type(exc).__name__}: {exc}"[:300]
                 seconds = round(time.perf_counter() - started, 3)
                 cpu = round(time.process_time() - cpu, 3)
+                extra = {}
+                if options and not note:
+                    curve[int(data.steps)] = error.tolist()
+                    extra["curve"] = {"steps": sorted(curve), "error": [curve[k] for k in sorted(curve)]}
                 results.append(Result(problem.name, learner.name, mode, self.seed, taus.tolist(), error.tolist(),
-                                      seconds, cpu, note))  # fmt: skip
+                                      seconds, cpu, note, extra))  # fmt: skip
         return results
 
 
@@ -249,6 +273,21 @@ def mean_errors(results: Sequence[Result]) -> dict[tuple[str, str, str], np.ndar
     return {key: np.mean(np.asarray(rows, dtype=np.float64), axis=0) for key, rows in groups.items()}
 
 
+def mean_curves(results: Sequence[Result]) -> dict[tuple[str, str, str], tuple[np.ndarray, np.ndarray]]:
+    """The mean over seeds of each (problem, learner, mode)'s learning curve: (steps [C], errors [C, G]), for
+    those that have one on every seed."""
+    groups: dict[tuple[str, str, str], list[Result]] = {}
+    for r in results:
+        groups.setdefault((r.problem, r.learner, r.mode), []).append(r)
+    out = {}
+    for key, runs in groups.items():
+        curves = [r.extra.get("curve") for r in runs]
+        if all(c is not None and c["steps"] == curves[0]["steps"] for c in curves):
+            steps = np.asarray(curves[0]["steps"])
+            out[key] = (steps, np.mean(np.asarray([c["error"] for c in curves], dtype=np.float64), axis=0))
+    return out
+
+
 def run_tier(tier: Tier | str, *, seeds: int | None = None, workers: int = 1, progress=None) -> list[Result]:
     """:func:`run_zoo` on a :data:`TIERS` budget (``seeds`` overrides its count)."""
     if isinstance(tier, str):
@@ -257,6 +296,6 @@ def run_tier(tier: Tier | str, *, seeds: int | None = None, workers: int = 1, pr
         tier = TIERS[tier]
     return run_zoo(
         tier.problems, tier.learners, steps=tier.steps, seeds=range(seeds or tier.seeds), taus=tier.taus,
-        modes=tier.modes, neural_steps=tier.neural_steps, online_seeds=tier.online_seeds, workers=workers,
-        progress=progress,
+        modes=tier.modes, neural_steps=tier.neural_steps, online_seeds=tier.online_seeds, curve_at=tier.curve_at,
+        workers=workers, progress=progress,
     )  # fmt: skip

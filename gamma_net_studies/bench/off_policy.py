@@ -39,7 +39,14 @@ def _arm(steps: int):
     gammas = TimescaleSampler(TimescaleSampling(n_gamma=1, n_tau=29), np.random.default_rng(2)).sample_many(steps)
     rhos = np.where(rng.random(steps) < 0.5, 0.0, 2.0)  # a target taking one of two equally likely actions
     # The arm's settings (config/arm.yaml), the paper's bias: the one the off-policy kernels have.
-    config = GammaNetConfig(step_size=0.1, step_size_decay_steps=steps, bias_unit="scaled")
+    config = GammaNetConfig(
+        tilings=(100,),
+        tile_widths=(1.0,),
+        memory_size=2048,
+        step_size=0.1,
+        step_size_decay_steps=steps,
+        bias_unit="scaled",
+    )
     return config, walk[:-1], speed, walk[1:], gammas, rhos
 
 

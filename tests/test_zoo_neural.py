@@ -45,6 +45,8 @@ def test_unknown_features_are_refused_in_one_line():
 
 def test_the_full_tier_runs_the_neural_learner_on_the_linear_gamma_nets_features_too():
     assert {"neural", "neural_tiles"} <= set(TIERS["full"].learners)
+    assert zoo_learners.make("neural").modes == ("recording", "online")
+    assert zoo_learners.make("neural_tiles").modes == zoo_learners.make("neural_raw").modes == ("recording",)
 
 
 @pytest.mark.slow

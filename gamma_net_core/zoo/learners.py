@@ -189,6 +189,10 @@ class NeuralLearner(ZooLearner):
         self.budget = budget
         self.features = features
         self.description = self.DESCRIPTIONS[features]
+        if features != "problem":
+            # a comparison on other features: the online feed makes the same updates (neural's online seed
+            # checks that), so these spend the budget on seeds
+            self.modes = ("recording",)
 
     def featurizer(self, problem: Problem, rng: np.random.Generator) -> Callable[[np.ndarray], np.ndarray]:
         """What the network sees of observations [N, n_inputs]: float32 [N, feature_size]."""

@@ -51,7 +51,7 @@ def test_the_full_tier_runs_the_neural_learner_on_the_linear_gamma_nets_features
 
 @pytest.mark.slow
 def test_the_tiles_learner_learns_a_walk():
-    small = {"hidden_sizes": (16, 16), "min_replay_history": 200}
+    small = {"hidden_sizes": (32, 32), "min_replay_history": 200, "update_period": 2, "batch_size": 32}
     learner = zoo_learners.NeuralLearner("tiles", changes=small, features="tiles")
     (result,) = run_zoo(["random_walk_5"], [learner], steps=3_000, modes=("recording",), taus=[1.0, 10.0, 100.0])
     assert np.all(np.asarray(result.error) < 0.5), result.error

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import abc
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, ClassVar
 
 import numpy as np
 
@@ -180,23 +180,72 @@ class HordeLearner(ZooLearner):
 
 class NeuralLearner(ZooLearner):
     """The neural Γ-net (:class:`~gamma_net_core.neural.learner.NeuralLearner`) at ``NeuralConfig()``, seeded per
-    run, on the problem's features (one-hot states for a chain, the observation scaled to [0, 1]
-    otherwise; ``feature_size`` is theirs). Its replay sees ``steps`` transitions of the stream at most
-    (:attr:`budget`): a network on a CPU is slow."""
+    run. Its replay sees ``steps`` transitions of the stream at most (:attr:`budget`): a network on a CPU is slow.
+
+    ``features`` says what it sees of an observation (``feature_size`` is theirs):
+
+    - ``problem``: the problem's own features (:meth:`Problem.features`): one-hot states for a chain, the
+      observation scaled to [0, 1] otherwise.
+    - ``raw``: the observation scaled to [0, 1], what the linear Γ-net's tile coder is given (a chain's
+      state index as one input).
+    - ``tiles``: the linear Γ-net's state tiles as a binary vector: a tile coder with ``GammaNetConfig()``'s
+      tilings, state tile widths and hashing over the state inputs alone, drawn from the run's generator;
+      the network gets the timescale as its own input. The linear Γ-net's features less the timescale,
+      so the two compare like for like.
+    """
 
     name = "neural"
     description = "neural Γ-net, NeuralConfig() defaults, on one-hot / scaled features"
+    FEATURES = ("problem", "raw", "tiles")
+    DESCRIPTIONS: ClassVar[dict[str, str]] = {
+        "problem": description,
+        "raw": "neural Γ-net, NeuralConfig() defaults, on the observation scaled to [0, 1] (the linear's input)",
+        "tiles": "neural Γ-net, NeuralConfig() defaults, on the linear Γ-net's state tiles (binary)",
+    }
 
-    def __init__(self, name=None, *, changes=None, budget: int | None = None) -> None:
+    def __init__(self, name=None, *, changes=None, budget: int | None = None, features: str = "problem") -> None:
         super().__init__(name, changes=changes)
+        if features not in self.FEATURES:
+            raise ValueError(f"unknown neural zoo features {features!r}; known: {', '.join(self.FEATURES)}")
         self.budget = budget
+        self.features = features
+        self.description = self.DESCRIPTIONS[features]
+        if features != "problem":
+            # a comparison on other features: the online feed makes the same updates (neural's online seed
+            # checks that), so these spend the budget on seeds
+            self.modes = ("recording",)
+
+    def featurizer(self, problem: Problem, rng: np.random.Generator) -> Callable[[np.ndarray], np.ndarray]:
+        """What the network sees of observations [N, n_inputs]: float32 [N, feature_size]."""
+        if self.features == "problem":
+            return lambda obs: problem.features(obs).astype(np.float32)
+        if self.features == "raw":
+            return lambda obs: Problem.features(problem, obs).astype(np.float32)
+        from gamma_net_core.linear import GammaNetConfig
+        from gamma_net_core.linear.coding import coder_layout
+        from gamma_net_core.tilecoding import TileCoder
+
+        config = GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high))
+        low, high, widths = coder_layout(config, "none")  # the state inputs' ranges and tile widths
+        coder = TileCoder(
+            low=low, high=high, tilings=config.tilings, widths=widths, memory_size=config.memory_size, rng=rng
+        )
+
+        def tiles(obs):
+            active = coder.active(np.asarray(obs, dtype=np.float64))
+            phi = np.zeros((active.shape[0], coder.n_features), dtype=np.float32)
+            np.put_along_axis(phi, active, 1.0, axis=1)
+            return phi
+
+        return tiles
 
     def train(self, problem, data, *, mode, rng, gammas):
         from gamma_net_core.neural.learner import NeuralConfig
         from gamma_net_core.neural.learner import NeuralLearner as Neural
 
         steps = data.steps if self.budget is None else min(self.budget, data.steps)
-        phi = problem.features(data.obs_t[:steps]).astype(np.float32)
+        featurize = self.featurizer(problem, rng)
+        phi = featurize(data.obs_t[:steps])
         changes = {"seed": int(rng.integers(2**31)), **self.changes}
         learner = Neural(NeuralConfig(feature_size=phi.shape[1], **changes))
         cumulants, terminals = data.cumulants[:steps], data.terminals[:steps]
@@ -205,7 +254,7 @@ class NeuralLearner(ZooLearner):
         else:
             for t in range(steps):
                 learner.observe(phi[t], float(cumulants[t]), terminal=bool(terminals[t]))
-        return lambda obs, gammas: learner.predict(problem.features(obs).astype(np.float32), gammas)
+        return lambda obs, gammas: learner.predict(featurize(obs), gammas)
 
 
 # ------------------------------------------------------------------------------------------- registry
@@ -247,4 +296,6 @@ register("linear_lam0.5", lambda: LinearGammaNetLearner(changes={"lam": 0.5}))
 register("linear_lam0.9", lambda: LinearGammaNetLearner(changes={"lam": 0.9}))
 register("horde", HordeLearner)
 register("neural", NeuralLearner)
+register("neural_raw", lambda: NeuralLearner(features="raw"))
+register("neural_tiles", lambda: NeuralLearner(features="tiles"))
 register("td0_fixed", FixedTimescaleLearner)

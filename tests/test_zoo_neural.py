@@ -20,11 +20,17 @@ def test_the_tiles_learner_sees_the_linear_gamma_nets_state_tiles_as_a_binary_ve
     obs = np.arange(19.0)[:, None]
     phi = featurize(obs)
     config = GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high))
-    assert phi.dtype == np.float32 and phi.shape == (19, config.memory_size)
+    # one feature per tile (8 tilings of 17 tiles over one input), not the linear Γ-net's 65,536 hashed slots
+    assert phi.dtype == np.float32 and phi.shape[0] == 19 and phi.shape[1] <= zoo_learners.MAX_TILE_FEATURES
     assert set(np.unique(phi)) == {0.0, 1.0}
-    # one active tile per tiling (hashing may fold two into one), no bias: the network has its own
-    assert np.all(phi.sum(axis=1) <= sum(config.tilings)) and np.all(phi.sum(axis=1) >= 0.9 * sum(config.tilings))
+    # exactly one active tile per tiling (unhashed: nothing folds two into one), no bias: the network has its own
+    np.testing.assert_array_equal(phi.sum(axis=1), sum(config.tilings))
     np.testing.assert_array_equal(featurize(obs[3:4]), phi[3:4])
+    # four inputs (CartPole): wider tiles, still one feature per tile within MAX_TILE_FEATURES
+    cartpole = zoo_problems.make("cartpole")
+    many = learner.featurizer(cartpole, np.random.default_rng(0))(np.zeros((2, len(cartpole.low))))
+    assert many.shape[1] <= zoo_learners.MAX_TILE_FEATURES
+    np.testing.assert_array_equal(many.sum(axis=1), sum(config.tilings))
     # neighbours share most tiles, far states fewer: the linear coder's generalization, not one-hot's
     shared = phi @ phi.T
     assert shared[9, 10] > shared[0, 18]

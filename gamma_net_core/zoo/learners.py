@@ -178,6 +178,10 @@ class HordeLearner(ZooLearner):
         return predict
 
 
+#: the most inputs the ``tiles`` features give a network (more tiles are hashed into this many)
+MAX_TILE_FEATURES = 4096
+
+
 class NeuralLearner(ZooLearner):
     """The neural Γ-net (:class:`~gamma_net_core.neural.learner.NeuralLearner`) at ``NeuralConfig()``, seeded per
     run. Its replay sees ``steps`` transitions of the stream at most (:attr:`budget`): a network on a CPU is slow.
@@ -189,9 +193,10 @@ class NeuralLearner(ZooLearner):
     - ``raw``: the observation scaled to [0, 1], what the linear Γ-net's tile coder is given (a chain's
       state index as one input).
     - ``tiles``: the linear Γ-net's state tiles as a binary vector: a tile coder with ``GammaNetConfig()``'s
-      tilings, state tile widths and hashing over the state inputs alone, drawn from the run's generator;
-      the network gets the timescale as its own input. The linear Γ-net's features less the timescale,
-      so the two compare like for like.
+      tilings and state tile widths over the state inputs alone, drawn from the run's generator; the network
+      gets the timescale as its own input. The linear Γ-net's features less the timescale, so the two compare
+      like for like: one feature per tile, or hashed into :data:`MAX_TILE_FEATURES` where there are more
+      tiles (a dense input of the linear Γ-net's 65,536 would take gigabytes a stream).
     """
 
     name = "neural"
@@ -227,9 +232,12 @@ class NeuralLearner(ZooLearner):
 
         config = GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high))
         low, high, widths = coder_layout(config, "none")  # the state inputs' ranges and tile widths
-        coder = TileCoder(
-            low=low, high=high, tilings=config.tilings, widths=widths, memory_size=config.memory_size, rng=rng
-        )
+        seed = int(rng.integers(2**31))  # the same offsets whether or not the tiles are then hashed
+        coder = TileCoder(low=low, high=high, tilings=config.tilings, widths=widths, memory_size=0,
+                          rng=np.random.default_rng(seed))  # fmt: skip
+        if coder.n_features > MAX_TILE_FEATURES:
+            coder = TileCoder(low=low, high=high, tilings=config.tilings, widths=widths,
+                              memory_size=MAX_TILE_FEATURES, rng=np.random.default_rng(seed))  # fmt: skip
 
         def tiles(obs):
             active = coder.active(np.asarray(obs, dtype=np.float64))

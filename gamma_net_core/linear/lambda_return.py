@@ -255,35 +255,24 @@ def learn_many_lambda_return(
     loss_scaling = coding.loss_scaling
     n_tilings = tiles.base.shape[0]
     K = gammas.shape[1]
-    w_states_t = window.states_t
-    w_states_tp1 = window.states_tp1
-    w_cumulants = window.cumulants
     w_ends = window.ends
     w_keys_t = window.keys_t
-    w_keys_tp1 = window.keys_tp1
     w_gammas = window.gammas
     fill = window.fill
-    H = w_cumulants.shape[0]
+    H = window.cumulants.shape[0]
     u = np.empty(recording.states_t.shape[1])
     u_ts = np.empty(n_timescale_dims(coding.timescale_input))
     keys_ts = np.empty(n_tilings, dtype=np.uint64)
     idx = np.empty((K, n_tilings), dtype=np.int64)
     steps = np.empty(K)
     bias_x = np.empty(K)
-    states_t, states_tp1 = recording.states_t, recording.states_tp1
-    cumulants, terminals = recording.cumulants, recording.terminals
+    states_t = recording.states_t
     step_size, decay_steps = schedule.step_size, schedule.decay_steps
     first_count, n_active = schedule.first_count, schedule.n_active
     held, oldest = fill[0], fill[1]
     for n in range(states_t.shape[0]):
         slot = (oldest + held) % H
-        w_states_t[slot] = states_t[n]
-        w_states_tp1[slot] = states_tp1[n]
-        w_cumulants[slot] = cumulants[n]
-        w_ends[slot] = TERMINAL if terminals[n] else (GAP if recording.cuts[n] else CONTINUES)
-        w_gammas[slot] = gammas[n]
-        state_keys(states_t[n], tiles, u, w_keys_t[slot])
-        state_keys(states_tp1[n], tiles, u, w_keys_tp1[slot])
+        _hold(window, slot, recording, n, gammas, tiles, u)
         record_probes(w, w_keys_t[slot], tiles, probes, n, coding.value_bias)
         held += 1
         deltas[:] = 0.0
@@ -296,18 +285,10 @@ def learn_many_lambda_return(
             for k in range(K):
                 gamma = w_gammas[oldest, k]
                 timescale_keys(gamma, coding, u_ts, keys_ts)
-                s = output_scale(gamma, loss_scaling)
                 b = bias_feature(gamma, coding)
                 bias_x[k] = b
-                at = (oldest + last) % H
-                if w_ends[at] == TERMINAL:
-                    G = s * w_cumulants[at]
-                else:
-                    G = s * w_cumulants[at] + gamma * _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index, b)
-                for j in range(last - 1, -1, -1):
-                    at = (oldest + j) % H
-                    f_next = _output(w, w_keys_tp1[at], keys_ts, memory_size, bias_index, b)
-                    G = s * w_cumulants[at] + gamma * ((1.0 - lam_n) * f_next + lam_n * G)
+                G = _lambda_return(w, window, oldest, last, gamma, output_scale(gamma, loss_scaling), lam_n, keys_ts,
+                                   memory_size, bias_index, b)  # fmt: skip
                 f_m = 0.0
                 for t in range(n_tilings):
                     i = finalize(w_keys_t[oldest, t] + keys_ts[t], memory_size)
@@ -323,15 +304,8 @@ def learn_many_lambda_return(
             if not ok:
                 fill[0], fill[1] = held, oldest
                 return n
+            ok = _apply_steps(w, idx, steps, bias_x, bias_index, w_limit)
             for k in range(K):
-                s_k = steps[k]
-                for t in range(n_tilings):
-                    i = idx[k, t]
-                    w[i] += s_k
-                    ok &= abs(w[i]) <= w_limit  # False for NaN too
-                if bias_index >= 0:
-                    w[bias_index] += bias_x[k] * s_k
-                    ok &= abs(w[bias_index]) <= w_limit
                 deltas[k] /= output_scale(w_gammas[oldest, k], loss_scaling)
             oldest = (oldest + 1) % H
             held -= 1
@@ -340,3 +314,47 @@ def learn_many_lambda_return(
                 return n
     fill[0], fill[1] = held, oldest
     return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _hold(window, slot, recording, n, gammas, tiles, u):  # pragma: no cover - compiled
+    """Transition ``n`` of ``recording`` into the window's ``slot``, its keys computed once."""
+    window.states_t[slot] = recording.states_t[n]
+    window.states_tp1[slot] = recording.states_tp1[n]
+    window.cumulants[slot] = recording.cumulants[n]
+    window.ends[slot] = TERMINAL if recording.terminals[n] else (GAP if recording.cuts[n] else CONTINUES)
+    window.gammas[slot] = gammas[n]
+    state_keys(recording.states_t[n], tiles, u, window.keys_t[slot])
+    state_keys(recording.states_tp1[n], tiles, u, window.keys_tp1[slot])
+
+
+@numba.njit(cache=True, inline="always")
+def _lambda_return(w, window, oldest, last, gamma, s, lam, keys_ts, memory_size, bias_index, b):  # pragma: no cover
+    """The (scaled) lambda-return at ``gamma`` of the oldest held transition, whose return ends ``last`` steps on."""
+    H = window.cumulants.shape[0]
+    at = (oldest + last) % H
+    if window.ends[at] == TERMINAL:
+        G = s * window.cumulants[at]
+    else:
+        G = s * window.cumulants[at] + gamma * _output(w, window.keys_tp1[at], keys_ts, memory_size, bias_index, b)
+    for j in range(last - 1, -1, -1):
+        at = (oldest + j) % H
+        f_next = _output(w, window.keys_tp1[at], keys_ts, memory_size, bias_index, b)
+        G = s * window.cumulants[at] + gamma * ((1.0 - lam) * f_next + lam * G)
+    return G
+
+
+@numba.njit(cache=True, inline="always")
+def _apply_steps(w, idx, steps, bias_x, bias_index, w_limit):  # pragma: no cover - compiled
+    """Add each gamma's step to its active rows (and the bias); whether every weight stayed within w_limit."""
+    ok = True
+    for k in range(steps.shape[0]):
+        s_k = steps[k]
+        for t in range(idx.shape[1]):
+            i = idx[k, t]
+            w[i] += s_k
+            ok &= abs(w[i]) <= w_limit  # False for NaN too
+        if bias_index >= 0:
+            w[bias_index] += bias_x[k] * s_k
+            ok &= abs(w[bias_index]) <= w_limit
+    return ok

@@ -18,6 +18,7 @@ from sensor_msgs.msg import JointState
 from waiting import bound, spin_for, spin_until
 
 from gamma_net_ros.conversions import seconds_to_stamp
+from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
 
 pytestmark = pytest.mark.ros
@@ -72,3 +73,46 @@ def test_a_predictor_counts_a_1khz_burst_on_diagnostics(tmp_path, executor):
         assert node.stop(timeout=bound(30.0)) == 0, log.read_text()
     print(f"sent {sent}, diagnostics {counts}")  # shown with -s
     assert caught_up() and counts["received"] <= sent, (sent, counts, settled)
+
+
+def test_a_horde_ticking_on_joint_states_counts_a_1khz_burst_on_diagnostics(tmp_path, executor):
+    """Every message of ``tick_topic`` is a tick: under a burst its keep-last queue drops some, and the counts
+    say how many came (``received.<topic>``, ``received`` ticks) and how many the learner took (``processed``)."""
+    log = tmp_path / "horde.log"
+    name = "counted_horde"
+    command = node_command(
+        "gamma_net_ros.horde",
+        name=name,
+        params={"questions_file": str(config_file("horde")), "tick_topic": "/joint_states"},
+        remaps={"/joint_states": "/counted_joint_states"},
+    )
+    rig = Node("horde_burst_rig")
+    executor.add_node(rig)
+    states = rig.create_publisher(JointState, "/counted_joint_states", 10)
+    counts: dict[str, int] = {}
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            if status.name.startswith(f"{name}:") and "received" in values:
+                counts.update(received=int(values["received"]), processed=int(values["processed"]))
+                counts.update(topic=int(values["received./joint_states"]))
+
+    rig.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 100)
+    with NodeProcess(command, log_path=log) as node:
+        up = lambda: states.get_subscription_count() > 0 and "received" in counts  # noqa: E731
+        assert spin_until(executor, up, 120.0), log.read_text()
+        sent, began = 0, time.monotonic()
+        while sent < RATE_HZ * BURST_S:
+            while sent < (time.monotonic() - began) * RATE_HZ and sent < RATE_HZ * BURST_S:
+                states.publish(_reading(sent))
+                sent += 1
+            spin_for(executor, 0.0005, step=0.0005)
+        ended = dict(counts)
+        # Caught up: a report after the burst counts every tick taken, and the learner took each.
+        caught_up = lambda: counts["topic"] > ended.get("topic", 0) and counts["received"] == counts["processed"]  # noqa: E731
+        settled = spin_until(executor, caught_up, 60.0)
+        assert node.stop(timeout=bound(30.0)) == 0, log.read_text()
+    print(f"sent {sent}, diagnostics {counts}")  # shown with -s
+    assert settled, (sent, counts)
+    assert 0 < counts["topic"] <= sent and counts["received"] == counts["topic"], (sent, counts)

@@ -67,7 +67,14 @@ def _robot_arm(steps: int):
     rng = np.random.default_rng(0)
     walk = np.clip(0.5 + np.cumsum(rng.normal(0.0, 0.01, size=(steps + 1, 2)), axis=0), 0.0, 1.0)
     speed = np.abs(np.diff(walk[:, 0])) * 30.0  # shoulder speed at 30 Hz, normalized units per second
-    config = GammaNetConfig(step_size=0.1, step_size_decay_steps=steps)  # defaults: the paper's arm
+    config = GammaNetConfig(  # the paper's arm (the library's defaults are the zoo's since)
+        tilings=(100,),
+        tile_widths=(1.0,),
+        memory_size=2048,
+        bias_unit="scaled",
+        step_size=0.1,
+        step_size_decay_steps=steps,
+    )
     return config, TimescaleSampling(n_gamma=1, n_tau=29), walk[:-1], speed, walk[1:]
 
 

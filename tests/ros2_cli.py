@@ -172,11 +172,13 @@ def param_get(node: str, name: str) -> str:
 
 
 def param_set(node: str, name: str, value: str) -> str:
-    """`ros2 param set NODE NAME VALUE`'s output, asked again while the verb's node does not see NODE yet."""
+    """`ros2 param set NODE NAME VALUE`'s output, asked again while the verb's node does not see NODE yet
+    (or, on a loaded machine, ended without a word: its service call's answer never came)."""
     deadline = time.monotonic() + bound(60.0)
     while True:
         result = ros2("param", "set", "--no-daemon", node, name, value)
-        if result.returncode == 0 or "Node not found" not in result.stdout or time.monotonic() > deadline:
+        unseen = "Node not found" in result.stdout or not result.stdout.strip()
+        if not unseen or time.monotonic() > deadline:
             return result.stdout
         time.sleep(0.5)
 

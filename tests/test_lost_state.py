@@ -28,7 +28,7 @@ def test_a_predictor_whose_last_checkpoint_fails_exits_non_zero_in_one_line(tmp_
         params={"checkpoint_path": str(folder / "predictor.npz"), "checkpoint_interval": 3600.0},
     )
     with NodeProcess(command, log_path=log) as node:
-        assert wait_until(lambda: "ready" in log.read_text(), bound(START_S)), log.read_text()
+        assert wait_until(lambda: "ready" in log.read_text(), START_S), log.read_text()
         shutil.rmtree(folder)
         folder.write_text("not a folder")
         code = node.stop(timeout=bound(30.0))

@@ -34,7 +34,7 @@ def test_a_node_in_a_namespace_warns_that_its_sections_checkpoint_path_is_ignore
     log = tmp_path / "predictor.log"
     command = node_command("gamma_net_ros.predictor", params_file=params) + ["-r", "__ns:=/robot"]
     with NodeProcess(command, log_path=log) as node:
-        assert wait_until(lambda: "ready" in log.read_text(), bound(120.0)), log.read_text()
+        assert wait_until(lambda: "ready" in log.read_text(), 120.0), log.read_text()
         assert node.stop(timeout=bound(30.0)) == 0, log.read_text()
     warned = [line for line in log.read_text().splitlines() if "does not apply to this node" in line]
     assert len(warned) == 1 and "'predictor'" in warned[0] and "/robot/predictor" in warned[0], log.read_text()

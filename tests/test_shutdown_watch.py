@@ -169,7 +169,7 @@ def test_a_node_killed_while_a_thread_holds_the_gil_leaves_where_it_was_held(tmp
         process.send_signal(signal.SIGINT)
         process.send_signal(signal.SIGTERM)
         # The whole dump, its main thread last (a kill while the C thread writes would cut it short).
-        assert wait_until(lambda: "hold_the_gil" in "".join(p.read_text() for p in held_files(tmp_path)), bound(30))
+        assert wait_until(lambda: "hold_the_gil" in "".join(p.read_text() for p in held_files(tmp_path)), 30)
         assert process.poll() is None  # still held: the signals could not reach Python
     finally:
         process.kill()

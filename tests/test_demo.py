@@ -59,14 +59,14 @@ def test_a_predictor_slow_to_start_still_gets_its_full_live_run(tmp_path):
     """
     delay = tmp_path / "slow"
     delay.mkdir()
-    # The predictor process (only it) spends 8 s importing its module, as a cold start can: counted
-    # from the start, the 20 s run would keep 12 s of predictions, less than the 500-step horizon (16.7 s).
+    # The predictor process (only it) spends 15 s importing its module, as a cold start can: counted
+    # from the start, the 20 s run would keep 5 s of predictions, less than the 500-step horizon.
     (delay / "sitecustomize.py").write_text(
         "import sys, time\n"
         "class _Slow:\n"
         "    def find_spec(self, name, path=None, target=None):\n"
         "        if name == 'gamma_net_ros.predictor':\n"
-        "            time.sleep(8.0)\n"
+        "            time.sleep(15.0)\n"
         "        return None\n"
         "sys.meta_path.insert(0, _Slow())\n"
     )
@@ -78,7 +78,7 @@ def test_a_predictor_slow_to_start_still_gets_its_full_live_run(tmp_path):
         + ["--out", str(out), "--json", str(out / "demo.json")],
         capture_output=True,
         text=True,
-        timeout=bound(250),  # 8 s of import, then the 20 s live run and its scoring
+        timeout=bound(250),  # 15 s of import, then the 20 s live run and its scoring
         env=env,
     )
     assert result.returncode == 0, result.stdout[-3000:] + result.stderr[-3000:]

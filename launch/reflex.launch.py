@@ -182,6 +182,7 @@ def generate_launch_description():
                     LaunchConfiguration("obstacle_high"),
                 ],
                 name="servo_emulator",
+                additional_env=node_env(),  # it stops with this launch, however that ends
                 output="screen",
                 # On Ctrl-C it answers until the driver has let go of the port (its --grace-s).
                 on_exit=_emulator_ended,

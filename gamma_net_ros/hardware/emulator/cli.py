@@ -11,6 +11,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from gamma_net_ros import entry
 from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.hardware.emulator.bank import ServoBank
 from gamma_net_ros.hardware.emulator.control import check_control_free
@@ -93,6 +94,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     # read and torque-off (until it closes the port) rather than vanish under it. SIGTERM: now.
     signal.signal(signal.SIGINT, lambda *_: wind_down.set())
     signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    # Started by `ros2 launch` (reflex.launch.py): a launch that ends at once (SIGTERM) must not leave
+    # the servos behind; its end now sends SIGTERM here, as it does to the launch's nodes.
+    entry.stop_with_parent()
     try:
         emulator.open_port()
         print(f"servo emulator: ids {args.ids} on {emulator.port} -> {emulator.device}; control {control}", flush=True)

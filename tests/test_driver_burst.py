@@ -23,7 +23,7 @@ from rclpy.node import Node
 from rclpy.qos import qos_profile_sensor_data
 from sensor_msgs.msg import JointState
 from test_dynamixel_driver import servo_state
-from waiting import bound, spin_for, spin_until
+from waiting import bound, publish_burst, spin_until
 
 from gamma_net_ros.paths import config_file
 from gamma_net_ros.processes import NodeProcess, node_command
@@ -64,12 +64,7 @@ def test_a_1khz_burst_is_counted_and_the_last_command_reaches_the_servos(tmp_pat
         # Up, and the graph clean (a process of an earlier test may be listed on joint_commands a moment longer).
         ready = lambda: bool(states) and commands.get_subscription_count() > 0 and counts.get("clean")  # noqa: E731
         assert spin_until(executor, ready, 120.0, step=0.1), log.read_text()
-        sent, began = 0, time.monotonic()
-        while sent < RATE_HZ * BURST_S:
-            while sent < (time.monotonic() - began) * RATE_HZ and sent < RATE_HZ * BURST_S:
-                commands.publish(_command(sent))
-                sent += 1
-            spin_for(executor, 0.0005, step=0.0005)
+        sent = publish_burst(executor, lambda n: commands.publish(_command(n)), RATE_HZ, BURST_S)
         last = np.array(_command(sent - 1).velocity)
         ended = time.monotonic()
         # A report made after the burst ended counts every command taken, and each taken one was processed.

@@ -8,14 +8,13 @@ from), equal once it has caught up, and never more than were sent.
 from __future__ import annotations
 
 import math
-import time
 
 import pytest
 from diagnostic_msgs.msg import DiagnosticArray
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
-from waiting import bound, spin_for, spin_until
+from waiting import bound, publish_burst, spin_until
 
 from gamma_net_ros.conversions import seconds_to_stamp
 from gamma_net_ros.paths import config_file
@@ -62,12 +61,7 @@ def test_a_predictor_counts_a_1khz_burst_on_diagnostics(tmp_path, executor):
         assert spin_until(executor, lambda: "ready" in log.read_text() and states.get_subscription_count(), 120.0), (
             log.read_text()
         )
-        sent, began = 0, time.monotonic()
-        while sent < RATE_HZ * BURST_S:
-            while sent < (time.monotonic() - began) * RATE_HZ and sent < RATE_HZ * BURST_S:
-                states.publish(_reading(sent))
-                sent += 1
-            spin_for(executor, 0.0005, step=0.0005)
+        sent = publish_burst(executor, lambda n: states.publish(_reading(n)), RATE_HZ, BURST_S)
         caught_up = lambda: counts.get("received", 0) > 0 and counts["received"] == counts["processed"]  # noqa: E731
         settled = spin_until(executor, lambda: caught_up() and counts["received"] == sent, 60.0)
         assert node.stop(timeout=bound(30.0)) == 0, log.read_text()
@@ -102,12 +96,7 @@ def test_a_horde_ticking_on_joint_states_counts_a_1khz_burst_on_diagnostics(tmp_
     with NodeProcess(command, log_path=log) as node:
         up = lambda: states.get_subscription_count() > 0 and "received" in counts  # noqa: E731
         assert spin_until(executor, up, 120.0), log.read_text()
-        sent, began = 0, time.monotonic()
-        while sent < RATE_HZ * BURST_S:
-            while sent < (time.monotonic() - began) * RATE_HZ and sent < RATE_HZ * BURST_S:
-                states.publish(_reading(sent))
-                sent += 1
-            spin_for(executor, 0.0005, step=0.0005)
+        sent = publish_burst(executor, lambda n: states.publish(_reading(n)), RATE_HZ, BURST_S)
         ended = dict(counts)
         # Caught up: a report after the burst counts every tick taken, and the learner took each.
         caught_up = lambda: counts["topic"] > ended.get("topic", 0) and counts["received"] == counts["processed"]  # noqa: E731

@@ -3,13 +3,12 @@
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from waiting import bound
+from test_dynamixel_bus import connected
 
 from gamma_net_ros.hardware import control_table as ct
 from gamma_net_ros.hardware.bus import DynamixelBus, ServoError
@@ -69,17 +68,6 @@ def emulated(tmp_path, bank_class=ServoBank, **bank):
     return ServoEmulator(bank, link=tmp_path / "ttyDXL", rng=np.random.default_rng(0))
 
 
-def connect(bus: DynamixelBus, mode=ct.OperatingMode.POSITION):
-    """``bus.connect``, again while a ping goes unanswered (the emulator's thread starved on a busy machine)."""
-    deadline = time.monotonic() + bound(10.0)
-    while True:
-        try:
-            return bus.connect(mode)
-        except ServoError as error:
-            if "ping got no valid reply" not in str(error) or time.monotonic() > deadline:
-                raise
-
-
 def held(emu, key="profile_velocity"):
     servos = emu.state()["servos"]
     return np.array([servos[1][key], servos[2][key]])
@@ -91,9 +79,9 @@ def test_connect_in_position_mode_caps_every_servo_and_velocity_mode_leaves_it(t
         emu.bank.set(2, ct.DRIVE_MODE, ct.DRIVE_MODE_TIME_BASED_PROFILE)  # Profile Velocity would be a time
         bus = DynamixelBus(emu.port, ids=[1, 2], velocity_max=[2.0, 2.0])
         try:
-            connect(bus, ct.OperatingMode.VELOCITY)
+            connected(bus, ct.OperatingMode.VELOCITY)
             np.testing.assert_array_equal(held(emu), [0.0, 0.0])  # unused in velocity mode: not written
-            connect(bus)
+            connected(bus, ct.OperatingMode.POSITION)
             expected = ct.velocity_units_to_rad_s([50, 83])  # 2.0 rad/s is 83.4 units: rounded down
             np.testing.assert_array_equal(held(emu), expected)
             np.testing.assert_array_equal(bus.profile_velocity, expected)
@@ -107,7 +95,7 @@ def test_connect_in_position_mode_caps_every_servo_and_velocity_mode_leaves_it(t
             # A rebooted servo forgets its cap (RAM): the reconnect after it writes it again.
             emu.bank.reboot(2)
             assert held(emu)[1] == 0.0
-            connect(bus)
+            connected(bus, ct.OperatingMode.POSITION)
             np.testing.assert_array_equal(held(emu), ct.velocity_units_to_rad_s([20, 20]))
         finally:
             bus.close()
@@ -125,7 +113,7 @@ def test_a_servo_that_does_not_hold_its_cap_is_refused_before_torque_goes_on(tmp
     with emulated(tmp_path, bank_class) as emu:
         bus = DynamixelBus(emu.port, ids=[1, 2], velocity_max=2.0)
         with pytest.raises(ServoError, match=named):
-            connect(bus)
+            connected(bus, ct.OperatingMode.POSITION)
         assert not bus.is_open
         assert not any(held(emu, "torque"))  # the servos were never switched on uncapped
 
@@ -135,7 +123,7 @@ def test_a_refused_run_time_change_keeps_the_old_caps(tmp_path):
         emu.bank.refuse_above = 100  # 2.4 rad/s
         bus = DynamixelBus(emu.port, ids=[1, 2], velocity_max=2.0)
         try:
-            connect(bus)
+            connected(bus, ct.OperatingMode.POSITION)
             with pytest.raises(ServoError, match=r"servo 2: set Profile Velocity 125 units \(2.998 rad/s\)"):
                 bus.change_velocity_max(3.0)
             # servo 1 took the new cap before servo 2 refused it: both are back at the old one

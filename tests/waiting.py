@@ -94,3 +94,21 @@ def spin_for(executor, seconds: float, step: float = 0.05) -> None:
     deadline = time.monotonic() + seconds
     while (left := deadline - time.monotonic()) > 0:
         executor.spin_once(timeout_sec=min(step, left))
+
+
+def publish_burst(executor, publish: Callable[[int], None], rate_hz: float, seconds: float) -> int:
+    """Calls ``publish(n)`` for n = 0, 1, ... at ``rate_hz`` for ``seconds`` of real time, spinning between.
+
+    The messages keep to the rate on average (those a slow spin delayed go out together after it):
+    a burst into a node, whose keep-last queues then drop what it cannot take.
+
+    Returns:
+        How many were published: ``rate_hz * seconds``.
+    """
+    total, sent, began = int(rate_hz * seconds), 0, time.monotonic()
+    while sent < total:
+        while sent < min(total, (time.monotonic() - began) * rate_hz):
+            publish(sent)
+            sent += 1
+        spin_for(executor, 0.0005, step=0.0005)
+    return sent

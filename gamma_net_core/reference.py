@@ -23,6 +23,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig, lambda_horizon
+from gamma_net_core.linear.settings import coder_memory_size
 from gamma_net_core.linear.traces import DROP, traced_decay_steps
 from gamma_net_core.tilecoding import draw_tilings
 from gamma_net_core.timescales import TimescaleSampler
@@ -104,15 +105,14 @@ class ReferenceLinearTD:
                 + (1.0,) * n_timescale_dims
             )
             widths = tuple(w * ratio for w in widths)
-        state = draw_tilings(
-            n_dims=len(low), tilings=config.tilings, widths=widths, memory_size=config.memory_size, rng=rng
-        )
+        memory_size = coder_memory_size(config, len(low), widths)
+        state = draw_tilings(n_dims=len(low), tilings=config.tilings, widths=widths, memory_size=memory_size, rng=rng)
         self.coder = ReferenceTileCoder(
             low=low,
             high=high,
             tilings=config.tilings,
             widths=widths,
-            memory_size=config.memory_size,
+            memory_size=memory_size,
             bias=config.bias,
             state=state,
         )

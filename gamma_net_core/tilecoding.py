@@ -47,6 +47,11 @@ def tiles_per_dimension(width: float) -> int:
     return math.ceil(1.0 / width) + 1
 
 
+def unhashed_features(n_dims: int, tilings: Sequence[int], widths: Sequence[float]) -> int:
+    """Features of one feature per tile (the bias apart): each tiling's tiles over ``n_dims`` inputs."""
+    return sum(int(n) * tiles_per_dimension(w) ** n_dims for n, w in zip(tilings, widths))
+
+
 def draw_tilings(
     *,
     n_dims: int,
@@ -100,7 +105,7 @@ def _check_groups(n_dims: int, tilings: Sequence[int], widths: Sequence[float], 
     if memory_size < 0 or memory_size >= 1 << 32:
         raise ValueError(f"memory_size must be in [0, 2**32); got {memory_size!r}")
     if memory_size == 0:
-        total = sum(int(n) * tiles_per_dimension(w) ** n_dims for n, w in zip(tilings, widths))
+        total = unhashed_features(n_dims, tilings, widths)
         if total > MAX_UNHASHED_FEATURES:
             raise ValueError(
                 f"one feature per tile would need {total} features for {n_dims} inputs; set memory_size to hash them"

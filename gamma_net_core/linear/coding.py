@@ -10,7 +10,7 @@ from __future__ import annotations
 import numpy as np
 
 from gamma_net_core.linear.kernels import Coding, alpha_at, timescale_key_table
-from gamma_net_core.linear.settings import N_TIMESCALE_DIMS, TIMESCALE_INPUTS, LinearTDConfig
+from gamma_net_core.linear.settings import N_TIMESCALE_DIMS, TIMESCALE_INPUTS, LinearTDConfig, coder_memory_size
 from gamma_net_core.linear.traces import traced_decay_steps
 from gamma_net_core.tilecoding import TileCoder
 
@@ -36,7 +36,7 @@ def make_coder(
         high=high,
         tilings=config.tilings,
         widths=widths,
-        memory_size=config.memory_size,
+        memory_size=coder_memory_size(config, len(low), widths),
         bias=config.bias,
         rng=rng,
         state=state,

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 
 from gamma_net_core import config as config_lib
 from gamma_net_core.config import setting
+from gamma_net_core.tilecoding import unhashed_features
 from gamma_net_core.timescales import validate_gammas
 
 #: numba code of each timescale input: how many input dimensions it adds and which.
@@ -55,6 +56,14 @@ class LinearTDConfig:
         "1/16: hash them beyond three inputs); paper: arm 2048",
         low=0,
         high=2**32 - 1,
+    )
+    hashing: str = setting(
+        "when_needed",
+        "when the tiles are hashed into memory_size features: when_needed, only when one feature per tile would "
+        "need more than memory_size (the default tiles always fit: no two tiles share a weight); always, whenever "
+        "memory_size > 0. With loss scaling a weight that a short and a long timescale share moves the long one's "
+        "value by up to tau times the short one's error (docs/choosing-settings.md); paper: arm always",
+        choices=("when_needed", "always"),
     )
     bias: bool = setting(True, "add a bias unit active on every input; paper: arm yes (2048 + 1 features)")
     bias_unit: str = setting(
@@ -137,6 +146,14 @@ def default_tile_width(n_inputs: int, tilings: int, memory_size: int) -> float:
         return FINEST_TILE_WIDTH
     k = math.floor((memory_size / tilings) ** (1.0 / n_inputs) + 1e-9) - 1
     return max(FINEST_TILE_WIDTH, 1.0 / max(k, 1))
+
+
+def coder_memory_size(config: LinearTDConfig, n_dims: int, widths) -> int:
+    """The coder's ``memory_size``: 0 (one feature per tile, no collisions) where ``hashing`` is ``when_needed``
+    and the tiles of ``n_dims`` inputs at ``widths`` fit in ``config.memory_size``; else ``config.memory_size``."""
+    if config.hashing == "when_needed" and unhashed_features(n_dims, config.tilings, widths) <= config.memory_size:
+        return 0
+    return config.memory_size
 
 
 @dataclass(frozen=True)
@@ -246,7 +263,7 @@ def uses_ladder(config: LinearTDConfig) -> bool:
 
 
 #: Settings whose default changed, with the value a configuration saved before the change learned with.
-_BEFORE_DEFAULTS = {"bias_unit": "scaled"}
+_BEFORE_DEFAULTS = {"bias_unit": "scaled", "hashing": "always"}
 
 
 def saved_learner_mapping(mapping: dict, *, gamma_net: bool = True) -> dict:
@@ -254,7 +271,8 @@ def saved_learner_mapping(mapping: dict, *, gamma_net: bool = True) -> dict:
 
     A setting missing from it takes the value it had when it was saved: one saved before ``lambda_view``
     existed learned TD(lambda) by traces, so with lam > 0 its view is the backward one; one saved before
-    ``bias_unit`` existed had the bias of the scaled output. Any other missing setting takes its default.
+    ``bias_unit`` existed had the bias of the scaled output, and one saved before ``hashing`` hashed whenever
+    ``memory_size`` > 0. Any other missing setting takes its default.
     ``gamma_net``: a :class:`GammaNetConfig`'s (else the fixed-timescale baseline's, which has no view).
     """
     out = {**{k: v for k, v in _BEFORE_DEFAULTS.items() if k not in mapping}, **mapping}

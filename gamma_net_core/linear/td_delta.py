@@ -37,7 +37,7 @@ import numba
 import numpy as np
 
 from gamma_net_core.linear.kernels import alpha_at
-from gamma_net_core.linear.settings import LinearTDConfig
+from gamma_net_core.linear.settings import LinearTDConfig, coder_memory_size
 from gamma_net_core.tilecoding import TileCoder
 from gamma_net_core.timescales import validate_gammas
 
@@ -68,7 +68,7 @@ class TDDelta:
             high=config.state_high,
             tilings=config.tilings,
             widths=config.tile_widths,
-            memory_size=config.memory_size,
+            memory_size=coder_memory_size(config, config.n_state, config.tile_widths),
             bias=config.bias,
             rng=rng,
         )

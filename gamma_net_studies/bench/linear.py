@@ -71,6 +71,7 @@ def _robot_arm(steps: int):
         tilings=(100,),
         tile_widths=(1.0,),
         memory_size=2048,
+        hashing="always",
         bias_unit="scaled",
         step_size=0.1,
         step_size_decay_steps=steps,

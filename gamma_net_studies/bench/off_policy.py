@@ -43,6 +43,7 @@ def _arm(steps: int):
         tilings=(100,),
         tile_widths=(1.0,),
         memory_size=2048,
+        hashing="always",
         step_size=0.1,
         step_size_decay_steps=steps,
         bias_unit="scaled",

@@ -70,14 +70,16 @@ class LinearGammaNetLearner(ZooLearner):
     name = "linear"
     description = "linear Γ-net, GammaNetConfig() defaults, Gamma_t ~ TimescaleSampling()"
 
-    def __init__(self, name=None, *, changes=None, sampling: TimescaleSampling | None = None) -> None:
+    def __init__(self, name=None, *, changes=None, sampling: TimescaleSampling | None = None, decay=False) -> None:
         super().__init__(name, changes=changes)
         self.sampling = sampling or TimescaleSampling()
+        self.decay = decay
 
-    def config(self, problem: Problem):
+    def config(self, problem: Problem, steps: int = 0):
         from gamma_net_core.linear import GammaNetConfig
 
-        return GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high), **self.changes)
+        decay = {"step_size_decay_steps": steps} if self.decay else {}
+        return GammaNetConfig(state_low=tuple(problem.low), state_high=tuple(problem.high), **self.changes, **decay)
 
     curves = True
 
@@ -87,7 +89,7 @@ class LinearGammaNetLearner(ZooLearner):
         learner keeps its forward view's window and its step count between calls, and the sampler its draws."""
         from gamma_net_core.linear import LinearGammaNet, uses_ladder
 
-        config = self.config(problem)
+        config = self.config(problem, data.steps)
         net = LinearGammaNet(config, rng=rng)
         sampler = TimescaleSampler(self.sampling, rng, fixed=uses_ladder(config))
 
@@ -124,14 +126,20 @@ class FixedTimescaleLearner(ZooLearner):
     #: library's tests hold them equal), so the zoo feeds it the recording only
     modes = ("recording",)
 
+    def __init__(self, name=None, *, changes=None, decay=False) -> None:
+        super().__init__(name, changes=changes)
+        self.decay = decay
+
     def train(self, problem, data, *, mode, rng, gammas):
         from gamma_net_core.linear import FixedTimescaleConfig, FixedTimescaleTD
 
         nets = {}
+        decay = {"step_size_decay_steps": data.steps} if self.decay else {}
         for gamma in np.atleast_1d(gammas):
             config = FixedTimescaleConfig(
-                state_low=tuple(problem.low), state_high=tuple(problem.high), gamma=float(gamma), **self.changes
-            )
+                state_low=tuple(problem.low), state_high=tuple(problem.high), gamma=float(gamma), **self.changes,
+                **decay,
+            )  # fmt: skip
             net = FixedTimescaleTD(config, rng=rng)
             if mode == "recording":
                 net.learn_recording(
@@ -297,7 +305,7 @@ register("linear", LinearGammaNetLearner)
 register(
     "linear_arm",
     lambda: LinearGammaNetLearner(
-        changes={"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "step_size": 0.003}
+        changes={"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "step_size": 0.003}
     ),
 )
 register("linear_lam0.5", lambda: LinearGammaNetLearner(changes={"lam": 0.5}))
@@ -307,3 +315,8 @@ register("neural", NeuralLearner)
 register("neural_raw", lambda: NeuralLearner(features="raw"))
 register("neural_tiles", lambda: NeuralLearner(features="tiles"))
 register("td0_fixed", FixedTimescaleLearner)
+#: not defaults: the recipe for a recording (docs/choosing-settings.md), alpha 0.2 decayed linearly to 0 over the
+#: stream, for the Γ-net and for the baseline alike
+RECORDING_RECIPE = {"step_size": 0.2}
+register("linear_decay", lambda: LinearGammaNetLearner(changes=RECORDING_RECIPE, decay=True))
+register("td0_fixed_decay", lambda: FixedTimescaleLearner(changes=RECORDING_RECIPE, decay=True))

@@ -10,6 +10,7 @@ and only those; every other joint goes out as the rules alone make it.
 from __future__ import annotations
 
 import math
+import pathlib
 from types import SimpleNamespace
 
 import numpy as np
@@ -98,6 +99,17 @@ def test_the_shipped_base_rules_parse_with_forward_held_and_turning_free():
     rule_set = load_rules(config_file("base_reflex_rules"), questions=spec, joint_names=TWIST_AXES)
     assert {r.stop_joints for r in rule_set.rules} == {("linear.x", "linear.y")}
     assert "angular.z" not in rule_set.joints
+
+
+def test_the_guides_base_example_is_the_shipped_file():
+    import re
+
+    import yaml
+
+    repo = pathlib.Path(__file__).resolve().parents[1]
+    guide = (repo / "docs" / "reflex.md").read_text()
+    (block,) = re.findall(r"```yaml\n# config/base_reflex_rules.yaml, as shipped.*?\n(.*?)```", guide, flags=re.S)
+    assert yaml.safe_load(block) == yaml.safe_load((repo / "config" / "base_reflex_rules.yaml").read_text())
 
 
 # -- what a stop of some axes sends

@@ -14,7 +14,9 @@ scaled and held relative to ``joint_states``. Each switch is a ReflexEvent on ``
 and re-sends the last command (a rule switching on also re-sends, restricted, what earlier
 commands left in force on the joints it names); while a fail-safe stop lasts, its hold is re-sent every
 ``hold_period_s`` (steady time). A hold covers every joint the node knows: ``joint_names``, the
-joints on ``joint_states`` and every joint a command has named (:mod:`gamma_net_core.reflex.holds`).
+joints on ``joint_states`` and every joint a command has named (:mod:`gamma_net_core.reflex.holds`);
+a fail-safe ``{stop: [linear.x]}`` holds only the joints it names (a command's others pass through
+the rules), and its re-send is the last command while it is recent, then the hold.
 Malformed inputs are counted and dropped, a command with a non-finite value
 is counted and held (each said in a throttled warning); no callback can end the node (an
 error is logged and the hold sent). A bad rules file or parameter is refused in one line (exit 1).

@@ -216,7 +216,8 @@ class Reflex(Node):
 
     def _send_hold(self, stopped: bool = False) -> None:
         now, last = self._now(), self.last  # stopped: the stop's hold (of some joints: the rest as asked, if recent)
-        if stopped and not self.state.stops_all and last is not None and now - self.last_at <= self.command_stale_s:
+        recent = last is not None and 0.0 <= now - self.last_at <= self.command_stale_s  # (not from the future)
+        if stopped and recent and not self.state.stops_all:
             return self._send(*last)
         self.out.hold((self.state.hold_stopped if stopped else self.state.hold_all)(self.present.known(now)))
 

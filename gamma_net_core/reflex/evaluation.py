@@ -14,13 +14,16 @@ the output is finite; a joint a rule that is on names moves toward the rule's di
 ``scale`` times as much as commanded (a velocity, acceleration or effort toward it is scaled; a
 position goal's step from the present position toward it is scaled); while a stale rule's
 fail-safe is ``stop``, or for a command with a non-finite value (its sender is broken: nothing in
-it is trusted), every joint of the command is held (:meth:`ReflexState.hold`). A position goal
-whose present position is unknown cannot be scaled or held: ``filter`` returns None (not
-forwarded), never the goal.
+it is trusted), every joint of the command is held (:meth:`ReflexState.hold`); while the stop
+names joints (``{stop: [linear.x]}``), those joints of the command are held and the others go
+through the rules as they would without it. A position goal whose present position is unknown
+cannot be scaled or held: ``filter`` returns None (not forwarded), never the goal.
 
 What the node sends is :meth:`ReflexState.outputs`: the command filtered, or, while stopped and
 for a command not trusted, the hold of every joint the reflex knows (:mod:`.holds`), not only
-the command's. :meth:`ReflexState.decide` takes whether the clock is trusted: a stalled clock
+the command's; while a stop names joints, the command filtered and the hold of the stop's joints
+it does not name (property-tested in tests/test_reflex_axes.py). :meth:`ReflexState.decide`
+takes whether the clock is trusted: a stalled clock
 (:class:`~gamma_net_core.reflex.holds.ClockGuard`) leaves every input stale.
 
 :func:`prediction_value` reads a rule's value out of a Horde's published predictions.
@@ -28,6 +31,7 @@ the command's. :meth:`ReflexState.decide` takes whether the clock is trusted: a 
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -68,11 +72,14 @@ class Outputs:
       held: they are the hold of every joint (stopped, or the command not trusted), not the
         command filtered.
       unheld: joints the hold could not hold (a position goal's, without its present position).
+      holds: while a stop names joints, the holds of those the command does not name, sent after
+        ``commands`` (the robot may still be moving them on an earlier command).
     """
 
     commands: list[JointCommand]
     held: bool = False
     unheld: tuple[str, ...] = ()
+    holds: list[JointCommand] = dataclasses.field(default_factory=list)
 
 
 @dataclass(frozen=True)
@@ -99,7 +106,8 @@ class ReflexState:
         self.joints = joints or KnownJoints((), HoldRule((), fields_from_commands=True))
         self.in_force = InForce()  # what went out, by joint: a rule switching on restricts it all
         self.status = [RuleStatus() for _ in rule_set.rules]
-        self.stopped = False  # a stale rule whose fail-safe is stop holds every joint still
+        self.stopped = False  # a stale rule whose fail-safe is stop holds its joints still
+        self.stop_joints: tuple[str, ...] | None = None  # while stopped, the joints held (None: every joint)
         self.held: dict[str, float] = {}  # the positions a stop holds, latched at its start (no drift)
 
     def observe(self, index: int, value: float, now: float) -> None:
@@ -116,12 +124,13 @@ class ReflexState:
         (never seen, older than ``stale_after_s``, or seen after ``now``: the clock stepped back;
         or every input, while ``clock_stalled``: a clock that stood still says nothing of age)
         its fail-safe decides: ``hold`` keeps it
-        as it is, ``pass`` switches it off, ``stop`` switches it off and stops every joint.
+        as it is, ``pass`` switches it off, ``stop`` switches it off and stops its
+        ``stop_joints`` (every joint, or those it names: :attr:`stop_joints` is their union).
         ``stop`` stops every joint whatever the rules say (an input not to be trusted: a stranger
         publishing on it).
         """
         changes = []
-        stopped = False
+        stop_all, stopping = stop, {}
         for rule, status in zip(self.rule_set.rules, self.status):
             # A value from the future (the clock stepped back) is not fresh either: the fail-safe acts.
             fresh = 0.0 <= now - status.seen <= self.rule_set.stale_after_s
@@ -130,7 +139,10 @@ class ReflexState:
             if status.stale:
                 if rule.fail_safe in ("pass", "stop"):
                     on, reason = False, "stale"
-                stopped = stopped or rule.fail_safe == "stop"
+                if rule.fail_safe == "stop" and rule.stop_joints is None:
+                    stop_all = True
+                elif rule.fail_safe == "stop":
+                    stopping.update(dict.fromkeys(rule.stop_joints))
             elif not status.on and rule.is_met(status.value):
                 on, reason = True, "threshold"
             elif status.on and rule.is_released(status.value) and now - status.since >= rule.hold_s:
@@ -140,16 +152,24 @@ class ReflexState:
                 if on:
                     status.since = now
                 changes.append(Change(rule, on, status.value, reason))
-        self.stopped = stopped = stopped or stop
-        if not stopped:
+        self.stopped = stop_all or bool(stopping)
+        self.stop_joints = None if stop_all or not stopping else tuple(stopping)
+        if not self.stopped:
             self.held.clear()
+        elif self.stop_joints is not None:  # a joint free again is latched afresh when next held
+            self.held = {n: x for n, x in self.held.items() if n in stopping}
         return changes
+
+    @property
+    def stops_all(self) -> bool:
+        """Whether a stop holds every joint (not only those a ``{stop: [...]}`` fail-safe names)."""
+        return self.stopped and self.stop_joints is None
 
     def apply(self, names: Sequence[str], velocity) -> np.ndarray:
         """Velocity commands for joints ``names`` after the responses of the rules that are on.
 
         Joints no rule names pass unchanged; while a stale rule's fail-safe is ``stop``, or if a
-        command is not finite, every command is zero.
+        command is not finite, every command is zero (only the stop's joints, where it names them).
         """
         command = JointCommand(tuple(names), velocity=np.array([velocity], dtype=np.float64))
         return self.filter(command).velocity[0]
@@ -165,7 +185,7 @@ class ReflexState:
           The command to send, or None where it has a position goal that cannot be decided
           (a rule or the fail-safe concerns the joint and its present position is not known).
         """
-        if self.stopped or not command.is_finite():
+        if self.stops_all or not command.is_finite():
             return self.hold(command, present)
         fields = {f: getattr(command, f).copy() for f in command.fields}
         here = present_of(command.names, present) if "position" in fields else None
@@ -187,7 +207,30 @@ class ReflexState:
                     moving = toward(step, response.direction)
                     step[moving] *= response.scale
                     fields["position"][:, j] = np.where(moving, here[j] + step, fields["position"][:, j])
+        if self.stopped and not self._hold_columns(command.names, fields, present):
+            return None
         return command.with_fields(**fields)
+
+    def _hold_columns(self, names: Sequence[str], fields: dict[str, np.ndarray], present) -> bool:
+        """Hold, in place, the columns of ``fields`` of the joints the stop names; False where a position is not known.
+
+        Every point keeps the held joint still (no motion, its latched position), so a trajectory
+        moving the free joints still goes out whole.
+        """
+        held = [j for j, name in enumerate(names) if name in (self.stop_joints or ())]
+        if not held:
+            return True
+        for f in MOTION:
+            if f in fields:
+                fields[f][:, held] = 0.0
+        if "position" in fields:
+            known = {**{n: x for n, x in (present or {}).items() if math.isfinite(x)}, **self.held}
+            if any(names[j] not in known for j in held):
+                return False
+            for j in held:
+                self.held.setdefault(names[j], known[names[j]])
+                fields["position"][:, j] = self.held[names[j]]
+        return True
 
     def hold(self, command: JointCommand, present: Mapping[str, float] | None = None) -> JointCommand | None:
         """Every joint of ``command`` held: one point, no motion, position goals at the present position.
@@ -216,15 +259,20 @@ class ReflexState:
         """What to send for ``command``: filtered (:meth:`filter`), or every known joint held (:meth:`hold_all`).
 
         The command's joints and fields join :attr:`joints`; one that goes out at ``now`` is in force
-        (:attr:`in_force`) until a hold.
+        (:attr:`in_force`) until a hold. While a stop names joints, those the command does not name
+        are held as well (:attr:`Outputs.holds`).
         """
         self.joints.saw_command(command)
-        if self.stopped or not command.is_finite():
+        if self.stops_all or not command.is_finite():
             return self.hold_all(present)
         out = self.filter(command, present)
         if out is not None and now is not None:
             self.in_force.saw(command, now)
-        return Outputs([] if out is None else [out])
+        if not self.stopped:
+            return Outputs([] if out is None else [out])
+        self.in_force.drop(self.stop_joints)  # what went out to them was their hold
+        rest = self.hold_stopped(present, exclude=command.names)
+        return Outputs([] if out is None else [out], unheld=rest.unheld, holds=rest.commands)
 
     def restricted(
         self, changes: Sequence[Change], present: Mapping[str, float] | None, *, now: float, stale_s: float,
@@ -266,6 +314,25 @@ class ReflexState:
             self.held.update((n, known[n]) for n in self.joints.names if n in known and n not in self.held)
         commands, unheld = hold_commands(self.joints, known)
         self.in_force.clear()
+        return Outputs(commands, held=True, unheld=unheld)
+
+    def hold_stopped(self, present: Mapping[str, float] | None = None, *, exclude: Sequence[str] = ()) -> Outputs:
+        """The hold of the joints the stop names (every joint: :meth:`hold_all`), less ``exclude``.
+
+        A form whose messages name every joint (a Twist, a forward controller's array) cannot
+        leave one out: with no command to take the free joints' values from, its hold is every
+        joint's (a base's free axes at zero, as its own ``cmd_vel`` timeout would leave them).
+        """
+        if self.stop_joints is None or (self.joints.rule.layout and not exclude):
+            return self.hold_all(present)
+        names = [n for n in self.joints.names if n in self.stop_joints and n not in exclude]
+        if self.joints.rule.layout or not names:
+            return Outputs([], held=True)
+        known = {**{n: x for n, x in (present or {}).items() if math.isfinite(x)}, **self.held}
+        if "position" in self.joints.fields:
+            self.held.update((n, known[n]) for n in names if n in known and n not in self.held)
+        commands, unheld = hold_commands(self.joints.only(names), known)
+        self.in_force.drop(names)
         return Outputs(commands, held=True, unheld=unheld)
 
     @property

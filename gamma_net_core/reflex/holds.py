@@ -96,6 +96,13 @@ class KnownJoints:
         if self.rule.fields_from_commands:
             self._fields.update(command.fields)
 
+    def only(self, names: Iterable[str]) -> KnownJoints:
+        """Those of the joints known that are in ``names`` (in the order known), with the same fields and hold."""
+        keep = set(names)
+        out = KnownJoints((n for n in self._names if n in keep), self.rule)
+        out._fields, out.on_states = set(self._fields), self.on_states & keep
+        return out
+
     def _join(self, names: Iterable[str]) -> None:
         if not self.rule.layout:
             self._names.update(dict.fromkeys(names))
@@ -167,6 +174,11 @@ class InForce:
     def clear(self) -> None:
         """A hold went out: nothing commanded before it is in force."""
         self._last.clear()
+
+    def drop(self, names: Iterable[str]) -> None:
+        """A hold of ``names`` went out: nothing commanded to them before it is in force."""
+        for name in names:
+            self._last.pop(name, None)
 
     def commands(self, names: Iterable[str], *, now: float, stale_s: float) -> list[JointCommand]:
         """The commands in force for ``names``, one per set of fields.

@@ -3,7 +3,8 @@
 A rules file::
 
     stale_after_s: 0.5          # an input older than this is stale (s; at most 60)
-    fail_safe: stop             # what a rule whose input is stale does: hold, pass or stop
+    fail_safe: stop             # what a rule whose input is stale does: hold, pass or stop (every
+                                #   joint held; also {stop: all}), or {stop: [linear.x]}: those held, the rest free
     rules:
       - name: shoulder_stall_ahead
         source: prediction      # prediction (default) or signal: the same rule on the present signal
@@ -15,6 +16,7 @@ A rules file::
         release: 0.3            # hysteresis: the rule lets go past this (default: the threshold)
         hold_s: 0.5             # once on, it stays on at least this long (default 0)
         response: {scale: 0.0, joints: [shoulder], direction: positive}   # or {event: true}
+        # fail_safe: {stop: [shoulder]}   # a rule's own fail-safe (default: the file's)
 
 What a rule compares with its threshold, so that the same threshold means the same on both sources:
 
@@ -28,6 +30,13 @@ Responses: ``scale`` multiplies the velocity commands of ``joints`` (0 zeroes th
 moving in ``direction`` (``positive``, ``negative`` or ``both``, the default), so a reflex can stop
 motion toward a hazard and still let the arm move away from it. ``event: true`` only publishes
 an event. Every rule's switching on and off is published as an event either way.
+
+Fail-safes (``fail_safe``, the file's default and each rule's own): ``hold`` keeps a stale rule as
+it is, ``pass`` switches it off, ``stop`` (or ``{stop: all}``) switches it off and holds every
+joint the reflex knows. ``{stop: [joints]}`` holds only the joints (or a base's axes) it names and
+leaves the others to the rules: a base whose range rule cannot see stops driving forward
+(``linear.x``) and can still turn away. ``stop`` is the default because only the robot's own
+designer knows which axes are safe to leave free.
 """
 
 from __future__ import annotations
@@ -43,6 +52,8 @@ from gamma_net_core.horde.questions import HordeSpec
 
 SOURCES = ("prediction", "signal")
 FAIL_SAFES = ("hold", "pass", "stop")
+#: ``{stop: all}``: the fail-safe stop of every joint, as ``stop`` says it.
+STOP_ALL = "all"
 DIRECTIONS = ("both", "positive", "negative")
 ORIGINS = ("horde", "predictor")
 _RULE_KEYS = {
@@ -130,8 +141,10 @@ class Rule:
       release: where it switches off again (at or below the threshold for ``above``; at or above for ``below``).
       hold_s: once on, the rule stays on at least this long, s.
       fail_safe: what it does while its input is stale: ``hold`` (stay as it is), ``pass``
-        (off), ``stop`` (zero every joint's command).
+        (off), ``stop`` (off, and hold the joints of ``stop_joints``).
       response: what it does while on.
+      stop_joints: the joints (or axes) a ``stop`` holds, in file order; None: every joint the
+        reflex knows (``stop``, ``{stop: all}``).
     """
 
     name: str
@@ -146,6 +159,14 @@ class Rule:
     hold_s: float
     fail_safe: str
     response: Response
+    stop_joints: tuple[str, ...] | None = None
+
+    @property
+    def fail_safe_label(self) -> str:
+        """The fail-safe in words, as the rules file says it (``stop``, ``stop [linear.x]``)."""
+        if self.fail_safe == "stop" and self.stop_joints is not None:
+            return f"stop {list(self.stop_joints)}"
+        return self.fail_safe
 
     def is_met(self, value: float) -> bool:
         """Whether ``value`` is past the threshold (switches the rule on)."""
@@ -200,7 +221,8 @@ def load_rules(
       FileNotFoundError: no such file.
       ValueError: one line naming the file, the rule and the key at fault (unknown question,
         readout, joint or predictor cumulant, a timescale outside the learner's range, a missing,
-        unknown or duplicated key, ``stale_after_s`` above :data:`MAX_STALE_AFTER_S`).
+        unknown or duplicated key, ``stale_after_s`` above :data:`MAX_STALE_AFTER_S`, a fail-safe
+        stop naming an unknown joint, a joint twice, or none).
     """
     doc, where = read_document(source, kind="rules")
     try:
@@ -216,7 +238,7 @@ def _rule_set(doc: Any, questions: HordeSpec, joint_names: tuple[str, ...], pred
     stale = _number(doc.get("stale_after_s", 0.5), "stale_after_s", low=0.0, high=MAX_STALE_AFTER_S)
     if stale <= 0:
         raise ValueError(f"stale_after_s must be positive; got {stale!r}")
-    default_fail_safe = _choice(doc.get("fail_safe", "stop"), FAIL_SAFES, "fail_safe")
+    default_fail_safe = _fail_safe(doc.get("fail_safe", "stop"), joint_names)
     entries = doc.get("rules")
     if not isinstance(entries, list) or not entries:
         raise ValueError("'rules' must be a non-empty list")
@@ -249,7 +271,11 @@ def first_duplicate(names: Iterable[str]) -> str | None:
 
 
 def _rule(
-    m: Any, questions: HordeSpec, joint_names: tuple[str, ...], default_fail_safe: str, predictor: PredictorSpec | None
+    m: Any,
+    questions: HordeSpec,
+    joint_names: tuple[str, ...],
+    default_fail_safe: tuple[str, tuple[str, ...] | None],
+    predictor: PredictorSpec | None,
 ) -> Rule:
     if not isinstance(m, Mapping):
         raise ValueError(f"expected a mapping; got {type(m).__name__}")
@@ -303,7 +329,7 @@ def _rule(
         side = "at or below" if above else "at or above"
         raise ValueError(f"release {release:g} must be {side} the threshold {threshold:g}")
     hold_s = _number(m.get("hold_s", 0.0), "hold_s", low=0.0, high=MAX_HOLD_S)
-    fail_safe = _choice(m.get("fail_safe", default_fail_safe), FAIL_SAFES, "fail_safe")
+    fail_safe, stop_joints = _fail_safe(m["fail_safe"], joint_names) if "fail_safe" in m else default_fail_safe
     return Rule(
         name=name,
         origin=origin,
@@ -317,7 +343,33 @@ def _rule(
         hold_s=hold_s,
         fail_safe=fail_safe,
         response=_response(m["response"], joint_names),
+        stop_joints=stop_joints,
     )
+
+
+def _fail_safe(value: Any, joint_names: tuple[str, ...]) -> tuple[str, tuple[str, ...] | None]:
+    """``(fail_safe, stop_joints)`` of a ``fail_safe`` value: a name, or ``{stop: all}`` / ``{stop: [joints]}``."""
+    if not isinstance(value, Mapping):
+        if value not in FAIL_SAFES:
+            raise ValueError(
+                f"fail_safe must be one of {list(FAIL_SAFES)}, {{stop: all}} or {{stop: [joints]}}; got {value!r}"
+            )
+        return value, None
+    if set(value) != {"stop"}:
+        raise ValueError(
+            f"fail_safe as a mapping takes one key, stop ({{stop: all}} or {{stop: [joints]}}); got {dict(value)!r}"
+        )
+    joints = value["stop"]
+    if joints == STOP_ALL:
+        return "stop", None
+    if not isinstance(joints, list) or not joints or not all(isinstance(j, str) and j for j in joints):
+        raise ValueError(f"fail_safe stop must be 'all' or a non-empty list of joints; got {joints!r}")
+    for joint in joints:
+        if joint not in joint_names:
+            raise ValueError(f"fail_safe stop: unknown joint {joint!r}; the commanded joints: {list(joint_names)}")
+    if (twice := first_duplicate(joints)) is not None:
+        raise ValueError(f"fail_safe stop names {twice!r} twice")
+    return "stop", tuple(joints)
 
 
 def _response(m: Any, joint_names: tuple[str, ...]) -> Response:

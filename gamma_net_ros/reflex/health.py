@@ -15,7 +15,7 @@ def rules_health(state: ReflexState, rule_set: RuleSet, counts: dict, *, clock_s
     stale = state.stale
     values = {"active": ",".join(state.active) or "none", "stale": ",".join(stale) or "none", **counts}
     if stale:
-        fail_safes = sorted({r.fail_safe for r in rule_set.rules if r.name in stale})
+        fail_safes = sorted({r.fail_safe_label for r in rule_set.rules if r.name in stale})
         why = "the clock stands still: " if clock_stalled else ""
         return Health(WARN, f"{why}stale input for rules {stale}: fail-safe {'/'.join(fail_safes)}", values)
     return Health(OK, f"{len(state.active)} of {len(rule_set.rules)} rules on", values)
@@ -26,6 +26,23 @@ def clock_line(stalled: bool, limit_s: float, now: float) -> str:
     if stalled:
         return f"the clock has not advanced for {limit_s:g} s of steady time (at {now:.3f} s): every input is stale"
     return "the clock advances again"
+
+
+def say_clock(logger, stalled: bool, limit_s: float, now: float) -> None:
+    """Log :func:`clock_line`: an error when the clock stands still, info when it advances again."""
+    line = clock_line(stalled, limit_s, now)
+    if stalled:  # one call site per severity: rclpy refuses a call site whose severity changes
+        logger.error(line)
+    else:
+        logger.info(line)
+
+
+def stop_line(state: ReflexState) -> str:
+    """The warning of a fail-safe stop beginning (or changing the joints it holds)."""
+    held = (
+        "every joint held" if state.stop_joints is None else f"joints {list(state.stop_joints)} held, the others free"
+    )
+    return f"stale input for rules {state.stale}: fail-safe stop, {held}"
 
 
 def event_msg(change: Change, stamp: Time) -> ReflexEvent:

@@ -14,7 +14,9 @@ scaled and held relative to ``joint_states``. Each switch is a ReflexEvent on ``
 and re-sends the last command (a rule switching on also re-sends, restricted, what earlier
 commands left in force on the joints it names); while a fail-safe stop lasts, its hold is re-sent every
 ``hold_period_s`` (steady time). A hold covers every joint the node knows: ``joint_names``, the
-joints on ``joint_states`` and every joint a command has named (:mod:`gamma_net_core.reflex.holds`).
+joints on ``joint_states`` and every joint a command has named (:mod:`gamma_net_core.reflex.holds`);
+a fail-safe ``{stop: [linear.x]}`` holds only the joints it names (a command's others pass through
+the rules), and its re-send is the last command while it is recent, then the hold.
 Malformed inputs are counted and dropped, a command with a non-finite value
 is counted and held (each said in a throttled warning); no callback can end the node (an
 error is logged and the hold sent). A bad rules file or parameter is refused in one line (exit 1).
@@ -50,7 +52,7 @@ from gamma_net_ros.conversions import clock_seconds
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.horde.topics import message_class
 from gamma_net_ros.node_main import run_node
-from gamma_net_ros.reflex.health import clock_line, event_line, event_msg, rules_health
+from gamma_net_ros.reflex.health import event_line, event_msg, rules_health, say_clock, stop_line
 from gamma_net_ros.reflex.outputs import COUNTS, CommandOut
 from gamma_net_ros.reflex.settings import declare_settings, fixed_clock, load_command_path, signal_readers, watch_inputs
 
@@ -171,23 +173,19 @@ class Reflex(Node):
     def tick(self) -> None:
         self.decide()
         if self.state.stopped and not 0.0 <= time.monotonic() - self.out.sent_at < self.hold_period_s:
-            self._send_hold()  # a silent operator cannot leave a goal in force
+            self._send_hold(stopped=True)  # a silent operator cannot leave a goal in force
 
     def decide(self, resend: bool = True) -> None:
         """Update the rules; publish an event per switch, and re-send the last command after one."""
-        now, was_stopped = self._now(), self.state.stopped
+        now, was_stopped, was_stop = self._now(), self.state.stopped, self.state.stop_joints
         stalled = self.clock_guard.stalled(now, time.monotonic())
         if stalled != self.clock_stalled:
             self.counts["clock_stalls"] += stalled
-            line = clock_line(stalled, self.rule_set.stale_after_s, now)
-            if stalled:  # one call site per severity: rclpy refuses a call site whose severity changes
-                self.get_logger().error(line)
-            else:
-                self.get_logger().info(line)
+            say_clock(self.get_logger(), stalled, self.rule_set.stale_after_s, now)
         self.clock_stalled = stalled
         changes = self.state.decide(now, clock_stalled=stalled, stop=self.graph.stopping)
-        if self.state.stopped and not was_stopped and not self.graph.stopping:  # (the graph check says its own)
-            self.get_logger().warning(f"stale input for rules {self.state.stale}: fail-safe stop, every joint held")
+        if self.state.stopped and (self.state.stop_joints != was_stop or not was_stopped) and not self.graph.stopping:
+            self.get_logger().warning(stop_line(self.state))  # (the graph check says its own)
         elif was_stopped and not self.state.stopped:
             self.get_logger().info("inputs fresh again: commands pass through the rules")
         for change in changes:
@@ -205,7 +203,7 @@ class Reflex(Node):
             restricting = "position" in command.fields and any(c.on for c in changes)
             if restricting or now - self.last_at <= self.command_stale_s:
                 self._send(command, msg)
-        if resend and any(c.on for c in changes) and not self.state.stopped:
+        if resend and any(c.on for c in changes) and not self.state.stops_all:
             # What earlier commands left in force at the robot (the shoulder, when the last named the elbow).
             last = self.last[0].names if self.last is not None else ()
             known, stale_s = self.present.known(now), self.command_stale_s
@@ -216,8 +214,12 @@ class Reflex(Node):
         outputs = self.state.outputs(command, self.present.known(now), now=now)
         self.out.command(outputs, command, msg, stopped=self.state.stopped)
 
-    def _send_hold(self) -> None:
-        self.out.hold(self.state.hold_all(self.present.known(self._now())))
+    def _send_hold(self, stopped: bool = False) -> None:
+        now, last = self._now(), self.last  # stopped: the stop's hold (of some joints: the rest as asked, if recent)
+        recent = last is not None and 0.0 <= now - self.last_at <= self.command_stale_s  # (not from the future)
+        if stopped and recent and not self.state.stops_all:
+            return self._send(*last)
+        self.out.hold((self.state.hold_stopped if stopped else self.state.hold_all)(self.present.known(now)))
 
     def _health(self) -> Health:
         return self.graph.amend(rules_health(self.state, self.rule_set, self.counts, clock_stalled=self.clock_stalled))

@@ -42,12 +42,16 @@ class CommandOut:
             self.node.get_logger().warning(
                 "no fresh joint_states: a position goal is not forwarded", throttle_duration_sec=5.0
             )
+            if outputs.holds or outputs.unheld:
+                self.hold(Outputs(outputs.holds, held=True, unheld=outputs.unheld))
             return
         (out,) = outputs.commands
         self._publish(out, msg)
         self.counts["commands"] += 1
         if not all(np.array_equal(getattr(out, f), getattr(command, f)) for f in command.fields):
             self.counts["scaled"] += 1
+        if outputs.holds or outputs.unheld:  # a stop of some joints: those the command did not name
+            self.hold(Outputs(outputs.holds, held=True, unheld=outputs.unheld))
 
     def hold(self, outputs: Outputs, msg=None, *, count: str = "held", stopped: bool = False) -> None:
         """A hold of every known joint; a joint it cannot hold (no present position) is counted and named."""

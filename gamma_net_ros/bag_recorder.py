@@ -19,12 +19,21 @@ recording stops there, exit code 1.
 
 Ctrl-C or SIGTERM (or ``max_messages`` reached) closes the bag: its index
 and ``metadata.yaml`` are written, so what was recorded is a complete, readable bag.
+
+Nothing is lost silently. ``/diagnostics`` counts, in all and per topic (``.<topic>``):
+``received`` (handed to the node) = ``processed`` (written to the bag) + ``skipped`` (not
+written, by reason: ``skipped.max_messages`` after the limit, ``skipped.write_failed`` and
+``skipped.stopped`` after a write failed, ``skipped.topic_refused`` after a topic was refused),
+and ``lost`` (sent, never handed: gaps in each publisher's sequence numbers, a keep-last queue
+of ``DEPTH`` that overflowed). The last line at exit says the same. A write that fails (a full
+disk) stops the recording in one error line, exit code 1.
 """
 
 from __future__ import annotations
 
 import re
 import shutil
+import sqlite3
 import sys
 import time
 
@@ -32,9 +41,10 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rosbags.rosbag2 import StoragePlugin, Writer
+from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
 
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
+from gamma_net_ros.graph_watch import Arrivals
 from gamma_net_ros.msg_definitions import MessageDefinitions
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
@@ -75,11 +85,13 @@ class BagRecorder(Node):
         self.definitions = MessageDefinitions()
         self.writer = Writer(self.path, version=9, storage_plugin=STORAGES[storage])
         self.writer.open()
-        self.counts: dict[str, int] = {}
-        self.received = 0  # messages handed to the node (those after max_messages included)
+        self.counts: dict[str, int] = {}  # topic -> messages written
+        self.arrivals: dict[str, Arrivals] = {}  # topic -> messages handed to the node, and lost on the way
+        self.skipped: dict[str, int] = {}  # why -> messages handed to the node and not written
         self.recorded = 0
-        self.failed = False  # a topic refused: the recording stops, exit code 1
+        self.failed = False  # a topic refused, or a write failed: the recording stops, exit code 1
         self.done = False
+        self.why_done = "max_messages"  # the reason a message that comes once done is skipped
         self.began = time.monotonic()
         self.noticed = False
         self.stopping = False
@@ -112,7 +124,7 @@ class BagRecorder(Node):
                 self.get_logger().error(
                     f"refusing to record {topic}: its publishers disagree on its type ({' and '.join(types)})"
                 )
-                self.failed = self.done = True
+                self._stop("topic_refused")
                 return
             if topic in self.types or not publishers:
                 continue
@@ -120,7 +132,7 @@ class BagRecorder(Node):
                 self._subscribe(topic, types[0], [p.qos_profile for p in publishers])
             except (ValueError, ImportError, AttributeError) as exc:  # a type not installed or not defined here
                 self.get_logger().error(f"cannot record {topic} ({types[0]}): {exc}")
-                self.failed = self.done = True
+                self._stop("topic_refused")
                 return
             self.types[topic] = types[0]
         waiting = [t for t in self.topics if t not in self.types]
@@ -146,32 +158,68 @@ class BagRecorder(Node):
             durability=DurabilityPolicy.TRANSIENT_LOCAL if transient else DurabilityPolicy.VOLATILE,
         )
         self.counts[topic] = 0
-        self.create_subscription(msg_type, topic, lambda data: self._record(topic, connection, data), qos, raw=True)
+        arrivals = self.arrivals[topic] = Arrivals()
+
+        def record(data: bytes, info) -> None:
+            arrivals.arrived(info)
+            self._record(topic, connection, data)
+
+        self.create_subscription(msg_type, topic, record, qos, raw=True)
         self.get_logger().info(
             f"recording {topic} ({type_name}, {'reliable' if reliable else 'best effort'}"
             f"{', transient local' if transient else ''})"
         )
 
     def _record(self, topic: str, connection, data: bytes) -> None:
-        self.received += 1
         if self.done:
+            self._skip(self.why_done)
             return
-        self.writer.write(connection, self.get_clock().now().nanoseconds, data)
+        try:
+            self.writer.write(connection, self.get_clock().now().nanoseconds, data)
+        except (OSError, sqlite3.Error, WriterError) as exc:  # a full disk, a file limit: the rest fails too
+            self.get_logger().error(f"cannot write {topic} to {self.path} ({exc}): recording stopped")
+            self._skip("write_failed")
+            self._stop("stopped")
+            return
         self.counts[topic] += 1
         self.recorded += 1
         if self.max_messages and self.recorded >= self.max_messages:
             self.done = True
 
-    def report_health(self) -> Health:
-        """What reached the node and what of it is in the bag, per topic too."""
-        waiting = [t for t in self.topics if t not in self.types]
+    def _skip(self, why: str) -> None:
+        self.skipped[why] = self.skipped.get(why, 0) + 1
+
+    def _stop(self, why: str) -> None:
+        """Stop recording, as a failure (exit code 1); messages that come after are skipped as ``why``."""
+        self.failed = self.done = True
+        self.why_done = why
+
+    @property
+    def received(self) -> int:
+        """Messages handed to the node: written, or skipped (after max_messages, or once recording stopped)."""
+        return sum(a.received for a in self.arrivals.values())
+
+    def input_counts(self) -> dict[str, int]:
+        """``received`` = ``processed`` (written) + ``skipped``, and ``lost`` (never handed); also per topic."""
         values = {
             "received": self.received,
             "processed": self.recorded,
-            **{f"recorded.{topic}": count for topic, count in self.counts.items()},
+            "skipped": sum(self.skipped.values()),
+            "lost": sum(a.lost for a in self.arrivals.values()),
+            **{f"skipped.{why}": count for why, count in self.skipped.items()},
         }
+        for topic, a in self.arrivals.items():
+            values.update({f"received.{topic}": a.received, f"recorded.{topic}": self.counts[topic]})
+            values[f"lost.{topic}"] = a.lost
+        return values
+
+    def report_health(self) -> Health:
+        """What reached the node and what of it is in the bag, per topic too."""
+        waiting = [t for t in self.topics if t not in self.types]
+        values = self.input_counts()
         if self.failed:
-            return Health(ERROR, "a topic was refused: recording stopped", values)
+            what = "a write failed" if self.why_done == "stopped" else "a topic was refused"
+            return Health(ERROR, f"{what}: recording stopped", values)
         if waiting:
             return Health(WARN, f"no publisher yet on {waiting}", values)
         return Health(OK, f"recording to {self.path}", values)
@@ -205,7 +253,12 @@ class BagRecorder(Node):
             self.writer.close()  # the index and metadata.yaml: a complete bag
             self.writer = None
             counts = ", ".join(f"{t} {n}" for t, n in self.counts.items()) or "no topic had a publisher"
-            self.get_logger().info(f"wrote {self.path}: {self.recorded} messages ({counts})")
+            c = self.input_counts()
+            skipped = ", ".join(f"{why} {n}" for why, n in self.skipped.items())
+            self.get_logger().info(
+                f"wrote {self.path}: {self.recorded} messages ({counts}); received {c['received']}, "
+                f"skipped {c['skipped']}{f' ({skipped})' if skipped else ''}, lost on the way {c['lost']}"
+            )
         super().destroy_node()
 
 

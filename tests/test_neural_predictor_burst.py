@@ -2,7 +2,8 @@
 
 The neural predictor (its own process, as ``ros2 run`` starts it) gets ``Transition`` messages
 at 1 kHz for ``BURST_S`` seconds from a plain publisher (no flow control, unlike the bridge);
-one in :data:`BAD_EVERY` carries a NaN feature. Its status on /diagnostics then counts them:
+one in :data:`BAD_EVERY` carries a NaN feature, and the node's queue holds one message, so that
+some are dropped on the way. Its status on /diagnostics then counts them:
 ``received`` (handed to the node) = ``processed`` (moved into the replay) + ``skipped`` (refused
 as invalid) once nothing is ``queued``, and ``lost`` (sent, never handed: gaps in the
 publisher's sequence numbers), so that received + lost is every message sent.
@@ -42,6 +43,7 @@ TINY = {
     "learner.min_replay_history": 100,
     "learner.update_period": 8,
     "learner.target_sync_period": 100,
+    "queue_depth": 1,  # the node's queue overflows now and then: what it drops must show as lost
 }
 COUNTS = ("received", "processed", "skipped", "skipped.non_finite", "queued", "lost")
 

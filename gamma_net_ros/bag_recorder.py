@@ -31,6 +31,7 @@ disk) stops the recording in one error line, exit code 1.
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import sqlite3
@@ -247,23 +248,42 @@ class BagRecorder(Node):
             executor.remove_node(self)
             executor.shutdown()
 
+    def _close(self) -> bool:
+        """Close the bag (its index and metadata.yaml); False, said in one line, if the disk refused it."""
+        try:
+            self.writer.close()
+            return True
+        except (OSError, sqlite3.Error, WriterError) as exc:  # the disk that refused a write refuses these too
+            self.failed = True
+            with contextlib.suppress(OSError, sqlite3.Error):  # the file is closed all the same
+                self.writer.abort()
+            self.get_logger().error(
+                f"cannot close {self.path} ({exc}): the bag has no index or metadata.yaml, and the messages "
+                "handed to its writer since its last complete chunk are not in it"
+            )
+            return False
+        finally:
+            self.writer = None
+
     def destroy_node(self) -> None:
         if self.writer is not None:
             self._take_what_arrived()
-            self.writer.close()  # the index and metadata.yaml: a complete bag
-            self.writer = None
+            closed = self._close()
             counts = ", ".join(f"{t} {n}" for t, n in self.counts.items()) or "no topic had a publisher"
             c = self.input_counts()
             skipped = ", ".join(f"{why} {n}" for why, n in self.skipped.items())
-            self.get_logger().info(
-                f"wrote {self.path}: {self.recorded} messages ({counts}); received {c['received']}, "
+            head = f"wrote {self.path}: {self.recorded} messages" if closed else (
+                f"{self.path} is incomplete: {self.recorded} messages handed to its writer"
+            )  # fmt: skip
+            (self.get_logger().info if closed else self.get_logger().warning)(
+                f"{head} ({counts}); received {c['received']}, "
                 f"skipped {c['skipped']}{f' ({skipped})' if skipped else ''}, lost on the way {c['lost']}"
             )
         super().destroy_node()
 
 
 def main(args=None) -> int:
-    """Exit code 0 once stopped (a signal, or a limit reached), 1 if a topic was refused."""
+    """Exit code 0 once stopped (a signal, or a limit reached), 1 if a topic was refused or a write failed."""
     return run_node(BagRecorder, args, until=lambda node: int(node.failed) if node.done else None)
 
 

@@ -7,6 +7,9 @@ counts them: ``received`` (handed to the node) = ``processed`` (written) + ``ski
 read back with `rosbags`, holds exactly ``processed`` messages of the topic, in order, and the
 numbers missing from it are exactly ``lost``; the recorder's last line says the same counts.
 
+A recorder whose writes fail (a file-size limit standing in for a full disk) stops in one error
+line per failure, exit code 1, no traceback, and counts what it could not write.
+
 The issue's run is 10 s: ``GAMMA_NET_BURST_S=10 python -m pytest tests/test_recorder_burst.py -s``.
 """
 
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import os
 import re
+import shlex
 import time
 
 import pytest
@@ -83,3 +87,30 @@ def test_a_1khz_burst_is_in_the_bag_or_counted_lost(tmp_path, executor):
     final = re.search(r"wrote \S+: (\d+) messages .*; received (\d+), skipped (\d+), lost on the way (\d+)", out)
     assert final, out
     assert [int(g) for g in final.groups()] == [counts[k] for k in ("processed", "received", "skipped", "lost")]
+
+
+def test_a_write_that_fails_stops_the_recording_in_one_line(tmp_path, executor):
+    bag = tmp_path / "bag"
+    log = tmp_path / "recorder.log"
+    rig = Node("recorder_full_disk_rig")
+    executor.add_node(rig)
+    states = rig.create_publisher(JointState, TOPIC, QoSProfile(depth=DEPTH, reliability=ReliabilityPolicy.RELIABLE))
+    command = node_command("gamma_net_ros.bag_recorder", params={"topics": [TOPIC], "output": str(bag)})
+    # 64 KiB at most per file (Python ignores SIGXFSZ: a write past it fails with EFBIG), while the bag's first
+    # chunk (1 MiB) fills within the burst.
+    limited = ["bash", "-c", f"ulimit -f 64 && exec {shlex.join(command)}"]
+    big = lambda n: JointState(position=[float(n)] * 100)  # noqa: E731
+    with NodeProcess(limited, log_path=log) as recorder:
+        assert spin_until(executor, lambda: states.get_subscription_count() > 0, 120.0, step=0.1), log.read_text()
+        publish_burst(executor, lambda n: states.publish(big(n)), RATE_HZ, max(BURST_S, 2.0))
+        code = recorder.wait(timeout=bound(60.0))  # it ends by itself
+    out = log.read_text()
+    assert code == 1 and "Traceback" not in out, out
+    (failed,) = [line for line in out.splitlines() if "cannot write" in line]
+    assert f"cannot write {TOPIC} to {bag} ([Errno 27] File too large): recording stopped" in failed, out
+    assert f"cannot close {bag} ([Errno 27] File too large): the bag has no index" in out, out
+    assert f"{bag} is incomplete: " in out and f"wrote {bag}" not in out, out
+    final = re.search(r"received (\d+), skipped (\d+) \(write_failed 1(?:, stopped (\d+))?\)", out)
+    assert final, out
+    received, skipped, stopped = (int(g or 0) for g in final.groups())
+    assert skipped == 1 + stopped and received > skipped, out

@@ -31,10 +31,8 @@ disk) stops the recording in one error line, exit code 1.
 
 from __future__ import annotations
 
-import contextlib
 import re
 import shutil
-import sqlite3
 import sys
 import time
 
@@ -42,14 +40,13 @@ from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
-from rosbags.rosbag2 import StoragePlugin, Writer, WriterError
+from rosbags.rosbag2 import StoragePlugin, Writer
 
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
-from gamma_net_ros.graph_watch import Arrivals
 from gamma_net_ros.msg_definitions import MessageDefinitions
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
-from gamma_net_ros.recording import bag_qos, new_bag_path
+from gamma_net_ros.recording import WRITE_ERRORS, RecordingCounts, bag_qos, close_bag, new_bag_path
 
 #: Storage plugins offered, as ``ros2 bag record --storage`` names them; the first is the default.
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
@@ -86,10 +83,7 @@ class BagRecorder(Node):
         self.definitions = MessageDefinitions()
         self.writer = Writer(self.path, version=9, storage_plugin=STORAGES[storage])
         self.writer.open()
-        self.counts: dict[str, int] = {}  # topic -> messages written
-        self.arrivals: dict[str, Arrivals] = {}  # topic -> messages handed to the node, and lost on the way
-        self.skipped: dict[str, int] = {}  # why -> messages handed to the node and not written
-        self.recorded = 0
+        self.counts = RecordingCounts()
         self.failed = False  # a topic refused, or a write failed: the recording stops, exit code 1
         self.done = False
         self.why_done = "max_messages"  # the reason a message that comes once done is skipped
@@ -109,9 +103,7 @@ class BagRecorder(Node):
 
     def _subscribe_published(self) -> None:
         """Subscribe each awaited topic that has publishers now; refuse a topic offered in two types."""
-        if self.stopping:
-            return
-        if self.done:
+        if self.stopping or self.done:
             return
         if not self.announced:  # here, not in __init__: a node refused once built (an unknown key) says nothing
             self.announced = True
@@ -122,19 +114,14 @@ class BagRecorder(Node):
             recorded = {self.types[topic]} if topic in self.types else set()
             types = sorted({p.topic_type for p in publishers} | recorded)
             if len(types) > 1:
-                self.get_logger().error(
-                    f"refusing to record {topic}: its publishers disagree on its type ({' and '.join(types)})"
-                )
-                self._stop("topic_refused")
-                return
+                disagree = f"its publishers disagree on its type ({' and '.join(types)})"
+                return self._stop("topic_refused", f"refusing to record {topic}: {disagree}")
             if topic in self.types or not publishers:
                 continue
             try:
                 self._subscribe(topic, types[0], [p.qos_profile for p in publishers])
             except (ValueError, ImportError, AttributeError) as exc:  # a type not installed or not defined here
-                self.get_logger().error(f"cannot record {topic} ({types[0]}): {exc}")
-                self._stop("topic_refused")
-                return
+                return self._stop("topic_refused", f"cannot record {topic} ({types[0]}): {exc}")
             self.types[topic] = types[0]
         waiting = [t for t in self.topics if t not in self.types]
         if waiting and not self.noticed and time.monotonic() - self.began > WAIT_NOTICE_S:
@@ -158,66 +145,38 @@ class BagRecorder(Node):
             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
             durability=DurabilityPolicy.TRANSIENT_LOCAL if transient else DurabilityPolicy.VOLATILE,
         )
-        self.counts[topic] = 0
-        arrivals = self.arrivals[topic] = Arrivals()
-
-        def record(data: bytes, info) -> None:
-            arrivals.arrived(info)
-            self._record(topic, connection, data)
-
-        self.create_subscription(msg_type, topic, record, qos, raw=True)
+        self.counts.add_topic(topic)
+        self.create_subscription(msg_type, topic, lambda data, info: self._record(topic, connection, data, info),
+                                 qos, raw=True)  # fmt: skip
         self.get_logger().info(
             f"recording {topic} ({type_name}, {'reliable' if reliable else 'best effort'}"
             f"{', transient local' if transient else ''})"
         )
 
-    def _record(self, topic: str, connection, data: bytes) -> None:
+    def _record(self, topic: str, connection, data: bytes, info) -> None:
+        self.counts.arrivals[topic].arrived(info)
         if self.done:
-            self._skip(self.why_done)
+            self.counts.skip(self.why_done)
             return
         try:
             self.writer.write(connection, self.get_clock().now().nanoseconds, data)
-        except (OSError, sqlite3.Error, WriterError) as exc:  # a full disk, a file limit: the rest fails too
-            self.get_logger().error(f"cannot write {topic} to {self.path} ({exc}): recording stopped")
-            self._skip("write_failed")
-            self._stop("stopped")
-            return
-        self.counts[topic] += 1
-        self.recorded += 1
-        if self.max_messages and self.recorded >= self.max_messages:
+        except WRITE_ERRORS as exc:  # a full disk, a file limit: what follows cannot be written either
+            self.counts.skip("write_failed")
+            return self._stop("stopped", f"cannot write {topic} to {self.path} ({exc}): recording stopped")
+        self.counts.written[topic] += 1
+        if self.max_messages and self.counts.recorded >= self.max_messages:
             self.done = True
 
-    def _skip(self, why: str) -> None:
-        self.skipped[why] = self.skipped.get(why, 0) + 1
-
-    def _stop(self, why: str) -> None:
-        """Stop recording, as a failure (exit code 1); messages that come after are skipped as ``why``."""
+    def _stop(self, why: str, line: str) -> None:
+        """Stop recording, as a failure (exit code 1) said in one ``line``; what comes after is skipped as ``why``."""
+        self.get_logger().error(line)
         self.failed = self.done = True
         self.why_done = why
-
-    @property
-    def received(self) -> int:
-        """Messages handed to the node: written, or skipped (after max_messages, or once recording stopped)."""
-        return sum(a.received for a in self.arrivals.values())
-
-    def input_counts(self) -> dict[str, int]:
-        """``received`` = ``processed`` (written) + ``skipped``, and ``lost`` (never handed); also per topic."""
-        values = {
-            "received": self.received,
-            "processed": self.recorded,
-            "skipped": sum(self.skipped.values()),
-            "lost": sum(a.lost for a in self.arrivals.values()),
-            **{f"skipped.{why}": count for why, count in self.skipped.items()},
-        }
-        for topic, a in self.arrivals.items():
-            values.update({f"received.{topic}": a.received, f"recorded.{topic}": self.counts[topic]})
-            values[f"lost.{topic}"] = a.lost
-        return values
 
     def report_health(self) -> Health:
         """What reached the node and what of it is in the bag, per topic too."""
         waiting = [t for t in self.topics if t not in self.types]
-        values = self.input_counts()
+        values = self.counts.values()
         if self.failed:
             what = "a write failed" if self.why_done == "stopped" else "a topic was refused"
             return Health(ERROR, f"{what}: recording stopped", values)
@@ -241,44 +200,22 @@ class BagRecorder(Node):
         try:
             idle = 0
             while idle < 3 and time.monotonic() < deadline:
-                before = self.recorded
+                before = self.counts.received
                 executor.spin_once(timeout_sec=0.02)
-                idle = idle + 1 if self.recorded == before else 0
+                idle = idle + 1 if self.counts.received == before else 0
         finally:
             executor.remove_node(self)
             executor.shutdown()
 
-    def _close(self) -> bool:
-        """Close the bag (its index and metadata.yaml); False, said in one line, if the disk refused it."""
-        try:
-            self.writer.close()
-            return True
-        except (OSError, sqlite3.Error, WriterError) as exc:  # the disk that refused a write refuses these too
-            self.failed = True
-            with contextlib.suppress(OSError, sqlite3.Error):  # the file is closed all the same
-                self.writer.abort()
-            self.get_logger().error(
-                f"cannot close {self.path} ({exc}): the bag has no index or metadata.yaml, and the messages "
-                "handed to its writer since its last complete chunk are not in it"
-            )
-            return False
-        finally:
-            self.writer = None
-
     def destroy_node(self) -> None:
         if self.writer is not None:
             self._take_what_arrived()
-            closed = self._close()
-            counts = ", ".join(f"{t} {n}" for t, n in self.counts.items()) or "no topic had a publisher"
-            c = self.input_counts()
-            skipped = ", ".join(f"{why} {n}" for why, n in self.skipped.items())
-            head = f"wrote {self.path}: {self.recorded} messages" if closed else (
-                f"{self.path} is incomplete: {self.recorded} messages handed to its writer"
-            )  # fmt: skip
-            (self.get_logger().info if closed else self.get_logger().warning)(
-                f"{head} ({counts}); received {c['received']}, "
-                f"skipped {c['skipped']}{f' ({skipped})' if skipped else ''}, lost on the way {c['lost']}"
-            )
+            writer, self.writer = self.writer, None
+            if (failure := close_bag(writer, self.path)) is not None:
+                self.failed = True
+                self.get_logger().error(failure)
+            log = self.get_logger().info if failure is None else self.get_logger().warning
+            log(self.counts.last_line(self.path, closed=failure is None))
         super().destroy_node()
 
 

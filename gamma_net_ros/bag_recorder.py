@@ -26,7 +26,8 @@ written, by reason: ``skipped.max_messages`` after the limit, ``skipped.write_fa
 ``skipped.stopped`` after a write failed, ``skipped.topic_refused`` after a topic was refused),
 and ``lost`` (sent, never handed: gaps in each publisher's sequence numbers, a keep-last queue
 of ``DEPTH`` that overflowed). The last line at exit says the same. A write that fails (a full
-disk) stops the recording in one error line, exit code 1.
+disk) stops the recording in one error line, exit code 1 (and a bag that cannot be closed is
+said incomplete).
 """
 
 from __future__ import annotations

@@ -13,8 +13,8 @@ transitions a second and one learner at the paper's sizes trains a few hundred s
   about at a throttled rate, never learned from. Nothing is lost silently: ``/diagnostics``
   counts since start ``received`` (handed to the node) = ``processed`` (moved into the replay)
   + ``skipped`` + ``queued``, and ``lost`` (sent, never handed: gaps in each publisher's
-  sequence numbers, a reliable keep-last queue that overflowed). It also answers ``predict_at``, which waits
-  for at most one update, and publishes ``/diagnostics``.
+  sequence numbers, a reliable keep-last queue that overflowed). It also answers
+  ``predict_at``, which waits for at most one update, and publishes ``/diagnostics``.
 - A worker thread, at a lower CPU priority (``worker_nice``) so that receiving keeps up on a
   busy machine, moves the queued steps into the learner's prioritized replay and trains as
   the neural core does (the YAML's ``learner`` group: one update per ``update_period`` steps

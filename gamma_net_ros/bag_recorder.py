@@ -19,6 +19,15 @@ recording stops there, exit code 1.
 
 Ctrl-C or SIGTERM (or ``max_messages`` reached) closes the bag: its index
 and ``metadata.yaml`` are written, so what was recorded is a complete, readable bag.
+
+Nothing is lost silently. ``/diagnostics`` counts, in all and per topic (``.<topic>``):
+``received`` (handed to the node) = ``processed`` (written to the bag) + ``skipped`` (not
+written, by reason: ``skipped.max_messages`` after the limit, ``skipped.write_failed`` and
+``skipped.stopped`` after a write failed, ``skipped.topic_refused`` after a topic was refused),
+and ``lost`` (sent, never handed: gaps in each publisher's sequence numbers, a keep-last queue
+of ``DEPTH`` that overflowed). The last line at exit says the same. A write that fails (a full
+disk) stops the recording in one error line, exit code 1 (and a bag that cannot be closed is
+said incomplete).
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.msg_definitions import MessageDefinitions
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
-from gamma_net_ros.recording import bag_qos, new_bag_path
+from gamma_net_ros.recording import WRITE_ERRORS, RecordingCounts, bag_qos, close_bag, new_bag_path
 
 #: Storage plugins offered, as ``ros2 bag record --storage`` names them; the first is the default.
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
@@ -75,11 +84,10 @@ class BagRecorder(Node):
         self.definitions = MessageDefinitions()
         self.writer = Writer(self.path, version=9, storage_plugin=STORAGES[storage])
         self.writer.open()
-        self.counts: dict[str, int] = {}
-        self.received = 0  # messages handed to the node (those after max_messages included)
-        self.recorded = 0
-        self.failed = False  # a topic refused: the recording stops, exit code 1
+        self.counts = RecordingCounts()
+        self.failed = False  # a topic refused, or a write failed: the recording stops, exit code 1
         self.done = False
+        self.why_done = "max_messages"  # the reason a message that comes once done is skipped
         self.began = time.monotonic()
         self.noticed = False
         self.stopping = False
@@ -96,9 +104,7 @@ class BagRecorder(Node):
 
     def _subscribe_published(self) -> None:
         """Subscribe each awaited topic that has publishers now; refuse a topic offered in two types."""
-        if self.stopping:
-            return
-        if self.done:
+        if self.stopping or self.done:
             return
         if not self.announced:  # here, not in __init__: a node refused once built (an unknown key) says nothing
             self.announced = True
@@ -109,19 +115,14 @@ class BagRecorder(Node):
             recorded = {self.types[topic]} if topic in self.types else set()
             types = sorted({p.topic_type for p in publishers} | recorded)
             if len(types) > 1:
-                self.get_logger().error(
-                    f"refusing to record {topic}: its publishers disagree on its type ({' and '.join(types)})"
-                )
-                self.failed = self.done = True
-                return
+                disagree = f"its publishers disagree on its type ({' and '.join(types)})"
+                return self._stop("topic_refused", f"refusing to record {topic}: {disagree}")
             if topic in self.types or not publishers:
                 continue
             try:
                 self._subscribe(topic, types[0], [p.qos_profile for p in publishers])
             except (ValueError, ImportError, AttributeError) as exc:  # a type not installed or not defined here
-                self.get_logger().error(f"cannot record {topic} ({types[0]}): {exc}")
-                self.failed = self.done = True
-                return
+                return self._stop("topic_refused", f"cannot record {topic} ({types[0]}): {exc}")
             self.types[topic] = types[0]
         waiting = [t for t in self.topics if t not in self.types]
         if waiting and not self.noticed and time.monotonic() - self.began > WAIT_NOTICE_S:
@@ -145,33 +146,41 @@ class BagRecorder(Node):
             reliability=ReliabilityPolicy.RELIABLE if reliable else ReliabilityPolicy.BEST_EFFORT,
             durability=DurabilityPolicy.TRANSIENT_LOCAL if transient else DurabilityPolicy.VOLATILE,
         )
-        self.counts[topic] = 0
-        self.create_subscription(msg_type, topic, lambda data: self._record(topic, connection, data), qos, raw=True)
+        self.counts.add_topic(topic)
+        self.create_subscription(msg_type, topic, lambda data, info: self._record(topic, connection, data, info),
+                                 qos, raw=True)  # fmt: skip
         self.get_logger().info(
             f"recording {topic} ({type_name}, {'reliable' if reliable else 'best effort'}"
             f"{', transient local' if transient else ''})"
         )
 
-    def _record(self, topic: str, connection, data: bytes) -> None:
-        self.received += 1
+    def _record(self, topic: str, connection, data: bytes, info) -> None:
+        self.counts.arrivals[topic].arrived(info)
         if self.done:
+            self.counts.skip(self.why_done)
             return
-        self.writer.write(connection, self.get_clock().now().nanoseconds, data)
-        self.counts[topic] += 1
-        self.recorded += 1
-        if self.max_messages and self.recorded >= self.max_messages:
+        try:
+            self.writer.write(connection, self.get_clock().now().nanoseconds, data)
+        except WRITE_ERRORS as exc:  # a full disk, a file limit: what follows cannot be written either
+            self.counts.skip("write_failed")
+            return self._stop("stopped", f"cannot write {topic} to {self.path} ({exc}): recording stopped")
+        self.counts.written[topic] += 1
+        if self.max_messages and self.counts.recorded >= self.max_messages:
             self.done = True
+
+    def _stop(self, why: str, line: str) -> None:
+        """Stop recording, as a failure (exit code 1) said in one ``line``; what comes after is skipped as ``why``."""
+        self.get_logger().error(line)
+        self.failed = self.done = True
+        self.why_done = why
 
     def report_health(self) -> Health:
         """What reached the node and what of it is in the bag, per topic too."""
         waiting = [t for t in self.topics if t not in self.types]
-        values = {
-            "received": self.received,
-            "processed": self.recorded,
-            **{f"recorded.{topic}": count for topic, count in self.counts.items()},
-        }
+        values = self.counts.values()
         if self.failed:
-            return Health(ERROR, "a topic was refused: recording stopped", values)
+            what = "a write failed" if self.why_done == "stopped" else "a topic was refused"
+            return Health(ERROR, f"{what}: recording stopped", values)
         if waiting:
             return Health(WARN, f"no publisher yet on {waiting}", values)
         return Health(OK, f"recording to {self.path}", values)
@@ -192,9 +201,9 @@ class BagRecorder(Node):
         try:
             idle = 0
             while idle < 3 and time.monotonic() < deadline:
-                before = self.recorded
+                before = self.counts.received
                 executor.spin_once(timeout_sec=0.02)
-                idle = idle + 1 if self.recorded == before else 0
+                idle = idle + 1 if self.counts.received == before else 0
         finally:
             executor.remove_node(self)
             executor.shutdown()
@@ -202,15 +211,17 @@ class BagRecorder(Node):
     def destroy_node(self) -> None:
         if self.writer is not None:
             self._take_what_arrived()
-            self.writer.close()  # the index and metadata.yaml: a complete bag
-            self.writer = None
-            counts = ", ".join(f"{t} {n}" for t, n in self.counts.items()) or "no topic had a publisher"
-            self.get_logger().info(f"wrote {self.path}: {self.recorded} messages ({counts})")
+            writer, self.writer = self.writer, None
+            if (failure := close_bag(writer, self.path)) is not None:
+                self.failed = True
+                self.get_logger().error(failure)
+            log = self.get_logger().info if failure is None else self.get_logger().warning
+            log(self.counts.last_line(self.path, closed=failure is None))
         super().destroy_node()
 
 
 def main(args=None) -> int:
-    """Exit code 0 once stopped (a signal, or a limit reached), 1 if a topic was refused."""
+    """Exit code 0 once stopped (a signal, or a limit reached), 1 if a topic was refused or a write failed."""
     return run_node(BagRecorder, args, until=lambda node: int(node.failed) if node.done else None)
 
 

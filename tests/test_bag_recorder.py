@@ -10,6 +10,7 @@ from __future__ import annotations
 import json
 import os
 import pathlib
+import re
 import signal
 import subprocess
 import sys
@@ -305,6 +306,11 @@ def test_max_messages_ends_the_recording_with_a_complete_bag(tmp_path):
     log = node.log_path.read_text()
     assert code == 0 and "Traceback" not in log, log
     check_metadata(bag, {"/joint_states": 10}, "mcap")
+    # What came after the limit is not in the bag, and is counted so.
+    final = re.search(r"received (\d+), skipped (\d+)(?: \(max_messages (\d+)\))?, lost on the way (\d+)", log)
+    assert final, log
+    received, skipped, past, _ = (int(g or 0) for g in final.groups())
+    assert received == 10 + skipped and skipped == past, log
     phase = 2 * np.pi * np.arange(10) / 100
     np.testing.assert_allclose([m.position[0] for m in read_bag(bag)["/joint_states"]], -0.75 + 0.5 * np.cos(phase))
 

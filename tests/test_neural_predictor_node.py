@@ -253,6 +253,7 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
     assert 0 < saved.transitions <= step and saved.updates > 0
 
     rig.predictions.clear()
+    rig.diagnostics.clear()
     restart = step  # the killed node's subscription lingers in discovery: tell its answers by their states
     second = NodeProcess(command, log_path=tmp_path / "second.log").start()
     try:
@@ -260,6 +261,11 @@ def test_checkpoint_survives_a_kill_and_resumes(executor, spin, tmp_path):
         assert spin(executor, up, timeout=30), second.log_path.read_text()
         answers = lambda: [p for p in rig.predictions if p.header.stamp.sec >= 1000 + restart]  # noqa: E731
         feed_until(lambda: bool(answers()), second, tmp_path / "second.log", timeout=30)
+        # The counts on /diagnostics are this start's: what the checkpoint's stream took before is not in them.
+        counts = lambda: {k: int(v) for k, v in rig.diagnostics.get("neural_predictor", {}).items() if v.isdigit()}  # noqa: E731
+        accounted = lambda c: c.get("received", 0) == c["processed"] + c["skipped"] + c["queued"] > 0  # noqa: E731
+        assert spin(executor, lambda: accounted(counts()), timeout=10), counts()
+        assert counts()["received"] <= step - restart, (counts(), step - restart)
     finally:
         assert second.stop(timeout=bound(10.0)) == 0
     assert answers()[0].update_count >= saved.updates

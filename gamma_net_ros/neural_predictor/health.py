@@ -5,6 +5,34 @@ from __future__ import annotations
 from gamma_net_core.neural.learner import NeuralConfig
 from gamma_net_core.neural.online import SkipReason, TransitionStream
 from gamma_net_ros.diagnostics import ERROR, OK, WARN, Health
+from gamma_net_ros.graph_watch import Arrivals
+
+
+class InputCounts:
+    """The node's input counts since it started: a resumed stream's own counters run on from its checkpoint.
+
+    ``received`` (handed to the node) = ``processed`` (moved into the replay) + ``skipped`` + ``queued``;
+    ``lost`` counts what the publishers sent and the node never got (:class:`Arrivals`).
+    """
+
+    def __init__(self, stream: TransitionStream) -> None:
+        self.stream = stream
+        self.arrivals = Arrivals()
+        self._drained = stream.drained
+        self._skipped = dict(stream.skipped)
+
+    def values(self) -> dict[str, int]:
+        """``received``, ``processed``, ``skipped``, ``queued``, ``lost`` and ``skipped.<reason>``, since start."""
+        s = self.stream
+        skipped = {kind: count - self._skipped.get(kind, 0) for kind, count in s.skipped.items()}
+        return {
+            "received": self.arrivals.received,
+            "processed": s.drained - self._drained,
+            "skipped": sum(skipped.values()),
+            "queued": s.queued,
+            "lost": self.arrivals.lost,
+            **{f"skipped.{kind}": count for kind, count in skipped.items()},
+        }
 
 
 def training_state(s: TransitionStream) -> str:
@@ -16,28 +44,26 @@ def training_state(s: TransitionStream) -> str:
     return "training" if s.owed_updates <= 1 else f"training, {s.owed_updates} updates behind"
 
 
-def stream_health(s: TransitionStream, last_checkpoint: str) -> Health:
-    """ERROR once training stopped, WARN after any skipped message, else OK; with the stream's counts."""
-    skipped = s.skipped_total
+def stream_health(s: TransitionStream, last_checkpoint: str, counts: InputCounts) -> Health:
+    """ERROR once training stopped, WARN after any skipped or lost message, else OK; with the stream's counts."""
+    values = counts.values()
+    skipped, lost = values["skipped"], values["lost"]
     if s.learner.stopped is not None:
         level = ERROR
     else:
-        level = WARN if skipped else OK
+        level = WARN if skipped or lost else OK
     values = {
-        "received": s.received + skipped,
-        "processed": s.drained,  # moved into the learner's replay (the others: queued or skipped)
+        **values,
         "taken": s.taken,
-        "queued": s.queued,
-        "skipped": skipped,
         "gaps": s.gaps,
         "transitions": s.learner.transitions,
         "replay_size": s.learner.replay.size,
         "updates": s.learner.updates,
         "updates_behind": s.owed_updates,
         "last_checkpoint": last_checkpoint,
-        **{f"skipped.{kind}": count for kind, count in s.skipped.items()},
     }
-    return Health(level, training_state(s) + (f"; {skipped} messages skipped" if skipped else ""), values)
+    said = [f"{n} messages {what}" for n, what in ((skipped, "skipped"), (lost, "lost on the way")) if n]
+    return Health(level, "; ".join([training_state(s), *said]), values)
 
 
 def progress_line(s: TransitionStream) -> str | None:

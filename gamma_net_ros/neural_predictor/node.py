@@ -10,8 +10,11 @@ transitions a second and one learner at the paper's sizes trains a few hundred s
   as many messages per second here) runs the subscription callback, which only validates a
   ``gamma_net_msgs/Transition`` (reliable QoS, depth ``queue_depth``) and queues it. A message
   with features of the wrong size or a NaN is skipped, counted (``/diagnostics``) and warned
-  about at a throttled rate, never learned from. It also answers ``predict_at``, which waits
-  for at most one update, and publishes ``/diagnostics``.
+  about at a throttled rate, never learned from. Nothing is lost silently: ``/diagnostics``
+  counts since start ``received`` (handed to the node) = ``processed`` (moved into the replay)
+  + ``skipped`` + ``queued``, and ``lost`` (sent, never handed: gaps in each publisher's
+  sequence numbers, a reliable keep-last queue that overflowed). It also answers
+  ``predict_at``, which waits for at most one update, and publishes ``/diagnostics``.
 - A worker thread, at a lower CPU priority (``worker_nice``) so that receiving keeps up on a
   busy machine, moves the queued steps into the learner's prioritized replay and trains as
   the neural core does (the YAML's ``learner`` group: one update per ``update_period`` steps
@@ -52,7 +55,7 @@ from gamma_net_ros.conversions import prediction_msg, seconds_to_stamp, transiti
 from gamma_net_ros.diagnostics import Diagnostics, Health
 from gamma_net_ros.flow_control import TakenReporter
 from gamma_net_ros.learner_checkpoint import CheckpointHooks, LearnerCheckpoint
-from gamma_net_ros.neural_predictor.health import progress_line, skip_line, start_line, stream_health
+from gamma_net_ros.neural_predictor.health import InputCounts, progress_line, skip_line, start_line, stream_health
 from gamma_net_ros.neural_predictor.settings import declare_settings
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.prediction_serving import TimescaleRequests, answer, refuse
@@ -75,6 +78,7 @@ class NeuralPredictor(CheckpointHooks, Node):
         if self.stream is None:
             self.stream = TransitionStream(NeuralLearner(config), max_update_lag=lag)
         self.requests = TimescaleRequests(self, self.stream.config.tau_max)
+        self.counts = InputCounts(self.stream)
         self.add_on_set_parameters_callback(self._validate_parameters)
         self.add_post_set_parameters_callback(self._apply_parameters)
 
@@ -122,7 +126,8 @@ class NeuralPredictor(CheckpointHooks, Node):
 
     # -- stream
 
-    def on_transition(self, msg: Transition) -> None:
+    def on_transition(self, msg: Transition, info) -> None:
+        self.counts.arrivals.arrived(info)
         skip = self.stream.receive(**transition_fields(msg))
         if skip is not None:
             self.get_logger().warning(skip_line(msg, skip, self.stream.skipped_total), throttle_duration_sec=5.0)
@@ -199,7 +204,7 @@ class NeuralPredictor(CheckpointHooks, Node):
             self.get_logger().error(str(exc), throttle_duration_sec=60.0)
 
     def report_health(self) -> Health:
-        return stream_health(self.stream, self.keeper.last_text)
+        return stream_health(self.stream, self.keeper.last_text, self.counts)
 
     def log_progress(self) -> None:
         line = progress_line(self.stream)

@@ -26,7 +26,8 @@ from gamma_net_studies.square_wave import SERIES, learner_config
 SQUARE = learner_config(SERIES[0], 0.5)  # the paper's square-wave learner, the study's alpha = 0.5 / 70
 PROBE_TAUS = np.array([1, 2, 5, 10, 20, 40, 60, 80, 100.0])
 SQUARE_SAMPLING = TimescaleSampling(n_gamma=2, n_tau=2)  # the square wave's Gamma_t: tau 1 and 100 + 2 + 2
-ARM_CODER = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always"}  # the paper's arm (config/arm.yaml)
+#: the paper's arm (config/arm.yaml)
+ARM_CODER = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always"}
 
 
 def square_wave_data(steps):

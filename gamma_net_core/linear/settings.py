@@ -26,8 +26,8 @@ class LinearTDConfig:
     """Settings shared by the linear Γ-net and its fixed-timescale baseline.
 
     The defaults are chosen on problems with exact values (the zoo, docs/choosing-settings.md): 8 tilings of
-    1/16 of each input's range (wider with more than three inputs: :func:`default_tile_width`), hashed into
-    65,536 features, plus a bias unit that is a constant of V
+    1/16 of each input's range (wider with more than three inputs: :func:`default_tile_width`), one weight
+    per tile in at most 65,536 features (``hashing``), plus a bias unit that is a constant of V
     (``bias_unit``), loss scaling on, alpha 0.05 for a Γ-net and 0.1 for a fixed-timescale learner, TD(0)
     (lam 0). The paper's robot arm ("Predictions on a Robot Arm") had 100 tilings of width 1.0 hashed into
     2048, whose tiles are as wide as each input's range: one tile covers most states and most timescales at
@@ -52,8 +52,9 @@ class LinearTDConfig:
     )
     memory_size: int = setting(
         65536,
-        "features the tiles are hashed into; 0: one feature per tile, no hashing (17^inputs tiles a tiling at width "
-        "1/16: hash them beyond three inputs); paper: arm 2048",
+        "the most features the tiles take: with hashing when_needed, one per tile where they fit, else the tiles "
+        "are hashed into this many; 0: one feature per tile, however many (17^inputs tiles a tiling at width "
+        "1/16); paper: arm 2048",
         low=0,
         high=2**32 - 1,
     )

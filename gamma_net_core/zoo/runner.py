@@ -72,9 +72,16 @@ TIERS: dict[str, Tier] = {
         name="full",
         problems=tuple(name for name in problems_lib.PROBLEMS),
         learners=(
-            "linear", "linear_lam0.5", "linear_lam0.9", "td0_fixed", "horde", "neural", "neural_tiles",
-            "linear_decay", "td0_fixed_decay",
-        ),  # fmt: skip
+            "linear",
+            "linear_lam0.5",
+            "linear_lam0.9",
+            "td0_fixed",
+            "horde",
+            "neural",
+            "neural_tiles",
+            "linear_decay",
+            "td0_fixed_decay",
+        ),
         steps=30_000,
         seeds=5,
         # NeuralConfig() learns from its 1,000th step, once every 8: 2,875 updates, about 8 s of CPU a run

@@ -117,7 +117,13 @@ def questions_doc(n: int, rate_hz: float) -> dict:
         "stale_after_s": 0.5,
         "publish_taus": [1, 2, 5, 10, 20, 50, 100],
         "state": state,
-        "learner": {"tilings": [100], "tile_widths": [1.0], "memory_size": 2048, "hashing": "always", "step_size": 0.02},
+        "learner": {
+            "tilings": [100],
+            "tile_widths": [1.0],
+            "memory_size": 2048,
+            "hashing": "always",
+            "step_size": 0.02,
+        },
         "timescales": {"n_gamma": 1, "n_tau": 29, "tau_max": 100},
         "questions": questions,
     }

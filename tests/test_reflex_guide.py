@@ -9,8 +9,6 @@ import re
 import pytest
 from ros2_cli import Background, close_all
 
-from gamma_net_core.config import read_document
-
 GUIDE = pathlib.Path(__file__).resolve().parent.parent / "docs" / "reflex.md"
 
 pytestmark = pytest.mark.ros
@@ -37,16 +35,21 @@ def test_the_guide_has_an_example_per_form():
     assert forms == ["float64_multi_array", "joint_trajectory", "twist"]
 
 
-def test_the_guides_rules_files_parse(tmp_path):
+def test_every_rules_file_the_guide_names_parses_against_its_questions():
+    """The guide names the shipped rules files (its base example is the shipped file, kept equal to it by
+    tests/test_reflex_axes.py); each parses against the questions file beside it and the joints it commands."""
     from gamma_net_core.horde.questions import load_questions
     from gamma_net_core.paths import config_file
     from gamma_net_core.reflex.commands import TWIST_AXES
     from gamma_net_core.reflex.rules import load_rules
 
-    for name, body in guide_files().items():
-        (tmp_path / name).write_text(body)
-        read_document(tmp_path / name, kind="rules")
-        load_rules(tmp_path / name, questions=load_questions(config_file("horde")), joint_names=TWIST_AXES)
+    names = sorted(set(re.findall(r"config/(\w+_rules)\.yaml", GUIDE.read_text())))
+    assert names == ["base_reflex_rules", "reflex_rules"], names
+    joints = {"base_reflex_rules": TWIST_AXES, "reflex_rules": ("shoulder", "elbow")}
+    for name in names:
+        questions = load_questions(config_file(name.replace("_rules", "_questions")))
+        rule_set = load_rules(config_file(name), questions=questions, joint_names=joints[name])
+        assert rule_set.rules, name
 
 
 @pytest.mark.parametrize("command", guide_commands(), ids=lambda c: re.search(r"command_type:=(\w+)", c).group(1))

@@ -27,7 +27,8 @@ written, by reason: ``skipped.max_messages`` after the limit, ``skipped.write_fa
 and ``lost`` (sent, never handed: gaps in each publisher's sequence numbers, a keep-last queue
 of ``DEPTH`` that overflowed). The last line at exit says the same. A write that fails (a full
 disk) stops the recording in one error line, exit code 1 (and a bag that cannot be closed is
-said incomplete).
+said incomplete); a bag that cannot be closed at Ctrl-C or SIGTERM exits 3, as a failed final
+checkpoint does.
 """
 
 from __future__ import annotations
@@ -37,7 +38,6 @@ import shutil
 import sys
 import time
 
-from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
 from rclpy.parameter import Parameter
 from rclpy.qos import DurabilityPolicy, QoSProfile, ReliabilityPolicy
@@ -47,7 +47,14 @@ from gamma_net_ros.diagnostics import ERROR, OK, WARN, Diagnostics, Health
 from gamma_net_ros.msg_definitions import MessageDefinitions
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
-from gamma_net_ros.recording import WRITE_ERRORS, RecordingCounts, bag_qos, close_bag, new_bag_path
+from gamma_net_ros.recording import (
+    WRITE_ERRORS,
+    RecordingCounts,
+    bag_qos,
+    close_bag,
+    new_bag_path,
+    take_what_arrived,
+)  # fmt: skip
 
 #: Storage plugins offered, as ``ros2 bag record --storage`` names them; the first is the default.
 STORAGES = {"mcap": StoragePlugin.MCAP, "sqlite3": StoragePlugin.SQLITE3}
@@ -63,6 +70,7 @@ class BagRecorder(Node):
     def __init__(self, **kwargs) -> None:
         super().__init__("bag_recorder", **kwargs)
         self.writer = None  # a recorder refused at start has no bag to close
+        self.close_failure: str | None = None
         topics = declare(
             self, "topics", Parameter.Type.STRING_ARRAY, "the topics to record, e.g. [/joint_states]", read_only=True
         )
@@ -192,28 +200,18 @@ class BagRecorder(Node):
             self.writer = None
             shutil.rmtree(self.path, ignore_errors=True)
 
-    def _take_what_arrived(self) -> None:
-        """Record what the readers hold already: a publisher counts it delivered once it is there."""
-        self.stopping = True
-        executor = SingleThreadedExecutor()
-        executor.add_node(self)
-        deadline = time.monotonic() + DRAIN_S
-        try:
-            idle = 0
-            while idle < 3 and time.monotonic() < deadline:
-                before = self.counts.received
-                executor.spin_once(timeout_sec=0.02)
-                idle = idle + 1 if self.counts.received == before else 0
-        finally:
-            executor.remove_node(self)
-            executor.shutdown()
+    def lost_on_exit(self) -> str | None:
+        """Why the bag could not be closed at shutdown (the exit is then non-zero), else None."""
+        return self.close_failure
 
     def destroy_node(self) -> None:
         if self.writer is not None:
-            self._take_what_arrived()
+            self.stopping = True  # a publisher counts a message delivered once a reader holds it: record those
+            take_what_arrived(self, lambda: self.counts.received, DRAIN_S)
             writer, self.writer = self.writer, None
             if (failure := close_bag(writer, self.path)) is not None:
                 self.failed = True
+                self.close_failure = failure
                 self.get_logger().error(failure)
             log = self.get_logger().info if failure is None else self.get_logger().warning
             log(self.counts.last_line(self.path, closed=failure is None))

@@ -80,7 +80,7 @@ REFUSED = (ValueError, OSError, ImportError, CheckpointError, ParameterException
 STOP_SIGNALS = entry.STOP_SIGNALS
 #: The line of a node stopped before it took any input.
 STOPPED_WHILE_STARTING = "stopped while starting"
-#: The exit code of a node whose last checkpoint could not be written: what it learned is lost.
+#: The exit code of a node whose last write at shutdown failed (a checkpoint, a bag's close): what it held is lost.
 LOST_STATE = 3
 #: Seconds the spin loop waits for work before it looks at the stop flag again.
 POLL_S = 0.1
@@ -279,8 +279,8 @@ def _run(make, argv: list[str], name: str, stop: threading.Event, until, *, watc
     finally:
         node.destroy_node()
         rclpy.try_shutdown()
-        if code == 0 and isinstance(node, LearningNode) and node.lost_on_exit() is not None:
-            code = LOST_STATE  # its one line is logged by the failed save
+        if code == 0 and callable(lost := getattr(node, "lost_on_exit", None)) and lost() is not None:
+            code = LOST_STATE  # its one line is logged by the failed save (a checkpoint, a bag's close)
         if stall is not None:
             stall.finished()
         if held is not None and (where := held.close()) is not None:

@@ -6,7 +6,10 @@ from __future__ import annotations
 import contextlib
 import pathlib
 import sqlite3
+import time
+from collections.abc import Callable
 
+from rclpy.executors import SingleThreadedExecutor
 from rosbags.interfaces import Qos, QosDurability, QosHistory, QosLiveliness, QosReliability, QosTime
 from rosbags.rosbag2 import Writer, WriterError
 
@@ -114,3 +117,19 @@ def close_bag(writer: Writer, path: pathlib.Path) -> str | None:
             f"cannot close {path} ({exc}): the bag has no index or metadata.yaml, and the messages handed to "
             "its writer since its last complete chunk are not in it"
         )
+
+
+def take_what_arrived(node, received: Callable[[], int], seconds: float) -> None:
+    """Spin ``node`` alone until ``received()`` stops growing (three quiet turns) or ``seconds`` pass."""
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    deadline = time.monotonic() + seconds
+    try:
+        idle = 0
+        while idle < 3 and time.monotonic() < deadline:
+            before = received()
+            executor.spin_once(timeout_sec=0.02)
+            idle = idle + 1 if received() == before else 0
+    finally:
+        executor.remove_node(node)
+        executor.shutdown()

@@ -114,3 +114,40 @@ def test_a_write_that_fails_stops_the_recording_in_one_line(tmp_path, executor):
     assert final, out
     received, skipped, stopped = (int(g or 0) for g in final.groups())
     assert skipped == 1 + stopped and received > skipped, out
+
+
+def test_a_bag_that_cannot_be_closed_at_ctrl_c_exits_non_zero(tmp_path, executor):
+    """Every write fits until Ctrl-C: the messages sit in the bag's first chunk (1 MiB, in memory), and the
+    close that writes them and the index meets the 64 KiB limit. What was recorded is lost: one error line,
+    exit code 3 (the code of a failed final save), no traceback."""
+    bag = tmp_path / "bag"
+    log = tmp_path / "recorder.log"
+    rig = Node("recorder_close_rig")
+    executor.add_node(rig)
+    states = rig.create_publisher(JointState, TOPIC, QoSProfile(depth=DEPTH, reliability=ReliabilityPolicy.RELIABLE))
+    received = []
+
+    def on_diagnostics(msg: DiagnosticArray) -> None:
+        for status in msg.status:
+            values = {kv.key: kv.value for kv in status.values}
+            if status.name.startswith("bag_recorder:") and f"received.{TOPIC}" in values:
+                received.append(int(values[f"received.{TOPIC}"]))
+
+    rig.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 100)
+    command = node_command("gamma_net_ros.bag_recorder", params={"topics": [TOPIC], "output": str(bag)})
+    limited = ["bash", "-c", f"ulimit -f 64 && exec {shlex.join(command)}"]
+    n = 150  # about 900 bytes each: 135 kB, past the limit, within the chunk
+    with NodeProcess(limited, log_path=log) as recorder:
+        assert spin_until(executor, lambda: states.get_subscription_count() > 0, 120.0, step=0.1), log.read_text()
+        for k in range(n):
+            states.publish(JointState(position=[float(k)] * 100))
+            executor.spin_once(timeout_sec=0.0)
+        assert spin_until(executor, lambda: bool(received) and received[-1] == n, 60.0), (
+            received[-3:],
+            log.read_text(),
+        )
+        code = recorder.stop(timeout=bound(30.0))
+    out = log.read_text()
+    assert code == 3 and "Traceback" not in out, out
+    assert f"cannot close {bag} ([Errno 27] File too large): the bag has no index" in out, out
+    assert "cannot write" not in out, out

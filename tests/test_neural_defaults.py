@@ -64,7 +64,7 @@ def test_the_papers_settings_are_one_call_away_and_the_studies_spell_them_out():
     assert {k: getattr(defaults, k) for k in PAPER_SETTINGS} == {
         "hidden_sizes": (64, 64),
         "scaling": "normalized",
-        "step_size": 2.5e-4,
+        "step_size": 5e-4,
         "batch_size": 64,
         "min_replay_history": 1_000,
         "update_period": 8,

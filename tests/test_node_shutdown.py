@@ -189,7 +189,7 @@ def test_every_other_node_exits_0_on_sigint(tmp_path, executor, spin):
     from gamma_net_core.data.bags import write_joint_states
     from gamma_net_ros.paths import config_file
 
-    steps = 300  # 30 s of recording: still playing when the signal comes
+    steps = 400  # 40 s of recording (the player ends 1 s after it): still playing when the signal comes
     bag = write_joint_states(
         tmp_path / "arm.mcap",
         stamp_ns=np.arange(steps) * 100_000_000,

@@ -255,6 +255,24 @@ def test_a_consumer_killed_mid_playback_is_reported_not_waited_for_forever(tmp_p
     assert "Traceback" not in log
 
 
+def test_best_effort_with_no_consumer_reporting_ends_without_waiting_out_the_drain(tmp_path):
+    """Nothing can confirm a best-effort playback that no consumer reports on: the player ends at once
+    (it waited all of ``drain_timeout``, 10 s by default, after every such playback), exit 0."""
+    bag = tmp_path / "clean"
+    _clean_bag(bag, 30)
+    player = subprocess.run(
+        node_command("gamma_net_ros.bag_player", params={"bag": str(bag), "rate": 0.0, "drain_timeout": 1e6}),
+        capture_output=True,
+        text=True,
+        timeout=bound(60),  # far short of the drain_timeout given
+    )
+    output = player.stdout + player.stderr
+    assert player.returncode == 0, output
+    last = output.strip().splitlines()[-1]
+    assert "published 30, acknowledged none (best-effort QoS and no reporting consumer" in last, output
+    assert "Traceback" not in output, output
+
+
 def damaged_bag(path: pathlib.Path, at: float) -> pathlib.Path:
     """A clean recording of 3,000 messages (mcap, written by rosbags) with 4 KiB zeroed at fraction ``at`` of it.
 

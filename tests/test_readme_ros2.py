@@ -14,6 +14,7 @@ import re
 import shlex
 import signal
 import time
+from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from guides import guide_text
@@ -76,19 +77,26 @@ def test_readme_names_the_commands_this_module_runs():
 ECHO_STOPPED = (signal.SIGINT, signal.SIGTERM)
 
 
-def start_echo(line: str, cwd: pathlib.Path, log: str = "echo.txt") -> Background:
-    """A guide's echo line, once the daemon lists the topic; started again while it has not yet seen it."""
-    topic = shlex.split(line)[3]
-    listed = wait_until(lambda: topic in ros2("topic", "list").stdout.split(), timeout=60.0, step=0.5)
-    assert listed, f"{topic} was never listed by `ros2 topic list`"
+def start_echoes(lines: dict[str, str], cwd: pathlib.Path) -> dict[str, Background]:
+    """The guide's echo lines (log file name: line), together, once the daemon lists their topics; each
+    started again while it has not yet seen its topic."""
+    topics = {shlex.split(line)[3] for line in lines.values()}
+    listed = wait_until(lambda: topics <= set(ros2("topic", "list").stdout.split()), timeout=60.0, step=0.5)
+    assert listed, f"{sorted(topics)} were never all listed by `ros2 topic list`"
     deadline = time.monotonic() + bound(60.0)
+    echoes: dict[str, Background] = {}
     while True:
-        echo = Background(line, cwd=cwd, log_path=cwd / log, shell=True)
+        for log, line in lines.items():
+            if log not in echoes:
+                echoes[log] = Background(line, cwd=cwd, log_path=cwd / log, shell=True)
         time.sleep(3.0)
-        if echo.process.poll() is None or time.monotonic() > deadline:
-            return echo
-        assert "does not appear to be published yet" in echo.output, echo.output
-        echo.close()
+        for log, echo in list(echoes.items()):
+            if echo.process.poll() is not None and time.monotonic() <= deadline:
+                assert "does not appear to be published yet" in echo.output, echo.output
+                echo.close()
+                del echoes[log]
+        if len(echoes) == len(lines):
+            return echoes
 
 
 def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
@@ -110,20 +118,24 @@ def test_readme_ros2_lines_on_the_playback_pipeline(tmp_path):
         assert player.returncode == 0, player.stdout
         assert "Traceback" not in player.stdout
 
-        call = ros2(shell_line=guide_command("ros2 service call /predict_at"), cwd=tmp_path, timeout=120)
+        # The guide's call, and two it does not show: beyond the trained timescales, and too many at
+        # once, refused by the running node, which names the value on the scale it was given and keeps
+        # serving. At once: each call spends its seconds finding the service, not in the node.
+        service = "ros2 service call /predict_at gamma_net_msgs/srv/PredictAt"
+        many = ", ".join(["10"] * 1001)
+        lines = [
+            guide_command("ros2 service call /predict_at"),
+            f'{service} "{{timescales: [10, 1.0e+20], scale: 1}}"',
+            f'{service} "{{timescales: [{many}], scale: 1}}"',
+        ]
+        with ThreadPoolExecutor(len(lines)) as pool:
+            call, huge, flood = pool.map(lambda line: ros2(shell_line=line, cwd=tmp_path, timeout=120), lines)
         assert call.returncode == 0, call.stdout
         response = call.stdout.split("response:", 1)[-1]
         values = re.search(r"values=\[([^\]]*)\]", response)
         assert values and len(values.group(1).split(",")) == 3, call.stdout  # timescales: [10, 30, 100]
-
-        # Beyond the trained timescales, and too many at once: refused by the running node, which
-        # names the value on the scale it was given and keeps serving.
-        service = "ros2 service call /predict_at gamma_net_msgs/srv/PredictAt"
-        huge = ros2(shell_line=f'{service} "{{timescales: [10, 1.0e+20], scale: 1}}"', cwd=tmp_path, timeout=120)
         assert huge.returncode == 0 and "success=False" in huge.stdout, huge.stdout
         assert re.search(r"tau 1(\.0)?e\+20 at index 1 is beyond", huge.stdout), huge.stdout
-        many = ", ".join(["10"] * 1001)
-        flood = ros2(shell_line=f'{service} "{{timescales: [{many}], scale: 1}}"', cwd=tmp_path, timeout=120)
         assert flood.returncode == 0 and "success=False" in flood.stdout, flood.stdout
         assert "max_request_timescales" in flood.stdout, flood.stdout
 
@@ -159,8 +171,14 @@ def test_readme_horde_lines_on_the_shipped_questions(tmp_path):
     echo = errors = None
     try:
         assert "/horde" in wait_for_nodes({"/horde"}, launched=run), run.output
-        echo = start_echo(guide_command("ros2 topic echo /horde/predictions"), tmp_path)
-        errors = start_echo(guide_command("ros2 topic echo /horde/errors"), tmp_path, log="errors.txt")
+        echoes = start_echoes(
+            {
+                "echo.txt": guide_command("ros2 topic echo /horde/predictions"),
+                "errors.txt": guide_command("ros2 topic echo /horde/errors"),
+            },
+            tmp_path,
+        )
+        echo, errors = echoes["echo.txt"], echoes["errors.txt"]
         # The arm guide's bag_player line, faster than real time (the line itself runs as written above).
         play = guide_command("ros2 run gamma_net_ros bag_player") + " -p rate:=4.0"
         player = ros2(shell_line=play, cwd=tmp_path, timeout=180)

@@ -21,7 +21,7 @@ from ros2_cli import (
     close_all,
     held_stacks,
     launch,
-    param_get,
+    param_gets,
     stop_daemon,
     wait_for_nodes,
 )
@@ -140,13 +140,20 @@ def test_each_argument_reaches_its_process_the_port_is_the_runs_own_and_ctrl_c_s
     )
     try:
         assert NODES <= wait_for_nodes(NODES, timeout=120, launched=run), run.output
-        assert param_get("/operator", "seed") == "7"
-        assert param_get("/operator", "operator.overshoot_joint") == "1"
-        assert param_get("/operator", "operator.overshoot_direction") == "-1"
-        assert param_get("/operator", "operator.overshoot_probability") == "0.5"  # config/reflex.yaml's, kept
-        assert param_get("/dynamixel_driver", "rate_hz") == "50.0"
-        assert param_get("/horde", "tick_topic") == "/joint_states"
-        port = pathlib.Path(param_get("/dynamixel_driver", "port"))
+        seed, joint, direction, probability, rate, tick, port = param_gets(
+            ("/operator", "seed"),
+            ("/operator", "operator.overshoot_joint"),
+            ("/operator", "operator.overshoot_direction"),
+            ("/operator", "operator.overshoot_probability"),
+            ("/dynamixel_driver", "rate_hz"),
+            ("/horde", "tick_topic"),
+            ("/dynamixel_driver", "port"),
+        )
+        assert (seed, joint, direction) == ("7", "1", "-1")
+        assert probability == "0.5"  # config/reflex.yaml's, kept
+        assert rate == "50.0"
+        assert tick == "/joint_states"
+        port = pathlib.Path(port)
         assert port != fixed and port.parent.parent == pathlib.Path(tempfile.gettempdir()), port
         state = EmulatorClient(f"{port}.ctl").wait_ready(timeout=bound(30))
         assert state["servos"][1]["obstacle"] is None

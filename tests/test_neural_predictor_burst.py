@@ -19,7 +19,7 @@ import time
 
 import numpy as np
 import pytest
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_counts import DiagnosticCounts
 from gamma_net_msgs.msg import Transition
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
@@ -67,16 +67,8 @@ def test_a_1khz_burst_is_counted_received_processed_skipped_and_lost(tmp_path, e
     executor.add_node(rig)
     reliable = QoSProfile(depth=DEPTH, reliability=ReliabilityPolicy.RELIABLE)
     transitions = rig.create_publisher(Transition, "burst_transitions", reliable)
-    counts, reports = {}, []
-
-    def on_diagnostics(msg: DiagnosticArray) -> None:
-        for status in msg.status:
-            values = {kv.key: kv.value for kv in status.values}
-            if status.name.startswith("neural_predictor:") and "received" in values:
-                counts.update({k: int(values[k]) for k in COUNTS})
-                reports.append(time.monotonic())
-
-    rig.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 100)
+    watch = DiagnosticCounts(rig, "neural_predictor:", COUNTS)
+    counts, reports = watch.counts, watch.reports
     command = node_command("gamma_net_ros.neural_predictor.node", params_file=config_file("atari"), params=TINY,
                            remaps={"transitions": "burst_transitions"}, node="neural_predictor")  # fmt: skip
     with NodeProcess(command, log_path=log) as node:

@@ -21,7 +21,7 @@ import shlex
 import time
 
 import pytest
-from diagnostic_msgs.msg import DiagnosticArray
+from diagnostic_counts import DiagnosticCounts
 from rclpy.node import Node
 from rclpy.qos import QoSProfile, ReliabilityPolicy
 from sensor_msgs.msg import JointState
@@ -48,16 +48,8 @@ def test_a_1khz_burst_is_in_the_bag_or_counted_lost(tmp_path, executor):
     executor.add_node(rig)
     reliable = QoSProfile(depth=DEPTH, reliability=ReliabilityPolicy.RELIABLE)
     states = rig.create_publisher(JointState, TOPIC, reliable)
-    counts, reports = {}, []
-
-    def on_diagnostics(msg: DiagnosticArray) -> None:
-        for status in msg.status:
-            values = {kv.key: kv.value for kv in status.values}
-            if status.name.startswith("bag_recorder:") and f"received.{TOPIC}" in values:
-                counts.update({k: int(values[k]) for k in COUNTS})
-                reports.append(time.monotonic())
-
-    rig.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 100)
+    watch = DiagnosticCounts(rig, "bag_recorder:", COUNTS, ready_key=f"received.{TOPIC}")
+    counts, reports = watch.counts, watch.reports
     command = node_command("gamma_net_ros.bag_recorder", params={"topics": [TOPIC], "output": str(bag)})
     with NodeProcess(command, log_path=log) as recorder:
         ready = lambda: states.get_subscription_count() > 0 and bool(reports)  # noqa: E731
@@ -125,15 +117,7 @@ def test_a_bag_that_cannot_be_closed_at_ctrl_c_exits_non_zero(tmp_path, executor
     rig = Node("recorder_close_rig")
     executor.add_node(rig)
     states = rig.create_publisher(JointState, TOPIC, QoSProfile(depth=DEPTH, reliability=ReliabilityPolicy.RELIABLE))
-    received = []
-
-    def on_diagnostics(msg: DiagnosticArray) -> None:
-        for status in msg.status:
-            values = {kv.key: kv.value for kv in status.values}
-            if status.name.startswith("bag_recorder:") and f"received.{TOPIC}" in values:
-                received.append(int(values[f"received.{TOPIC}"]))
-
-    rig.create_subscription(DiagnosticArray, "/diagnostics", on_diagnostics, 100)
+    watch = DiagnosticCounts(rig, "bag_recorder:", [f"received.{TOPIC}"], ready_key=f"received.{TOPIC}")
     command = node_command("gamma_net_ros.bag_recorder", params={"topics": [TOPIC], "output": str(bag)})
     limited = ["bash", "-c", f"ulimit -f 64 && exec {shlex.join(command)}"]
     n = 150  # about 900 bytes each: 135 kB, past the limit, within the chunk
@@ -142,10 +126,8 @@ def test_a_bag_that_cannot_be_closed_at_ctrl_c_exits_non_zero(tmp_path, executor
         for k in range(n):
             states.publish(JointState(position=[float(k)] * 100))
             executor.spin_once(timeout_sec=0.0)
-        assert spin_until(executor, lambda: bool(received) and received[-1] == n, 60.0), (
-            received[-3:],
-            log.read_text(),
-        )
+        taken = lambda: watch.counts.get(f"received.{TOPIC}")  # noqa: E731
+        assert spin_until(executor, lambda: taken() == n, 60.0), (taken(), log.read_text())
         code = recorder.stop(timeout=bound(30.0))
     out = log.read_text()
     assert code == 3 and "Traceback" not in out, out

@@ -17,23 +17,16 @@ import numpy as np
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
+from test_reflex_holds import FORMS  # every command form's hold, as gamma_net_ros/reflex/forms.py registers them
 
 from gamma_net_core.horde.questions import load_questions
 from gamma_net_core.paths import config_file
 from gamma_net_core.reflex.commands import FIELDS, MOTION, TWIST_AXES, joint_command
 from gamma_net_core.reflex.evaluation import ReflexState
-from gamma_net_core.reflex.holds import HoldRule, KnownJoints
+from gamma_net_core.reflex.holds import KnownJoints
 from gamma_net_core.reflex.rules import load_rules
 
 POOL = ("shoulder", "elbow", "wrist", "gripper")
-#: Every command form's hold (gamma_net_ros/reflex/forms.py registers these; tests/test_reflex_holds.py checks it).
-FORMS = {
-    "joint_state": HoldRule((), fields_from_commands=True),
-    "float64_multi_array/position": HoldRule(("position",), layout=True),
-    "float64_multi_array/velocity": HoldRule(("velocity",), layout=True),
-    "joint_trajectory": HoldRule(("position", "velocity"), motion_alone=False),
-    "twist": HoldRule(("velocity",), layout=True),
-}
 STALL = {
     "name": "stall_ahead",
     "question": "shoulder_effort",

@@ -147,7 +147,7 @@ def test_a_1_hz_topic_stops_only_its_questions_while_the_50_hz_ones_publish_on_e
     voltage = table[:, 2]
     stale = np.isnan(voltage).all(axis=1)
     assert stale.any() and (~stale).any()  # published NaN where its topic is stale, else its prediction
-    assert horde.skipped == {"silent": 0, "stale": 0, "unreadable": 0, "refused": 0}
+    assert horde.skipped == {"silent": 0, "stale": 0, "unreadable": 0, "refused": 0, "warming_up": 0}
     # the joint the robot lacks: said once for that question, naming the names there are; only it stops
     assert np.all(np.isnan(table[:, 3])) and horde.stopped["elbow_effort"] == ticks
     assert not np.any(horde.learner.weights[3]) and np.any(horde.learner.weights[0])

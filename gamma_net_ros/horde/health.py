@@ -43,7 +43,7 @@ class Watch:
             topic: sorted(n for n, ts in zip(self.names, spec.question_topics()) if topic in ts)
             for topic in spec.topics()
         }
-        self.skipped = {"silent": 0, "stale": 0, "unreadable": 0, "refused": 0}
+        self.skipped = {"silent": 0, "stale": 0, "unreadable": 0, "refused": 0, "warming_up": 0}
         self.stale_topics: dict[str, int] = {}
         self.stopped: dict[str, int] = {}  # ticks each question did not learn (while others did)
         self.said: set[str] = set()  # the questions whose unreadable field was reported

@@ -94,6 +94,8 @@ class Horde(CheckpointHooks, Node):
         )  # fmt: skip
         self.watch = horde_health.Watch(self, self.spec, self.sampler, settings)
         self.skipped, self.stale_topics, self.stopped = self.watch.skipped, self.watch.stale_topics, self.watch.stopped
+        if self.tick_topic:  # until take_input: a tick that came while the kernels compiled, counted, not lost
+            self.sampler.listen(self.tick_topic, self._tick_before_ready)
         self.predictions = self.create_publisher(PredictionArray, "horde/predictions", 10)
         self.error_topic = self.create_publisher(PredictionErrors, "horde/errors", 10)
         self.returns = self.create_publisher(RealizedReturns, "horde/returns", 10)
@@ -122,6 +124,10 @@ class Horde(CheckpointHooks, Node):
             self.sampler.listen(self.tick_topic, self.tick)
         else:
             self.create_timer(1.0 / self.spec.rate_hz, self.tick)
+
+    def _tick_before_ready(self, trigger) -> None:
+        self.ticks += 1
+        self.skipped["warming_up"] += 1
 
     # -- the clock
 

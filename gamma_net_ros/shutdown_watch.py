@@ -142,7 +142,9 @@ class LoopWatch:
     def beat(self) -> None:
         """The loop came round: the stacks are written if it does not again within :data:`HELD_S` s."""
         now = time.monotonic()
-        if now - self.armed_at >= REARM_S:
+        # Re-armed well before it would fire: armed only every HELD_S, a loop turning freely would
+        # see it fire between two turns, and a hold that began then would never be written.
+        if now - self.armed_at >= min(REARM_S, HELD_S / 2):
             self.armed_at = now
             faulthandler.dump_traceback_later(HELD_S, file=self.file)
 

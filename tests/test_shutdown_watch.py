@@ -176,3 +176,29 @@ def test_a_node_killed_while_a_thread_holds_the_gil_leaves_where_it_was_held(tmp
         process.wait()
     (path,) = held_files(tmp_path)  # left behind by the killed process
     assert path.read_text().startswith("Timeout (0:00:01)!"), path.read_text()
+
+
+@pytest.mark.parametrize("held_s", [1.0, shutdown_watch.HELD_S])
+def test_a_loop_that_turns_is_always_rearmed_before_the_watchdog_fires(tmp_path, monkeypatch, held_s):
+    """Between two turns of a loop turning every 0.1 s the watchdog stays armed: a hold that begins then is caught.
+
+    Armed only every REARM_S with HELD_S no longer (the test's 1 s), it fired between two turns of a loop that
+    was fine, and a hold beginning in the next 0.1 s was never written.
+    """
+    now = [100.0]
+    deadlines: list[float] = []
+    monkeypatch.setattr(shutdown_watch, "HELD_S", held_s)
+    monkeypatch.setattr(shutdown_watch.time, "monotonic", lambda: now[0])
+    monkeypatch.setattr(
+        shutdown_watch.faulthandler, "dump_traceback_later", lambda seconds, file: deadlines.append(now[0] + seconds)
+    )
+    watch = shutdown_watch.LoopWatch("probe", log_dir=tmp_path)
+    try:
+        for turn in range(200):
+            watch.beat()
+            next_turn = now[0] + 0.1
+            assert deadlines[-1] > next_turn, (turn, now[0], deadlines[-1])
+            now[0] = next_turn
+    finally:
+        monkeypatch.undo()
+        watch.close()

@@ -36,13 +36,11 @@ RERUN_ARGS ?= --reruns 1 --only-rerun 'TimeoutExpired|failed to terminate|proces
 # a file's tests stay on one worker, so its module fixtures run once); tests marked `serial` still
 # run alone. TEST_WORKERS=0 runs every test in one process. The files are handed out longest first,
 # in the order tests/conftest.py sorts them (tests/durations.json), not xdist's by number of tests.
-# Two by default. A third on two cores fills the time tests wait on real time (12-13 min instead of
-# 16-18 in earlier runs), but a fresh clone's run on three showed a test whose child process never
-# wrote what it waits for (tests/test_shutdown_watch.py's held GIL), not seen on two: TEST_WORKERS=3
-# until that is understood. A test held past its limit where pytest-timeout cannot end it fails with
-# every thread's stack (the hang guard, tests/conftest.py) instead of hanging the run
+# Three on two cores: a third of two workers' time was tests waiting on real time (robot stand-ins,
+# launches), which a third worker fills. A test held past its limit where pytest-timeout cannot end
+# it fails with every thread's stack (the hang guard, tests/conftest.py) instead of hanging the run
 # (docs/lab-notes/test-suite.md).
-TEST_WORKERS ?= 2
+TEST_WORKERS ?= 3
 DEMO_ARGS ?=
 
 .PHONY: demo demo-setup test test-fast setup lint lock bench clean

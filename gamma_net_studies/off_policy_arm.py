@@ -24,8 +24,8 @@ stop: there the servo model, still pushed up, stays at rest and draws no current
 exactly 0 and the return is complete (the dynamics are deterministic: it is v_pi of the arm's state). A
 stretch that turns away before the stop gives no return: its tail is unknown. Steps already resting at the
 stop (return 0) are left out. Each answer's error is mean |V - G| / mean |G| over those steps, per probe tau.
-Reported over seeds: mean and spread of each error, the paired difference (TDC - on-policy) with a 95 %
-bootstrap interval over seeds, and whether the off-policy answer is closer.
+Reported over seeds: mean and spread of each error, each off-policy answer's paired difference from the
+on-policy answer with a 95 % bootstrap interval over seeds, and whether the off-policy answer is closer.
 """
 
 from __future__ import annotations
@@ -296,10 +296,19 @@ def run(args: argparse.Namespace) -> Report:
 
 
 def summarize(results: list[dict], seeds: list[int], behaviour: Behaviour, steps: int) -> dict:
-    """Per answer and probe tau: errors per seed, mean, spread; the paired difference TDC - on-policy."""
+    """Per answer and probe tau: errors per seed, mean, spread; each off-policy answer's paired difference from
+    the on-policy answer, with its 95 % bootstrap interval over the seeds."""
     errors_by = {name: np.array([r["errors"][name] for r in results]) for name in ANSWERS}  # [seeds, G]
-    difference = errors_by[OFF] - errors_by[ON]
-    low, high = bootstrap_interval(difference, np.random.default_rng(seeds[0]))
+    differences = {}
+    for name in (OFF, NAIVE):
+        difference = errors_by[name] - errors_by[ON]
+        low, high = bootstrap_interval(difference, np.random.default_rng(seeds[0]))
+        differences[name] = {
+            "mean": difference.mean(axis=0).tolist(),
+            "low": np.asarray(low).tolist(),
+            "high": np.asarray(high).tolist(),
+            "seeds_closer": np.sum(difference < 0.0, axis=0).tolist(),
+        }
     return {
         "behaviour": dataclasses.asdict(behaviour),
         "steps": steps,
@@ -311,44 +320,56 @@ def summarize(results: list[dict], seeds: list[int], behaviour: Behaviour, steps
         "errors": {name: e.tolist() for name, e in errors_by.items()},
         "mean": {name: np.mean(e, axis=0).tolist() for name, e in errors_by.items()},
         "std": {name: np.std(e, axis=0).tolist() for name, e in errors_by.items()},
-        "difference": {
-            "mean": difference.mean(axis=0).tolist(),
-            "low": np.asarray(low).tolist(),
-            "high": np.asarray(high).tolist(),
-            "seeds_closer": np.sum(difference < 0.0, axis=0).tolist(),
-        },
+        "difference": differences,
     }
+
+
+def _closer(d: dict, k: int, n_seeds: int) -> str:
+    if not np.isfinite(d["mean"][k]):
+        return "diverged"
+    verdict = "yes" if d["high"][k] < 0.0 else ("no" if d["low"][k] > 0.0 else "not resolved")
+    return f"{verdict} ({d['seeds_closer'][k]}/{n_seeds} seeds)"
 
 
 def _report(data: dict, files: list[pathlib.Path]) -> Report:
     taus = data["probe_taus"]
     seeds = data["seeds"]
+    labels = [f"{tau:g}" + (" (3 s)" if tau == data["question_tau"] else "") for tau in taus]
     table = Table(
-        f"error against the target's Monte-Carlo returns, mean |V - G| / mean |G|: seeds {seeds[0]}..{seeds[-1]}, "
-        f"{data['steps']:,} steps each",
-        ["τ (steps)", *(f"{name} (mean ± std)" for name in ANSWERS), "TDC − on (95 % CI)", "TDC closer"],
+        f"error against the target's Monte-Carlo returns, mean |V - G| / mean |G| (mean ± std over seeds "
+        f"{seeds[0]}..{seeds[-1]}, {data['steps']:,} steps each)",
+        ["τ (steps)", *ANSWERS],
     )
-    d = data["difference"]
-    for k, tau in enumerate(taus):
+    for k, label in enumerate(labels):
+        cells = [
+            "diverged" if not np.isfinite(data["mean"][name][k]) else
+            f"{data['mean'][name][k]:.3f} ± {data['std'][name][k]:.3f}"
+            for name in ANSWERS
+        ]  # fmt: skip
+        table.add(label, *cells)
+    columns = ["τ (steps)"]
+    for name in (OFF, NAIVE):
+        columns += [f"{name} − on-policy (95 % CI)", "closer"]
+    differences = Table("off-policy minus on-policy error, paired by seed (below 0: the off-policy answer is closer)",
+                        columns)  # fmt: skip
+    for k, label in enumerate(labels):
         cells = []
-        for name in ANSWERS:
-            mean, std = data["mean"][name][k], data["std"][name][k]
-            cells.append("diverged" if not np.isfinite(mean) else f"{mean:.3f} ± {std:.3f}")
-        label = f"{tau:g}" + (" (3 s)" if tau == data["question_tau"] else "")
-        interval = f"{d['mean'][k]:+.3f} [{d['low'][k]:+.3f}, {d['high'][k]:+.3f}]"
-        closer = "yes" if d["high"][k] < 0.0 else ("no" if d["low"][k] > 0.0 else "not resolved")
-        table.add(label, *cells, interval, f"{closer} ({d['seeds_closer'][k]}/{len(seeds)} seeds)")
+        for name in (OFF, NAIVE):
+            d = data["difference"][name]
+            cells += [f"{d['mean'][k]:+.3f} [{d['low'][k]:+.3f}, {d['high'][k]:+.3f}]", _closer(d, k, len(seeds))]
+        differences.add(label, *cells)
     k = taus.index(data["question_tau"])
+    d = data["difference"][OFF]
     summary = (
-        f"at τ {data['question_tau']:g} (3 s) the off-policy answer's error is {data['mean'][OFF][k]:.3f} against "
-        f"the on-policy answer's {data['mean'][ON][k]:.3f}: difference {d['mean'][k]:+.3f} "
-        f"[{d['low'][k]:+.3f}, {d['high'][k]:+.3f}], "
+        f"at τ {data['question_tau']:g} (3 s): error {data['mean'][OFF][k]:.3f} off-policy (TDC), "
+        f"{data['mean'][NAIVE][k]:.3f} off-policy TD(0), {data['mean'][ON][k]:.3f} on-policy; TDC − on-policy "
+        f"{d['mean'][k]:+.3f} [{d['low'][k]:+.3f}, {d['high'][k]:+.3f}]: "
         + ("off-policy closer" if d["high"][k] < 0.0 else "off-policy not shown closer")
     )
     counts = Table("held-out returns counted per seed", ["seed", "returns", "up fraction (training)"])
     for seed, n, up in zip(seeds, data["returns_counted"], data["up_fraction"]):
         counts.add(seed, n, up)
-    return Report(tables=[table, counts], data=data, files=[str(f) for f in files], summary=summary)
+    return Report(tables=[table, differences, counts], data=data, files=[str(f) for f in files], summary=summary)
 
 
 def plot(path: pathlib.Path, first: dict, data: dict, *, window_s: float = 20.0) -> pathlib.Path:

@@ -65,3 +65,28 @@ def test_the_ratios_weigh_each_stretch_by_its_probability_and_the_returns_end_at
     # At rest at the stop and pushed up, the shoulder draws nothing: the returns' tail is 0, not cut off.
     resting = np.flatnonzero(recording.at_stop[:-1] & up)
     assert resting.size > 0 and np.all(recording.current[resting + 1] == 0.0)
+
+
+def _tdc_value(*, hold: int, beta: float, steps: int = 12_000) -> float:
+    """TDC's f = (1 - gamma) V at gamma 0.8 on one state: up (+0.6) with b = 1/3, else down (-0.6); pi always up.
+    The behaviour draws a fresh action every ``hold`` steps and keeps it in between."""
+    from gamma_net_core.reference import off_policy_step
+
+    rng = np.random.default_rng(0)
+    theta, h, x, gammas = np.zeros(1), np.zeros(1), np.eye(1), np.array([0.8])
+    up = False
+    for t in range(steps):
+        if t % hold == 0:
+            up = rng.random() < 1.0 / 3.0
+        cumulant = (1.0 - gammas) * (0.6 if up else -0.6)
+        off_policy_step(theta, h, None, x, x, cumulant, gammas, 3.0 if up else 0.0, 0.01, beta, 0.0, "gtd")
+    return float(theta[0])
+
+
+def test_tdc_goes_wrong_where_the_behaviour_holds_its_action_longer_than_h_averages():
+    # Why TDC lags on the arm, whose behaviour holds each command 15 steps: h tracks rho delta within a held
+    # stretch, where rho is large, and its correction then outweighs the TD step. A fresh action every step, or
+    # a slower h, and TDC finds v_pi (f = 0.6). If TDC stops going wrong here, docs/off-policy.md is wrong.
+    assert abs(_tdc_value(hold=1, beta=0.05) - 0.6) < 0.02
+    assert abs(_tdc_value(hold=10, beta=0.01) - 0.6) < 0.05
+    assert _tdc_value(hold=10, beta=0.05) < 0.0

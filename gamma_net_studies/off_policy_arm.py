@@ -26,6 +26,8 @@ stretch that turns away before the stop gives no return: its tail is unknown. St
 stop (return 0) are left out. Each answer's error is mean |V - G| / mean |G| over those steps, per probe tau.
 Reported over seeds: mean and spread of each error, each off-policy answer's paired difference from the
 on-policy answer with a 95 % bootstrap interval over seeds, and whether the off-policy answer is closer.
+The behaviour holds each command for ``decision_s``, which slows TDC (its h follows a held run of large rho
+delta): docs/off-policy.md, "Held actions".
 """
 
 from __future__ import annotations

@@ -47,6 +47,7 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
         "the reflex study through ros2 launch in real time, resumable",
     ),
     (("lambda-study",), "gamma_net_studies.lambda_study", "TD(lambda) and TD(Delta) learning curves"),
+    (("off-policy", "arm"), "gamma_net_studies.off_policy_arm", "the paper's 'current if I move the shoulder up'"),
     (("zoo",), "gamma_net_core.zoo.command", "learners at their defaults on problems with exact values, by tau"),
     (("atari", "record"), "gamma_net_core.atari.record", "play a policy in ALE or MinAtar, record φ/cumulant shards"),
     (("atari", "points"), "gamma_net_core.atari.points_command", "evaluation points + Monte-Carlo returns per probe τ"),

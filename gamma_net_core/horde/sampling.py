@@ -43,6 +43,9 @@ class SampledSignals:
         none is but some value is not finite.
       usable_questions: [T, Q] the tick is fresh and finite for question q (its topics and the state's).
       stale_topics: {topic: ticks where it is stale}.
+      policy: [T, 3, Q] the off-policy questions' readings, as :class:`~gamma_net_core.horde.policies.PolicyReadings`
+        holds them (action, equals reference, behaviour's probability; NaN where a question has none); None
+        where no question has a policy. A reading a question has but that is not finite stops it at that tick.
     """
 
     times: np.ndarray
@@ -54,6 +57,7 @@ class SampledSignals:
     skips: dict[str, int]
     usable_questions: np.ndarray | None = None
     stale_topics: dict[str, int] | None = None
+    policy: np.ndarray | None = None
 
     def transitions(self) -> np.ndarray:
         """Indices t whose transition (tick t -> tick t + 1) is learned: both ticks usable."""
@@ -95,6 +99,7 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
     inputs = np.stack([[s.apply(v) for v in sampled[i]] for i, s in enumerate(spec.state)], axis=1)
     cumulants = np.empty((ticks.shape[0], len(spec.questions)))
     continuations = np.ones_like(cumulants)
+    policy = np.full((ticks.shape[0], 3, len(spec.questions)), np.nan) if any(spec.policies) else None
     k = n_state
     for q, question in enumerate(spec.questions):
         cumulants[:, q] = [question.cumulant.apply(v) for v in sampled[k]]
@@ -102,11 +107,20 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
         if question.termination is not None:
             continuations[:, q] = [question.termination.continuation(v) for v in sampled[k]]
             k += 1
-        k += len(question.policy.signals()) if question.policy is not None else 0  # read by the learner's ratios
+        p = question.policy
+        for i, signal in enumerate(() if p is None else (p.action, p.reference, p.probability)):
+            if signal is not None:
+                policy[:, i, q] = [signal.apply(v) for v in sampled[k]]
+                k += 1
     state_ok = np.all(np.isfinite(inputs), axis=1)
     for topic in spec.state_topics():
         state_ok &= fresh[topic]
     usable_questions = np.isfinite(cumulants) & state_ok[:, None]
+    if policy is not None:  # a question's reading not finite: no rho, the question stops there (as the node does)
+        for q, p in enumerate(spec.policies):
+            if p is not None:
+                has = [s is not None for s in (p.action, p.reference, p.probability)]
+                usable_questions[:, q] &= np.all(np.isfinite(policy[:, has, q]), axis=1)
     for q, topics in enumerate(spec.question_topics()):
         for topic in topics:
             usable_questions[:, q] &= fresh[topic]
@@ -121,6 +135,7 @@ def read_signals(path: str | pathlib.Path, spec: HordeSpec) -> SampledSignals:
         skips={"stale": int(stale.sum()), "non_finite": int((~finite & ~stale).sum())},
         usable_questions=usable_questions,
         stale_topics={topic: int((~f).sum()) for topic, f in fresh.items()},
+        policy=policy,
     )
 
 

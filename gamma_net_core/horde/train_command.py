@@ -16,6 +16,12 @@ ends it too, so the last ``--tail-steps`` of each stretch are left unscored):
 - ``online``: the mean absolute error of the predictions made at each step before learning from
   it (what a user sees on the robot while it learns).
 
+An off-policy question (a ``policy:``) learns by TDC with rho of each transition's action, read from the
+recording as the node reads it (counted behaviour estimates included, checkpointed in ``horde.npz``). The
+recording's returns are the behaviour's, so such a question is scored against per-decision importance-weighted
+returns (rho from the final estimates; unbiased for the target's value, noisy), and has no fixed-timescale
+baseline (that would learn the behaviour's values).
+
 Readouts (hyperbolic, windowed sums) are scored the same way against their exact returns. With
 ``--step-size-study`` the online and final errors of constant step sizes (``--alphas``) and of
 Autostep are compared per question and timescale (docs/results.md).
@@ -57,6 +63,7 @@ class Stream:
     cumulants: np.ndarray  # [N, Q] C_{t+1}
     continuations: np.ndarray  # [N, Q] of S_{t+1}
     segment_end: np.ndarray  # [N] bool: the last transition of a stretch
+    policy: np.ndarray | None = None  # [N, 3, Q] the off-policy questions' readings at S_t (A_t taken there)
 
 
 def stream_of(signals) -> Stream:
@@ -72,17 +79,46 @@ def stream_of(signals) -> Stream:
         cumulants=signals.cumulants[idx + 1],
         continuations=signals.continuations[idx + 1],
         segment_end=end,
+        policy=None if signals.policy is None else signals.policy[idx],
     )
 
 
-def exact_returns(stream: Stream, gammas, coefficients=None) -> np.ndarray:
-    """[N, Q, G] exact returns (or [N, Q] of a readout with ``coefficients``), each stretch's end terminal."""
+def exact_returns(stream: Stream, gammas, coefficients=None, rhos=None) -> np.ndarray:
+    """[N, Q, G] exact returns (or [N, Q] of a readout with ``coefficients``), each stretch's end terminal.
+
+    Args:
+      rhos: [N, Q] importance ratios (:func:`target_rhos`): an off-policy question's return is then the
+        per-decision importance-weighted one, G_t = rho_t (C_{t+1} + gamma G_{t+1}), whose expectation under
+        the behaviour is the target's value (noisy: a product of ratios). An on-policy question's rho is 1.
+    """
     from gamma_net_core.returns import discounted_returns
 
     Q = stream.cumulants.shape[1]
     terminals = stream.segment_end[:, None] | (stream.continuations == 0.0)
-    out = np.stack([discounted_returns(stream.cumulants[:, q], gammas, terminals=terminals[:, q]) for q in range(Q)], 1)
+    g = np.asarray(gammas, dtype=np.float64)
+    out = np.empty((stream.cumulants.shape[0], Q, g.shape[0]))
+    for q in range(Q):
+        if rhos is None or np.all(rhos[:, q] == 1.0):
+            out[:, q] = discounted_returns(stream.cumulants[:, q], g, terminals=terminals[:, q])
+            continue
+        after = np.zeros(g.shape[0])  # G_{t+1}
+        for t in range(out.shape[0] - 1, -1, -1):
+            if terminals[t, q]:
+                after = np.zeros(g.shape[0])
+            after = rhos[t, q] * (stream.cumulants[t, q] + g * after)
+            out[t, q] = after
     return out if coefficients is None else out @ np.asarray(coefficients)
+
+
+def target_rhos(horde, stream: Stream) -> np.ndarray | None:
+    """[N, Q] each transition's rho with the learner's final behaviour estimates (None: no policies)."""
+    from gamma_net_core.horde.policies import PolicyReadings
+
+    if stream.policy is None:
+        return None
+    rhos = np.stack([horde.ratios(PolicyReadings(*r), count=False) for r in stream.policy])
+    caps = np.array([np.inf if p is None else p.rho_max for p in horde.ratios.policies])
+    return np.minimum(rhos, caps)
 
 
 def scored_mask(stream: Stream, tail: int) -> np.ndarray:
@@ -103,6 +139,7 @@ def train_horde(spec, stream: Stream, gammas: np.ndarray, *, progress: bool = Fa
     from tqdm import tqdm
 
     from gamma_net_core.horde.learner import HordeLearner
+    from gamma_net_core.horde.policies import PolicyReadings
 
     horde = HordeLearner.from_spec(spec)
     N, Q = stream.cumulants.shape
@@ -112,8 +149,11 @@ def train_horde(spec, stream: Stream, gammas: np.ndarray, *, progress: bool = Fa
     online = np.empty((N, Q, all_gammas.shape[0]))
     for n in tqdm(range(N), desc="learning", unit="step", file=sys.stderr, disable=not progress):
         online[n] = horde.predict(stream.states_t[n], all_gammas)
+        # Off-policy questions: A_t is counted into the behaviour's estimates, then its rho weighs S_t -> S_{t+1}.
+        rhos = None if stream.policy is None else horde.ratios(PolicyReadings(*stream.policy[n]))
         try:
-            horde.learn(stream.states_t[n], stream.cumulants[n], stream.states_tp1[n], stream.continuations[n])
+            horde.learn(stream.states_t[n], stream.cumulants[n], stream.states_tp1[n], stream.continuations[n],
+                        rhos=rhos)  # fmt: skip
         except FloatingPointError as exc:
             raise Diverged(f"transition {n} of {N}: {exc}") from None
     final = np.stack([horde.predict(s, all_gammas) for s in stream.states_t])
@@ -127,14 +167,19 @@ def train_horde(spec, stream: Stream, gammas: np.ndarray, *, progress: bool = Fa
 
 
 def train_baselines(spec, stream: Stream, gammas: np.ndarray):
-    """Fixed-timescale learners per question and gamma: (online [N, Q, G], final [N, Q, G])."""
+    """Fixed-timescale learners per question and gamma: (online [N, Q, G], final [N, Q, G]).
+
+    An off-policy question has none (NaN): the baseline learns the behaviour's values, not the target's.
+    """
     from gamma_net_core.linear import FixedTimescaleTD, fixed_timescale_config
 
     N, Q = stream.cumulants.shape
-    online = np.empty((N, Q, gammas.shape[0]))
-    final = np.empty_like(online)
+    online = np.full((N, Q, gammas.shape[0]), np.nan)
+    final = np.full_like(online, np.nan)
     seeds = np.random.SeedSequence(spec.seed).spawn(Q * gammas.shape[0])
     for q in range(Q):
+        if spec.questions[q].policy is not None:
+            continue
         for k, g in enumerate(gammas):
             net = FixedTimescaleTD(
                 fixed_timescale_config(spec.learner, g), rng=np.random.default_rng(seeds[q * len(gammas) + k])
@@ -258,7 +303,8 @@ def run(args: argparse.Namespace) -> Report:
     gammas = 1.0 - 1.0 / taus
     horde, h_online, h_final, readouts = train_horde(spec, stream, gammas, progress=not args.no_progress)
     b_online, b_final = train_baselines(spec, stream, gammas)
-    returns = exact_returns(stream, gammas)
+    rhos = target_rhos(horde, stream)
+    returns = exact_returns(stream, gammas, rhos=rhos)
     h_cum = errors(h_final, returns, mask)[0]
     b_cum = errors(b_final, returns, mask)[0]
     out.mkdir(parents=True, exist_ok=True)
@@ -266,7 +312,10 @@ def run(args: argparse.Namespace) -> Report:
         spec.names, taus, errors(h_final, returns, mask), errors(b_final, returns, mask),
         errors(h_online, returns, mask)[1], errors(b_online, returns, mask)[1],
     )  # fmt: skip
-    tables = [table, _readout_table(horde, readouts, stream, mask, spec.names, per_question)]
+    off_policy = [name for name, p in zip(spec.names, spec.policies) if p is not None]
+    if off_policy:
+        table.title += f"; off-policy {off_policy}: against importance-weighted returns, no baseline"
+    tables = [table, _readout_table(horde, readouts, stream, mask, spec.names, per_question, rhos)]
     data = {
         "bag": str(args.bag),
         "questions_file": str(args.questions),
@@ -324,12 +373,13 @@ def _question_table(names, taus, horde_final, baseline_final, h_on, b_on) -> tup
     return table, per_question
 
 
-def _readout_table(horde, readouts: dict, stream: Stream, mask: np.ndarray, names, per_question: dict) -> Table:
+def _readout_table(horde, readouts: dict, stream: Stream, mask: np.ndarray, names, per_question: dict,
+                   rhos=None) -> Table:  # fmt: skip
     """Each readout's errors against its exact returns (also put into ``per_question``)."""
     readout_table = Table("Readouts against their exact returns", ["question", "readout", "final", "online mean"])
     for r, (r_online, r_final) in readouts.items():
         rg, rc = horde.readout_weights(r)
-        exact = exact_returns(stream, rg, rc)
+        exact = exact_returns(stream, rg, rc, rhos=rhos)
         r_cum = errors(r_final, exact, mask)[0]
         r_on = errors(r_online, exact, mask)[1]
         for q, name in enumerate(names):

@@ -122,3 +122,20 @@ def test_horde_train_learns_an_off_policy_question_from_the_recorded_commands(tm
     data = json.loads((out / "horde_train.json").read_text())
     rows = data["questions"]["shoulder_velocity_if_up"]["timescales"]
     assert all(r["baseline_final"] is None and r["gamma_net_final"] > 0 for r in rows)  # no on-policy baseline
+
+
+def test_horde_thresholds_learns_an_off_policy_question_too(tmp_path):
+    """`horde thresholds` learns its pass as `horde train` does: with each off-policy question's rho."""
+    bag = write_bag(tmp_path / "bag", seconds=120.0)
+    out = tmp_path / "out"
+    result = subprocess.run(
+        ["gamma-net", "horde", "thresholds", "--bag", str(bag), "--questions", str(questions(tmp_path)),
+         "--question", "shoulder_velocity_if_up", "--tau", "5", "--event", "shoulder_velocity above 0.5",
+         "--out", str(out), "--no-progress"],
+        capture_output=True, text=True, timeout=bound(TRAIN_S),
+    )  # fmt: skip
+    assert result.returncode == 0, result.stderr
+    assert "Traceback" not in result.stderr
+    horde = HordeLearner.load(next(out.glob("*.npz")))
+    f = np.stack([horde.predict(s, taus=[5.0])[:, 0] / 5.0 for s in np.linspace(0.6, 2.4, 25)[:, None]])
+    assert np.median(f[:, 0]) > 0.4 and np.median(f[:, 1]) < 0.0, f  # the target's values, and the behaviour's

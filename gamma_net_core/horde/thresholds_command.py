@@ -109,6 +109,7 @@ def learn(spec, signals, *, progress: bool):
     from tqdm import tqdm
 
     from gamma_net_core.horde.learner import HordeLearner
+    from gamma_net_core.horde.policies import PolicyReadings
     from gamma_net_core.horde.train_command import stream_of
 
     stream = stream_of(signals)
@@ -116,8 +117,11 @@ def learn(spec, signals, *, progress: bool):
     Q = len(spec.questions)
     n = stream.index.shape[0]
     for k in tqdm(range(n), desc="learning", unit="step", file=sys.stderr, disable=not progress):
+        # Off-policy questions: A_t counted into the behaviour's estimates, then its rho weighs S_t -> S_{t+1}.
+        rhos = None if stream.policy is None else horde.ratios(PolicyReadings(*stream.policy[k][:, :Q]))
         try:
-            horde.learn(stream.states_t[k], stream.cumulants[k, :Q], stream.states_tp1[k], stream.continuations[k, :Q])
+            horde.learn(stream.states_t[k], stream.cumulants[k, :Q], stream.states_tp1[k], stream.continuations[k, :Q],
+                        rhos=rhos)  # fmt: skip
         except FloatingPointError as exc:
             raise ValueError(f"the learner diverged at transition {k} of {n}: {exc}") from None
     return horde

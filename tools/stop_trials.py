@@ -2,7 +2,7 @@
 
     source tools/env.sh && ROS_DOMAIN_ID=66 python tools/stop_trials.py --trials 20
 
-Three kinds of trial, each run as users run it, in a session of its own:
+Four kinds of trial, each run as users run it, in a session of its own:
 
 - **unit**: each systemd unit of docs/supervisors.md, its ``ExecStart`` as written (this checkout's
   paths, a fresh checkpoint folder), stopped as systemd stops it: ``KillSignal`` to the main process
@@ -11,6 +11,13 @@ Three kinds of trial, each run as users run it, in a session of its own:
 - **launch**: ``ros2 launch gamma_net_ros horde.launch.py`` given SIGINT or SIGTERM.
 - **reflex**: ``ros2 launch gamma_net_ros reflex.launch.py`` given SIGTERM; the operator and teleop
   must end before or with the reflex (their exits timed to 2 ms), none left behind.
+- **docker**: each Dockerfile ``CMD`` of docs/supervisors.md, as written, run as PID 1 of a PID
+  namespace of its own (``unshare --pid --fork``, as root), which is what a container's command is
+  to the kernel: a signal PID 1 has no handler for is ignored, and when PID 1 ends every process
+  left in the namespace is killed at once. Stopped as ``docker stop -t 30`` stops it: the
+  ``STOPSIGNAL`` (default SIGTERM) to PID 1, SIGKILL after 30 s. Clean also needs every node that
+  ``ros2 launch`` started to have said it finished before PID 1 ended (the kernel kills the rest).
+  Not docker itself (no image, no network or file-system namespaces: none takes part in a stop).
 
 Each stop lands in one phase of the start: ``starting`` (from the exec to the node's first line: the
 interpreter, the imports, rclpy), ``warming`` (the node built, its kernels loading, before "ready"),
@@ -25,6 +32,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import json
 import os
 import pathlib
 import random
@@ -95,6 +103,32 @@ def guide_units(text: str) -> list[Unit]:
             )
         )
     return units
+
+
+@dataclasses.dataclass(frozen=True)
+class Container:
+    """A Dockerfile of the guide, as much of it as a stop needs."""
+
+    #: The ``CMD``, exec form.
+    cmd: tuple[str, ...]
+    #: ``STOPSIGNAL`` (docker's default: SIGTERM).
+    stop_signal: signal.Signals
+    #: ``docker stop -t``, s: the guide's 30.
+    grace_s: float = 30.0
+
+
+def guide_containers(text: str) -> list[Container]:
+    """The ```dockerfile blocks of the guide that have a ``CMD``."""
+    containers = []
+    for block in re.findall(r"```dockerfile\n(.*?)```", text, flags=re.S):
+        cmd = re.search(r"^CMD (\[.*\])$", block, flags=re.M)
+        if cmd is None:
+            continue
+        stop = re.search(r"^STOPSIGNAL (\w+)$", block, flags=re.M)
+        containers.append(
+            Container(tuple(json.loads(cmd.group(1))), signal.Signals[stop.group(1) if stop else "SIGTERM"])
+        )
+    return containers
 
 
 def session_processes(sid: int) -> dict[int, str]:
@@ -243,6 +277,69 @@ def launch_trial(sig: signal.Signals, phase: str, rng, work: pathlib.Path, env, 
     )
 
 
+def _pid_one(run: Run, timeout: float = 10.0) -> int | None:
+    """The host pid of the namespace's PID 1: the one child of ``unshare --fork``."""
+    deadline = time.monotonic() + timeout
+    children = pathlib.Path(f"/proc/{run.process.pid}/task/{run.process.pid}/children")
+    while time.monotonic() < deadline and run.process.poll() is None:
+        try:
+            found = children.read_text().split()
+        except OSError:
+            return None
+        if found:
+            return int(found[0])
+        time.sleep(0.001)
+    return None
+
+
+def docker_trial(container: Container, phase: str, rng, work: pathlib.Path, env, warm_s: float) -> Outcome:
+    questions, data = work / "my_robot.yaml", work / "data"
+    questions.write_text((ROOT / "config" / "horde.yaml").read_text())
+    data.mkdir()
+    checkpoint = data / "horde.npz"
+    cmd = [
+        part.replace("/config/my_robot.yaml", str(questions)).replace("/data/", f"{data}/") for part in container.cmd
+    ]
+    run = Run(["unshare", "--pid", "--fork", "--kill-child", *cmd], work / "docker.log", env)
+    pid_one = _pid_one(run)
+    launch = any("ros2 launch" in part for part in cmd)
+    kind = "docker " + ("launch" if launch else "node")
+    if pid_one is None or (phase != "starting" and not run.wait_for_phase(phase, 300.0)):
+        os.killpg(run.process.pid, signal.SIGKILL)
+        run.process.wait()
+        return Outcome(kind, "missed", container.stop_signal.name, None, [], True, False, True, note="phase missed")
+    time.sleep(_delay_in(phase, rng, warm_s))
+    at = run.phase()
+    try:
+        os.kill(pid_one, container.stop_signal)  # docker stop: the STOPSIGNAL to PID 1 alone
+    except ProcessLookupError:
+        pass
+    killed = False
+    try:
+        run.process.wait(timeout=container.grace_s)
+    except subprocess.TimeoutExpired:
+        killed = True  # docker stop's SIGKILL after the grace: PID 1 goes, and the namespace with it
+        os.killpg(run.process.pid, signal.SIGKILL)
+        run.process.wait()
+    output = run.output()
+    built = BUILT in output
+    started = len(re.findall(r"process started with pid", output))
+    finished = len(re.findall(r"process has finished cleanly", output))
+    cut = launch and finished < started
+    return Outcome(
+        kind,
+        at,
+        container.stop_signal.name,
+        run.process.returncode,
+        list(session_processes(run.process.pid).values()),
+        killed,
+        "Traceback" in output,
+        checkpoint_loads(checkpoint) if built else True,
+        order_ok=not cut,
+        note=_whose_traceback(output) + (f"; {started - finished} node(s) cut by PID 1's end" if cut else ""),
+    )
+
+
 def _whose_traceback(output: str) -> str:
     """Where a traceback came from: "" if none; ros2cli's own start-up (before launch handles signals), or ours."""
     if "Traceback" not in output:
@@ -327,7 +424,7 @@ def measure(env, work: pathlib.Path) -> tuple[float, float]:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--trials", type=int, default=20, help="stops per phase and way (default 20)")
-    parser.add_argument("--kinds", default="unit,launch,reflex", help="which trials (default: all)")
+    parser.add_argument("--kinds", default="unit,launch,reflex,docker", help="which trials (default: all)")
     parser.add_argument("--phases", default=",".join(PHASES), help="which phases of the start (default: all)")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -359,6 +456,12 @@ def main(argv: list[str] | None = None) -> int:
                     work = base / f"{n}"
                     work.mkdir()
                     record(unit_trial(unit, phase, rng, work, env, warm_s))
+            if "docker" in kinds:
+                for container in guide_containers(GUIDE.read_text()):
+                    n += 1
+                    work = base / f"{n}"
+                    work.mkdir()
+                    record(docker_trial(container, phase, rng, work, env, warm_s))
             if "launch" in kinds:
                 for sig in (signal.SIGINT, signal.SIGTERM):
                     n += 1

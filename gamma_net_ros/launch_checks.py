@@ -34,9 +34,24 @@ def take_stop_signals() -> None:
     A supervisor starts `ros2 launch` through ``env --block-signal=INT,TERM`` (docs/supervisors.md),
     so a stop during ros2cli's own start-up (about a second of imports, before launch installs its
     handlers) is not a KeyboardInterrupt traceback: it waits, pending, and is delivered here, and
-    launch then stops before it has started anything. Elsewhere nothing was blocked: a no-op.
+    launch then stops before it has started anything. Elsewhere nothing was blocked.
+
+    Launch hears SIGINT through the signal wakeup fd and leaves Python's own handler in place, which
+    raises KeyboardInterrupt in whatever runs then. While launch starts its processes that is one of
+    its tasks: the task dies, the process it had just started is no longer launch's, and it outlives
+    the stop (under a supervisor, until the final SIGKILL). So SIGINT's Python handler does nothing
+    here: the wakeup fd, written by the interpreter's C handler before any Python handler runs,
+    still brings launch the signal.
     """
+    try:
+        signal.signal(signal.SIGINT, _heard_by_launch)
+    except ValueError:  # not the main thread (a launch file loaded elsewhere): launch's own, as it was
+        pass
     signal.pthread_sigmask(signal.SIG_UNBLOCK, (signal.SIGINT, signal.SIGTERM))
+
+
+def _heard_by_launch(signum, frame) -> None:
+    """SIGINT's Python handler in `ros2 launch`: nothing (launch acts on it through the wakeup fd)."""
 
 
 def node_env(**extra: str) -> dict[str, str]:

@@ -254,3 +254,33 @@ def describe(ratio: dict) -> str:
     if ratio["ratio"] is None:
         return f"- ({ratio['undefined']})"
     return f"{ratio['ratio']:.2f} ({ratio['low']:.2f} .. {ratio['high']:.2f})"
+
+
+def plot_windows(path, windows: dict, window_s: float) -> None:
+    """Each condition's contact per window over the reactive rule's, with its bootstrap 95 % interval."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(9, 4.5), layout="constrained")
+    shown = [(c, e) for c, e in windows.items() if "ratio" in e and c != "none"]
+    width = 0.8 / max(1, len(shown))
+    for i, (condition, entry) in enumerate(shown):
+        defined = [(w, r) for w, r in enumerate(entry["ratio"]) if r["ratio"] is not None]
+        if not defined:
+            continue
+        x = np.array([w for w, _ in defined]) + (i - (len(shown) - 1) / 2) * width
+        y = np.array([r["ratio"] for _, r in defined])
+        low = y - np.array([r["low"] for _, r in defined])
+        high = np.minimum(np.array([r["high"] for _, r in defined]), 10.0) - y
+        ax.errorbar(x, y, yerr=[low, np.maximum(high, 0.0)], fmt="o", capsize=3, label=condition)
+    n = len(next(iter(windows.values()))["mean"])
+    ax.set_xticks(range(n), [f"{w * window_s / 60:g}-{(w + 1) * window_s / 60:g}" for w in range(n)])
+    ax.axhline(1.0, color="0.5", lw=0.8, ls="--")
+    ax.set_xlabel("window (simulated minutes)")
+    ax.set_ylabel("contact / the reactive rule's")
+    ax.legend(fontsize=8)
+    ax.set_title("Contact per window against the reactive rule (mean over seeds, bootstrap 95 %)")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)

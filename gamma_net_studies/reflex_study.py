@@ -14,6 +14,14 @@ same simulated time:
   second rule, the reactive one) is left out here, so the prediction is measured on its own; the
   real-time study (`gamma-net reflex realtime-study`) runs the two together, as shipped.
 
+With ``--conditions``, also ``predictive_if_passed``: the first rule of
+``config/reflex_rules_if_passed.yaml`` on an off-policy question, contact ahead if the operator's
+command passed unchanged (:mod:`gamma_net_studies.reflex_if_passed`), a prediction the rule's own
+holds do not teach away. ``--starts scratch,pretrained`` runs each learning condition from a Horde
+that knows nothing as well as from the warmed one; ``--window-s`` adds contact per window against
+the reactive rule's (bootstrap 95 % over seeds) and what each prediction did while the reflex
+changed the command.
+
 Reported per condition (mean and spread over seeds): contact time, contacts, peak current (the
 stall torque through the XM430-W350's torque constant) and circuits completed. The figure shows
 the first contact the ``none`` run of the first seed meets, under each condition: the shoulder's
@@ -54,7 +62,7 @@ from gamma_net_core.signals.arm_recording import simulate_arm
 from gamma_net_core.signals.maze import MazeConfig, MazePath, ProgressTracker
 from gamma_net_core.signals.obstacle import Obstacle
 from gamma_net_core.signals.operator import Operator, OperatorConfig
-from gamma_net_studies.reflex_if_passed import Probe, describe, holds, learning_for, window_ratios
+from gamma_net_studies.reflex_if_passed import Probe, describe, holds, learning_for, plot_windows, window_ratios
 
 CONDITIONS = ("none", "reactive", "predictive")  # the default; every condition below
 IF_PASSED = "predictive_if_passed"  # the rule on "contact ahead if the operator's command passes" (off-policy)
@@ -62,6 +70,7 @@ ALL_CONDITIONS = (*CONDITIONS, IF_PASSED)
 LEARNING = ("predictive", IF_PASSED)  # the conditions whose rule reads a Horde: run once per start
 STARTS = ("scratch", "pretrained")
 FIGURE_NAME = "reflex_study.png"
+WINDOWS_NAME = "reflex_windows.png"  # with --window-s: contact per window against the reactive rule's
 WARM_NAME = "warm_horde.npz"  # the Horde after the warm-up recording: where every predictive run starts
 #: The per-step series :func:`run_condition` traces.
 TRACE = ("t", "position", "effort", "prediction", "command", "on", "given", *Probe.KEYS)
@@ -155,7 +164,11 @@ def run(args: argparse.Namespace) -> Report:
     shown = {condition: traces[label] for label, condition, _ in study.runs}  # the last start's, pretrained if run
     plot_contact(figure, shown, study.plotted, seed=args.first_seed)
     files = [str(figure)] + [str(study.out / w.path.name) for w in warm.values()]
-    return _report(results, held if args.window_s is not None else None, args, files)
+    report = _report(results, held if args.window_s is not None else None, args, files)
+    if args.window_s is not None:
+        plot_windows(study.out / WINDOWS_NAME, report.data["windows"]["by_condition"], args.window_s)
+        report.files.append(str(study.out / WINDOWS_NAME))
+    return report
 
 
 def _study(args: argparse.Namespace) -> _Study:

@@ -98,6 +98,7 @@ def test_the_study_runs_the_if_passed_condition_from_both_starts_with_windows(tm
     assert len(windows["by_condition"]["predictive_if_passed"]["ratio"]) == 2
     assert set(data["holds"]) == set(labels[2:])
     assert (out / "warm_horde_predictive_if_passed.npz").is_file() and (out / "warm_horde.npz").is_file()
+    assert (out / "reflex_windows.png").stat().st_size > 0
     refused = subprocess.run(
         [*command[:3], "--conditions", "none,predictive_if_passed", "--out", str(out)],
         capture_output=True,

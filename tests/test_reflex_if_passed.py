@@ -35,7 +35,8 @@ def test_the_files_are_the_shipped_ones_but_the_question_and_the_rule_reading_it
     rules, rules_passed = (
         yaml.safe_load(config_file(n).read_text()) for n in ("reflex_rules", "reflex_rules_if_passed")
     )
-    assert rules_passed["rules"][0] == {**rules["rules"][0], "question": QUESTION}
+    changed = {"question": QUESTION, "above": 0.04, "release": 0.02}  # not taught away: held longer at 0.02
+    assert rules_passed["rules"][0] == {**rules["rules"][0], **changed}
     assert rules_passed["rules"][1:] == rules["rules"][1:]
     assert {k: v for k, v in rules_passed.items() if k != "rules"} == {k: v for k, v in rules.items() if k != "rules"}
     spec = load_questions(config_file("reflex_questions_if_passed"))
@@ -56,9 +57,9 @@ def test_rho_is_zero_where_the_reflex_changed_the_command_and_the_prediction_hol
     obstacle = Obstacle(-0.2, 0.5)
     learner = warm_up(spec, settings, {0: obstacle}, circuits=5)
     rule = RuleSet(rule_set.rules[:1], rule_set.stale_after_s)
-    _, trace = run_condition(settings, obstacle, rule, learner, spec, seed=1, seconds=90.0, watch="shoulder_contact")
+    _, trace = run_condition(settings, obstacle, rule, learner, spec, seed=1, seconds=120.0, watch="shoulder_contact")
     changed = np.abs(trace["given"] - trace["command"]) > 1e-9
-    assert changed.sum() >= 30, "the rule never held the operator off the obstacle"
+    assert changed.sum() >= 20, "the rule never held the operator off the obstacle"
     np.testing.assert_array_equal(trace["rho"][changed], 0.0)
     np.testing.assert_array_equal(trace["rho"][~changed], 1.0)  # the reflex passes a command as it is: b = 1
     held = holds(trace, spec.rate_hz)

@@ -4,9 +4,10 @@ rule holds).
 
 A question of ``config/reflex_questions_if_passed.yaml`` asks for contact ahead *if the operator's
 command passed unchanged*: its action is the command the reflex sent (``/joint_commands``), its target
-"equal to what teleop sent" (``/joint_commands_in``), its behaviour counted (``matching``). So
-rho = 1 / b on a step the command passed and 0 on a step the reflex changed it: the rule's own holds
-teach that question nothing, where they teach the on-policy question that contact stops coming.
+"equal to what teleop sent" (``/joint_commands_in``), its behaviour counted (``matching``) and
+clipped at ``rho_max: 1``. So rho = 1 on a step the command passed and 0 on a step the reflex
+changed it: the rule's own holds teach that question nothing, where they teach the on-policy
+question that contact stops coming.
 
 The study's loop measures S_t, learns S_{t-1} -> S_t, lets the rules read the predictions at S_t, and
 then sends A_t. ``HordeLearner.step`` takes the action read with the state (the node's tick reads the

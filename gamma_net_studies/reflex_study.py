@@ -105,7 +105,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=None,
         help="also report contact per window of this many simulated seconds against the reactive rule's "
-        "(bootstrap 95 %% over seeds), and the prediction while the rule holds",
+        "(bootstrap 95 %% over seeds), and the predictions while the reflex changes the command",
     )
     parser.add_argument(
         "--if-passed-questions",
@@ -179,7 +179,11 @@ def _study(args: argparse.Namespace) -> _Study:
     check_range("--window-s", args.window_s, above=0.0)
     check_range("--resamples", args.resamples, low=100)
     check(args.obstacle_low < args.obstacle_high, "--obstacle-low must be below --obstacle-high")
-    check(args.window_s is None or args.window_s <= args.seconds, "--window-s must not be longer than --seconds")
+    if args.window_s is not None:
+        check(
+            args.window_s <= args.seconds,
+            f"--window-s {args.window_s:g} must not be longer than --seconds {args.seconds:g}",
+        )
     conditions = _names(args.conditions, ALL_CONDITIONS, "--conditions")
     check(
         {"none", "reactive"} <= set(conditions), f"--conditions must include none and reactive; got {args.conditions!r}"

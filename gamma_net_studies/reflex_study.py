@@ -161,7 +161,7 @@ def run(args: argparse.Namespace) -> Report:
             if seed == args.first_seed:
                 traces[label] = trace
     figure = study.out / FIGURE_NAME
-    shown = {condition: traces[label] for label, condition, _ in study.runs}  # the last start's, pretrained if run
+    shown = {condition: traces[label] for label, condition, _ in study.runs}  # of the last start in --starts
     plot_contact(figure, shown, study.plotted, seed=args.first_seed)
     files = [str(figure)] + [str(study.out / w.path.name) for w in warm.values()]
     report = _report(results, held if args.window_s is not None else None, args, files)

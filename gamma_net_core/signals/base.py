@@ -44,7 +44,7 @@ class BaseConfig:
     obstacles: tuple = DEFAULT_OBSTACLES
     """``("box", x, y, half_width, half_height)`` or ``("circle", x, y, radius)``, in metres."""
     radius: float = 0.18
-    """m; the base's radius: the bumper closes when a surface is this near its centre."""
+    """m; the base's radius: the bumper (its front half) closes when a surface is this near its centre."""
     beams: int = 36
     """Beams of the scan, evenly spaced over the full circle, counter-clockwise."""
     angle_min: float = -math.radians(20.0)
@@ -273,7 +273,12 @@ class SimulatedBase:
 
     def _touching(self) -> bool:
         # A millimetre of slack: a collision leaves the base at contact to within the bisection's precision.
-        return self.room.clearance(self.x, self.y) < self.config.radius + 1e-3
+        clearance = self.room.clearance(self.x, self.y)
+        if clearance >= self.config.radius + 1e-3:
+            return False
+        # The bumper covers the front half, as a TurtleBot's: the surface is ahead when a step forward nears it.
+        ahead = self.room.clearance(self.x + 0.01 * math.cos(self.theta), self.y + 0.01 * math.sin(self.theta))
+        return ahead < clearance
 
     def scan(self) -> np.ndarray:
         """The ranges (m), beam 0 at ``angle_min`` from straight ahead: ``+inf`` past range_max, ``-inf`` too close."""
@@ -299,7 +304,7 @@ class WanderConfig:
     """m/s; forward speed while wandering."""
     dash_speed: float = 0.7
     """m/s; speed when heading for a wall on purpose."""
-    dash_probability: float = 0.08
+    dash_probability: float = 0.04
     """Per second of wandering: the chance of picking a wall to head for at dash speed."""
     oblique_max_deg: float = 50.0
     """degrees; a dash aims at the wall's normal plus up to this much either way."""
@@ -335,8 +340,17 @@ class WanderOperator:
       front_beams: the scan's beams ahead (indices), for avoiding while wandering and aiming.
     """
 
-    def __init__(self, config: WanderConfig, *, rng: np.random.Generator, front_beams=(0, 1, 2, 3, 4)) -> None:
-        self.config, self.rng, self.front = config, rng, list(front_beams)
+    def __init__(
+        self,
+        config: WanderConfig,
+        *,
+        rng: np.random.Generator,
+        front_beams=range(0, 5),
+        left_beams=range(5, 14),
+        right_beams=range(-9, 0),
+    ) -> None:
+        self.config, self.rng = config, rng
+        self.front, self.left, self.right = list(front_beams), list(left_beams), list(right_beams)
         self.mode = _Mode()
         self.stuck_since: float | None = None
         self.dashes = 0
@@ -354,14 +368,16 @@ class WanderOperator:
           dt: s since the last call (the chance of a turn or a dash is per second).
         """
         c, mode = self.config, self.mode
-        front = np.asarray(ranges, dtype=float)[self.front]
-        front = float(np.min(np.where(np.isposinf(front), np.inf, np.abs(front))))
+        ranges = np.asarray(ranges, dtype=float)
+        ranges = np.where(np.isneginf(ranges), 0.0, ranges)  # -inf (too close) is as near as can be
+        front = float(np.min(ranges[self.front]))
+        # Turning away: toward the more open side.
+        open_side = 1.0 if np.min(ranges[self.left]) >= np.min(ranges[self.right]) else -1.0
         pushing = mode.name in ("wander", "dash") and odometry.linear < 0.03
         self.stuck_since = (self.stuck_since if self.stuck_since is not None else now) if pushing else None
         if bumper or (self.stuck_since is not None and now - self.stuck_since >= c.stuck_s):
             if mode.name not in ("back", "turn"):
-                side = 1.0 if self.rng.random() < 0.5 else -1.0
-                self.mode = _Mode("back", now + c.back_off_s, turn=side)
+                self.mode = _Mode("back", now + c.back_off_s, turn=open_side)
                 self.stuck_since = None
         mode = self.mode
         if mode.name == "back":
@@ -387,10 +403,9 @@ class WanderOperator:
             return c.dash_speed, 2.0 * error
         # wandering
         if front < c.avoid_range:
-            side = 1.0 if self.rng.random() < 0.5 else -1.0
             angle = self.rng.uniform(math.pi / 4, math.pi / 2)
-            self.mode = _Mode("turn", now + angle / c.turn_speed, turn=side)
-            return 0.0, side * c.turn_speed
+            self.mode = _Mode("turn", now + angle / c.turn_speed, turn=open_side)
+            return 0.0, open_side * c.turn_speed
         if self.rng.random() < c.dash_probability * dt:
             self.mode = _Mode("aim", heading=self._wall_heading(odometry))
             return 0.0, 0.0

@@ -5,7 +5,7 @@ operator, the Horde learning from scratch, the reflex) with a condition's rules 
 ``--minutes`` of wall time from the base's first counters, then Ctrl-C, which must end it with
 code 0. Conditions:
 
-- ``reactive``: the range rule alone (``front_too_close`` of ``config/base_reflex_rules.yaml``);
+- ``reactive``: the range rule alone (``config/base_range_rules.yaml``);
 - ``shipped``: the file as shipped, the prediction rule and the range rule together.
 
 The base's own counters (``base/counters``: bumps, contact time, distance) give bumps and
@@ -21,8 +21,6 @@ import pathlib
 import signal
 import subprocess
 import time
-
-import yaml
 
 from gamma_net_core.cli import check, check_range, output_dir
 from gamma_net_core.paths import config_file
@@ -40,7 +38,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         "--conditions", default=",".join(CONDITIONS), help=f"comma-separated, of {', '.join(CONDITIONS)}"
     )
     parser.add_argument("--dash-speed", type=float, default=0.7, help="m/s the operator heads for walls at")
-    parser.add_argument("--out", required=True, help="folder for the rules files and each run's log")
+    parser.add_argument("--out", required=True, help="folder for each run's log")
 
 
 def run(args: argparse.Namespace) -> Report:
@@ -76,13 +74,8 @@ def run(args: argparse.Namespace) -> Report:
     return Report(tables=[table], data=results)
 
 
-def _rules_file(condition: str, folder: pathlib.Path) -> pathlib.Path:
-    rules = yaml.safe_load(config_file("base_reflex_rules").read_text())
-    if condition == "reactive":
-        rules["rules"] = [r for r in rules["rules"] if r.get("source") == "signal"]
-    path = folder / f"{condition}_rules.yaml"
-    path.write_text(yaml.safe_dump(rules, sort_keys=False))
-    return path
+def _rules_file(condition: str) -> pathlib.Path:
+    return config_file("base_range_rules" if condition == "reactive" else "base_reflex_rules")
 
 
 def run_condition(condition: str, folder: pathlib.Path, *, minutes: float, seed: int, dash: float) -> dict:
@@ -91,7 +84,7 @@ def run_condition(condition: str, folder: pathlib.Path, *, minutes: float, seed:
     from rclpy.node import Node
     from std_msgs.msg import Float64MultiArray
 
-    rules = _rules_file(condition, folder)
+    rules = _rules_file(condition)
     command = ["ros2", "launch", "gamma_net_ros", "base.launch.py", f"rules_file:={rules}", f"seed:={seed}"]
     command.append(f"dash_speed:={dash}")
     log_path = folder / f"{condition}.log"

@@ -17,9 +17,8 @@ speed, straight or obliquely. Both are seeded and deterministic; nothing here im
 from __future__ import annotations
 
 import collections
-import dataclasses
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 import numpy as np
 
@@ -324,11 +323,12 @@ class WanderConfig:
 
 @dataclass
 class _Mode:
+    """What the operator is doing (wander, turn, back, aim, dash), until when, toward which heading or side."""
+
     name: str = "wander"
     until: float = 0.0
     heading: float = 0.0
     turn: float = 0.0
-    fields: dict = field(default_factory=dict)
 
 
 class WanderOperator:
@@ -426,8 +426,3 @@ class WanderOperator:
 def stopping_distance(config: BaseConfig, speed: float) -> float:
     """m a base at ``speed`` travels after a stop command: ``speed * latency_s + speed**2 / (2 * deceleration)``."""
     return speed * config.latency_s + speed * speed / (2.0 * config.deceleration)
-
-
-def with_limits(config: BaseConfig, **changes) -> BaseConfig:
-    """``config`` with ``changes`` (e.g. ``deceleration=0.5, latency_s=0.2``)."""
-    return dataclasses.replace(config, **changes)

@@ -112,7 +112,7 @@ def run_condition(condition: str, folder: pathlib.Path, *, minutes: float, seed:
     rules = _rules_file(condition)
     command = ["ros2", "launch", "gamma_net_ros", "base.launch.py", f"rules_file:={rules}", f"seed:={seed}"]
     command.append(f"dash_speed:={dash}")
-    log_path = folder / f"{condition}.log"
+    log_path = folder / f"{condition}_seed{seed}.log"
     counters: list[list[float]] = []
     node = Node(f"base_realtime_{condition}")
     node.create_subscription(Float64MultiArray, "/base/counters", lambda m: counters.append(list(m.data)), 10)

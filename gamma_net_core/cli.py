@@ -41,6 +41,12 @@ COMMANDS: list[tuple[tuple[str, ...], str, str]] = [
         "an alert's threshold from a bag: lead time, events caught, false alarms",
     ),
     (("reflex", "study"), "gamma_net_studies.reflex_study", "predictive vs reactive reflex at an obstacle"),
+    (("reflex", "base-study"), "gamma_net_studies.base_study", "predictive vs range rule on a simulated mobile base"),
+    (
+        ("reflex", "base-realtime"),
+        "gamma_net_studies.ros.base_realtime",
+        "the base's rules through ros2 launch, minutes",
+    ),
     (
         ("reflex", "realtime-study"),
         "gamma_net_studies.ros.reflex_realtime",

@@ -56,6 +56,8 @@ NODES = {
     "horde": "gamma_net_ros.horde.node",
     "reflex": "gamma_net_ros.reflex.node",
     "live_view": "gamma_net_ros.live_view",
+    "base_emulator": "gamma_net_ros.base_emulator",
+    "base_operator": "gamma_net_ros.base_operator",
 }
 #: What stops a node: Ctrl-C, and what `ros2 launch` sends after it.
 STOP_SIGNALS = (signal.SIGINT, signal.SIGTERM)

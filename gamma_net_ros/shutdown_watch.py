@@ -119,7 +119,8 @@ class LoopWatch:
     """Every thread's stack in a file, written by a C thread, when the node's spin loop is held.
 
     Armed at each turn of the loop (:meth:`beat`, at most once a :data:`REARM_S`), faulthandler's
-    watchdog writes the stacks if the loop has not come round for :data:`HELD_S` s; once the loop
+    watchdog writes the stacks if the loop has not come round for :data:`HELD_S` s, and again every
+    :data:`HELD_S` s until it does (a hold for good adds a dump every HELD_S s); once the loop
     has ended (:meth:`stopping`), if the process is still there :data:`STOPPING_HELD_S` s later.
     It only writes: whether a held loop recovers is the loop's business, and a stop held by the
     middleware is :class:`StallWatch`'s. The file is ``NAME_PID_held_stacks.txt`` in the ROS log
@@ -143,10 +144,12 @@ class LoopWatch:
         """The loop came round: the stacks are written if it does not again within :data:`HELD_S` s."""
         now = time.monotonic()
         # Re-armed well before it would fire: armed only every HELD_S, a loop turning freely would
-        # see it fire between two turns, and a hold that began then would never be written.
+        # see it fire between two turns, and a hold that began then would never be written. And it
+        # repeats until re-armed: a loop slowed past HELD_S (a starved machine) fires it once, and
+        # a hold that begins before the loop comes round again is written at the next repeat.
         if now - self.armed_at >= min(REARM_S, HELD_S / 2):
             self.armed_at = now
-            faulthandler.dump_traceback_later(HELD_S, file=self.file)
+            faulthandler.dump_traceback_later(HELD_S, repeat=True, file=self.file)
 
     def stopping(self) -> None:
         """The loop has ended: the stacks are written if the process is still there in :data:`STOPPING_HELD_S` s."""

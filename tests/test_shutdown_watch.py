@@ -162,15 +162,9 @@ def test_a_loop_held_with_the_gil_leaves_every_threads_stack_and_one_line(tmp_pa
     assert "Timeout (0:00:01)!" in stacks and "hold_the_gil" in stacks and "tick" in stacks, stacks
 
 
-@pytest.mark.parametrize("mode", ["gil_forever", "starved_then_gil"])
-def test_a_node_killed_while_a_thread_holds_the_gil_leaves_where_it_was_held(tmp_path, mode):
-    """As in the field: deaf to SIGINT and SIGTERM (no Python runs), killed; the stacks were written in C.
-
-    ``starved_then_gil``: the loop first stalls past the bound without holding the GIL, as on a starved
-    machine, so the watchdog fires once on a loop that is merely slow; the hold that follows at once must
-    still be written (the watchdog repeats until the loop re-arms it).
-    """
-    process, _ = _start(tmp_path, mode)
+def test_a_node_killed_while_a_thread_holds_the_gil_leaves_where_it_was_held(tmp_path):
+    """As in the field: deaf to SIGINT and SIGTERM (no Python runs), killed; the stacks were written in C."""
+    process, _ = _start(tmp_path, "gil_forever")
     try:
         assert process.stdout.readline().strip() == "ready"
         assert process.stdout.readline().strip() == "holding"
@@ -184,6 +178,22 @@ def test_a_node_killed_while_a_thread_holds_the_gil_leaves_where_it_was_held(tmp
         process.wait()
     (path,) = held_files(tmp_path)  # left behind by the killed process
     assert path.read_text().startswith("Timeout (0:00:01)!"), path.read_text()
+
+
+def test_a_hold_right_after_a_slow_turn_of_the_loop_is_written_too(tmp_path):
+    """The loop first stalls past the bound without holding the GIL (a starved machine): the watchdog fires on
+    a loop that is merely slow. The hold that follows before the loop comes round is written at its repeat."""
+    process, _ = _start(tmp_path, "starved_then_gil")
+    try:
+        assert process.stdout.readline().strip() == "ready"
+        assert process.stdout.readline().strip() == "holding"
+        assert wait_until(lambda: "hold_the_gil" in "".join(p.read_text() for p in held_files(tmp_path)), 30)
+    finally:
+        process.kill()
+        process.wait()
+    (path,) = held_files(tmp_path)
+    dumps = path.read_text().split("Timeout (0:00:01)!")[1:]
+    assert len(dumps) >= 2 and "hold_the_gil" not in dumps[0], path.read_text()  # the slow turn's, then the hold's
 
 
 @pytest.mark.parametrize("held_s", [1.0, shutdown_watch.HELD_S])

@@ -24,7 +24,7 @@ pytestmark = pytest.mark.ros
 
 SCRIPT = textwrap.dedent(
     """
-    import ctypes, pathlib, sys, time
+    import ctypes, pathlib, signal, sys, time
     import rclpy
     from rclpy.node import Node
     from gamma_net_ros import node_main, shutdown_watch
@@ -57,6 +57,8 @@ SCRIPT = textwrap.dedent(
             if self.ticks == 5 and MODE in ("gil", "gil_forever", "starved_then_gil"):
                 if MODE == "starved_then_gil":  # a loop slowed past the bound (the watchdog fires), then held
                     time.sleep(shutdown_watch.HELD_S * 1.6)
+                if MODE == "gil_forever":  # as a call that retries on EINTR: a stop signal cannot end the hold
+                    signal.pthread_sigmask(signal.SIG_BLOCK, (signal.SIGINT, signal.SIGTERM))
                 print("holding", flush=True)
                 hold_the_gil(3 if MODE == "gil" else 600)
                 print("let go", flush=True)

@@ -20,6 +20,7 @@ import sys
 
 import numpy as np
 
+from gamma_net_core.horde.questions import AdaptationConfig
 from gamma_net_core.timescales import TimescaleSampling
 from gamma_net_core.zoo import learners as zoo_learners
 from gamma_net_core.zoo import problems as zoo_problems
@@ -30,24 +31,7 @@ class AutostepHorde(zoo_learners.HordeLearner):
     """The zoo's Horde of one question with Autostep (Mahmood et al. 2012) in place of the constant alpha."""
 
     def __init__(self, name: str, changes: dict, autostep: dict) -> None:
-        super().__init__(name, changes=changes)
-        self.autostep = autostep
-
-    def train(self, problem, data, *, mode, rng, gammas):
-        from gamma_net_core.horde.learner import HordeLearner
-        from gamma_net_core.horde.questions import AdaptationConfig
-        from gamma_net_core.linear import GammaNetConfig
-
-        config = GammaNetConfig(
-            state_low=tuple(problem.low), state_high=tuple(problem.high), **{"bias": False, **self.changes}
-        )
-        horde = HordeLearner(
-            config, names=("question",), rng=rng, adaptation=AdaptationConfig(method="autostep", **self.autostep)
-        )
-        for t in range(data.steps):
-            continuation = np.zeros(1) if data.terminals[t] else np.ones(1)
-            horde.learn(data.obs_t[t], data.cumulants[t : t + 1], data.obs_tp1[t], continuation)
-        return lambda obs, gammas: np.stack([horde.predict(o, gammas)[0] for o in np.asarray(obs)])
+        super().__init__(name, changes=changes, adaptation=AdaptationConfig(method="autostep", **autostep))
 
 
 def variant(name: str, changes: dict, steps: int) -> zoo_learners.ZooLearner:

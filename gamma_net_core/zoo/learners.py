@@ -164,6 +164,10 @@ class HordeLearner(ZooLearner):
     description = "Horde of one question, a questions file's defaults (no bias unit) and TimescaleSampling()'s"
     modes = ("online",)
 
+    def __init__(self, name=None, *, changes=None, adaptation=None) -> None:
+        super().__init__(name, changes=changes)
+        self.adaptation = adaptation  # an AdaptationConfig (Autostep), or None: the constant alpha
+
     def train(self, problem, data, *, mode, rng, gammas):
         from gamma_net_core.horde.learner import HordeLearner as Horde
         from gamma_net_core.linear import GammaNetConfig
@@ -174,7 +178,7 @@ class HordeLearner(ZooLearner):
         config = GammaNetConfig(
             state_low=tuple(problem.low), state_high=tuple(problem.high), **{**defaults, **self.changes}
         )
-        horde = Horde(config, names=("question",), rng=rng)
+        horde = Horde(config, names=("question",), rng=rng, adaptation=self.adaptation)
         one = np.ones(1)
         for t in range(data.steps):
             continuation = np.zeros(1) if data.terminals[t] else one

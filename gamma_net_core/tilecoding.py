@@ -23,6 +23,9 @@ computed apart and added (the learner codes one state with many gammas). Two lay
   (multiply-add-shift hashing), and the index is the key's top 32 bits mapped onto
   [0, memory_size) by a multiply and a shift (no division).
 
+With ``copies`` K > 1 the coder keeps K copies of its features, one per knot of a Γ-net whose timescale
+enters through knots (:mod:`gamma_net_core.linear.knots`): copy k's key is a tile's key plus
+``k * copy_stride`` (unhashed: the copies lie one after another; hashed: they share the memory).
 With ``bias``, one more feature (index ``n_features - 1``) is active for every input. A
 coder returns active indices, one per tiling plus the bias, never dense vectors; an index
 may repeat when two tilings hash to the same feature (its feature value is then 2).
@@ -130,6 +133,12 @@ class Tiles(NamedTuple):
     per_dim: np.ndarray
     memory_size: int
     bias_index: int
+    copy_stride: int
+
+
+#: A hashed coder's stride between copies: an odd 64-bit constant (2^64 / golden ratio), which spreads the
+#: copies' keys over the memory as the hashing constants spread the tiles'.
+HASHED_COPY_STRIDE = 0x9E3779B97F4A7C15
 
 
 class TileCoder:
@@ -141,6 +150,8 @@ class TileCoder:
       widths: tile width per group in normalized units, e.g. (1.0, 0.5, 0.1).
       memory_size: features to hash into; 0 for one feature per tile (no hashing).
       bias: add one always-active feature.
+      copies: copies of the tiles' features (knots of a Γ-net's timescale); a key of copy k is a tile's key
+        plus k times :attr:`copy_stride`.
       rng: draws the offsets and hashing constants (one generator per run).
     """
 
@@ -153,6 +164,7 @@ class TileCoder:
         widths: Sequence[float],
         memory_size: int = 0,
         bias: bool = False,
+        copies: int = 1,
         rng: np.random.Generator | None = None,
         state: dict[str, np.ndarray] | None = None,
     ) -> None:
@@ -170,6 +182,9 @@ class TileCoder:
         self.widths = tuple(float(w) for w in widths)
         self.memory_size = int(memory_size)
         self.bias = bool(bias)
+        self.copies = int(copies)
+        if self.copies < 1:
+            raise ValueError(f"copies must be >= 1; got {copies!r}")
         n_dims = self.low.shape[0]
         _check_groups(n_dims, self.tilings, self.widths, self.memory_size)
         if (rng is None) == (state is None):
@@ -183,8 +198,13 @@ class TileCoder:
         self.per_dim = np.repeat([tiles_per_dimension(w) for w in self.widths], self.tilings).astype(np.int64)
         if self.memory_size > 0:
             n_tiles = self.memory_size
+            self.copy_stride = HASHED_COPY_STRIDE if self.copies > 1 else 0
         else:
-            n_tiles = int(np.sum(self.per_dim.astype(np.int64) ** n_dims))
+            one_copy = int(np.sum(self.per_dim.astype(np.int64) ** n_dims))
+            n_tiles = one_copy * self.copies
+            if n_tiles > MAX_UNHASHED_FEATURES:
+                raise ValueError(f"{self.copies} copies of {one_copy} tiles need {n_tiles} features; set memory_size")
+            self.copy_stride = one_copy if self.copies > 1 else 0
         self.n_features = n_tiles + (1 if self.bias else 0)
         self.bias_index = n_tiles if self.bias else -1
 
@@ -247,6 +267,7 @@ class TileCoder:
             per_dim=self.per_dim,
             memory_size=self.memory_size,
             bias_index=self.bias_index,
+            copy_stride=np.uint64(self.copy_stride),
         )
 
     def _inputs(self, x) -> np.ndarray:

@@ -81,6 +81,11 @@ def to_gammas(timescales, scale: Scale) -> np.ndarray:
     raise ValueError(f"timescale scale must be 'gamma' or 'tau'; got {scale!r}")
 
 
+def knot_gammas(tau_min: float, tau_max: float, knots: int) -> np.ndarray:
+    """The gammas of ``knots`` knots from ``tau_min`` to ``tau_max``, evenly spaced in log tau: float64 [knots]."""
+    return 1.0 - 1.0 / np.geomspace(tau_min, tau_max, knots)
+
+
 @dataclass(frozen=True)
 class TimescaleSampling:
     """How Gamma_t, the set of timescales trained on at one step, is drawn.
@@ -103,10 +108,20 @@ class TimescaleSampling:
     tau_max: float = setting(100.0, "upper bound of the timescales, as tau (steps); paper: 100", low=1.0, high=1e9)
     include_bounds: bool = setting(True, "always train on tau_min and tau_max (the paper always does)")
     integer_tau: bool = setting(False, "draw tau from the integers in [tau_min, tau_max) (the paper's Atari runs)")
+    knots: int = setting(
+        0,
+        "above 0: Gamma_t is this many knots every step, tau_min to tau_max evenly on a log scale, and nothing is "
+        "drawn (n_gamma, n_tau, include_bounds and integer_tau are not used); for a Γ-net with timescale_input "
+        "knots, whose knots they must be",
+        low=0,
+        high=1024,
+    )
 
     def __post_init__(self) -> None:
         if not self.tau_min < self.tau_max:
             raise ValueError(f"tau_min {self.tau_min!r} must be below tau_max {self.tau_max!r}")
+        if self.knots == 1:
+            raise ValueError("knots must be 0 (draw Gamma_t) or at least 2 (tau_min and tau_max); got 1")
         if self.size == 0:
             raise ValueError("Gamma_t would be empty: set n_gamma, n_tau or include_bounds")
         if self.integer_tau and self.n_tau and math.floor(self.tau_max - 1e-12) < math.ceil(self.tau_min):
@@ -115,6 +130,8 @@ class TimescaleSampling:
     @property
     def size(self) -> int:
         """|Gamma_t|."""
+        if self.knots:
+            return self.knots
         return self.n_gamma + self.n_tau + (2 if self.include_bounds else 0)
 
     @classmethod
@@ -142,6 +159,8 @@ def ladder(sampling: TimescaleSampling) -> np.ndarray:
     Returns:
       float64 [sampling.size] gammas.
     """
+    if sampling.knots:
+        return knot_gammas(sampling.tau_min, sampling.tau_max, sampling.knots)
     gamma_min, gamma_max = 1.0 - 1.0 / sampling.tau_min, 1.0 - 1.0 / sampling.tau_max
     bounds = [gamma_min, gamma_max] if sampling.include_bounds else []
     mid_g = (np.arange(sampling.n_gamma) + 0.5) / max(sampling.n_gamma, 1)
@@ -179,6 +198,8 @@ class TimescaleSampler:
 
     def sample(self) -> np.ndarray:
         """One Gamma_t: float64 [size] (with ``fixed``: the ladder, then the draw, [2 size]), each in the bounds."""
+        if self.sampling.knots:
+            return self._ladder.copy()
         if self.fixed:
             return np.concatenate([self._ladder, self._draw()])
         return self._draw()
@@ -203,6 +224,8 @@ class TimescaleSampler:
         """
         if n < 0:
             raise ValueError(f"n must be >= 0; got {n!r}")
+        if self.sampling.knots:
+            return np.repeat(self._ladder[None, :], n, axis=0)
         if self.fixed:
             return np.concatenate([np.repeat(self._ladder[None, :], n, axis=0), self._draw_many(n)], axis=1)
         return self._draw_many(n)

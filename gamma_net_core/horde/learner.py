@@ -65,11 +65,11 @@ from gamma_net_core.horde import gradient_td_kernels, kernels
 from gamma_net_core.horde.policies import ImportanceRatios, Policy, PolicyReadings, policy_from_mapping, policy_mapping
 from gamma_net_core.horde.questions import AdaptationConfig, HordeSpec, Readout
 from gamma_net_core.horde.readouts import readout_weights
-from gamma_net_core.linear import GammaNetConfig, coding
+from gamma_net_core.linear import GammaNetConfig, coding, knots
 from gamma_net_core.linear.settings import N_TIMESCALE_DIMS, saved_learner_mapping
 from gamma_net_core.linear.traces import Traces
 from gamma_net_core.tilecoding import TileCoder
-from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas, validate_taus
+from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladder, validate_gammas, validate_taus
 
 VERSION = 1
 KIND = "horde_linear_gamma_net"
@@ -119,6 +119,13 @@ class HordeLearner:
             raise ValueError(f"names must be distinct and at least one; got {list(names)}")
         if not isinstance(config, GammaNetConfig):
             raise TypeError(f"HordeLearner needs a GammaNetConfig; got {type(config).__name__}")
+        self._knots = knots.config_knots(config) if config.timescale_input == "knots" else None
+        if self._knots is not None and not np.array_equal(ladder(timescales), self._knots):
+            raise ValueError(
+                f"timescale_input 'knots' learns its {config.knots} knots (tau 1 to tau_scale {config.tau_scale:g}): "
+                f"set timescales knots: {config.knots}, tau_min: 1, tau_max: {config.tau_scale:g}; got knots "
+                f"{timescales.knots}, tau_min {timescales.tau_min:g}, tau_max {timescales.tau_max:g}"
+            )
         # The tile coder, input checks and step size are the single-question learner's (linear/coding.py).
         if _state is None:
             if rng is None:
@@ -217,9 +224,11 @@ class HordeLearner:
             raise ValueError("no secondary weights: no question has a policy")
         g = np.ascontiguousarray(validate_gammas(gammas, name="gammas"))
         s = coding.check_state(inputs, self.config.n_state, "inputs")
-        out = np.empty((self.n_questions, g.shape[0]))
-        kernels.predict(self._H, s, g, self._plain_coding, out)
-        return out * coding.output_scales(g, self.config.loss_scaling)
+        at = g if self._knots is None else self._knots
+        out = np.empty((self.n_questions, at.shape[0]))
+        kernels.predict(self._H, s, at, self._plain_coding, out)
+        out *= coding.output_scales(at, self.config.loss_scaling)
+        return out if self._knots is None else out @ knots.blend(g, self._knots).T
 
     def _make_scratch(self, k_max: int) -> kernels.Scratch:
         n_ts = N_TIMESCALE_DIMS[self.config.timescale_input]
@@ -466,6 +475,8 @@ class HordeLearner:
             g = self.sampler.sample()
         else:
             g = np.ascontiguousarray(validate_gammas(gammas, name="Gamma_t"))
+            if self._knots is not None:
+                knots.check_on_knots(g, self._knots)
         if g.shape[0] > self._scratch.idx_t.shape[0]:
             self._scratch = self._make_scratch(g.shape[0])
             self._run_work = kernels.make_run_work(self._coder.n_tilings, g.shape[0], self.n_questions)
@@ -614,10 +625,11 @@ class HordeLearner:
             raise ValueError("give exactly one of gammas or taus")
         g = validate_gammas(gammas, name="gammas") if gammas is not None else 1.0 - 1.0 / validate_taus(taus)
         s = coding.check_state(inputs, self.config.n_state, "inputs")
-        out = np.empty((self.n_questions, g.shape[0]))
+        at = g if self._knots is None else self._knots  # a knotted Γ-net answers between its knots (linear/knots.py)
+        out = np.empty((self.n_questions, at.shape[0]))
         predict = kernels.predict if self.reference_kernels else kernels.predict_runs
-        predict(self._W, s, np.ascontiguousarray(g), self._plain_coding, out)
-        return out
+        predict(self._W, s, np.ascontiguousarray(at), self._plain_coding, out)
+        return out if self._knots is None else out @ knots.blend(g, self._knots).T
 
     @property
     def readout_names(self) -> tuple[str, ...]:

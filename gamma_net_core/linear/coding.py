@@ -38,6 +38,7 @@ def make_coder(
         widths=widths,
         memory_size=coder_memory_size(config, len(low), widths),
         bias=config.bias,
+        copies=config.copies if timescale_input == "knots" else 1,
         rng=rng,
         state=state,
     )
@@ -84,6 +85,7 @@ def make_coding(config: LinearTDConfig, timescale_input: str, coder: TileCoder) 
         loss_scaling=bool(config.loss_scaling),
         w_limit=weight_limit(coder.n_active, config.loss_scaling),
         value_bias=config.bias_unit == "value",
+        knots=int(getattr(config, "knots", 0)) if timescale_input == "knots" else 0,
     )
 
 

@@ -30,7 +30,9 @@ class Coding(NamedTuple):
     inputs in ``tiles``; ``loss_scaling`` makes the weights' output f = (1 - gamma) V; a step that
     would move a weight beyond ``w_limit`` in magnitude is refused. ``value_bias``: the bias unit's
     feature value at gamma is s(gamma) (:func:`bias_feature`), so its weight adds the same to V at every
-    timescale; else 1, adding the same to f (and s(gamma)^-1 times that to V).
+    timescale; else 1, adding the same to f (and s(gamma)^-1 times that to V). ``knots``: with
+    ``timescale_input`` 4 (knots), how many, tau from 1 to ``tau_scale`` on a log scale: a gamma picks the
+    copy of the state's tiles of its nearest knot (linear/knots.py); else 0.
     """
 
     tiles: Tiles
@@ -40,6 +42,7 @@ class Coding(NamedTuple):
     loss_scaling: bool
     w_limit: float
     value_bias: bool
+    knots: int
 
     def plain(self) -> tuple:
         """This coding as plain tuples, as the kernels take it (:func:`named_coding` names it again).
@@ -49,14 +52,14 @@ class Coding(NamedTuple):
         a per-message update. Every kernel is called with the plain form; inside it is named.
         """
         return (tuple(self.tiles), self.timescale_input, self.tau_scale, self.n_state, self.loss_scaling, self.w_limit,
-                self.value_bias)  # fmt: skip
+                self.value_bias, self.knots)  # fmt: skip
 
 
 @numba.njit(cache=True, inline="always")
 def named_coding(plain):  # pragma: no cover - compiled
     """The :class:`Coding` whose :meth:`Coding.plain` is ``plain`` (free: the compiler sees through it)."""
-    tiles, timescale_input, tau_scale, n_state, loss_scaling, w_limit, value_bias = plain
-    return Coding(Tiles(*tiles), timescale_input, tau_scale, n_state, loss_scaling, w_limit, value_bias)
+    tiles, timescale_input, tau_scale, n_state, loss_scaling, w_limit, value_bias, knots = plain
+    return Coding(Tiles(*tiles), timescale_input, tau_scale, n_state, loss_scaling, w_limit, value_bias, knots)
 
 
 class Recording(NamedTuple):
@@ -116,8 +119,16 @@ class TraceWork(NamedTuple):
 
 @numba.njit(cache=True, inline="always")
 def n_timescale_dims(timescale_input):  # pragma: no cover - compiled
-    """Input dimensions a timescale input code adds: 0 (none), 1 (gamma or tau), 2 (both)."""
-    return 0 if timescale_input == 0 else (2 if timescale_input == 3 else 1)
+    """Input dimensions a timescale input code adds: 0 (none, knots), 1 (gamma or tau), 2 (both)."""
+    return 0 if (timescale_input == 0 or timescale_input == 4) else (2 if timescale_input == 3 else 1)
+
+
+@numba.njit(cache=True, inline="always")
+def knot_index(gamma, tau_scale, knots):  # pragma: no cover - compiled
+    """The knot nearest ``gamma`` on the log-tau scale, of ``knots`` knots from tau 1 to ``tau_scale``, clipped."""
+    tau = 1.0 / (1.0 - gamma)
+    k = np.int64(np.floor(np.log(tau) / np.log(tau_scale) * (knots - 1) + 0.5))
+    return min(max(k, np.int64(0)), np.int64(knots - 1))
 
 
 @numba.njit(cache=True, inline="always")
@@ -129,6 +140,11 @@ def timescale_keys(gamma, coding, u, keys):  # pragma: no cover - compiled
     n_state = coding.n_state
     keys[:] = 0
     if timescale_input == 0:
+        return
+    if timescale_input == 4:
+        copy = np.uint64(knot_index(gamma, tau_scale, coding.knots)) * tiles.copy_stride
+        for t in range(keys.shape[0]):
+            keys[t] = copy
         return
     if timescale_input == 1:
         u[0] = gamma

@@ -12,7 +12,7 @@ import pathlib
 
 import numpy as np
 
-from gamma_net_core.linear import checkpoints, coding
+from gamma_net_core.linear import checkpoints, coding, knots
 from gamma_net_core.linear.kernels import (
     Probes,
     Recording,
@@ -360,6 +360,8 @@ class LinearGammaNet(_LinearTD):
             raise TypeError(f"LinearGammaNet needs a GammaNetConfig; got {type(config).__name__}")
         self._mode = config.timescale_input
         super().__init__(config, rng=rng, _state=_state)
+        # the knots' gammas with timescale_input knots (linear/knots.py), else None
+        self._knots = knots.config_knots(config) if config.timescale_input == "knots" else None
 
     def learn(self, state_t, cumulant, state_tp1, terminal, gammas) -> np.ndarray:
         """One TD(0) update on a transition, summed over every gamma in Gamma_t (Algorithm 1).
@@ -379,7 +381,10 @@ class LinearGammaNet(_LinearTD):
           learned at this step, on its own Gamma_t, or 0 if none was), in the cumulant's units (with loss
           scaling the update used (1 - gamma) times these).
         """
-        return self._learn(state_t, cumulant, state_tp1, terminal, validate_gammas(gammas, name="Gamma_t"))
+        gammas = validate_gammas(gammas, name="Gamma_t")
+        if self._knots is not None:
+            knots.check_on_knots(gammas, self._knots)
+        return self._learn(state_t, cumulant, state_tp1, terminal, gammas)
 
     def learn_recording(
         self,
@@ -414,9 +419,23 @@ class LinearGammaNet(_LinearTD):
         """
         T = np.shape(cumulants)[0] if np.ndim(cumulants) else 0
         gammas_of = _gamma_source(timescales, T)
-        return self._learn_recording(
-            states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from, cuts
-        )
+        if self._knots is None:
+            return self._learn_recording(
+                states_t, cumulants, states_tp1, terminals, gammas_of, probe_gammas, record_from, cuts
+            )
+
+        def on_knots(start, stop):
+            gammas = gammas_of(start, stop)
+            knots.check_on_knots(gammas, self._knots)
+            return gammas
+
+        # the probes are recorded at the knots and blended between them, as predict does
+        probes = None if probe_gammas is None else validate_gammas(probe_gammas, name="probe_gammas")
+        at_knots = self._learn_recording(
+            states_t, cumulants, states_tp1, terminals, on_knots, None if probes is None else self._knots,
+            record_from, cuts,
+        )  # fmt: skip
+        return None if probes is None else at_knots @ knots.blend(probes, self._knots).T
 
     def predict(self, state, gammas=None, *, taus=None) -> np.ndarray:
         """Predicted returns in the cumulant's units at each timescale.
@@ -435,6 +454,8 @@ class LinearGammaNet(_LinearTD):
             g = validate_gammas(gammas, name="gammas")
         else:
             g = 1.0 - 1.0 / validate_taus(taus, name="taus")
+        if self._knots is not None:
+            return self._predict(state, self._knots) @ knots.blend(g, self._knots).T
         return self._predict(state, np.ascontiguousarray(g))
 
 

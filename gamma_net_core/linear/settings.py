@@ -17,8 +17,9 @@ from gamma_net_core.tilecoding import unhashed_features
 from gamma_net_core.timescales import validate_gammas
 
 #: numba code of each timescale input: how many input dimensions it adds and which.
-TIMESCALE_INPUTS = {"none": 0, "gamma": 1, "tau": 2, "both": 3}
-N_TIMESCALE_DIMS = {"none": 0, "gamma": 1, "tau": 1, "both": 2}
+TIMESCALE_INPUTS = {"none": 0, "gamma": 1, "tau": 2, "both": 3, "knots": 4}
+#: knots add no input dimension: the timescale picks a copy of the state's tiles (linear/knots.py)
+N_TIMESCALE_DIMS = {"none": 0, "gamma": 1, "tau": 1, "both": 2, "knots": 0}
 
 
 @dataclass(frozen=True)
@@ -108,7 +109,7 @@ class LinearTDConfig:
     def __post_init__(self) -> None:
         if any(w == 0.0 for w in self.tile_widths):
             width = default_tile_width(
-                len(self.state_low) + self._timescale_dims(), sum(self.tilings), self.memory_size
+                len(self.state_low) + self._timescale_dims(), sum(self.tilings) * self.copies, self.memory_size
             )
             widths = self.tile_widths * len(self.tilings) if len(self.tile_widths) == 1 else self.tile_widths
             object.__setattr__(self, "tile_widths", tuple(width if w == 0.0 else float(w) for w in widths))
@@ -124,6 +125,11 @@ class LinearTDConfig:
     @property
     def n_state(self) -> int:
         return len(self.state_low)
+
+    @property
+    def copies(self) -> int:
+        """Copies of the state's tiles the coder keeps: one per knot with ``timescale_input`` knots, else 1."""
+        return 1
 
     def _timescale_dims(self) -> int:
         return 0
@@ -151,8 +157,10 @@ def default_tile_width(n_inputs: int, tilings: int, memory_size: int) -> float:
 
 def coder_memory_size(config: LinearTDConfig, n_dims: int, widths) -> int:
     """The coder's ``memory_size``: 0 (one feature per tile, no collisions) where ``hashing`` is ``when_needed``
-    and the tiles of ``n_dims`` inputs at ``widths`` fit in ``config.memory_size``; else ``config.memory_size``."""
-    if config.hashing == "when_needed" and unhashed_features(n_dims, config.tilings, widths) <= config.memory_size:
+    and the tiles of ``n_dims`` inputs at ``widths`` (times the knots' copies) fit in ``config.memory_size``; else
+    ``config.memory_size``."""
+    tiles = unhashed_features(n_dims, config.tilings, widths) * config.copies
+    if config.hashing == "when_needed" and tiles <= config.memory_size:
         return 0
     return config.memory_size
 
@@ -175,8 +183,16 @@ class GammaNetConfig(LinearTDConfig):
     )
     timescale_input: str = setting(
         "both",
-        "timescale inputs tile-coded with the state: gamma, tau / tau_scale, or both; paper: both",
-        choices=("gamma", "tau", "both"),
+        "how the timescale enters: tile-coded with the state as gamma, tau / tau_scale, or both (paper: both); or "
+        "knots, a copy of the state's tiles per knot, linear in tau between knots (linear/knots.py)",
+        choices=("gamma", "tau", "both", "knots"),
+    )
+    knots: int = setting(
+        16,
+        "with timescale_input knots: the knots, tau from 1 to tau_scale evenly on a log scale; Gamma_t is every "
+        "knot each step (TimescaleSampling(knots=...)); linear in tau between knots, tau_scale beyond",
+        low=2,
+        high=1024,
     )
     timescale_tile_width: float = setting(
         0.0,
@@ -211,13 +227,21 @@ class GammaNetConfig(LinearTDConfig):
 
     def __post_init__(self) -> None:
         if self.step_size == 0.0:
-            object.__setattr__(self, "step_size", default_step_size(self.lam, self.lambda_view))
+            object.__setattr__(self, "step_size", default_step_size(self.lam, self.lambda_view, self.timescale_input))
         super().__post_init__()
+        if self.timescale_input == "knots" and self.lam > 0.0 and self.lambda_view != "forward":
+            raise ValueError(
+                f"timescale_input 'knots' learns TD(lambda) in the forward view; got lambda_view {self.lambda_view!r}"
+            )
         if self.lambda_horizon > 0 and (self.lam == 0.0 or self.lambda_view != "forward"):
             raise ValueError(
                 f"lambda_horizon {self.lambda_horizon} is the forward view's truncation: it needs lam > 0 and "
                 f"lambda_view 'forward'; got lam {self.lam!r}, lambda_view {self.lambda_view!r}"
             )
+
+    @property
+    def copies(self) -> int:
+        return self.knots if self.timescale_input == "knots" else 1
 
     def _timescale_dims(self) -> int:
         return N_TIMESCALE_DIMS.get(self.timescale_input, 0)  # an unknown one is refused by the validation
@@ -229,7 +253,11 @@ class GammaNetConfig(LinearTDConfig):
 DEFAULT_STEP_SIZE = 0.05
 
 
-def default_step_size(lam: float, lambda_view: str = "forward") -> float:
+#: A knotted Γ-net's alpha in TD(0): each knot learns as the fixed-timescale baseline does, at its alpha.
+DEFAULT_KNOTS_STEP_SIZE = 0.1
+
+
+def default_step_size(lam: float, lambda_view: str = "forward", timescale_input: str = "both") -> float:
     """A Γ-net's alpha when its ``step_size`` is left at 0: :data:`DEFAULT_STEP_SIZE`, times sqrt(1 - lambda) in the
     forward view (the backward view's traces take alpha (1 - lambda) already, beside TD(0) at alpha).
 
@@ -238,9 +266,10 @@ def default_step_size(lam: float, lambda_view: str = "forward") -> float:
     problems, at 0.05 sqrt(1 - lambda) = 0.016 no slower on 10, at TD(0)'s 0.05 no slower on 8 and up to 2.7x
     worse on the others. (With the arm's coder, at alpha 0.003, (1 - lambda) had measured better.)
     """
+    alpha = DEFAULT_KNOTS_STEP_SIZE if timescale_input == "knots" else DEFAULT_STEP_SIZE
     if lam > 0.0 and lambda_view == "forward":
-        return DEFAULT_STEP_SIZE * math.sqrt(1.0 - lam)
-    return DEFAULT_STEP_SIZE
+        return alpha * math.sqrt(1.0 - lam)
+    return alpha
 
 
 def lambda_horizon(config: LinearTDConfig) -> int:

@@ -164,9 +164,12 @@ class HordeLearner(ZooLearner):
     description = "Horde of one question, a questions file's defaults (no bias unit) and TimescaleSampling()'s"
     modes = ("online",)
 
-    def __init__(self, name=None, *, changes=None, adaptation=None) -> None:
+    def __init__(
+        self, name=None, *, changes=None, adaptation=None, timescales: TimescaleSampling | None = None
+    ) -> None:
         super().__init__(name, changes=changes)
         self.adaptation = adaptation  # an AdaptationConfig (Autostep), or None: the constant alpha
+        self.timescales = timescales  # None: TimescaleSampling()
 
     def train(self, problem, data, *, mode, rng, gammas):
         from gamma_net_core.horde.learner import HordeLearner as Horde
@@ -178,7 +181,7 @@ class HordeLearner(ZooLearner):
         config = GammaNetConfig(
             state_low=tuple(problem.low), state_high=tuple(problem.high), **{**defaults, **self.changes}
         )
-        horde = Horde(config, names=("question",), rng=rng, adaptation=self.adaptation)
+        horde = Horde(config, names=("question",), rng=rng, adaptation=self.adaptation, timescales=self.timescales)
         one = np.ones(1)
         for t in range(data.steps):
             continuation = np.zeros(1) if data.terminals[t] else one
@@ -312,6 +315,11 @@ register(
         changes={"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "step_size": 0.003}
     ),
 )
+#: not a default (yet): the timescale through 16 knots, linear in tau between them (linear/knots.py), each knot
+#: learning as the fixed-gamma baseline does, with no bias unit
+KNOTS = {"timescale_input": "knots", "bias": False}
+register("linear_knots", lambda: LinearGammaNetLearner(changes=KNOTS, sampling=TimescaleSampling(knots=16)))
+register("horde_knots", lambda: HordeLearner(changes=KNOTS, timescales=TimescaleSampling(knots=16)))
 register("linear_lam0.5", lambda: LinearGammaNetLearner(changes={"lam": 0.5}))
 register("linear_lam0.9", lambda: LinearGammaNetLearner(changes={"lam": 0.9}))
 register("horde", HordeLearner)

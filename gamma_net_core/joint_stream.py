@@ -34,7 +34,7 @@ import numpy as np
 from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
 from gamma_net_core.config import from_mapping, to_mapping
 from gamma_net_core.data.joints import DEFAULT_MAX_GAP, JointSample, JointsConfig, JointSelector, Skip
-from gamma_net_core.linear import GammaNetConfig, LinearGammaNet, uses_ladder
+from gamma_net_core.linear import GammaNetConfig, LinearGammaNet, knots, uses_ladder
 from gamma_net_core.linear.settings import saved_learner_mapping
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas
 
@@ -84,6 +84,7 @@ class OnlineGammaNet:
             )
         if not max_gap > 0:
             raise ValueError(f"max_gap must be positive; got {max_gap!r}")
+        knots.check_sampling(learner, timescales)
         self.joints = joints
         self.learner_config = learner
         self.timescales = timescales

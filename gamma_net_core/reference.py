@@ -25,7 +25,7 @@ import numpy as np
 from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearTDConfig, lambda_horizon
 from gamma_net_core.linear.settings import coder_memory_size
 from gamma_net_core.linear.traces import DROP, traced_decay_steps
-from gamma_net_core.tilecoding import draw_tilings
+from gamma_net_core.tilecoding import HASHED_COPY_STRIDE, draw_tilings
 from gamma_net_core.timescales import TimescaleSampler
 
 
@@ -33,7 +33,7 @@ class ReferenceTileCoder:
     """The tile coder of :mod:`gamma_net_core.tilecoding`, one tiling at a time in NumPy.
 
     Args:
-      low, high, tilings, widths, memory_size, bias: as for ``TileCoder``.
+      low, high, tilings, widths, memory_size, bias, copies: as for ``TileCoder``.
       state: ``offsets``, ``mult``, ``base`` as ``TileCoder.to_state_dict()`` gives them.
     """
 
@@ -47,6 +47,7 @@ class ReferenceTileCoder:
         memory_size: int,
         bias: bool,
         state: dict[str, np.ndarray],
+        copies: int = 1,
     ) -> None:
         self.low = np.asarray(low, dtype=np.float64)
         self.span = np.asarray(high, dtype=np.float64) - self.low
@@ -56,18 +57,22 @@ class ReferenceTileCoder:
         self.mult = state["mult"]
         self.base = state["base"]
         self.memory_size = memory_size
-        n_tiles = memory_size if memory_size else int(np.sum(self.tiles_per_dim ** len(self.low)))
+        one_copy = int(np.sum(self.tiles_per_dim ** len(self.low)))
+        n_tiles = memory_size if memory_size else one_copy * copies
+        # copy k's keys are a tile's plus k strides: the next copy's first index, or an odd constant when hashed
+        self.copy_stride = np.uint64(0 if copies == 1 else (HASHED_COPY_STRIDE if memory_size else one_copy))
         self.bias_index = n_tiles if bias else None
         self.n_features = n_tiles + (1 if bias else 0)
 
-    def active(self, x) -> np.ndarray:
-        """Active feature indices of one input vector: int64 [n_tilings (+1 with the bias)]."""
+    def active(self, x, copy: int = 0) -> np.ndarray:
+        """Active feature indices of one input vector in copy ``copy``: int64 [n_tilings (+1 with the bias)]."""
         u = np.clip((np.asarray(x, dtype=np.float64) - self.low) / self.span, 0.0, 1.0)
         # One row per tiling: the tile coordinates in each input dimension.
         coords = np.floor(u[None, :] * (1.0 / self.widths)[:, None] + self.offsets).astype(np.int64)
         coords = np.clip(coords, 0, self.tiles_per_dim[:, None] - 1)
         # uint64 array arithmetic wraps modulo 2**64, as the hash needs.
         keys = self.base + np.sum(self.mult * coords.astype(np.uint64), axis=1, dtype=np.uint64)
+        keys = keys + np.uint64(copy) * self.copy_stride
         if self.memory_size:
             keys = ((keys >> np.uint64(32)) * np.uint64(self.memory_size)) >> np.uint64(32)
         indices = keys.astype(np.int64)
@@ -92,7 +97,8 @@ class ReferenceLinearTD:
             self.timescale_input = "none"
         else:
             raise TypeError(f"expected a GammaNetConfig or FixedTimescaleConfig; got {type(config).__name__}")
-        n_timescale_dims = {"none": 0, "gamma": 1, "tau": 1, "both": 2}[self.timescale_input]
+        n_timescale_dims = {"none": 0, "gamma": 1, "tau": 1, "both": 2, "knots": 0}[self.timescale_input]
+        self.knots = config.knots if self.timescale_input == "knots" else 0
         low = tuple(config.state_low) + (0.0,) * n_timescale_dims
         high = tuple(config.state_high) + (1.0,) * n_timescale_dims
         widths = tuple(config.tile_widths)
@@ -115,6 +121,7 @@ class ReferenceLinearTD:
             memory_size=memory_size,
             bias=config.bias,
             state=state,
+            copies=max(self.knots, 1),
         )
         self.n_active = sum(config.tilings) + (1 if config.bias else 0)
         self.w = np.zeros(self.coder.n_features)
@@ -129,6 +136,9 @@ class ReferenceLinearTD:
     def features(self, state, gamma: float) -> np.ndarray:
         """x(S, gamma) as its active indices: the state's inputs, then the timescale's."""
         state = np.atleast_1d(np.asarray(state, dtype=np.float64))
+        if self.knots:  # the copy of the state's tiles of the knot nearest gamma on the log-tau scale
+            position = math.log(1.0 / (1.0 - gamma)) / math.log(self.config.tau_scale) * (self.knots - 1)
+            return self.coder.active(state, copy=min(max(math.floor(position + 0.5), 0), self.knots - 1))
         tau_input = 1.0 / (1.0 - gamma) / getattr(self.config, "tau_scale", 1.0)
         timescale = {"none": [], "gamma": [gamma], "tau": [tau_input], "both": [gamma, tau_input]}
         return self.coder.active(np.concatenate([state, timescale[self.timescale_input]]))
@@ -151,7 +161,18 @@ class ReferenceLinearTD:
         return float(np.sum(self.w[self.features(state, gamma)] * self.feature_values(gamma)))
 
     def value(self, state, gamma: float) -> float:
-        """V(S, gamma) = f(S, gamma) / s(gamma), in the cumulant's units."""
+        """V(S, gamma) = f(S, gamma) / s(gamma), in the cumulant's units; with knots, linear in tau between the
+        values at the two knots around gamma (the last knot's beyond it)."""
+        if self.knots:
+            knot_taus = np.geomspace(1.0, self.config.tau_scale, self.knots)
+            tau = min(max(1.0 / (1.0 - gamma), 1.0), knot_taus[-1])
+            upper = min(max(int(np.searchsorted(knot_taus, tau)), 1), self.knots - 1)
+            frac = (tau - knot_taus[upper - 1]) / (knot_taus[upper] - knot_taus[upper - 1])
+            ends = [1.0 - 1.0 / knot_taus[upper - 1], 1.0 - 1.0 / knot_taus[upper]]
+            return (1.0 - frac) * self._knot_value(state, ends[0]) + frac * self._knot_value(state, ends[1])
+        return self.output(state, gamma) / self.scale(gamma)
+
+    def _knot_value(self, state, gamma: float) -> float:
         return self.output(state, gamma) / self.scale(gamma)
 
     def step_size(self) -> float:

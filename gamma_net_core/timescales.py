@@ -81,6 +81,11 @@ def to_gammas(timescales, scale: Scale) -> np.ndarray:
     raise ValueError(f"timescale scale must be 'gamma' or 'tau'; got {scale!r}")
 
 
+#: Gamma_t's knots when neither they nor draws are given (linear/knots.py: within 1 % of the exact values
+#: between them from tau 1 to 100).
+DEFAULT_KNOTS = 16
+
+
 def knot_gammas(tau_min: float, tau_max: float, knots: int) -> np.ndarray:
     """The gammas of ``knots`` knots from ``tau_min`` to ``tau_max``, evenly spaced in log tau: float64 [knots]."""
     return 1.0 - 1.0 / np.geomspace(tau_min, tau_max, knots)
@@ -88,36 +93,43 @@ def knot_gammas(tau_min: float, tau_max: float, knots: int) -> np.ndarray:
 
 @dataclass(frozen=True)
 class TimescaleSampling:
-    """How Gamma_t, the set of timescales trained on at one step, is drawn.
+    """How Gamma_t, the set of timescales trained on at one step, is chosen: the knots, or drawn.
 
-    Gamma_t always holds the bounds tau_min and tau_max (when ``include_bounds``), plus
-    ``n_gamma`` timescales drawn uniformly on the gamma scale and ``n_tau`` drawn uniformly
-    on the tau scale, both between the bounds. The paper's settings:
-    square wave 2 + 2 + 2 (section "Square-wave"), robot arm 2 + 1 + 29 ("Predictions on a
-    Robot Arm"), Atari 2 + 3 + 3 with integer tau ("Training"). The default, 2 + 4 + 29, is the
-    arm's with three more draws on the gamma scale: with 2 + 2 + 2 the long timescales are trained
-    too rarely to be learned well between the draws, and with the arm's one gamma-scale draw the
-    short ones (tau 2-10, where tiles over gamma are narrow in tau) are (docs/choosing-settings.md).
+    The default is 16 knots, tau_min to tau_max evenly on a log scale, every step: what a Γ-net
+    with ``timescale_input`` knots (``GammaNetConfig()``'s) learns (linear/knots.py). Drawn, Gamma_t
+    holds the bounds tau_min and tau_max (when ``include_bounds``), plus ``n_gamma`` timescales drawn
+    uniformly on the gamma scale and ``n_tau`` drawn uniformly on the tau scale, both between the
+    bounds; giving either draws makes ``knots`` 0 unless it is set. The paper's settings: square
+    wave 2 + 2 + 2 (section "Square-wave"), robot arm 2 + 1 + 29 ("Predictions on a Robot Arm"),
+    Atari 2 + 3 + 3 with integer tau ("Training"). For a tile-coded Γ-net, 2 + 4 + 29 learned the
+    zoo's problems best (docs/choosing-settings.md).
     """
 
-    n_gamma: int = setting(4, "timescales drawn uniformly on the gamma scale per step; paper: arm 1, square wave 2",
+    n_gamma: int = setting(0, "timescales drawn uniformly on the gamma scale per step; paper: arm 1, square wave 2",
                            low=0, high=4096)  # fmt: skip
-    n_tau: int = setting(29, "timescales drawn uniformly on the tau scale per step; paper: arm 29, square wave 2",
+    n_tau: int = setting(0, "timescales drawn uniformly on the tau scale per step; paper: arm 29, square wave 2",
                          low=0, high=4096)  # fmt: skip
     tau_min: float = setting(1.0, "lower bound of the timescales, as tau (steps); paper: 1", low=1.0, high=1e9)
     tau_max: float = setting(100.0, "upper bound of the timescales, as tau (steps); paper: 100", low=1.0, high=1e9)
     include_bounds: bool = setting(True, "always train on tau_min and tau_max (the paper always does)")
     integer_tau: bool = setting(False, "draw tau from the integers in [tau_min, tau_max) (the paper's Atari runs)")
     knots: int = setting(
-        0,
+        -1,
         "above 0: Gamma_t is this many knots every step, tau_min to tau_max evenly on a log scale, and nothing is "
-        "drawn (n_gamma, n_tau, include_bounds and integer_tau are not used); for a Γ-net with timescale_input "
-        "knots, whose knots they must be",
-        low=0,
+        "drawn (include_bounds and integer_tau are not used), for a Γ-net with timescale_input knots, whose knots "
+        "they must be; 0: drawn; -1 (the default): 16, or 0 where n_gamma or n_tau draws are given",
+        low=-1,
         high=1024,
     )
 
     def __post_init__(self) -> None:
+        if self.knots == -1:
+            object.__setattr__(self, "knots", 0 if (self.n_gamma or self.n_tau) else DEFAULT_KNOTS)
+        if self.knots and (self.n_gamma or self.n_tau):
+            raise ValueError(
+                f"Gamma_t is the knots or drawn, not both: knots {self.knots} with n_gamma {self.n_gamma} and n_tau "
+                f"{self.n_tau}; set knots: 0 to draw, or n_gamma: 0 and n_tau: 0 for the knots"
+            )
         if not self.tau_min < self.tau_max:
             raise ValueError(f"tau_min {self.tau_min!r} must be below tau_max {self.tau_max!r}")
         if self.knots == 1:
@@ -137,6 +149,7 @@ class TimescaleSampling:
     @classmethod
     def split(cls, n_drawn: int, scale: Literal["gamma", "tau", "both"], **kwargs) -> TimescaleSampling:
         """``n_drawn`` timescales all on one scale, or half on each (the paper's distribution comparison)."""
+        kwargs = {"knots": 0, **kwargs}
         if scale == "gamma":
             return cls(n_gamma=n_drawn, n_tau=0, **kwargs)
         if scale == "tau":
@@ -199,7 +212,8 @@ class TimescaleSampler:
     def sample(self) -> np.ndarray:
         """One Gamma_t: float64 [size] (with ``fixed``: the ladder, then the draw, [2 size]), each in the bounds."""
         if self.sampling.knots:
-            return self._ladder.copy()
+            # the knots are the ladder and the draw alike
+            return np.concatenate([self._ladder, self._ladder]) if self.fixed else self._ladder.copy()
         if self.fixed:
             return np.concatenate([self._ladder, self._draw()])
         return self._draw()
@@ -225,7 +239,7 @@ class TimescaleSampler:
         if n < 0:
             raise ValueError(f"n must be >= 0; got {n!r}")
         if self.sampling.knots:
-            return np.repeat(self._ladder[None, :], n, axis=0)
+            return np.repeat(self.sample()[None, :], n, axis=0)
         if self.fixed:
             return np.concatenate([np.repeat(self._ladder[None, :], n, axis=0), self._draw_many(n)], axis=1)
         return self._draw_many(n)

@@ -116,7 +116,7 @@ def _warm_up() -> float:
     started = time.perf_counter()
     s = np.full((4, 2), 0.5)
     c = np.ones(4)
-    net = LinearGammaNet(GammaNetConfig(tilings=(2,)), rng=np.random.default_rng(0))
+    net = LinearGammaNet(GammaNetConfig(tilings=(2,), timescale_input="both"), rng=np.random.default_rng(0))
     net.learn_recording(states_t=s, cumulants=c, states_tp1=s, timescales=np.full((4, 2), 0.5))
     net.predict(s, [0.5])
     base = FixedTimescaleTD(FixedTimescaleConfig(tilings=(2,)), rng=np.random.default_rng(0))

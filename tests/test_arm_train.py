@@ -173,6 +173,7 @@ def test_short_study_writes_table_figures_json_and_a_resumable_checkpoint(tmp_pa
         "tau_max": 100.0,
         "include_bounds": True,
         "integer_tau": False,
+        "knots": 0,
     }
     assert set(data["baselines"]) == {str(g) for g in study.EVAL_GAMMAS}
     assert all("timescale_input" not in b for b in data["baselines"].values())

@@ -28,8 +28,8 @@ def data(seed: int = 0):
 
 
 def config(lam: float, view: str = "forward") -> GammaNetConfig:
-    return GammaNetConfig(state_low=(0.0,), state_high=(1.0,), tilings=(4,), tile_widths=(0.25,), memory_size=0,
-                          step_size=0.3, lam=lam, lambda_view=view)  # fmt: skip
+    return GammaNetConfig(timescale_input="both", state_low=(0.0,), state_high=(1.0,), tilings=(4,),
+                          tile_widths=(0.25,), memory_size=0, step_size=0.3, lam=lam, lambda_view=view)  # fmt: skip
 
 
 @pytest.mark.parametrize("lam, view", [(0.0, "forward"), (0.8, "forward"), (0.8, "backward")])

@@ -6,7 +6,9 @@ input with 8 tilings of 1/16 (fine enough to represent the chain), with loss sca
 at the step size and Gamma_t the defaults had when the bias was measured (alpha 0.1, 2 + 2 + 2).
 
 The coder, step size and Gamma_t of today's defaults are chosen on the zoo's problems (gamma_net_core/zoo,
-docs/choosing-settings.md); the tests below pin each by a behaviour on one of them.
+docs/choosing-settings.md): the timescale through 16 knots, each a fixed-gamma learner (linear/knots.py,
+tests/test_knots.py). Tiles over gamma and tau, the paper's coding, keep the settings the zoo chose for them
+before the knots (``TILES``); the tests below pin each by a behaviour on one of the zoo's problems.
 """
 
 from __future__ import annotations
@@ -19,6 +21,10 @@ from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearGa
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
 
 LONG_TAUS = (33.0, 60.0, 90.0)
+#: tiles over the state, gamma and tau, as the defaults were before the knots: a bias unit, alpha 0.05, Gamma_t
+#: two bounds + 4 draws on the gamma scale + 29 on the tau scale
+TILES = {"timescale_input": "both", "bias": True, "step_size": 0.05}
+DRAWN = TimescaleSampling(n_gamma=4, n_tau=29)
 STEPS = 100_000
 
 
@@ -28,7 +34,7 @@ def long_errors(bias_unit: str, seed: int = 0) -> np.ndarray:
     n = len(c)
     x = ((s + 0.5) / n)[:, None]
     config = GammaNetConfig(state_low=(0.0,), state_high=(1.0,), tilings=(8,), tile_widths=(1 / 16,), memory_size=0,
-                            step_size=0.1, bias_unit=bias_unit)  # fmt: skip
+                            step_size=0.1, bias_unit=bias_unit, timescale_input="both", bias=True)  # fmt: skip
     net = LinearGammaNet(config, rng=np.random.default_rng(seed + 1))
     sampler = TimescaleSampler(TimescaleSampling(n_gamma=2, n_tau=2), np.random.default_rng(seed + 2))
     net.learn_recording(states_t=x[:-1], cumulants=c[s[1:]], states_tp1=x[1:], timescales=sampler)
@@ -39,8 +45,9 @@ def long_errors(bias_unit: str, seed: int = 0) -> np.ndarray:
                      for tau in LONG_TAUS])  # fmt: skip
 
 
-def test_the_bias_is_a_constant_of_the_value_by_default():
+def test_the_bias_is_a_constant_of_the_value_by_default_and_knots_take_none():
     assert GammaNetConfig().bias_unit == "value"
+    assert not GammaNetConfig().bias and FixedTimescaleConfig().bias
 
 
 @pytest.mark.parametrize("seed", [0])
@@ -61,16 +68,22 @@ def test_the_coder_step_size_and_sampling_defaults():
         # tiles of 1/16 of each input's range, 65,536 features at most: not the arm's 100 tilings of the whole range
         # into 2048
         assert (config.tilings, config.tile_widths, config.memory_size) == ((8,), (0.0625,), 65536)
-    # wider where a tiling's tiles would not fit its 8,192 features: 2 state inputs and the 2 timescale inputs
-    assert GammaNetConfig().tile_widths == (0.125,)
+    # wider where a tiling's tiles would not fit its 8,192 features: with tiles, 2 state inputs and the 2 timescale
+    # inputs; with 16 knots, whose copies share the 65,536, four state inputs
+    assert GammaNetConfig(timescale_input="both").tile_widths == (0.125,)
+    assert GammaNetConfig().tile_widths == (0.0625,)
     cartpole = GammaNetConfig(state_low=(-1.0,) * 4, state_high=(1.0,) * 4)
     assert cartpole.tile_widths == pytest.approx((1 / 3,))
     assert GammaNetConfig(**chain, tilings=(100,), tile_widths=(1.0,)).tile_widths == (1.0,)  # given: as given
     assert GammaNetConfig(state_low=(-1.0,) * 4, state_high=(1.0,) * 4, memory_size=0).tile_widths == (0.0625,)
-    # with tiles of 1/16 a timescale's tiles are mostly its own: alpha near the arm's 0.1, not 0.1 over 32 timescales
-    assert GammaNetConfig().step_size == 0.05
-    assert FixedTimescaleConfig().step_size == 0.1
-    assert (TimescaleSampling().n_gamma, TimescaleSampling().n_tau) == (4, 29)
+    # a knot learns as a fixed-gamma learner does, at its alpha; with tiles of 1/16 a timescale's tiles are mostly
+    # its own: alpha near the arm's 0.1, not 0.1 over 32 timescales
+    assert GammaNetConfig().step_size == FixedTimescaleConfig().step_size == 0.1
+    assert GammaNetConfig(timescale_input="both").step_size == 0.05
+    assert TimescaleSampling().knots == 16 and (TimescaleSampling().n_gamma, TimescaleSampling().n_tau) == (0, 0)
+    from gamma_net_core.linear.knots import default_sampling
+
+    assert default_sampling(GammaNetConfig(timescale_input="both")) == DRAWN
 
 
 #: The defaults before the zoo chose them: the arm's coder, alpha 0.1, Gamma_t 2 + 2 + 2, the bias of f.
@@ -81,9 +94,12 @@ OLD = {
     "hashing": "always",
     "step_size": 0.1,
     "bias_unit": "scaled",
+    "bias": True,
+    "timescale_input": "both",
 }
 #: The arm's coder at the alpha that suits it (0.1 over 32 timescales): the defaults of the zoo's first round.
-ARM = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "step_size": 0.003}
+ARM = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "step_size": 0.003,
+       "bias": True, "timescale_input": "both"}  # fmt: skip
 
 
 @pytest.mark.slow
@@ -136,16 +152,17 @@ def test_the_defaults_predict_no_negative_values_of_an_indicator():
 
 def test_td_lambda_takes_a_smaller_default_step_size_in_the_forward_view():
     """A lambda-return reaches about 1 / (1 - gamma lambda) steps, further than a one-step target: left at its
-    default, alpha is 0.05 x sqrt(1 - lambda) in the forward view (on the zoo with the default coder, lambda 0.9
-    over the learning curve at tau >= 30 was no slower than TD(0) on 10 of 13 problems at this alpha, on 1 at
-    0.05 (1 - lambda), on 8 at TD(0)'s; docs/choosing-settings.md). The
+    default, alpha is 0.1 x sqrt(1 - lambda) in the forward view with knots, 0.05 x sqrt(1 - lambda) with tiles
+    (on the zoo with the tile coder, lambda 0.9 over the learning curve at tau >= 30 was no slower than TD(0) on
+    10 of 13 problems at this alpha, on 1 at 0.05 (1 - lambda), on 8 at TD(0)'s; docs/choosing-settings.md). The
     backward view already steps its traces at alpha (1 - lambda); a step size given is used as given, also after
     a round trip through the mapping a checkpoint or YAML file holds."""
     from gamma_net_core import config as config_lib
 
-    assert GammaNetConfig(lam=0.9).step_size == pytest.approx(0.05 * 0.1**0.5)
-    assert GammaNetConfig(lam=0.5).step_size == pytest.approx(0.05 * 0.5**0.5)
-    assert GammaNetConfig(lam=0.9, lambda_view="backward").step_size == 0.05
+    assert GammaNetConfig(lam=0.9).step_size == pytest.approx(0.1 * 0.1**0.5)
+    assert GammaNetConfig(lam=0.9, timescale_input="both").step_size == pytest.approx(0.05 * 0.1**0.5)
+    assert GammaNetConfig(lam=0.5, timescale_input="both").step_size == pytest.approx(0.05 * 0.5**0.5)
+    assert GammaNetConfig(lam=0.9, lambda_view="backward").step_size == 0.1
     assert GammaNetConfig(lam=0.9, step_size=0.003).step_size == 0.003
     assert GammaNetConfig(lam=0.9, step_size=0.1).step_size == 0.1
     saved = config_lib.to_mapping(GammaNetConfig(lam=0.9))
@@ -162,8 +179,13 @@ def test_tiles_that_fit_their_memory_are_not_hashed():
     chain = {"state_low": (0.0,), "state_high": (29.0,)}
     rng = np.random.default_rng(0)
     assert GammaNetConfig().hashing == "when_needed"
-    assert LinearGammaNet(GammaNetConfig(**chain), rng=rng).n_features == 8 * 17**3 + 1
+    # 16 knots, each a copy of the state's tiles: 8 tilings of 17 tiles for one input, of 4^4 for CartPole's four
+    assert LinearGammaNet(GammaNetConfig(**chain), rng=rng).n_features == 16 * 8 * 17
     cartpole = GammaNetConfig(state_low=(-1.0,) * 4, state_high=(1.0,) * 4)
+    assert LinearGammaNet(cartpole, rng=rng).n_features == 16 * 8 * 4**4
+    chain = {**chain, "timescale_input": "both", "bias": True}
+    assert LinearGammaNet(GammaNetConfig(**chain), rng=rng).n_features == 8 * 17**3 + 1
+    cartpole = GammaNetConfig(state_low=(-1.0,) * 4, state_high=(1.0,) * 4, timescale_input="both", bias=True)
     assert LinearGammaNet(cartpole, rng=rng).n_features == 8 * 4**6 + 1
     # too many tiles for the memory, or hashing asked for: hashed into memory_size, plus the bias
     assert LinearGammaNet(GammaNetConfig(**chain, memory_size=4096), rng=rng).n_features == 4096 + 1
@@ -175,10 +197,10 @@ def test_a_checkpoint_from_before_hashing_existed_codes_as_it_did(tmp_path):
     from gamma_net_core.checkpoint import load_npz, save_npz
     from gamma_net_core.linear.checkpoints import VERSION
 
-    net = LinearGammaNet(GammaNetConfig(state_low=(0.0,), state_high=(29.0,), hashing="always"),
+    net = LinearGammaNet(GammaNetConfig(state_low=(0.0,), state_high=(29.0,), hashing="always", **TILES),
                          rng=np.random.default_rng(1))  # fmt: skip
     x = np.linspace(0.0, 29.0, 200)[:, None]
-    sampler = TimescaleSampler(TimescaleSampling(), np.random.default_rng(2))
+    sampler = TimescaleSampler(DRAWN, np.random.default_rng(2))
     net.learn_recording(states_t=x[:-1], cumulants=np.sin(x[1:, 0]), states_tp1=x[1:], timescales=sampler)
     path = net.save(tmp_path / "net.npz")
     saved, arrays, meta = load_npz(path, kind=net.kind, version=VERSION)
@@ -197,8 +219,9 @@ def test_unhashed_tiles_mend_the_long_timescales_that_collisions_spoil():
     per tile, the same tiles, alpha and draws: no spike (docs/choosing-settings.md)."""
     from gamma_net_core.zoo import learners, runner
 
-    hashed = learners.LinearGammaNetLearner("hashed", changes={"hashing": "always"})
-    results = runner.run_zoo(["random_walk_19"], [learners.LinearGammaNetLearner(), hashed], steps=30_000,
+    hashed = learners.LinearGammaNetLearner("hashed", changes={**TILES, "hashing": "always"}, sampling=DRAWN)
+    tiles = learners.LinearGammaNetLearner("linear", changes=TILES, sampling=DRAWN)
+    results = runner.run_zoo(["random_walk_19"], [tiles, hashed], steps=30_000,
                              seeds=range(3), modes=("recording",), curve_at=())  # fmt: skip
     error = {name: np.mean([r.error for r in results if r.learner == name], axis=0) for name in ("linear", "hashed")}
     assert np.max(error["linear"]) < 0.25, error["linear"]
@@ -213,8 +236,9 @@ def test_four_draws_on_the_gamma_scale_learn_the_short_timescales_one_leaves_beh
     draws on the gamma scale bring it to 0.13-0.17 at the same long-timescale error (docs/choosing-settings.md)."""
     from gamma_net_core.zoo import learners, runner
 
-    arm = learners.LinearGammaNetLearner("arm_draws", sampling=TimescaleSampling(n_gamma=1, n_tau=29))
-    results = runner.run_zoo(["ar1_x"], [learners.LinearGammaNetLearner(), arm], steps=30_000, seeds=range(3),
+    arm = learners.LinearGammaNetLearner("arm_draws", changes=TILES, sampling=TimescaleSampling(n_gamma=1, n_tau=29))
+    tiles = learners.LinearGammaNetLearner("linear", changes=TILES, sampling=DRAWN)
+    results = runner.run_zoo(["ar1_x"], [tiles, arm], steps=30_000, seeds=range(3),
                              modes=("recording",), curve_at=())  # fmt: skip
     taus = list(results[0].taus)
     short = [taus.index(t) for t in (2.0, 3.0, 5.0, 7.0, 10.0)]

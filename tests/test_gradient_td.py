@@ -17,7 +17,7 @@ from gamma_net_core.reference import ReferenceOffPolicyTD
 
 SMALL = OffPolicyConfig(
     state_low=(0.0,), state_high=(1.0,), tilings=(4,), tile_widths=(0.5,), memory_size=64, step_size=0.1,
-    secondary_step_size=0.2, rho_max=3.0, step_size_decay_steps=100,
+    secondary_step_size=0.2, rho_max=3.0, step_size_decay_steps=100, timescale_input="both", bias=True,
 )  # fmt: skip
 
 

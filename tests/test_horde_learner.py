@@ -12,7 +12,13 @@ from gamma_net_core.linear import GammaNetConfig, LinearGammaNet
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
 
 CONFIG = GammaNetConfig(
-    bias_unit="scaled", tilings=(8,), memory_size=256, step_size=0.3, state_low=(0.0, 0.0), state_high=(1.0, 1.0)
+    timescale_input="both",
+    bias_unit="scaled",
+    tilings=(8,),
+    memory_size=256,
+    step_size=0.3,
+    state_low=(0.0, 0.0),
+    state_high=(1.0, 1.0),
 )
 SAMPLING = TimescaleSampling(n_gamma=1, n_tau=3, tau_max=20)
 

@@ -17,7 +17,7 @@ from gamma_net_core.timescales import TimescaleSampling
 
 SINGLE = OffPolicyConfig(
     state_low=(0.0, 0.0), state_high=(1.0, 1.0), tilings=(6,), tile_widths=(0.5,), memory_size=128, step_size=0.2,
-    secondary_step_size=0.3, rho_max=5.0, bias=False,
+    secondary_step_size=0.3, rho_max=5.0, bias=False, timescale_input="both",
 )  # fmt: skip
 HORDE = GammaNetConfig(**{f.name: getattr(SINGLE, f.name) for f in dataclasses.fields(GammaNetConfig)})
 

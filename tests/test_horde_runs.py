@@ -148,7 +148,14 @@ def test_on_a_chain_both_kernels_reach_the_same_errors_against_exact_values():
 #: scaling, one timescale input.
 CODINGS = {
     "collisions": GammaNetConfig(
-        bias_unit="scaled", tilings=(8,), memory_size=16, step_size=0.3, state_low=(0.0, 0.0), state_high=(1.0, 1.0)
+        timescale_input="both",
+        bias=True,
+        bias_unit="scaled",
+        tilings=(8,),
+        memory_size=16,
+        step_size=0.3,
+        state_low=(0.0, 0.0),
+        state_high=(1.0, 1.0),
     ),
     "unhashed-tau-no-bias": GammaNetConfig(
         bias_unit="scaled",
@@ -206,8 +213,9 @@ def test_other_codings_blocks_and_repeated_gammas_learn_the_same(coding):
 def test_td_lambda_learns_on_the_plain_kernels_and_predicts_on_the_run_kernel():
     """With lam > 0 the learning stays on the plain kernels (bit for bit N single learners, tests/test_lambda.py);
     the predictions take the run kernel."""
-    config = GammaNetConfig(bias_unit="scaled", tilings=(8,), memory_size=256, step_size=0.2, lam=0.6,
-                            lambda_view="backward", state_low=(0.0, 0.0), state_high=(1.0, 1.0))  # fmt: skip
+    config = GammaNetConfig(timescale_input="both", bias=True, bias_unit="scaled", tilings=(8,), memory_size=256,
+                            step_size=0.2, lam=0.6, lambda_view="backward", state_low=(0.0, 0.0),
+                            state_high=(1.0, 1.0))  # fmt: skip
     sampling = TimescaleSampling(n_gamma=1, n_tau=3, tau_max=20)
     rng = np.random.default_rng(5)
     T, Q = 80, 3

@@ -10,7 +10,6 @@ from gamma_net_core.horde.learner import HordeLearner
 from gamma_net_core.linear import FixedTimescaleConfig, FixedTimescaleTD, GammaNetConfig, LinearGammaNet
 from gamma_net_core.linear.knots import blend, config_knots
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
-from gamma_net_core.zoo import learners as zoo_learners
 from gamma_net_core.zoo import runner
 
 KNOTTED = GammaNetConfig(state_low=(0.0,), state_high=(1.0,), timescale_input="knots", bias=False)
@@ -34,6 +33,15 @@ def _learned(config=KNOTTED, seed=1):
     sampler = _knot_sampler()
     net.learn_recording(states_t=states_t, cumulants=cumulants, states_tp1=states_tp1, timescales=sampler)
     return net
+
+
+def test_the_defaults_are_knots_without_a_bias_and_their_gamma_t_is_the_same_16_knots():
+    config, sampling = GammaNetConfig(), TimescaleSampling()
+    assert (config.timescale_input, config.knots, config.bias, config.step_size) == ("knots", 16, False, 0.1)
+    assert sampling.knots == 16 and sampling.size == 16
+    np.testing.assert_array_equal(TimescaleSampler(sampling, np.random.default_rng(0)).sample(), config_knots(config))
+    assert 1.0 / (1.0 - config_knots(config)[[0, -1]]) == pytest.approx([1.0, 100.0])
+    assert TimescaleSampling(n_gamma=1, n_tau=29).knots == 0  # draws given: the paper's arm, drawn
 
 
 def test_each_knot_learns_what_a_fixed_gamma_learner_of_its_gamma_learns():
@@ -85,12 +93,19 @@ def test_a_gamma_off_the_knots_is_refused_in_one_line_and_changes_nothing():
     with pytest.raises(ValueError, match=r"gamma 0\.95 \(tau 20\), not one of the 16 knots") as refused:
         net.learn(0.2, 1.0, 0.3, False, [0.0, 0.95])
     assert "\n" not in str(refused.value) and "TimescaleSampling(knots=16" in str(refused.value)
-    drawn = TimescaleSampler(TimescaleSampling(), np.random.default_rng(0))
+    drawn = TimescaleSampler(TimescaleSampling(n_gamma=4, n_tau=29), np.random.default_rng(0))
     with pytest.raises(ValueError, match="not one of the 16 knots"):
         net.learn_recording(states_t=[[0.1]], cumulants=[1.0], states_tp1=[[0.2]], timescales=drawn)
     np.testing.assert_array_equal(net.weights, weights)
-    with pytest.raises(ValueError, match="set timescales knots: 16, tau_min: 1, tau_max: 100; got knots 0"):
-        HordeLearner(KNOTTED, names=("q",), rng=np.random.default_rng(0))
+    drawn_sampling = TimescaleSampling(n_gamma=1, n_tau=29)
+    refusal = "set timescales knots: 16, tau_min: 1, tau_max: 100, no draws; got knots 0"
+    with pytest.raises(ValueError, match=refusal):
+        HordeLearner(KNOTTED, names=("q",), timescales=drawn_sampling, rng=np.random.default_rng(0))
+    tiled = GammaNetConfig(state_low=(0.0,), state_high=(1.0,), timescale_input="both")
+    with pytest.raises(ValueError, match="knots: 16 are for a Γ-net with timescale_input knots; this one has 'both'"):
+        HordeLearner(tiled, names=("q",), timescales=TimescaleSampling(), rng=np.random.default_rng(0))
+    with pytest.raises(ValueError, match="the knots or drawn, not both: knots 16 with n_gamma 0 and n_tau 3"):
+        TimescaleSampling(knots=16, n_tau=3)
     with pytest.raises(ValueError, match=r"knots must be 0 .* or at least 2"):
         TimescaleSampling(knots=1)
 
@@ -116,15 +131,33 @@ def test_a_horde_of_knotted_questions_equals_one_knotted_learner_per_question(tm
 
 @pytest.mark.parametrize("problem", ["random_walk_19", "event_chain_30_s1"])
 def test_knots_hold_the_exact_values_between_them_where_shared_tiles_do_not(problem):
-    """Exact values at tau 1-100, on and between the knots: the knotted Γ-net within 1.5 times the fixed-gamma
-    baseline trained on each tau alone; the tile-coded defaults are not (random_walk_19: 1.59 times at tau 90,
-    event_chain_30_s1: 1.62 at tau 15 in docs/zoo.md's full run)."""
-    learners = [zoo_learners.make("linear_knots"), zoo_learners.make("linear"), zoo_learners.make("td0_fixed")]
-    results = runner.run_zoo([problem], learners, steps=20_000, seeds=range(2), modes=("recording",))
-    error = {name: np.mean([r.error for r in results if r.learner == name], axis=0) for name in ("linear_knots",
-             "linear", "td0_fixed")}  # fmt: skip
-    knotted = error["linear_knots"] / error["td0_fixed"]
-    tiled = error["linear"] / error["td0_fixed"]
+    """Exact values at tau 1-100, on and between the knots: the default (knotted) Γ-net within 1.5 times the
+    fixed-gamma baseline trained on each tau alone; the tile-coded defaults before it are not (random_walk_19:
+    1.59 times at tau 90, event_chain_30_s1: 1.62 at tau 15 over five seeds of the zoo's full tier)."""
+    names = ("linear", "linear_tiles", "td0_fixed")
+    results = runner.run_zoo([problem], names, steps=20_000, seeds=range(2), modes=("recording",))
+    error = {name: np.mean([r.error for r in results if r.learner == name], axis=0) for name in names}
+    knotted = error["linear"] / error["td0_fixed"]
+    tiled = error["linear_tiles"] / error["td0_fixed"]
     assert knotted.max() <= 1.5, knotted
-    assert error["linear_knots"].max() < 0.5
+    assert error["linear"].max() < 0.5
     assert tiled.max() > knotted.max()
+
+
+def test_a_questions_file_takes_knots_unless_its_timescales_draw():
+    """A file whose learner names no timescale_input: knots, the last at its tau_max, where its timescales draw
+    nothing; tiles over gamma and tau where they draw (as every file did before knots were the default)."""
+    from gamma_net_core.horde.questions import load_questions
+
+    base = {
+        "state": [{"topic": "/s", "type": "std_msgs/msg/Float64", "field": "data", "low": 0.0, "high": 1.0}],
+        "questions": [{"name": "q", "cumulant": {"topic": "/s", "type": "std_msgs/msg/Float64", "field": "data"}}],
+    }
+    knotted = load_questions({**base, "timescales": {"tau_max": 300}})
+    assert (knotted.learner.timescale_input, knotted.learner.tau_scale, knotted.timescales.knots) == ("knots", 300, 16)
+    drawn = load_questions({**base, "timescales": {"n_gamma": 1, "n_tau": 29}})
+    assert (drawn.learner.timescale_input, drawn.timescales.knots) == ("both", 0)
+    named = load_questions({**base, "learner": {"timescale_input": "gamma"}, "timescales": {"knots": 0, "n_tau": 3}})
+    assert named.learner.timescale_input == "gamma"
+    for spec in (knotted, drawn, named):
+        HordeLearner(spec.learner, names=("q",), timescales=spec.timescales, rng=np.random.default_rng(0))

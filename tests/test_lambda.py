@@ -31,7 +31,7 @@ from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladde
 
 REPO = pathlib.Path(__file__).resolve().parents[1]
 # The paper's arm learner (100 tilings hashed into 2048 + bias, alpha 0.1; the bias of V), TD(lambda) by traces.
-ARM = GammaNetConfig(step_size=0.1, step_size_decay_steps=1500, lambda_view="backward")
+ARM = GammaNetConfig(timescale_input="both", step_size=0.1, step_size_decay_steps=1500, lambda_view="backward")
 ARM_SAMPLING = TimescaleSampling(n_gamma=1, n_tau=29)
 
 
@@ -347,6 +347,7 @@ def test_autostep_with_lambda_is_refused():
 
     with pytest.raises(ValueError, match="needs adaptation method 'constant'"):
         HordeLearner(dataclasses.replace(ARM, lam=0.5), names=["a"], adaptation=AdaptationConfig(method="autostep"),
+                     timescales=ARM_SAMPLING,
                      rng=np.random.default_rng(0))  # fmt: skip
 
 

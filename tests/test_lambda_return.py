@@ -27,7 +27,7 @@ def walk(T: int, seed: int = 0, *, n_state: int = 2):
 def config(**overrides) -> GammaNetConfig:
     settings = dict(tilings=(4,), tile_widths=(0.5,), memory_size=64, step_size=0.3, lam=0.8, lambda_horizon=5)
     settings.update(overrides)
-    return GammaNetConfig(**settings)
+    return GammaNetConfig(timescale_input="both", **settings)
 
 
 def draws(T: int, seed: int = 2) -> np.ndarray:
@@ -174,23 +174,25 @@ def test_a_refused_update_changes_nothing():
 
 def test_settings_that_cannot_work_are_refused_by_name():
     with pytest.raises(ValueError, match="lambda_horizon 5 is the forward view's truncation: it needs lam > 0"):
-        GammaNetConfig(lambda_horizon=5)
+        GammaNetConfig(timescale_input="both", lambda_horizon=5)
     with pytest.raises(ValueError, match="lambda_view 'backward'"):
-        GammaNetConfig(lam=0.5, lambda_view="backward", lambda_horizon=5)
+        GammaNetConfig(timescale_input="both", lam=0.5, lambda_view="backward", lambda_horizon=5)
     with pytest.raises(ValueError, match="lambda_horizon"):
-        GammaNetConfig(lam=0.5, lambda_horizon=-1)
+        GammaNetConfig(timescale_input="both", lam=0.5, lambda_horizon=-1)
     with pytest.raises(ValueError, match="lambda_view"):
-        GammaNetConfig(lam=0.5, lambda_view="sideways")
+        GammaNetConfig(timescale_input="both", lam=0.5, lambda_view="sideways")
     with pytest.raises(ValueError, match=r"lambda_view 'forward' .* a Horde learns TD\(lambda\) by traces"):
         HordeLearner(config(), names=("a",), rng=np.random.default_rng(0))
 
 
 def test_the_forward_view_is_the_default_and_its_horizon_follows_lambda():
-    assert lambda_horizon(GammaNetConfig(lam=0.9)) == 44
-    assert lambda_horizon(GammaNetConfig(lam=0.5, lambda_horizon=3)) == 3
-    assert lambda_horizon(GammaNetConfig(lam=0.9, lambda_view="backward")) == 0
-    assert lambda_horizon(GammaNetConfig()) == 0
-    assert uses_ladder(GammaNetConfig(lam=0.9, lambda_view="backward")) and not uses_ladder(GammaNetConfig(lam=0.9))
+    assert lambda_horizon(GammaNetConfig(timescale_input="both", lam=0.9)) == 44
+    assert lambda_horizon(GammaNetConfig(timescale_input="both", lam=0.5, lambda_horizon=3)) == 3
+    assert lambda_horizon(GammaNetConfig(timescale_input="both", lam=0.9, lambda_view="backward")) == 0
+    assert lambda_horizon(GammaNetConfig(timescale_input="both")) == 0
+    assert uses_ladder(GammaNetConfig(timescale_input="both", lam=0.9, lambda_view="backward")) and not uses_ladder(
+        GammaNetConfig(timescale_input="both", lam=0.9)
+    )
 
 
 def test_default_horizon_weighs_what_is_beyond_it_at_most_one_percent():

@@ -27,7 +27,9 @@ SQUARE = learner_config(SERIES[0], 0.5)  # the paper's square-wave learner, the 
 PROBE_TAUS = np.array([1, 2, 5, 10, 20, 40, 60, 80, 100.0])
 SQUARE_SAMPLING = TimescaleSampling(n_gamma=2, n_tau=2)  # the square wave's Gamma_t: tau 1 and 100 + 2 + 2
 #: the paper's arm (config/arm.yaml)
-ARM_CODER = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always"}
+# the paper's arm coder: tiles over the state, gamma and tau, and a bias unit
+ARM_CODER = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "bias": True,
+             "timescale_input": "both"}  # fmt: skip
 
 
 def square_wave_data(steps):
@@ -497,7 +499,7 @@ def test_bad_configurations_are_refused(cls, kwargs, message):
 
 def test_configuration_loads_from_a_parameter_mapping():
     config = from_mapping(GammaNetConfig, {"tilings": [20, 20, 30], "tile_widths": [1, 0.5, 0.1], "memory_size": 0})
-    assert config.tile_widths == (1.0, 0.5, 0.1) and config.timescale_input == "both"
-    assert LinearGammaNet(config, rng=np.random.default_rng(0)).n_active == 70 + 1
+    assert config.tile_widths == (1.0, 0.5, 0.1) and config.timescale_input == "knots" and not config.bias
+    assert LinearGammaNet(config, rng=np.random.default_rng(0)).n_active == 70
     with pytest.raises(TypeError, match="needs a GammaNetConfig"):
         LinearGammaNet(FixedTimescaleConfig(), rng=np.random.default_rng(0))

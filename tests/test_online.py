@@ -17,7 +17,7 @@ NAMES = ["shoulder", "elbow"]
 def _online(seed=0, **kwargs) -> OnlineGammaNet:
     return OnlineGammaNet(
         joints=JointsConfig(),
-        learner=GammaNetConfig(),
+        learner=GammaNetConfig(timescale_input="both"),
         timescales=TimescaleSampling(n_gamma=1, n_tau=29),
         rng=np.random.default_rng(seed),
         **kwargs,

@@ -18,7 +18,7 @@ SMALL = dict(tilings=(8,), tile_widths=(0.25,), memory_size=0, step_size=0.1)
 @pytest.mark.parametrize("width", [1 / 16, 1.0])
 def test_the_compiled_learner_matches_the_reference_with_a_timescale_tile_width(width):
     # 1/16 narrower than the state's 1/4 (every tile narrowed, the state's range stretched), 1.0 wider.
-    config = GammaNetConfig(**SMALL, timescale_tile_width=width)
+    config = GammaNetConfig(timescale_input="both", **SMALL, timescale_tile_width=width)
     sampling = TimescaleSampling(n_gamma=1, n_tau=29)
     s_t, c, s_tp1, terminals = arm_data(1000)
     net, sampler = net_and_sampler(config, sampling)
@@ -45,8 +45,8 @@ def shared_tiles(config: GammaNetConfig, state, gamma_a: float, gamma_b: float) 
 def test_narrow_timescale_tiles_share_fewer_tiles_between_timescales_and_keep_the_states():
     """tau 50 and 60 share most tiles at the state's width 1/4 and few at a timescale width of 1/16; the state's
     own tiles are as wide as before: two states 0.1 apart share as many tiles either way."""
-    same = GammaNetConfig(**SMALL)
-    narrow = GammaNetConfig(**SMALL, timescale_tile_width=1 / 16)
+    same = GammaNetConfig(timescale_input="both", **SMALL)
+    narrow = GammaNetConfig(timescale_input="both", **SMALL, timescale_tile_width=1 / 16)
     state = np.array([0.3, 0.6])
     g50, g60 = 1 - 1 / 50, 1 - 1 / 60
     assert shared_tiles(same, state, g50, g60) >= 4
@@ -62,10 +62,12 @@ def test_narrow_timescale_tiles_share_fewer_tiles_between_timescales_and_keep_th
 
 
 def test_the_layout_is_unchanged_without_a_timescale_tile_width():
-    config = GammaNetConfig(**SMALL)
+    config = GammaNetConfig(timescale_input="both", **SMALL)
     assert coder_layout(config, "both") == ((0.0, 0.0, 0.0, 0.0), (1.0, 1.0, 1.0, 1.0), (0.25,))
-    assert coder_layout(GammaNetConfig(**SMALL, timescale_tile_width=0.25), "both") == coder_layout(config, "both")
-    _, high, widths = coder_layout(GammaNetConfig(**SMALL, timescale_tile_width=1 / 16), "both")
+    assert coder_layout(
+        GammaNetConfig(timescale_input="both", **SMALL, timescale_tile_width=0.25), "both"
+    ) == coder_layout(config, "both")
+    _, high, widths = coder_layout(GammaNetConfig(timescale_input="both", **SMALL, timescale_tile_width=1 / 16), "both")
     assert high == (4.0, 4.0, 1.0, 1.0) and widths == (1 / 16,)
 
 
@@ -74,7 +76,7 @@ def test_a_checkpoint_from_before_the_setting_loads_and_predicts_the_same(tmp_pa
     from gamma_net_core.checkpoint import load_npz, save_npz
     from gamma_net_core.linear.checkpoints import VERSION
 
-    config = GammaNetConfig(**SMALL)
+    config = GammaNetConfig(timescale_input="both", **SMALL)
     net, sampler = net_and_sampler(config, TimescaleSampling())
     s_t, c, s_tp1, terminals = arm_data(300)
     net.learn_recording(states_t=s_t, cumulants=c, states_tp1=s_tp1, timescales=sampler, terminals=terminals)

@@ -94,4 +94,4 @@ def test_sampling_split_and_bad_settings():
     with pytest.raises(ValueError, match="must be below"):
         TimescaleSampling(tau_min=100.0, tau_max=10.0)
     with pytest.raises(ValueError, match="would be empty"):
-        TimescaleSampling(n_gamma=0, n_tau=0, include_bounds=False)
+        TimescaleSampling(n_gamma=0, n_tau=0, include_bounds=False, knots=0)

@@ -69,7 +69,7 @@ from gamma_net_core.linear import GammaNetConfig, coding, knots
 from gamma_net_core.linear.settings import N_TIMESCALE_DIMS, saved_learner_mapping
 from gamma_net_core.linear.traces import Traces
 from gamma_net_core.tilecoding import TileCoder
-from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, ladder, validate_gammas, validate_taus
+from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling, validate_gammas, validate_taus
 
 VERSION = 1
 KIND = "horde_linear_gamma_net"
@@ -81,7 +81,8 @@ class HordeLearner:
     Args:
       config: the learner's settings (state ranges, tiling, step size, loss scaling, timescale input).
       names: one name per question.
-      timescales: how Gamma_t is drawn by :meth:`step` (default :class:`TimescaleSampling`()).
+      timescales: how Gamma_t is drawn by :meth:`step` (default: the config's,
+        :func:`~gamma_net_core.linear.knots.default_sampling`).
       adaptation: constant step size (the default) or Autostep.
       readouts: weightings over timescales answered by :meth:`readout`.
       rate_hz: steps per second (a window readout's length is in seconds).
@@ -113,19 +114,14 @@ class HordeLearner:
         _state=None,
     ) -> None:
         names = tuple(names)
-        timescales = TimescaleSampling() if timescales is None else timescales
         adaptation = AdaptationConfig() if adaptation is None else adaptation
         if not names or len(set(names)) != len(names):
             raise ValueError(f"names must be distinct and at least one; got {list(names)}")
         if not isinstance(config, GammaNetConfig):
             raise TypeError(f"HordeLearner needs a GammaNetConfig; got {type(config).__name__}")
+        timescales = knots.default_sampling(config) if timescales is None else timescales
         self._knots = knots.config_knots(config) if config.timescale_input == "knots" else None
-        if self._knots is not None and not np.array_equal(ladder(timescales), self._knots):
-            raise ValueError(
-                f"timescale_input 'knots' learns its {config.knots} knots (tau 1 to tau_scale {config.tau_scale:g}): "
-                f"set timescales knots: {config.knots}, tau_min: 1, tau_max: {config.tau_scale:g}; got knots "
-                f"{timescales.knots}, tau_min {timescales.tau_min:g}, tau_max {timescales.tau_max:g}"
-            )
+        knots.check_sampling(config, timescales)
         # The tile coder, input checks and step size are the single-question learner's (linear/coding.py).
         if _state is None:
             if rng is None:

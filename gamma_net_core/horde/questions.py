@@ -17,7 +17,9 @@ inputs and one tile coder. The file::
          low: 0.0, high: 4.0}     # the nearest of the first five beams; inf (open space) reads as range_max
     extensions: [my_robot.signals]  # optional: modules registering their own transforms or readout kinds
     learner: {tilings: [100], memory_size: 2048, step_size: 0.1}     # GammaNetConfig, less the state ranges
-    timescales: {n_gamma: 1, n_tau: 29, tau_max: 100}                # TimescaleSampling
+    timescales: {n_gamma: 1, n_tau: 29, tau_max: 100}                # TimescaleSampling: drawn, so the learner's
+                                                                     # timescale_input is both unless it says
+                                                                     # (without draws: 16 knots, tau 1 to tau_max)
     adaptation: {method: autostep, meta_step_size: 0.01}             # AdaptationConfig (optional)
     readouts:                     # weightings over timescales, published like a timescale
       - {name: hyperbolic, kind: hyperbolic, k: 0.1}
@@ -328,6 +330,10 @@ def _spec(doc: Mapping[str, Any]) -> HordeSpec:
     # moves the long timescales' values by up to tau times (docs/choosing-settings.md): no bias unit unless the
     # file asks for one, and that one is the scaled output's.
     defaults = {"bias": False} if "bias" not in learner_map else {"bias_unit": "scaled"}
+    timescales_map = _mapping(doc.get("timescales", {}), "timescales")
+    timescales = _config(TimescaleSampling, timescales_map, "timescales")
+    if "timescale_input" not in learner_map:
+        defaults.update(_coding_for(timescales_map, learner_map, timescales))
     learner = _config(
         GammaNetConfig,
         {
@@ -338,7 +344,6 @@ def _spec(doc: Mapping[str, Any]) -> HordeSpec:
         },
         "learner",
     )
-    timescales = _config(TimescaleSampling, _mapping(doc.get("timescales", {}), "timescales"), "timescales")
     adaptation = _config(AdaptationConfig, _mapping(doc.get("adaptation", {}), "adaptation"), "adaptation")
     questions = tuple(_question(i, m) for i, m in enumerate(doc["questions"]))
     _unique([q.name for q in questions], "questions")
@@ -477,6 +482,18 @@ def _signal_fields(m: Any, label: str, extra: set[str]) -> dict[str, Any]:
         if key in m:
             m[key] = _number(m[key], f"{label}.{key}")
     return m
+
+
+def _coding_for(timescales: dict, learner: dict, sampling: TimescaleSampling) -> dict:
+    """How the timescale enters where the file's learner does not say, from its timescales: tiles over gamma and
+    tau where Gamma_t is drawn (n_gamma or n_tau given, as every file did before knots were the default), else
+    the knots, whose last is the file's tau_max unless the learner names its tau_scale (linear/knots.py)."""
+    drawn = ("n_gamma" in timescales or "n_tau" in timescales) and timescales.get("knots", -1) in (-1, 0)
+    if drawn or timescales.get("knots") == 0:
+        return {"timescale_input": "both"}
+    if "tau_scale" in learner or "tau_max" not in timescales:
+        return {}
+    return {"tau_scale": sampling.tau_max}
 
 
 def _readout(i: int, m: Any, rate_hz: float, timescales: TimescaleSampling) -> Readout:

@@ -38,7 +38,7 @@ import numpy as np
 from gamma_net_core import config as config_lib
 from gamma_net_core.checkpoint import CheckpointError, check_same_config, load_npz, save_npz
 from gamma_net_core.config import setting
-from gamma_net_core.linear import coding
+from gamma_net_core.linear import coding, knots
 from gamma_net_core.linear.gradient_td_kernels import (
     GTD,
     TD,
@@ -124,6 +124,7 @@ class OffPolicyGammaNet:
             self.coder = coding.make_coder(config, mode, state=_state)
         self._coding = coding.make_coding(config, mode, self.coder)
         self._plain_coding = self._coding.plain()
+        self._knots = knots.config_knots(config) if mode == "knots" else None  # linear/knots.py
         n = self.coder.n_features
         self._theta = np.zeros(n)
         self._h = np.zeros(n)
@@ -188,6 +189,8 @@ class OffPolicyGammaNet:
                                                                                  "state_tp1")  # fmt: skip
         c = _finite(cumulant, "cumulant")
         g = validate_gammas(gammas, name="Gamma_t")
+        if self._knots is not None:
+            knots.check_on_knots(g, self._knots)
         rhos = self._clipped(np.array([_finite(rho, "rho")]))
         recording = OffPolicyRecording(s_t[None], s_tp1[None], np.array([c]), np.array([bool(terminal)]), rhos)
         return self._run(recording, np.ascontiguousarray(g[None, :]))
@@ -221,6 +224,8 @@ class OffPolicyGammaNet:
             if g.ndim != 2 or g.shape[0] != T or g.shape[1] == 0:
                 raise ValueError(f"timescales must be a TimescaleSampler or gammas [T={T}, K >= 1]; got {g.shape}")
             validate_gammas(g.reshape(-1), name="Gamma_t")
+        if self._knots is not None:
+            knots.check_on_knots(g, self._knots)
         recording = OffPolicyRecording(s_t, s_tp1, c, np.ascontiguousarray(ends), self._clipped(r))
         self._run(recording, np.ascontiguousarray(g))
 
@@ -282,12 +287,15 @@ class OffPolicyGammaNet:
             raise ValueError("give exactly one of gammas or taus")
         g = validate_gammas(gammas, name="gammas") if gammas is not None else 1.0 - 1.0 / validate_taus(taus)
         g = np.ascontiguousarray(g, dtype=np.float64)
+        at = g if self._knots is None else self._knots  # a knotted Γ-net answers between its knots
         x = np.asarray(state, dtype=np.float64)
         n = self.config.n_state
         if x.ndim == 0 or (x.ndim == 1 and x.shape[0] == n):
             one = coding.check_state(x, n, "state")[None, :]
-            return predict_many(self._theta, one, g, self._plain_coding)[0]
-        return predict_many(self._theta, coding.check_states(x, n, "states"), g, self._plain_coding)
+            values = predict_many(self._theta, one, at, self._plain_coding)[0]
+        else:
+            values = predict_many(self._theta, coding.check_states(x, n, "states"), at, self._plain_coding)
+        return values if self._knots is None else values @ knots.blend(g, self._knots).T
 
     # -- checkpoints
 

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gamma_net_core.timescales import knot_gammas
+from gamma_net_core.timescales import knot_gammas, ladder
 
 #: how far a gamma of Gamma_t may be from a knot, relative in tau, and still be that knot
 _ON_KNOT = 1e-9
@@ -65,3 +65,38 @@ def check_on_knots(gammas: np.ndarray, knots: np.ndarray, name: str = "Gamma_t")
             f"{knot_taus.shape[0]} knots this Γ-net learns (tau 1 to {knot_taus[-1]:.4g}, log-spaced): train it on "
             f"TimescaleSampling(knots={knot_taus.shape[0]}, tau_max={knot_taus[-1]:.4g})"
         )
+
+
+def check_sampling(config, sampling) -> None:
+    """Refuse a Gamma_t that is not a knotted Γ-net's knots, or knots for a Γ-net without them, before learning.
+
+    Args:
+      config: a :class:`~gamma_net_core.linear.settings.GammaNetConfig`.
+      sampling: the :class:`~gamma_net_core.timescales.TimescaleSampling` it is to learn on.
+
+    Raises:
+      ValueError: one line naming both settings and what to set.
+    """
+    knotted = config.timescale_input == "knots"
+    if not knotted and sampling.knots:
+        raise ValueError(
+            f"timescales knots: {sampling.knots} are for a Γ-net with timescale_input knots; this one has "
+            f"{config.timescale_input!r}: draw its Gamma_t (timescales knots: 0 with n_gamma and n_tau)"
+        )
+    if knotted and not np.array_equal(ladder(sampling), config_knots(config)):
+        raise ValueError(
+            f"timescale_input 'knots' learns its {config.knots} knots (tau 1 to tau_scale {config.tau_scale:g}): set "
+            f"timescales knots: {config.knots}, tau_min: 1, tau_max: {config.tau_scale:g}, no draws; got knots "
+            f"{sampling.knots}, n_gamma {sampling.n_gamma}, n_tau {sampling.n_tau}, tau_min {sampling.tau_min:g}, "
+            f"tau_max {sampling.tau_max:g}"
+        )
+
+
+def default_sampling(config, **settings):
+    """The Gamma_t a Γ-net learns on unless told: its knots, or for tiles the draws of two bounds, 4 on the gamma
+    scale and 29 on the tau scale (docs/choosing-settings.md); ``settings`` (tau_min, tau_max, ...) are added."""
+    from gamma_net_core.timescales import TimescaleSampling
+
+    if config.timescale_input == "knots":
+        return TimescaleSampling(knots=config.knots, tau_max=config.tau_scale, **settings)
+    return TimescaleSampling(**{"n_gamma": 4, "n_tau": 29, **settings})

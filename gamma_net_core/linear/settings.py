@@ -181,8 +181,13 @@ class GammaNetConfig(LinearTDConfig):
         low=0.0,
         high=1e3,
     )
+    bias: bool = setting(
+        False,
+        "add a bias unit active on every input; knots need none (a knot's tiles hold its constant, and one bias "
+        "shared by every knot carries each knot's error into the others); paper: arm yes (2048 + 1 features)",
+    )
     timescale_input: str = setting(
-        "both",
+        "knots",
         "how the timescale enters: tile-coded with the state as gamma, tau / tau_scale, or both (paper: both); or "
         "knots, a copy of the state's tiles per knot, linear in tau between knots (linear/knots.py)",
         choices=("gamma", "tau", "both", "knots"),
@@ -229,10 +234,7 @@ class GammaNetConfig(LinearTDConfig):
         if self.step_size == 0.0:
             object.__setattr__(self, "step_size", default_step_size(self.lam, self.lambda_view, self.timescale_input))
         super().__post_init__()
-        if self.timescale_input == "knots" and self.lam > 0.0 and self.lambda_view != "forward":
-            raise ValueError(
-                f"timescale_input 'knots' learns TD(lambda) in the forward view; got lambda_view {self.lambda_view!r}"
-            )
+
         if self.lambda_horizon > 0 and (self.lam == 0.0 or self.lambda_view != "forward"):
             raise ValueError(
                 f"lambda_horizon {self.lambda_horizon} is the forward view's truncation: it needs lam > 0 and "
@@ -294,6 +296,8 @@ def uses_ladder(config: LinearTDConfig) -> bool:
 
 #: Settings whose default changed, with the value a configuration saved before the change learned with.
 _BEFORE_DEFAULTS = {"bias_unit": "scaled", "hashing": "always"}
+#: The same for a Γ-net's own settings (before knots were the default it was tiles over gamma and tau, with a bias).
+_GAMMA_NET_BEFORE_DEFAULTS = {"timescale_input": "both", "bias": True}
 
 
 def saved_learner_mapping(mapping: dict, *, gamma_net: bool = True) -> dict:
@@ -301,11 +305,13 @@ def saved_learner_mapping(mapping: dict, *, gamma_net: bool = True) -> dict:
 
     A setting missing from it takes the value it had when it was saved: one saved before ``lambda_view``
     existed learned TD(lambda) by traces, so with lam > 0 its view is the backward one; one saved before
-    ``bias_unit`` existed had the bias of the scaled output, and one saved before ``hashing`` hashed whenever
-    ``memory_size`` > 0. Any other missing setting takes its default.
+    ``bias_unit`` existed had the bias of the scaled output, one saved before ``hashing`` hashed whenever
+    ``memory_size`` > 0, and a Γ-net saved before knots were its default had tiles over gamma and tau and a
+    bias. Any other missing setting takes its default.
     ``gamma_net``: a :class:`GammaNetConfig`'s (else the fixed-timescale baseline's, which has no view).
     """
-    out = {**{k: v for k, v in _BEFORE_DEFAULTS.items() if k not in mapping}, **mapping}
+    before = {**_BEFORE_DEFAULTS, **(_GAMMA_NET_BEFORE_DEFAULTS if gamma_net else {})}
+    out = {**{k: v for k, v in before.items() if k not in mapping}, **mapping}
     if gamma_net and "lambda_view" not in mapping and float(mapping.get("lam", 0.0)) > 0.0:
         out["lambda_view"] = "backward"
     return out

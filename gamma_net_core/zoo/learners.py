@@ -72,7 +72,7 @@ class LinearGammaNetLearner(ZooLearner):
 
     def __init__(self, name=None, *, changes=None, sampling: TimescaleSampling | None = None, decay=False) -> None:
         super().__init__(name, changes=changes)
-        self.sampling = sampling or TimescaleSampling()
+        self.sampling = sampling  # None: the config's default (linear/knots.py: default_sampling)
         self.decay = decay
 
     def config(self, problem: Problem, steps: int = 0):
@@ -91,7 +91,10 @@ class LinearGammaNetLearner(ZooLearner):
 
         config = self.config(problem, data.steps)
         net = LinearGammaNet(config, rng=rng)
-        sampler = TimescaleSampler(self.sampling, rng, fixed=uses_ladder(config))
+        from gamma_net_core.linear.knots import default_sampling
+
+        sampling = self.sampling or default_sampling(config)
+        sampler = TimescaleSampler(sampling, rng, fixed=uses_ladder(config))
 
         def predict(obs, gammas):
             return net.predict(obs, gammas)
@@ -312,14 +315,17 @@ register("linear", LinearGammaNetLearner)
 register(
     "linear_arm",
     lambda: LinearGammaNetLearner(
-        changes={"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "step_size": 0.003}
-    ),
+        changes={"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "step_size": 0.003,
+                 "timescale_input": "both", "bias": True},
+        sampling=TimescaleSampling(n_gamma=4, n_tau=29),
+    ),  # fmt: skip
 )
-#: not a default (yet): the timescale through 16 knots, linear in tau between them (linear/knots.py), each knot
-#: learning as the fixed-gamma baseline does, with no bias unit
-KNOTS = {"timescale_input": "knots", "bias": False}
-register("linear_knots", lambda: LinearGammaNetLearner(changes=KNOTS, sampling=TimescaleSampling(knots=16)))
-register("horde_knots", lambda: HordeLearner(changes=KNOTS, timescales=TimescaleSampling(knots=16)))
+#: not a default: the defaults before the knots (linear/knots.py), tiles over the state, gamma and tau at alpha 0.05,
+#: a bias unit, Gamma_t two bounds + 4 draws on the gamma scale + 29 on the tau scale
+TILES = {"timescale_input": "both", "bias": True, "step_size": 0.05}
+DRAWN = TimescaleSampling(n_gamma=4, n_tau=29)
+register("linear_tiles", lambda: LinearGammaNetLearner(changes=TILES, sampling=DRAWN))
+register("horde_tiles", lambda: HordeLearner(changes={**TILES, "bias": False}, timescales=DRAWN))
 register("linear_lam0.5", lambda: LinearGammaNetLearner(changes={"lam": 0.5}))
 register("linear_lam0.9", lambda: LinearGammaNetLearner(changes={"lam": 0.9}))
 register("horde", HordeLearner)

@@ -73,12 +73,11 @@ TIERS: dict[str, Tier] = {
         problems=tuple(name for name in problems_lib.PROBLEMS),
         learners=(
             "linear",
-            "linear_knots",
+            "linear_tiles",
             "linear_lam0.5",
             "linear_lam0.9",
             "td0_fixed",
             "horde",
-            "horde_knots",
             "neural",
             "neural_tiles",
             "linear_decay",

@@ -43,7 +43,8 @@ from gamma_net_core.report import Report, Table
 
 GOAL_RATIO = 10.0
 #: The paper's arm coder (config/arm.yaml), spelled out: the library's default coder is finer.
-ARM_CODER = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always"}
+ARM_CODER = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "bias": True,
+             "timescale_input": "both"}  # fmt: skip
 GOAL_STEPS_PER_SECOND = 100.0
 
 

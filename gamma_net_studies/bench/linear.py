@@ -72,6 +72,8 @@ def _robot_arm(steps: int):
         tile_widths=(1.0,),
         memory_size=2048,
         hashing="always",
+        bias=True,
+        timescale_input="both",
         bias_unit="scaled",
         step_size=0.1,
         step_size_decay_steps=steps,

@@ -46,6 +46,8 @@ def _arm(steps: int):
         hashing="always",
         step_size=0.1,
         step_size_decay_steps=steps,
+        bias=True,
+        timescale_input="both",
         bias_unit="scaled",
     )
     return config, walk[:-1], speed, walk[1:], gammas, rhos

@@ -50,8 +50,7 @@ def test_slow_samples_are_matched_to_the_nodes_waits_for_a_cpu():
     assert waited_for_a_cpu(sent_at, latency, cpu_wait, slow_s=0.005) == 3
 
 
-@pytest.mark.slow
-@pytest.mark.serial  # times the node's ticks: alone (the helpers above time nothing)
+@pytest.mark.slow  # not `serial`: its latencies are reported, not asserted; its counts' bounds are loose
 def test_bench_horde_node_reports_latency(tmp_path):
     out = tmp_path / "bench.json"
     result = subprocess.run(

@@ -1,4 +1,9 @@
-"""`gamma-net bench ros` runs end to end on a tiny budget (its numbers go to docs, not asserts)."""
+"""`gamma-net bench ros` runs end to end on a tiny budget (its numbers go to docs, not asserts).
+
+Not `serial`: it asserts no timing, only that every reading of the latency run was answered (the
+bench waits 2 s past the last one) and that the ramp starts at its first rate; it held at a load
+of 8-17 from other work (2026-11-29). A worker waiting on a serial test is idle.
+"""
 
 from __future__ import annotations
 
@@ -9,7 +14,7 @@ import sys
 import pytest
 from waiting import bound
 
-pytestmark = [pytest.mark.ros, pytest.mark.slow, pytest.mark.serial]
+pytestmark = [pytest.mark.ros, pytest.mark.slow]
 
 
 def test_bench_ros_reports_latency_and_rates(tmp_path):

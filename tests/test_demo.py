@@ -17,8 +17,8 @@ pytestmark = [pytest.mark.ros, pytest.mark.slow]
 def test_demo_runs_the_whole_arm_pipeline(tmp_path):
     out = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "gamma_net_core.cli", "demo", "--seconds", "25", "--pretrain-circuits", "3"]
-        + ["--reflex-seconds", "120"]
+        [sys.executable, "-m", "gamma_net_core.cli", "demo", "--seconds", "20", "--pretrain-circuits", "3"]
+        + ["--reflex-seconds", "60"]  # the reflex line's form is checked, not its numbers
         + ["--out", str(out), "--json", str(out / "demo.json")],
         capture_output=True,
         text=True,
@@ -29,7 +29,8 @@ def test_demo_runs_the_whole_arm_pipeline(tmp_path):
     assert len(live) >= 5  # a live line per two-second tick once predictions flow
     report = json.loads((out / "demo.json").read_text())
     run = dict(report["tables"][0]["rows"])
-    assert run["joint readings recorded"] > 500  # 25 s at 30 Hz through the real driver
+    # 20 s at 30 Hz through the real driver, and its start (856 readings in 25 s at load 5)
+    assert run["joint readings recorded"] > 500
     # Gaps depend on the machine's load (8 beside 4 busy processes on 2 cores), so they are checked as
     # counted, not as few: the driver's timing is measured by `gamma-net bench`, not by a test.
     assert 0 <= run["gaps in the readings (> 1.5 periods)"] < run["joint readings recorded"]

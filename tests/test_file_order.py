@@ -14,7 +14,7 @@ from waiting import bound
 REPO = pathlib.Path(__file__).resolve().parent.parent
 
 #: Quick files in collection order, each with several tests; the first has a `serial` one.
-FILES = ["tests/test_bench_playback.py", "tests/test_plots.py", "tests/test_servo.py", "tests/test_timescales.py"]
+FILES = ["tests/test_serial_marker.py", "tests/test_plots.py", "tests/test_servo.py", "tests/test_timescales.py"]
 
 
 def collected(durations, tmp_path) -> list[str]:

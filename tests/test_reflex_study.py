@@ -83,8 +83,7 @@ def test_the_bench_pairs_each_switch_with_the_first_command_showing_it():
 
 
 @pytest.mark.ros
-@pytest.mark.slow
-@pytest.mark.serial  # times each command's path through the reflex and the echo
+@pytest.mark.slow  # not `serial`: the paths' times are reported, not asserted (only that each was measured)
 def test_bench_reflex_reports_both_paths_against_the_echo(tmp_path):
     out = tmp_path / "bench.json"
     command = ["gamma-net", "bench", "reflex", "--rate", "50", "--seconds", "1", "--json", str(out)]

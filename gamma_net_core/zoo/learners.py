@@ -312,13 +312,12 @@ def make(name: str) -> ZooLearner:
 register("linear", LinearGammaNetLearner)
 #: not a default: the linear Γ-net with the paper's arm coder (100 tilings of width 1.0 hashed into 2048) at the
 #: alpha that suits it (0.1 over the 32 timescales of Gamma_t), the defaults before the zoo chose a finer coder
+ARM_CODER = {"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "step_size": 0.003}
 register(
     "linear_arm",
     lambda: LinearGammaNetLearner(
-        changes={"tilings": (100,), "tile_widths": (1.0,), "memory_size": 2048, "hashing": "always", "step_size": 0.003,
-                 "timescale_input": "both", "bias": True},
-        sampling=TimescaleSampling(n_gamma=4, n_tau=29),
-    ),  # fmt: skip
+        changes={**ARM_CODER, "timescale_input": "both", "bias": True}, sampling=TimescaleSampling(n_gamma=4, n_tau=29)
+    ),
 )
 #: not a default: the defaults before the knots (linear/knots.py), tiles over the state, gamma and tau at alpha 0.05,
 #: a bias unit, Gamma_t two bounds + 4 draws on the gamma scale + 29 on the tau scale

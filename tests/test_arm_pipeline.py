@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 from rclpy.node import Node
 from rclpy.parameter import Parameter
@@ -42,12 +44,23 @@ def test_teleop_moves_the_emulated_arm(emulator, executor, spin):
     start = client.state()["servos"]
     push = Joy()
     push.axes = [1.0, -0.5]  # shoulder forward at full speed, elbow back at about half
-    for _ in range(20):  # a joystick repeats its state at ~20 Hz
-        joy.publish(push)
+
+    def moved() -> tuple[float, float]:
+        now = client.state()["servos"]
+        return now[1]["position"] - start[1]["position"], now[2]["position"] - start[2]["position"]
+
+    def pushed_far_enough() -> bool:
+        joy.publish(push)  # a joystick repeats its state at ~20 Hz
         spin_for(executor, 0.05)
+        shoulder, elbow = moved()
+        return shoulder > 0.2 and elbow < -0.05  # about 1 s at 0.6 and -0.28 rad/s
+
+    deadline = time.monotonic() + bound(15.0)
+    while not pushed_far_enough() and time.monotonic() < deadline:
+        pass
     end = client.state()["servos"]
-    shoulder, elbow = end[1]["position"] - start[1]["position"], end[2]["position"] - start[2]["position"]
-    assert shoulder > 0.2 and elbow < -0.05, (shoulder, elbow)  # ~1 s at 0.6 and -0.28 rad/s
+    shoulder, elbow = moved()
+    assert shoulder > 0.2 and elbow < -0.05, (shoulder, elbow)
     assert end[1]["goal_velocity"] == pytest.approx(0.6, abs=0.03)  # teleop's max speed, in servo units
     # The driver reports what the servos do.
     assert states[-1].position[0] == pytest.approx(end[1]["position"], abs=0.05)

@@ -264,7 +264,7 @@ def test_checkpoint_of_another_configuration_is_refused(tmp_path):
         other = OnlineGammaNet(
             joints=JointsConfig(cumulant_absolute=False),
             learner=GammaNetConfig(),
-            timescales=TimescaleSampling(n_gamma=1, n_tau=29),
+            timescales=TimescaleSampling(),
             rng=np.random.default_rng(0),
         )
         other.resume(checkpoint)

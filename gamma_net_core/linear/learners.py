@@ -347,7 +347,7 @@ class LinearGammaNet(_LinearTD):
     A node's loop (one message at a time)::
 
         net = LinearGammaNet(GammaNetConfig(...), rng=np.random.default_rng(seed))
-        sampler = TimescaleSampler(TimescaleSampling(n_gamma=1, n_tau=29), rng)
+        sampler = TimescaleSampler(TimescaleSampling(), rng)   # the 16 knots the default Γ-net learns
         net.learn(previous_state, cumulant, state, False, sampler.sample())
         values = net.predict(state, published_gammas)
     """

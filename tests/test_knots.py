@@ -108,6 +108,9 @@ def test_a_gamma_off_the_knots_is_refused_in_one_line_and_changes_nothing():
         TimescaleSampling(knots=16, n_tau=3)
     with pytest.raises(ValueError, match=r"knots must be 0 .* or at least 2"):
         TimescaleSampling(knots=1)
+    with pytest.raises(ValueError, match=r"tau_scale must be above 1; got 1\.0"):
+        GammaNetConfig(tau_scale=1.0)
+    assert GammaNetConfig(tau_scale=1.0, timescale_input="both").tau_scale == 1.0
 
 
 def test_a_horde_of_knotted_questions_equals_one_knotted_learner_per_question(tmp_path):

@@ -234,7 +234,11 @@ class GammaNetConfig(LinearTDConfig):
         if self.step_size == 0.0:
             object.__setattr__(self, "step_size", default_step_size(self.lam, self.lambda_view, self.timescale_input))
         super().__post_init__()
-
+        if self.timescale_input == "knots" and not self.tau_scale > 1.0:
+            raise ValueError(
+                f"timescale_input 'knots' spaces its knots from tau 1 to tau_scale: tau_scale must be above 1; got "
+                f"{self.tau_scale!r}"
+            )
         if self.lambda_horizon > 0 and (self.lam == 0.0 or self.lambda_view != "forward"):
             raise ValueError(
                 f"lambda_horizon {self.lambda_horizon} is the forward view's truncation: it needs lam > 0 and "

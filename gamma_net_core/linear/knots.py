@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gamma_net_core.timescales import knot_gammas, ladder
+from gamma_net_core.timescales import TimescaleSampling, knot_gammas, ladder
 
 #: how far a gamma of Gamma_t may be from a knot, relative in tau, and still be that knot
 _ON_KNOT = 1e-9
@@ -55,9 +55,7 @@ def check_on_knots(gammas: np.ndarray, knots: np.ndarray, name: str = "Gamma_t")
     """
     taus = 1.0 / (1.0 - np.asarray(gammas, dtype=np.float64))
     knot_taus = 1.0 / (1.0 - knots)
-    nearest = knot_taus[np.clip(np.searchsorted(knot_taus, taus), 0, knot_taus.shape[0] - 1)]
-    below = knot_taus[np.clip(np.searchsorted(knot_taus, taus) - 1, 0, knot_taus.shape[0] - 1)]
-    off = (np.abs(taus - nearest) > _ON_KNOT * taus) & (np.abs(taus - below) > _ON_KNOT * taus)
+    off = np.min(np.abs(taus[..., None] - knot_taus), axis=-1) > _ON_KNOT * taus
     if off.any():
         i = np.unravel_index(int(np.flatnonzero(off.ravel())[0]), off.shape)
         raise ValueError(
@@ -95,8 +93,6 @@ def check_sampling(config, sampling) -> None:
 def default_sampling(config, **settings):
     """The Gamma_t a Γ-net learns on unless told: its knots, or for tiles the draws of two bounds, 4 on the gamma
     scale and 29 on the tau scale (docs/choosing-settings.md); ``settings`` (tau_min, tau_max, ...) are added."""
-    from gamma_net_core.timescales import TimescaleSampling
-
     if config.timescale_input == "knots":
         return TimescaleSampling(knots=config.knots, tau_max=config.tau_scale, **settings)
     return TimescaleSampling(**{"n_gamma": 4, "n_tau": 29, **settings})

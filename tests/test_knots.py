@@ -3,6 +3,8 @@ in tau between knots, exact values held at the timescales between them."""
 
 from __future__ import annotations
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -164,3 +166,26 @@ def test_a_questions_file_takes_knots_unless_its_timescales_draw():
     assert named.learner.timescale_input == "gamma"
     for spec in (knotted, drawn, named):
         HordeLearner(spec.learner, names=("q",), timescales=spec.timescales, rng=np.random.default_rng(0))
+
+
+def test_a_horde_learns_knotted_td_lambda_as_one_knotted_learner_does_by_traces():
+    """TD(lambda) in a Horde is the backward view: traces on the knots, beside TD(0) on the same knots."""
+    config = dataclasses.replace(KNOTTED, lam=0.9, lambda_view="backward")
+    states_t, cumulants, states_tp1 = _stream(T=400)
+    horde = HordeLearner(config, names=("a",), timescales=SAMPLING, rng=np.random.default_rng(1))
+    single = LinearGammaNet(config, rng=np.random.default_rng(1))
+    knots = config_knots(config)
+    twice = np.concatenate([knots, knots])  # the backward view's Gamma_t: the ladder its traces follow, then a draw
+    for t in range(400):
+        horde.learn(states_t[t], np.array([cumulants[t]]), states_tp1[t])
+        single.learn(states_t[t], cumulants[t], states_tp1[t], False, twice)
+    taus = [1.0, 4.2, 37.0, 100.0]
+    np.testing.assert_allclose(horde.predict(0.6, taus=taus)[0], single.predict(0.6, taus=taus), rtol=1e-12)
+    td0 = LinearGammaNet(KNOTTED, rng=np.random.default_rng(1))
+    for t in range(400):
+        td0.learn(states_t[t], cumulants[t], states_tp1[t], False, knots)
+    assert not np.allclose(single.predict(0.6, taus=taus), td0.predict(0.6, taus=taus))  # the traces act
+    before = single.weights.copy()
+    with pytest.raises(ValueError, match=r"traces follow its 16 knots.*got a ladder of 8"):
+        single.learn(states_t[0], cumulants[0], states_tp1[0], False, knots)
+    np.testing.assert_array_equal(single.weights, before)

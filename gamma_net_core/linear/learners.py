@@ -99,6 +99,14 @@ class _LinearTD:
         return 0 if self._window is None else len(self._window)
 
     def _traces_for(self, gammas: np.ndarray) -> Traces:
+        knotted = getattr(self, "_knots", None)
+        if knotted is not None and not np.array_equal(gammas, knotted):
+            # Half of the knots as the ladder would give the other half no traces, and no word of it.
+            raise ValueError(
+                f"a knotted Γ-net's TD(lambda) traces follow its {knotted.shape[0]} knots: Gamma_t is the knots, then "
+                f"the knots again ({2 * knotted.shape[0]} gammas: TimescaleSampler(TimescaleSampling(), fixed=True)); "
+                f"got a ladder of {gammas.shape[0]}"
+            )
         if self._traces is None:
             self._traces = Traces(1, gammas, self.n_features)
             self._work = traced_work(self.n_features, gammas.shape[0])

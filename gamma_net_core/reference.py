@@ -294,9 +294,11 @@ class ReferenceLinearTD:
             oldest, draw = self.window[0][0], self.window[0][4]
             Delta = np.zeros_like(self.w)
             deltas_v = []
+            power = getattr(self.config, "lambda_step_power", 0.0)
             for gamma in draw:
                 delta_f = self.lambda_return(gamma, lam, steps) - self.output(oldest, gamma)
-                np.add.at(Delta, self.features(oldest, gamma), delta_f * self.feature_values(gamma))
+                step = (1.0 - gamma * lam) ** power  # a longer reach, a noisier target: a smaller step
+                np.add.at(Delta, self.features(oldest, gamma), step * delta_f * self.feature_values(gamma))
                 deltas_v.append(delta_f / self.scale(gamma))
             self.w += self.step_size() * Delta
             self.window.popleft()

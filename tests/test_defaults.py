@@ -18,6 +18,7 @@ import pytest
 from test_lambda_between import exact, relative_rmse, stationary, stream
 
 from gamma_net_core.linear import FixedTimescaleConfig, GammaNetConfig, LinearGammaNet
+from gamma_net_core.linear.settings import saved_learner_mapping
 from gamma_net_core.timescales import TimescaleSampler, TimescaleSampling
 
 LONG_TAUS = (33.0, 60.0, 90.0)
@@ -150,24 +151,52 @@ def test_the_defaults_predict_no_negative_values_of_an_indicator():
     assert np.min(values) > -0.05, np.min(values, axis=0)
 
 
-def test_td_lambda_takes_a_smaller_default_step_size_in_the_forward_view():
-    """A lambda-return reaches about 1 / (1 - gamma lambda) steps, further than a one-step target: left at its
-    default, alpha is 0.1 x sqrt(1 - lambda) in the forward view with knots, 0.05 x sqrt(1 - lambda) with tiles
-    (on the zoo with the tile coder, lambda 0.9 over the learning curve at tau >= 30 was no slower than TD(0) on
-    10 of 13 problems at this alpha, on 1 at 0.05 (1 - lambda), on 8 at TD(0)'s; docs/choosing-settings.md). The
-    backward view already steps its traces at alpha (1 - lambda); a step size given is used as given, also after
-    a round trip through the mapping a checkpoint or YAML file holds."""
+def test_td_lambda_takes_a_smaller_step_the_further_its_return_reaches():
+    """A lambda-return reaches about 1 / (1 - gamma lambda) steps and is that much noisier; at gamma 0 it is the
+    one-step target. With knots the forward view steps at alpha (1 - gamma lambda)^0.75 (lambda 0.9 on the zoo: no
+    slower than TD(0) over the curve at tau >= 30 on 12 of 14 problems, within 1.5x at the end on 14; at one
+    alpha 0.1 sqrt(1 - lambda) 11 and 8; docs/choosing-settings.md), so at gamma 0 it is TD(0). With tiles alpha
+    is 0.05 x sqrt(1 - lambda) for every gamma. The backward view steps its traces at alpha (1 - lambda) already;
+    a step size given is used as given, also after a round trip through the mapping a checkpoint or YAML file
+    holds, and a configuration saved before the per-gamma step loads with one alpha for every gamma."""
     from gamma_net_core import config as config_lib
 
-    assert GammaNetConfig(lam=0.9).step_size == pytest.approx(0.1 * 0.1**0.5)
+    knotted = GammaNetConfig(lam=0.9)
+    assert (knotted.step_size, knotted.lambda_step_power) == (0.1, 0.75)
     assert GammaNetConfig(lam=0.9, timescale_input="both").step_size == pytest.approx(0.05 * 0.1**0.5)
     assert GammaNetConfig(lam=0.5, timescale_input="both").step_size == pytest.approx(0.05 * 0.5**0.5)
+    assert GammaNetConfig(lam=0.9, timescale_input="both").lambda_step_power == 0.0
     assert GammaNetConfig(lam=0.9, lambda_view="backward").step_size == 0.1
     assert GammaNetConfig(lam=0.9, step_size=0.003).step_size == 0.003
     assert GammaNetConfig(lam=0.9, step_size=0.1).step_size == 0.1
+    with pytest.raises(ValueError, match=r"lambda_step_power must be -1 \(the default\) or at least 0; got -0.5"):
+        GammaNetConfig(lambda_step_power=-0.5)
     saved = config_lib.to_mapping(GammaNetConfig(lam=0.9))
     assert config_lib.from_mapping(GammaNetConfig, {**saved, "lam": 0.5}).step_size == saved["step_size"]
     assert config_lib.from_mapping(GammaNetConfig, {"lam": 0.9}).step_size == GammaNetConfig(lam=0.9).step_size
+    before = {k: v for k, v in saved.items() if k != "lambda_step_power"}
+    assert saved_learner_mapping(before)["lambda_step_power"] == 0.0
+
+
+def test_td_lambda_with_knots_steps_each_knot_at_alpha_1_minus_gamma_lambda_to_the_0_75():
+    """The per-gamma step, learned: after one transition that ends the episode (the lambda-return is the
+    cumulant, as TD(0)'s target is) each knot has moved (1 - gamma lambda)^0.75 as far as TD(0)'s, so the knot of
+    tau 1 exactly as far; with one alpha for every gamma each knot moves as far as the others."""
+    from gamma_net_core.linear.knots import config_knots
+
+    base = dict(state_low=(0.0,), state_high=(1.0,))
+    knots = None
+    moved = {}
+    for name, changes in {"td0": {}, "lam": {"lam": 0.9}, "one_alpha": {"lam": 0.9, "lambda_step_power": 0.0}}.items():
+        cfg = GammaNetConfig(**base, **changes)
+        knots = config_knots(cfg)
+        net = LinearGammaNet(cfg, rng=np.random.default_rng(1))
+        gammas = np.concatenate([knots, knots]) if cfg.lambda_view == "backward" else knots
+        net.learn(0.3, 1.0, 0.7, True, gammas)
+        moved[name] = net.predict(0.3, knots)
+    np.testing.assert_allclose(moved["lam"] / moved["td0"], (1.0 - 0.9 * knots) ** 0.75, rtol=1e-12)
+    assert moved["lam"][0] == moved["td0"][0]
+    np.testing.assert_allclose(moved["one_alpha"], moved["one_alpha"][0], rtol=1e-12)
 
 
 def test_tiles_that_fit_their_memory_are_not_hashed():

@@ -37,8 +37,14 @@ def draws(T: int, seed: int = 2) -> np.ndarray:
 @pytest.mark.slow
 @pytest.mark.parametrize(
     "overrides",
-    [{}, {"loss_scaling": False}, {"step_size_decay_steps": 300}, {"memory_size": 0, "lambda_horizon": 1}],
-    ids=["hashed", "unscaled", "decayed", "horizon-1"],
+    [
+        {},
+        {"loss_scaling": False},
+        {"step_size_decay_steps": 300},
+        {"memory_size": 0, "lambda_horizon": 1},
+        {"lambda_step_power": 0.75, "step_size_decay_steps": 300},
+    ],
+    ids=["hashed", "unscaled", "decayed", "horizon-1", "alpha-per-gamma-decayed"],
 )
 def test_the_fast_learner_is_the_plain_reference(overrides):
     """Weights and each step's lambda-return errors as the plain reference computes them, with terminals and a gap."""

@@ -7,11 +7,12 @@ gives the traces' reach up (that module, "The reach given up"). A lambda-return 
 gamma: for any gamma it is a function of the transitions that follow and the current weights. So the
 Γ-net keeps each transition, with the Gamma_t drawn for it, in a :class:`Window` until its lambda-return
 truncated after H = ``lambda_horizon`` transitions is complete, then moves its state S_m towards that
-return of every gamma in its Gamma_t, at Algorithm 1's alpha::
+return of every gamma in its Gamma_t, at Algorithm 1's alpha scaled per gamma (p: ``lambda_step_power``)::
 
     G_j = s C_{j+1} + gamma [(1 - lambda) f(S_{j+1}, gamma) + lambda G_{j+1}]    (j = m .. l - 1)
     G_l = s C_{l+1} + gamma f(S_{l+1}, gamma)                                     (l = m + H - 1, the last)
-    w += alpha / n_active * sum_k (G_m(gamma_k) - f(S_m, gamma_k)) x(S_m, gamma_k)
+    w += 1 / n_active * sum_k alpha_k (G_m(gamma_k) - f(S_m, gamma_k)) x(S_m, gamma_k)
+    alpha_k = alpha (1 - gamma_k lambda)^p
 
 in the weights' output f = s V (s: :func:`~gamma_net_core.linear.kernels.output_scale`). A terminal
 transition (S_{j+1} ends) makes G_j = s C_{j+1}, a gap (:meth:`Window.cut`, the stream does not
@@ -236,10 +237,11 @@ def _return_ends_at(ends, held, oldest, lam, H):  # pragma: no cover - compiled
 
 @numba.njit(cache=True)
 def learn_many_lambda_return(
-    w, recording, gammas, schedule, lam, fade_steps, plain_coding, probes, window, deltas
+    w, recording, gammas, schedule, lam, fade_steps, step_power, plain_coding, probes, window, deltas
 ):  # pragma: no cover - compiled
     """Each transition into the window, with its Gamma_t ``gammas[n]``; then every held transition whose
-    lambda-return is complete, oldest first, moves towards it on its own Gamma_t and leaves.
+    lambda-return is complete, oldest first, moves towards it on its own Gamma_t and leaves, at alpha
+    (1 - gamma lambda)^``step_power`` for each gamma (``lambda_step_power``; lambda as faded at that step).
 
     ``recording``, ``schedule`` and ``probes`` are those of :func:`~gamma_net_core.linear.kernels.learn_many`;
     ``window`` is :attr:`Window.kernel_args` (its Gamma_t as wide as ``gammas``). ``deltas`` [K] holds, after
@@ -299,7 +301,7 @@ def learn_many_lambda_return(
                 deltas[k] = G - f_m
             ok = True
             for k in range(K):
-                steps[k] = alpha * deltas[k]
+                steps[k] = alpha * (1.0 - w_gammas[oldest, k] * lam_n) ** step_power * deltas[k]
                 ok &= np.isfinite(steps[k])
             if not ok:
                 fill[0], fill[1] = held, oldest

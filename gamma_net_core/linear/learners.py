@@ -210,7 +210,7 @@ class _LinearTD:
         deltas = np.zeros(gammas.shape[0])
         bad = learn_many_lambda_return(
             self._weights, recording, gammas[None, :], schedule, cfg.lam, traced_decay_steps(cfg.step_size_decay_steps),
-            self._plain_coding, _no_probes(self._window), self._window.kernel_args, deltas,
+            cfg.lambda_step_power, self._plain_coding, _no_probes(self._window), self._window.kernel_args, deltas,
         )  # fmt: skip
         if bad >= 0:
             self._weights[:] = before
@@ -259,7 +259,8 @@ class _LinearTD:
                 self._window.take(gammas.shape[1])  # every chunk is as wide as the first, refused before any change
                 bad = learn_many_lambda_return(
                     self._weights, recording, gammas, schedule, cfg.lam, traced_decay_steps(cfg.step_size_decay_steps),
-                    self._plain_coding, probes_here, self._window.kernel_args, np.zeros(gammas.shape[1]),
+                    cfg.lambda_step_power, self._plain_coding, probes_here, self._window.kernel_args,
+                    np.zeros(gammas.shape[1]),
                 )  # fmt: skip
             elif cfg.lam > 0.0 and stop > start:
                 try:

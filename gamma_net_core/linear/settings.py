@@ -171,13 +171,13 @@ class GammaNetConfig(LinearTDConfig):
 
     step_size: float = setting(
         0.0,
-        "alpha before it is divided by the active features per (state, gamma); 0: the default, "
-        "DEFAULT_STEP_SIZE (0.05) in TD(0) and the backward view, times sqrt(1 - lambda) in the forward view "
-        "(lambda 0.5: 0.035, 0.9: 0.016; a lambda-return reaches about 1 / (1 - gamma lambda) steps, further "
-        "than a one-step target). Every gamma of Gamma_t adds an update of this size to the tiles it shares with "
-        "the others: 0.05 suits the default tiles of 1/16, about 0.003 tiles of width 1.0, which all 32 "
-        "timescales of Gamma_t share (docs/choosing-settings.md). A step size given is used as given; "
-        "paper: arm 0.1",
+        "alpha before it is divided by the active features per (state, gamma); 0: the default, with knots 0.1 "
+        "(each knot learns as a fixed-gamma TD(0) learner at its alpha; the forward view of TD(lambda) scales it "
+        "per gamma, lambda_step_power), with tiles over the timescale 0.05, times sqrt(1 - lambda) in the "
+        "forward view. Every gamma of Gamma_t adds an update of this size to the tiles it shares with the "
+        "others: 0.05 suits tiles of 1/16 shared by every timescale, about 0.003 tiles of width 1.0, which all "
+        "32 timescales of the arm's Gamma_t share (docs/choosing-settings.md). A step size given is used as "
+        "given; paper: arm 0.1",
         low=0.0,
         high=1e3,
     )
@@ -229,10 +229,26 @@ class GammaNetConfig(LinearTDConfig):
         low=0,
         high=10_000,
     )
+    lambda_step_power: float = setting(
+        -1.0,
+        "the forward view's alpha at gamma is step_size (1 - gamma lambda)^this: a lambda-return reaches about "
+        "1 / (1 - gamma lambda) steps and is that much noisier, and at gamma 0 it is the one-step target, so "
+        "the step is TD(0)'s there; 0: one alpha for every gamma; -1: the default, 0.75 with knots (chosen on the "
+        "zoo, docs/choosing-settings.md), else 0",
+        low=-1.0,
+        high=4.0,
+    )
 
     def __post_init__(self) -> None:
         if self.step_size == 0.0:
             object.__setattr__(self, "step_size", default_step_size(self.lam, self.lambda_view, self.timescale_input))
+        if self.lambda_step_power == -1.0:
+            power = DEFAULT_LAMBDA_STEP_POWER if self.timescale_input == "knots" else 0.0
+            object.__setattr__(self, "lambda_step_power", power)
+        elif self.lambda_step_power < 0.0:
+            raise ValueError(
+                f"lambda_step_power must be -1 (the default) or at least 0; got {self.lambda_step_power!r}"
+            )
         super().__post_init__()
         if self.timescale_input == "knots" and not self.tau_scale > 1.0:
             raise ValueError(
@@ -263,19 +279,33 @@ DEFAULT_STEP_SIZE = 0.05
 DEFAULT_KNOTS_STEP_SIZE = 0.1
 
 
-def default_step_size(lam: float, lambda_view: str = "forward", timescale_input: str = "both") -> float:
-    """A Γ-net's alpha when its ``step_size`` is left at 0: :data:`DEFAULT_STEP_SIZE`, times sqrt(1 - lambda) in the
-    forward view (the backward view's traces take alpha (1 - lambda) already, beside TD(0) at alpha).
+#: A knotted Γ-net's forward view steps at alpha (1 - gamma lambda)^this (``lambda_step_power``). Chosen on the zoo
+#: (14 problems, 5 seeds; docs/choosing-settings.md): lambda 0.9 at 0.75 was no slower than TD(0) over the learning
+#: curve at tau >= 30 on 12 problems and within 1.5x at the end on 14, at one alpha for every gamma (0.1 sqrt(1 -
+#: lambda)) on 11 and 8; at 0.5 on 11 and 8, at 1 on 3 and 10.
+DEFAULT_LAMBDA_STEP_POWER = 0.75
 
-    Measured on the zoo with the default coder (docs/choosing-settings.md; 13 problems, three seeds), lambda 0.9
-    against TD(0) over the learning curve at tau >= 30: at alpha 0.05 (1 - lambda) = 0.005 it was slower on 12
-    problems, at 0.05 sqrt(1 - lambda) = 0.016 no slower on 10, at TD(0)'s 0.05 no slower on 8 and up to 2.7x
-    worse on the others. (With the arm's coder, at alpha 0.003, (1 - lambda) had measured better.)
+
+def default_step_size(lam: float, lambda_view: str = "forward", timescale_input: str = "both") -> float:
+    """A Γ-net's alpha when its ``step_size`` is left at 0.
+
+    With knots, :data:`DEFAULT_KNOTS_STEP_SIZE` in every view: the forward view scales it per gamma instead
+    (``lambda_step_power``), so at gamma 0 TD(lambda) is TD(0), and the backward view's traces take alpha
+    (1 - lambda) beside TD(0) at alpha. Tiles over the timescale: :data:`DEFAULT_STEP_SIZE`, times sqrt(1 - lambda)
+    in the forward view, measured on the zoo with that coder (13 problems, three seeds): lambda 0.9 against TD(0)
+    over the learning curve at tau >= 30 at 0.05 (1 - lambda) was slower on 12 problems, at 0.05 sqrt(1 - lambda)
+    no slower on 10, at TD(0)'s 0.05 no slower on 8 and up to 2.7x worse on the others.
     """
-    alpha = DEFAULT_KNOTS_STEP_SIZE if timescale_input == "knots" else DEFAULT_STEP_SIZE
+    if timescale_input == "knots":
+        return DEFAULT_KNOTS_STEP_SIZE
     if lam > 0.0 and lambda_view == "forward":
-        return alpha * math.sqrt(1.0 - lam)
-    return alpha
+        return DEFAULT_STEP_SIZE * math.sqrt(1.0 - lam)
+    return DEFAULT_STEP_SIZE
+
+
+def lambda_step_scale(gamma: float, lam: float, power: float) -> float:
+    """The forward view's alpha at ``gamma`` relative to ``step_size``: (1 - gamma lam)^power (1 at gamma 0)."""
+    return (1.0 - gamma * lam) ** power
 
 
 def lambda_horizon(config: LinearTDConfig) -> int:
@@ -301,7 +331,7 @@ def uses_ladder(config: LinearTDConfig) -> bool:
 #: Settings whose default changed, with the value a configuration saved before the change learned with.
 _BEFORE_DEFAULTS = {"bias_unit": "scaled", "hashing": "always"}
 #: The same for a Γ-net's own settings (before knots were the default it was tiles over gamma and tau, with a bias).
-_GAMMA_NET_BEFORE_DEFAULTS = {"timescale_input": "both", "bias": True}
+_GAMMA_NET_BEFORE_DEFAULTS = {"timescale_input": "both", "bias": True, "lambda_step_power": 0.0}
 
 
 def saved_learner_mapping(mapping: dict, *, gamma_net: bool = True) -> dict:

@@ -111,8 +111,8 @@ def to_mapping(config) -> dict[str, Any]:
     }
 
 
-class _UniqueKeyLoader(yaml.SafeLoader):
-    """PyYAML's safe loader, refusing a key given twice in one mapping (else the last silently wins)."""
+class _UniqueKeys:
+    """Refuses a key given twice in one mapping (else the last silently wins)."""
 
     def construct_mapping(self, node, deep=False):
         if isinstance(node, yaml.MappingNode):
@@ -127,8 +127,24 @@ class _UniqueKeyLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+class _UniqueKeyLoader(_UniqueKeys, yaml.SafeLoader):
+    """PyYAML's safe loader, refusing a key given twice: the reference, whose errors name what is wrong."""
+
+
+# libyaml parses 3-4 times faster (a 20,000-rule file: 2.2 s against 7.3 s), but says less when the text is
+# broken ("found undefined alias", not which), so a document it refuses is read again by the reference.
+_FastUniqueKeyLoader = (
+    type("_FastUniqueKeyLoader", (_UniqueKeys, yaml.CSafeLoader), {}) if yaml.__with_libyaml__ else None
+)
+
+
 def safe_load(text: str) -> Any:
     """``yaml.safe_load``, except that a key given twice in one mapping is an error (yaml.YAMLError)."""
+    if _FastUniqueKeyLoader is not None:
+        try:
+            return yaml.load(text, Loader=_FastUniqueKeyLoader)  # a SafeLoader: plain data only
+        except yaml.YAMLError:
+            pass  # the reference's error below
     return yaml.load(text, Loader=_UniqueKeyLoader)  # a SafeLoader: plain data only
 
 

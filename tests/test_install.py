@@ -11,8 +11,9 @@ names the extra when asked for the neural one; a venv with the extra runs the At
 
 Lean by design: installing the requirements into a new venv takes minutes here, so one venv
 holding just the core requirements, and one holding just the neural extra's, is built once per
-requirement set under build/test-venvs/ and the fresh venvs see them through .pth files; the
-package under test is always a new wheel in a new venv.
+requirement set under build/test-venvs/ (links to the distributions the dev venv holds where they
+meet the requirements and constraints.txt, else installed by pip) and the fresh venvs see them
+through .pth files; the package under test is always a new wheel in a new venv.
 """
 
 from __future__ import annotations
@@ -23,6 +24,7 @@ import json
 import os
 import pathlib
 import re
+import shutil
 import subprocess
 import sys
 import zipfile
@@ -103,7 +105,7 @@ def core_dependencies(wheel: pathlib.Path, extra: str | None = None) -> pathlib.
     venv.parent.mkdir(parents=True, exist_ok=True)
     with open(venv.parent / f"{extra or 'core'}-{key}.lock", "w") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX)  # two sessions at once build it once
-        if not (venv / ".complete").is_file():
+        if not (venv / ".complete").is_file() and not _linked(wanted if extra else [*wanted, "pip"], venv):
             run([base_python(), "-m", "venv", "--clear", str(venv)])
             run(
                 [
@@ -118,9 +120,58 @@ def core_dependencies(wheel: pathlib.Path, extra: str | None = None) -> pathlib.
                     str(REPO / "constraints.txt"),
                 ]
             )
-            (venv / ".complete").touch()
+        (venv / ".complete").touch()
     (site,) = (venv / "lib").glob("python3*/site-packages")
     return site
+
+
+def _linked(wanted: list[str], venv: pathlib.Path) -> bool:
+    """Fills ``venv``'s site-packages with links to the distributions ``wanted`` needs (their requirements
+    followed) as this venv holds them, which `make setup` installed with pip and constraints.txt as well:
+    installing them again (torch's wheel unpacked, every file written) cost 33 CPU s of each fresh clone's
+    run. False, leaving nothing, where one is missing, or of a version the requirement or constraints.txt
+    refuses: then pip installs them."""
+    from importlib import metadata
+
+    from packaging.requirements import Requirement
+    from packaging.utils import canonicalize_name
+
+    pins = {}
+    for line in (REPO / "constraints.txt").read_text().splitlines():
+        if line.split("#", 1)[0].strip():
+            pin = Requirement(line.split("#", 1)[0].strip())
+            pins[canonicalize_name(pin.name)] = pin
+    found: dict[str, metadata.Distribution] = {}
+    todo, seen = [(Requirement(line), "") for line in wanted], set()
+    while todo:
+        requirement, extra = todo.pop()
+        if (str(requirement), extra) in seen:
+            continue
+        seen.add((str(requirement), extra))
+        if requirement.marker is not None and not requirement.marker.evaluate({"extra": extra}):
+            continue
+        name = canonicalize_name(requirement.name)
+        try:
+            dist = metadata.distribution(name)
+        except metadata.PackageNotFoundError:
+            return False
+        pin = pins.get(name)
+        allowed = [requirement.specifier] + ([pin.specifier] if pin is not None else [])
+        if dist.files is None or not all(spec.contains(dist.version, prereleases=True) for spec in allowed):
+            return False
+        found[name] = dist
+        todo += [(Requirement(line), e) for line in dist.requires or [] for e in ("", *requirement.extras)]
+    site = venv / "lib" / f"python{sys.version_info.major}.{sys.version_info.minor}" / "site-packages"
+    shutil.rmtree(venv, ignore_errors=True)
+    site.mkdir(parents=True)
+    for dist in found.values():
+        # Each top-level file and folder the distribution installed, linked whole (so is its __pycache__).
+        tops = {f.parts[0] for f in dist.files if f.parts and f.parts[0] != ".."}
+        for top in tops - {"__pycache__"}:
+            source = pathlib.Path(dist.locate_file(top))
+            if source.exists() and not (site / top).exists():
+                (site / top).symlink_to(source)
+    return True
 
 
 def install(wheel: pathlib.Path, venv: pathlib.Path, extras: tuple[str, ...] = ()) -> pathlib.Path:

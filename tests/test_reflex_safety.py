@@ -12,6 +12,7 @@ import math
 
 import numpy as np
 import pytest
+import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -166,6 +167,19 @@ def test_a_duplicated_key_is_refused_in_every_yaml_file_naming_it(tmp_path):
 
     with pytest.raises(ValueError, match="duplicate key 'rules_file'"):
         load_section(params, "reflex")
+
+
+def test_a_broken_yaml_file_is_named_by_the_reference_parser_not_libyaml(tmp_path):
+    """Files are parsed by libyaml when PyYAML has it, for speed; a broken one is read again by the pure-Python
+    parser, whose message names what is wrong (libyaml's says "found undefined alias", not which)."""
+    from gamma_net_core.config import safe_load
+
+    path = tmp_path / "rules.yaml"
+    path.write_text("a: &x 1\nb: *y\n")
+    with pytest.raises(ValueError, match=rf"^{path}: not valid YAML at line 2, column 4: found undefined alias 'y'$"):
+        read_document(path, kind="rules")
+    text = "a: {b: [1, 2.5, .inf, ~, yes, 0x10, '3']}\nc:\n  - d\n"
+    assert safe_load(text) == yaml.safe_load(text)
 
 
 @pytest.mark.parametrize(

@@ -41,18 +41,10 @@ from typing import NamedTuple
 import numba
 import numpy as np
 
+from gamma_net_core.tile_counts import tiles_per_dimension, unhashed_features
+
 #: A layout of one feature per tile larger than this is refused: use hashing.
 MAX_UNHASHED_FEATURES = 1 << 27
-
-
-def tiles_per_dimension(width: float) -> int:
-    """Tile coordinates a tiling of this width takes over [0, 1] with offsets in [0, 1) tile."""
-    return math.ceil(1.0 / width) + 1
-
-
-def unhashed_features(n_dims: int, tilings: Sequence[int], widths: Sequence[float]) -> int:
-    """Features of one feature per tile (the bias apart): each tiling's tiles over ``n_dims`` inputs."""
-    return sum(int(n) * tiles_per_dimension(w) ** n_dims for n, w in zip(tilings, widths))
 
 
 def draw_tilings(

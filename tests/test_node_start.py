@@ -145,6 +145,25 @@ def test_nodes_that_need_no_torch_do_not_import_it(name, imports_torch):
     assert not imports_torch[name], f"{NODES[name]} imports torch"
 
 
+#: Nodes that never learn: no kernel to compile, so no numba to load at their start (about 0.3 CPU s each).
+NEVER_LEARN = sorted(set(NODES) - {"horde", "neural_predictor", "predictor"})
+
+
+def test_nodes_that_never_learn_do_not_load_numba():
+    probe = TORCH_PROBE.replace("'torch'", "'numba'")
+    done = subprocess.run(
+        [sys.executable, "-c", probe, *(NODES[name] for name in NEVER_LEARN)],
+        capture_output=True,
+        text=True,
+        timeout=bound(STOP_S),
+    )
+    assert done.returncode == 0, done.stderr
+    loaded = [line == "True" for line in done.stdout.split()[-len(NEVER_LEARN) :]]
+    first = next((name for name, seen in zip(NEVER_LEARN, loaded, strict=True) if seen), None)
+    assert first is None, f"{NODES[first]} (or a module it imports) loads numba"
+    assert "reflex" in NEVER_LEARN
+
+
 @cold_start
 def test_a_signal_while_the_learner_compiles_ends_the_node_in_one_line(tmp_path):
     command = node_command("gamma_net_ros.predictor", params_file=ARM, params={"checkpoint_path": ""})

@@ -88,9 +88,8 @@ multi-question kernels of :mod:`gamma_net_core.horde`), :mod:`~gamma_net_core.li
 behaviour's data, GTD(lambda) / TDC): :mod:`~gamma_net_core.linear.gradient_td`.
 """
 
-from gamma_net_core.linear.checkpoints import VERSION
-from gamma_net_core.linear.gradient_td import OffPolicyConfig, OffPolicyGammaNet
-from gamma_net_core.linear.learners import FixedTimescaleTD, LinearGammaNet
+import importlib
+
 from gamma_net_core.linear.settings import (
     TIMESCALE_INPUTS,
     FixedTimescaleConfig,
@@ -117,3 +116,21 @@ __all__ = [
     "lambda_horizon",
     "uses_ladder",
 ]
+
+#: Names whose modules compile numba kernels, imported on first use: a configuration (the reflex reads its
+#: questions' learner settings and never learns) then loads no numba, about 0.3 CPU s of every node's start.
+_LAZY = {
+    "VERSION": "gamma_net_core.linear.checkpoints",
+    "OffPolicyConfig": "gamma_net_core.linear.gradient_td",
+    "OffPolicyGammaNet": "gamma_net_core.linear.gradient_td",
+    "FixedTimescaleTD": "gamma_net_core.linear.learners",
+    "LinearGammaNet": "gamma_net_core.linear.learners",
+}
+
+
+def __getattr__(name: str):
+    if name in _LAZY:
+        value = getattr(importlib.import_module(_LAZY[name]), name)
+        globals()[name] = value
+        return value
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -13,7 +13,7 @@ from dataclasses import dataclass
 
 from gamma_net_core import config as config_lib
 from gamma_net_core.config import setting
-from gamma_net_core.tilecoding import unhashed_features
+from gamma_net_core.tile_counts import unhashed_features
 from gamma_net_core.timescales import validate_gammas
 
 #: numba code of each timescale input: how many input dimensions it adds and which.

@@ -158,6 +158,13 @@ def warm_all(*, report: Callable[[str, float], None] | None = None) -> float:
         ),
         "horde": lambda: warm_horde(horde),
         "horde (autostep)": lambda: warm_horde(_with_adaptation(horde, "autostep")),
+        # Off-policy questions learn by TDC, and a predictor with lam > 0 by lambda-returns: kernels of their own.
+        "horde (off-policy)": lambda: warm_horde(load_questions(config_file("offpolicy_questions"))),
+        "predictor (TD(lambda))": lambda: warm_linear(
+            GammaNetConfig(state_low=arm_learner.state_low, state_high=arm_learner.state_high, lam=0.9),
+            TimescaleSampling(),
+            publish_gammas=[0.9],
+        ),
         "neural_predictor": lambda: warm_neural(load_config(NeuralConfig, atari, "neural_predictor", "learner")),
         "offline": lambda: warm_offline(arm_learner, arm_timescales),
     }

@@ -300,6 +300,10 @@ def test_tick_check_by_hand():
     assert check.needs_seed(9.0) and not check.accept(9.0, [0, 0], may_seed=False)
     assert check.accept(9.0, [0, 0])  # nothing accepted for > 2 s: re-seeded
     assert not check.needs_seed(9.1)
+    for late in (9.1, 9.2, 9.3):  # sampled 20 ms before each request, three times in a row: the seed is suspect
+        assert not check.needs_seed(late) and not check.accept(late, [round(1000 * (late - 9.0)) - 20] * 2)
+    assert check.needs_seed(9.4) and not check.accept(9.4, [400, 400], may_seed=False)
+    assert check.accept(9.4, [400, 400]) and not check.needs_seed(9.5)  # seeded again by a drained read
     wrap = TickCheck(tolerance_ms=10.0)
     assert wrap.accept(40.000, [32760])
     assert wrap.accept(40.010, [2])  # the tick wrapped at 32768 ms

@@ -503,7 +503,7 @@ FASTDDS_PROFILE_SETTINGS = (
 
 
 def without_type_lookup(environ: dict[str, str] | None = None, *, folder: pathlib.Path | None = None) -> str | None:
-    """Point Fast DDS at :data:`NO_TYPE_LOOKUP_PROFILE` before ``rclpy.init``; the profile's path, or None.
+    """Point Fast DDS at :data:`NO_TYPE_LOOKUP_PROFILE`, before ``rclpy.init``.
 
     Fast DDS 3.2 (the Kilted wheels') deletes a participant's TypeLookup reply writer before it stops
     the thread that answers other participants' type requests. Those come in a node's first second,
@@ -512,11 +512,14 @@ def without_type_lookup(environ: dict[str, str] | None = None, *, folder: pathli
     types itself (``~/get_type_description``) and needs none of it; with type propagation disabled the
     participant has no TypeLookup service to race. Left alone: another middleware, a user's own Fast DDS
     profile (:data:`FASTDDS_PROFILE_SETTINGS`, or DEFAULT_FASTDDS_PROFILES.xml in the working directory),
-    and a folder that cannot be written (Fast DDS then starts as it always did).
+    and a folder that cannot be written or that others could write (Fast DDS then starts as it always did).
 
     Args:
       environ: the environment to set (``os.environ`` when None).
       folder: where the profile is written (a folder of the temporary directory's when None).
+
+    Returns:
+      The profile's path, now in ``FASTDDS_DEFAULT_PROFILES_FILE``; None where it was left alone.
     """
     env = os.environ if environ is None else environ
     if not (env.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp").startswith("rmw_fastrtps"):
@@ -526,8 +529,11 @@ def without_type_lookup(environ: dict[str, str] | None = None, *, folder: pathli
     folder = folder or pathlib.Path(tempfile.gettempdir()) / f"gamma_net_ros-{os.getuid()}"
     path = folder / "fastdds_no_type_lookup.xml"
     try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        own = folder.lstat()
+        if folder.is_symlink() or own.st_uid != os.getuid() or own.st_mode & 0o022:
+            return None  # a folder someone else could write: its profile would configure our middleware
         if not path.is_file() or path.read_text() != NO_TYPE_LOOKUP_PROFILE:
-            folder.mkdir(parents=True, exist_ok=True)
             partial = folder / f".{path.name}.{os.getpid()}"
             partial.write_text(NO_TYPE_LOOKUP_PROFILE)
             os.replace(partial, path)  # whole for every process that starts meanwhile

@@ -53,5 +53,9 @@ def test_the_profile_is_set_only_where_the_user_has_not_configured_fast_dds(tmp_
         assert without_type_lookup(env, folder=tmp_path / "profiles") is None and env == {own: "mine"}
     env = {"RMW_IMPLEMENTATION": "rmw_cyclonedds_cpp"}
     assert without_type_lookup(env, folder=tmp_path / "profiles") is None and "FASTDDS_DEFAULT_PROFILES_FILE" not in env
+    shared = tmp_path / "shared"
+    shared.mkdir(mode=0o777)
+    shared.chmod(0o777)  # others could put their own profile here
+    assert without_type_lookup({}, folder=shared) is None
     (tmp_path / "DEFAULT_FASTDDS_PROFILES.xml").write_text("<dds/>")  # Fast DDS reads it from the working directory
     assert without_type_lookup({}, folder=tmp_path / "profiles") is None

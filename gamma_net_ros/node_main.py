@@ -478,6 +478,71 @@ class _WarmUp:
 INIT_WARNING_S = 60.0
 
 
+#: A Fast DDS profile that leaves out the XTypes TypeLookup service (see :func:`without_type_lookup`).
+NO_TYPE_LOOKUP_PROFILE = """<?xml version="1.0" encoding="UTF-8"?>
+<dds xmlns="http://www.eprosima.com">
+  <profiles>
+    <participant profile_name="gamma_net_no_type_lookup" is_default_profile="true">
+      <rtps>
+        <propertiesPolicy>
+          <properties>
+            <property><name>fastdds.type_propagation</name><value>disabled</value></property>
+          </properties>
+        </propertiesPolicy>
+      </rtps>
+    </participant>
+  </profiles>
+</dds>
+"""
+#: What tells Fast DDS of a user's own profiles: with any of them, the user's settings are left alone.
+FASTDDS_PROFILE_SETTINGS = (
+    "FASTDDS_DEFAULT_PROFILES_FILE",
+    "FASTRTPS_DEFAULT_PROFILES_FILE",
+    "RMW_FASTRTPS_USE_QOS_FROM_XML",
+)
+
+
+def without_type_lookup(environ: dict[str, str] | None = None, *, folder: pathlib.Path | None = None) -> str | None:
+    """Point Fast DDS at :data:`NO_TYPE_LOOKUP_PROFILE`, before ``rclpy.init``.
+
+    Fast DDS 3.2 (the Kilted wheels') deletes a participant's TypeLookup reply writer before it stops
+    the thread that answers other participants' type requests. Those come in a node's first second,
+    while the others discover it: a node refused at start, whose participant goes at once, now and then
+    crashed in that thread (SIGSEGV in ``WriterHistory::create_change``, issue #39). ROS 2 describes its
+    types itself (``~/get_type_description``) and needs none of it; with type propagation disabled the
+    participant has no TypeLookup service to race. Left alone: another middleware, a user's own Fast DDS
+    profile (:data:`FASTDDS_PROFILE_SETTINGS`, or DEFAULT_FASTDDS_PROFILES.xml in the working directory),
+    and a folder that cannot be written or that others could write (Fast DDS then starts as it always did).
+
+    Args:
+      environ: the environment to set (``os.environ`` when None).
+      folder: where the profile is written (a folder of the temporary directory's when None).
+
+    Returns:
+      The profile's path, now in ``FASTDDS_DEFAULT_PROFILES_FILE``; None where it was left alone.
+    """
+    env = os.environ if environ is None else environ
+    if not (env.get("RMW_IMPLEMENTATION") or "rmw_fastrtps_cpp").startswith("rmw_fastrtps"):
+        return None
+    if any(env.get(key) for key in FASTDDS_PROFILE_SETTINGS) or pathlib.Path("DEFAULT_FASTDDS_PROFILES.xml").exists():
+        return None
+    folder = folder or pathlib.Path(tempfile.gettempdir()) / f"gamma_net_ros-{os.getuid()}"
+    path = folder / "fastdds_no_type_lookup.xml"
+    try:
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        own = folder.lstat()
+        if folder.is_symlink() or own.st_uid != os.getuid() or own.st_mode & 0o022:
+            return None  # a folder someone else could write: its profile would configure our middleware
+        if not path.is_file() or path.read_text() != NO_TYPE_LOOKUP_PROFILE:
+            partial = folder / f".{path.name}.{os.getpid()}"
+            partial.write_text(NO_TYPE_LOOKUP_PROFILE)
+            os.replace(partial, path)  # whole for every process that starts meanwhile
+    except OSError:
+        return None
+    env["FASTDDS_DEFAULT_PROFILES_FILE"] = str(path)
+    return str(path)
+
+
 def _init(argv: list[str], *, name: str = "node", warn_after: float | None = None) -> None:
     """``rclpy.init`` without its signal handlers; rcl's own line about bad arguments is left out.
 
@@ -501,6 +566,7 @@ def _init(argv: list[str], *, name: str = "node", warn_after: float | None = Non
         failed = True
         watchdog.start()
         try:
+            without_type_lookup()
             rclpy.init(args=argv, signal_handler_options=SignalHandlerOptions.NO)
             failed = False
         finally:

@@ -204,7 +204,8 @@ def test_lost_and_damaged_replies_are_retried_counted_and_never_returned(emulato
 
 def test_late_replies_are_never_taken_for_fresh_ones(emulator, bus):
     connected(bus, OperatingMode.VELOCITY)
-    bus.tick_check.max_age_s = 60.0  # no re-seeding during this test, however slow the machine
+    # No re-seeding during this test, however slow the machine (a seeding read waits for its own reply).
+    bus.tick_check.max_age_s, bus.tick_check.reseed_after = 60.0, 10**9
     assert bus.read().attempts == 1
     emulator.set_faults(delay=1.0, delay_s=0.06)  # every reply 60 ms late: after the SDK's ~34 ms wait
     for _ in range(5):
@@ -255,6 +256,39 @@ def test_a_late_reply_never_seeds_the_tick_check(emulator, bus):
         assert np.all(ages_ms < 6.0), ages_ms  # accepted replies are fresh (tolerance 4.5 ms + a tick)
 
 
+def test_a_seed_served_slowly_is_replaced_before_the_driver_would_call_the_bus_lost(emulator, bus):
+    """The seeding read's request handled late (a busy machine: the emulator, or the host between its
+    stamp and its write): the reference then sits that much above every prompt reply, which looks late.
+    Refusals in a row seed the check again, within a read or two, not after ``max_age_s`` (2 s): the
+    driver calls a bus without a valid reply for 1 s lost (the arm launch under load, 2026-11-29)."""
+    connected(bus, OperatingMode.VELOCITY)  # velocity mode: no read yet, so the next one seeds
+    assert bus.tick_check.needs_seed(time.monotonic())
+    taken = threading.Event()
+
+    def stall() -> None:
+        # The emulator handles a request under its lock and counts it before taking it: hold the lock
+        # until the seeding request has come, and 30 ms more, so its Realtime Tick is read that late.
+        with emulator._lock:
+            before = emulator.counters["requests"]
+            taken.set()
+            wait_until(lambda: emulator.counters["requests"] > before, 10.0, step=0.001)
+            time.sleep(0.03)
+
+    staller = threading.Thread(target=stall)
+    staller.start()
+    assert taken.wait(bound(10.0))
+    bus.read()  # the seed, served 30 ms late
+    staller.join()
+    failed = 0
+    for _ in range(10):
+        try:
+            bus.read()
+        except ReadFailed:
+            failed += 1
+    assert bus.stats.stale_replies > 0, bus.stats  # the prompt replies after the slow seed did look late
+    assert failed <= 3, (failed, bus.stats)  # ... for a read or two, not for the next 2 s
+
+
 def test_tick_check_by_hand():
     check = TickCheck(tolerance_ms=10.0)
     assert check.accept(1.000, [500, 9000])  # seeds the reference offsets
@@ -266,6 +300,10 @@ def test_tick_check_by_hand():
     assert check.needs_seed(9.0) and not check.accept(9.0, [0, 0], may_seed=False)
     assert check.accept(9.0, [0, 0])  # nothing accepted for > 2 s: re-seeded
     assert not check.needs_seed(9.1)
+    for late in (9.1, 9.2, 9.3):  # sampled 20 ms before each request, three times in a row: the seed is suspect
+        assert not check.needs_seed(late) and not check.accept(late, [round(1000 * (late - 9.0)) - 20] * 2)
+    assert check.needs_seed(9.4) and not check.accept(9.4, [400, 400], may_seed=False)
+    assert check.accept(9.4, [400, 400]) and not check.needs_seed(9.5)  # seeded again by a drained read
     wrap = TickCheck(tolerance_ms=10.0)
     assert wrap.accept(40.000, [32760])
     assert wrap.accept(40.010, [2])  # the tick wrapped at 32768 ms

@@ -20,8 +20,9 @@ What goes wrong on a real bus, and what the bus does about it:
   request looks at least that much too old; the check tolerates less than half of it. A
   sample's stamp is therefore the time of the request its data answers (to within that
   tolerance), or the sample is not returned and is counted (``stale_replies``). The check's
-  reference is seeded (after opening, or 2 s without an accepted reply) only by a read after a
-  drain whose replies are the last on the line for a while: a late reply is never a seed.
+  reference is seeded (after opening, 2 s without an accepted reply, or three replies refused in
+  a row: a seed served late makes prompt replies look late) only by a read after a drain whose
+  replies are the last on the line for a while: a late reply is never a seed.
 - Replies come late by design: a USB serial adapter holds received bytes for its latency
   timer (FTDI: 16 ms by default). :meth:`DynamixelBus.adapt_timeout` measures the round trip
   once connected and sets the reply timeout to cover it within the control cycle's budget,
@@ -209,26 +210,39 @@ class TickCheck:
     an earlier request shows an offset smaller by how long before this request that one went
     out (at least the bus's ``quiet_s``). The reference offset follows fresh replies down at
     once and up by at most ``rise_ms_per_s`` (clock drift), so one slowly-served reply cannot
-    raise it. It is seeded after :meth:`reset` (a fresh port) or ``max_age_s`` without an
-    accepted reply; the bus seeds it only from a read it knows answered its own request.
+    raise it. It is seeded after :meth:`reset` (a fresh port), ``max_age_s`` without an
+    accepted reply, or ``reseed_after`` refusals in a row; the bus seeds it only from a read it
+    knows answered its own request. A seed whose request was served late (the host or the servo
+    busy between the stamp and the sampling) sits above every prompt reply's offset, and they
+    all look late: the refusals in a row replace it within a read or two, where waiting out
+    ``max_age_s`` would leave the driver a second without a valid reply (its bus lost).
 
     Args:
       tolerance_ms: how much older than the reference a reply may look and still be fresh.
+      reseed_after: refusals in a row after which the next reply seeds the reference again.
     """
 
-    def __init__(self, tolerance_ms: float, *, rise_ms_per_s: float = 2.0, max_age_s: float = 2.0) -> None:
+    def __init__(
+        self, tolerance_ms: float, *, rise_ms_per_s: float = 2.0, max_age_s: float = 2.0, reseed_after: int = 3
+    ) -> None:
         self.tolerance_ms = tolerance_ms
         self.rise_ms_per_s = rise_ms_per_s
         self.max_age_s = max_age_s
+        self.reseed_after = reseed_after
         self.reset()
 
     def reset(self) -> None:
         self.reference: np.ndarray | None = None
         self.reference_time = -np.inf
+        self.refused_in_row = 0
 
     def needs_seed(self, request_time: float) -> bool:
         """Whether the next reply would (re-)seed the reference instead of being checked against it."""
-        return self.reference is None or request_time - self.reference_time > self.max_age_s
+        return (
+            self.reference is None
+            or request_time - self.reference_time > self.max_age_s
+            or self.refused_in_row >= self.reseed_after
+        )
 
     def accept(self, request_time: float, ticks, *, may_seed: bool = True) -> bool:
         """Whether replies carrying ``ticks`` (one per servo) answer a request sent at ``request_time`` (s).
@@ -237,15 +251,18 @@ class TickCheck:
         """
         offset = (np.asarray(ticks, dtype=np.float64) - request_time * 1000.0) % ct.TICK_MODULUS
         age = request_time - self.reference_time
-        if self.reference is None or age > self.max_age_s or offset.shape != self.reference.shape:
+        if self.needs_seed(request_time) or offset.shape != self.reference.shape:
             if not may_seed:
+                self.refused_in_row += 1
                 return False
-            self.reference, self.reference_time = offset, request_time
+            self.reference, self.reference_time, self.refused_in_row = offset, request_time, 0
             return True
         half = ct.TICK_MODULUS / 2
         drift = (offset - self.reference + half) % ct.TICK_MODULUS - half  # ms, in [-16384, 16384)
         if np.any(drift < -self.tolerance_ms):
+            self.refused_in_row += 1
             return False
+        self.refused_in_row = 0
         step = np.minimum(drift, self.rise_ms_per_s * max(age, 0.0))
         self.reference = (self.reference + step) % ct.TICK_MODULUS
         self.reference_time = request_time

@@ -145,3 +145,21 @@ def test_a_few_stop_trials_are_all_clean():
     assert done.returncode == 0, done.stdout + done.stderr
     if "docker" in kinds:
         assert done.stdout.count("docker ") >= 6, done.stdout  # two Dockerfiles, three phases
+
+
+def test_a_node_the_stop_ended_before_its_interpreter_ran_is_not_counted_as_cut():
+    """A stop that lands between launch's fork and ``env --block-signal`` ends the node before Python runs (exit
+    -2, no line of its own): nothing to save. One that ends a node that had started (its own lines) is still cut."""
+    sys.path.insert(0, str(ROOT / "tools"))
+    try:
+        from stop_trials import _stopped_before_python
+    finally:
+        sys.path.remove(str(ROOT / "tools"))
+    started = "[INFO] [horde-1]: process started with pid [14]\n"
+    died = "[ERROR] [horde-1]: process has died [pid 14, exit code -2, cmd 'env --block-signal=INT,TERM horde'].\n"
+    own = "[horde-1] [INFO] [1795962103.1] [horde]: no checkpoint: starting a new learner\n"
+    assert _stopped_before_python(
+        started + "[INFO] [horde-1]: sending signal 'SIGINT' to process[horde-1]\n" + died
+    ) == ["horde-1"]
+    assert _stopped_before_python(started + own + died) == []
+    assert _stopped_before_python(started + died.replace("-2,", "1,")) == []

@@ -324,7 +324,7 @@ def docker_trial(container: Container, phase: str, rng, work: pathlib.Path, env,
     output = run.output()
     built = BUILT in output
     started = len(re.findall(r"process started with pid", output))
-    finished = len(re.findall(r"process has finished cleanly", output))
+    finished = len(re.findall(r"process has finished cleanly", output)) + len(_stopped_before_python(output))
     cut = launch and finished < started
     return Outcome(
         kind,
@@ -338,6 +338,15 @@ def docker_trial(container: Container, phase: str, rng, work: pathlib.Path, env,
         order_ok=not cut,
         note=_whose_traceback(output) + (f"; {started - finished} node(s) cut by PID 1's end" if cut else ""),
     )
+
+
+def _stopped_before_python(output: str) -> list[str]:
+    """Launched processes that the stop ended before their interpreter ran: dead of SIGINT or SIGTERM, and not
+    a line of their own. Launch forwards a stop that comes while it starts a process to that process at once;
+    if it lands before ``env --block-signal`` has blocked it (a few instructions after the fork), the process
+    dies of it before Python starts: nothing learned, nothing to save, not cut by PID 1's end."""
+    died = re.findall(r"\[ERROR\] \[([\w.-]+)\]: process has died \[pid \d+, exit code -(?:2|15),", output)
+    return [name for name in died if f"[{name}] " not in output.replace(f"[{name}]: ", "")]
 
 
 def _whose_traceback(output: str) -> str:

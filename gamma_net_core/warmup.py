@@ -69,9 +69,13 @@ def warm_horde(spec, *, publish_gammas: Sequence[float] | None = None) -> None:
     errors = OnlineError(gammas=gammas, n_questions=q, readouts=readouts)
     policy = None
     if learner.off_policy:  # TDC's kernel and the ratios (gamma_net_core.horde.policies)
+        from gamma_net_core.horde.off_policy_error import ErrorsWithOffPolicy
         from gamma_net_core.horde.policies import PolicyReadings
 
         policy = PolicyReadings(np.zeros(q), np.zeros(q), np.full(q, 0.5))
+        # As the node scores them: RUPEE reads the secondary weights through a kernel of its own, which
+        # compiled in the node's loop, after "ready", holding it for seconds.
+        errors = ErrorsWithOffPolicy(learner, gammas=gammas, readouts=readouts)
     for _ in range(3):
         learner.step(inputs, np.zeros(q), np.ones(q), policy=policy)
         values = learner.predict(inputs, gammas)

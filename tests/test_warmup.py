@@ -34,6 +34,7 @@ KERNELS = [
     ("gamma_net_core.horde.kernels", "predict_runs"),
     ("gamma_net_core.horde.online_error", "_observe"),
     ("gamma_net_core.horde.gradient_td_kernels", "tdc_step"),  # off-policy questions
+    ("gamma_net_core.horde.kernels", "predict"),  # their secondary weights, which RUPEE reads
     ("gamma_net_core.linear.lambda_return", "learn_many_lambda_return"),  # a predictor with lam > 0
     ("gamma_net_core.neural.sum_tree", "_set"),
     ("gamma_net_core.neural.sum_tree", "_stratified"),

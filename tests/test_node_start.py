@@ -110,17 +110,18 @@ def test_a_signal_while_torch_imports_ends_the_node_in_one_line(way, sig):
 
 
 NO_TORCH = sorted(set(NODES) - {"neural_predictor"})
-#: Imports the modules named in argv in turn; after each, whether torch has been imported yet.
-TORCH_PROBE = """import importlib, sys
-for module in sys.argv[1:]:
+#: Imports the modules named after the library in argv in turn; after each, whether the library is loaded yet.
+LOADED_PROBE = """import importlib, sys
+for module in sys.argv[2:]:
     importlib.import_module(module)
-    print('torch' in sys.modules)
+    print(sys.argv[1] in sys.modules)
 """
 
 
-def _torch_after_each(names: list[str]) -> dict[str, bool]:
+def _loaded_after_each(library: str, names: list[str]) -> dict[str, bool]:
+    """Each of the nodes ``names``: whether ``library`` is loaded once its module and those before it are."""
     done = subprocess.run(
-        [sys.executable, "-c", TORCH_PROBE, *(NODES[name] for name in names)],
+        [sys.executable, "-c", LOADED_PROBE, library, *(NODES[name] for name in names)],
         capture_output=True,
         text=True,
         timeout=bound(STOP_S),
@@ -133,10 +134,10 @@ def _torch_after_each(names: list[str]) -> dict[str, bool]:
 def imports_torch() -> dict[str, bool]:
     """Each node module: whether importing it imports torch. One process imports them in turn (a start costs
     0.3-0.7 CPU s); past the first that does, each is asked again in a process of its own."""
-    found = _torch_after_each(NO_TORCH)
+    found = _loaded_after_each("torch", NO_TORCH)
     first = next((i for i, name in enumerate(NO_TORCH) if found[name]), len(NO_TORCH))
     for name in NO_TORCH[first + 1 :]:
-        found.update(_torch_after_each([name]))
+        found.update(_loaded_after_each("torch", [name]))
     return found
 
 
@@ -150,16 +151,8 @@ NEVER_LEARN = sorted(set(NODES) - {"horde", "neural_predictor", "predictor"})
 
 
 def test_nodes_that_never_learn_do_not_load_numba():
-    probe = TORCH_PROBE.replace("'torch'", "'numba'")
-    done = subprocess.run(
-        [sys.executable, "-c", probe, *(NODES[name] for name in NEVER_LEARN)],
-        capture_output=True,
-        text=True,
-        timeout=bound(STOP_S),
-    )
-    assert done.returncode == 0, done.stderr
-    loaded = [line == "True" for line in done.stdout.split()[-len(NEVER_LEARN) :]]
-    first = next((name for name, seen in zip(NEVER_LEARN, loaded, strict=True) if seen), None)
+    loaded = _loaded_after_each("numba", NEVER_LEARN)
+    first = next((name for name in NEVER_LEARN if loaded[name]), None)
     assert first is None, f"{NODES[first]} (or a module it imports) loads numba"
     assert "reflex" in NEVER_LEARN
 

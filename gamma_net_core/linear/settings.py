@@ -303,11 +303,6 @@ def default_step_size(lam: float, lambda_view: str = "forward", timescale_input:
     return DEFAULT_STEP_SIZE
 
 
-def lambda_step_scale(gamma: float, lam: float, power: float) -> float:
-    """The forward view's alpha at ``gamma`` relative to ``step_size``: (1 - gamma lam)^power (1 at gamma 0)."""
-    return (1.0 - gamma * lam) ** power
-
-
 def lambda_horizon(config: LinearTDConfig) -> int:
     """H of the forward view's truncated lambda-returns (:mod:`gamma_net_core.linear.lambda_return`), or 0 when
     the learner learns no lambda-returns (lam 0, or by traces: a Γ-net's backward view, the fixed-timescale

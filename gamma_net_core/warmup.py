@@ -66,7 +66,6 @@ def warm_horde(spec, *, publish_gammas: Sequence[float] | None = None) -> None:
         gammas = np.asarray(publish_gammas, dtype=np.float64)
     inputs = np.full(learner.n_inputs, 0.5)
     readouts = {name: learner.readout_weights(name) for name in learner.readout_names}
-    errors = OnlineError(gammas=gammas, n_questions=q, readouts=readouts)
     policy = None
     if learner.off_policy:  # TDC's kernel and the ratios (gamma_net_core.horde.policies)
         from gamma_net_core.horde.off_policy_error import ErrorsWithOffPolicy
@@ -76,6 +75,8 @@ def warm_horde(spec, *, publish_gammas: Sequence[float] | None = None) -> None:
         # As the node scores them: RUPEE reads the secondary weights through a kernel of its own, which
         # compiled in the node's loop, after "ready", holding it for seconds.
         errors = ErrorsWithOffPolicy(learner, gammas=gammas, readouts=readouts)
+    else:
+        errors = OnlineError(gammas=gammas, n_questions=q, readouts=readouts)
     for _ in range(3):
         learner.step(inputs, np.zeros(q), np.ones(q), policy=policy)
         values = learner.predict(inputs, gammas)

@@ -9,10 +9,13 @@ tabulates, per threshold, the lead before the events it should foresee and the f
 Publishes ``std_msgs/Bool`` on ``prediction_alert`` (true: above) and logs a line at each crossing.
 """
 
+import signal
+
 import rclpy
 from rcl_interfaces.msg import ParameterDescriptor
-from rclpy.executors import ExternalShutdownException
+from rclpy.executors import SingleThreadedExecutor
 from rclpy.node import Node
+from rclpy.signals import SignalHandlerOptions
 from std_msgs.msg import Bool
 
 from gamma_net_ros.client import LatestPredictions, PredictionView
@@ -50,14 +53,23 @@ class PredictionAlert(Node):
 
 
 def main(args=None) -> None:
-    rclpy.init(args=args)
-    node = PredictionAlert()
+    # Ctrl-C as a KeyboardInterrupt in this thread: rclpy's own handler would end the context at once,
+    # even in the middle of a callback, whose publish then fails with an RCLError
+    rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
+    for stop in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, and a supervisor's stop, as Ctrl-C
+        signal.signal(stop, signal.default_int_handler)
+    node = None
     try:
-        rclpy.spin(node)
-    except (KeyboardInterrupt, ExternalShutdownException):
-        pass  # Ctrl-C
+        node = PredictionAlert()
+        executor = SingleThreadedExecutor()
+        executor.add_node(node)
+        while True:
+            executor.spin_once(timeout_sec=0.1)  # back in Python often enough to see Ctrl-C
+    except KeyboardInterrupt:
+        pass
     finally:
-        node.destroy_node()
+        if node is not None:
+            node.destroy_node()
         rclpy.try_shutdown()
 
 

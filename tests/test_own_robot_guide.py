@@ -207,7 +207,8 @@ def test_every_command_runs_as_written_on_a_robot_standin(tmp_path, live_view_po
             caught, events = (int(x) for x in line["caught"].split("/"))
             assert got["caught_percent"] == pytest.approx(100 * caught / events, abs=15), (got, line)
             assert got["median_lead_s"] == pytest.approx(line["lead"], abs=0.1), (got, line)
-            assert got["false_alarms_per_minute"] == pytest.approx(line["per_min"], abs=2), (got, line)
+            # counted in alarms: on a held-out stretch of half a minute, one alarm more is 2 a minute more
+            assert abs(got["false_alarms"] - line["per_min"] * table["minutes"]) <= 1, (got, line, table["minutes"])
         alert = Background(alert_line, cwd=folder, log_path=folder / "alert.log", shell=True)
         assert alert.wait_for("grip_effort at tau 25 (published):", timeout=60), alert.output
         start = len(grips(robot))

@@ -434,17 +434,17 @@ def test_a_foxglove_client_sees_a_real_horde_learn_live(executor, tmp_path):
             assert record["samples"] == list(scored[key].samples[:3])
     assert errors[-1]["samples"][0] > 500 and errors[-1]["ratio"][0] < 1.0  # it learned when the grip comes
     check_returns(client.received["/horde/returns/grip_effort"], realized, published)
-    # what the layout of these questions plots: each of its series is a number in the latest record of its channel
+    # what the layout of these questions plots: each of its series is a number in the records of its channel
+    # (a return is null at a tick where none completed, so a returns series is a number in most, not all)
     layout = json.loads(horde_layout(load_questions(questions)).to_json())
     for series in _series(layout):
         topic, path = series["value"].split(".", 1)
-        value = field(client.received[topic][-1][1], path)
-        assert all(
-            isinstance(v, float) and math.isfinite(v) for v in (value if isinstance(value, list) else [value])
-        ), (
-            series,
-            value,
-        )
+        values = [field(record, path) for _, record in client.received[topic][-100:]]
+        numbers = [
+            all(isinstance(v, float) and math.isfinite(v) for v in (value if isinstance(value, list) else [value]))
+            for value in values
+        ]
+        assert sum(numbers) > len(numbers) / 2, (series, values[-5:])
     if figure := os.environ.get("GAMMA_NET_LIVE_VIEW_FIGURE"):
         draw(client.received, figure)
 

@@ -53,24 +53,19 @@ class PredictionAlert(Node):
 
 
 def main(args=None) -> None:
-    # Ctrl-C as a KeyboardInterrupt in this thread: rclpy's own handler would end the context at once,
-    # even in the middle of a callback, whose publish then fails with an RCLError
+    # A stop is a flag the loop reads between callbacks. rclpy's own handler would end the context at
+    # once, and a KeyboardInterrupt would land anywhere: either can break a callback under way.
+    stopping = []
+    for stop in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, and a supervisor's stop
+        signal.signal(stop, lambda *_: stopping.append(True))
     rclpy.init(args=args, signal_handler_options=SignalHandlerOptions.NO)
-    for stop in (signal.SIGINT, signal.SIGTERM):  # Ctrl-C, and a supervisor's stop, as Ctrl-C
-        signal.signal(stop, signal.default_int_handler)
-    node = None
-    try:
-        node = PredictionAlert()
-        executor = SingleThreadedExecutor()
-        executor.add_node(node)
-        while True:
-            executor.spin_once(timeout_sec=0.1)  # back in Python often enough to see Ctrl-C
-    except KeyboardInterrupt:
-        pass
-    finally:
-        if node is not None:
-            node.destroy_node()
-        rclpy.try_shutdown()
+    node = PredictionAlert()
+    executor = SingleThreadedExecutor()
+    executor.add_node(node)
+    while not stopping:
+        executor.spin_once(timeout_sec=0.1)  # back to the loop often enough to see a stop
+    node.destroy_node()
+    rclpy.try_shutdown()
 
 
 if __name__ == "__main__":

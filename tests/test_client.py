@@ -11,7 +11,9 @@ is that message's).
 from __future__ import annotations
 
 import itertools
+import os
 import pathlib
+import signal
 import subprocess
 import sys
 import threading
@@ -413,6 +415,43 @@ def test_the_readme_example_node_runs_as_written_and_reports_each_crossing(execu
     assert all(a != b for a, b in itertools.pairwise(sides)), output  # a line at each crossing only
     # what it published: the last crossings, as logged (the first ones may precede the matching)
     assert alerts == [side == "above" for side in sides[-len(alerts) :]], (alerts, output)
+
+
+@pytest.mark.parametrize("how", ["ctrl-c", "ctrl-c with SIGINT ignored by the shell", "SIGTERM"])
+def test_the_example_node_ends_cleanly_when_stopped_as_it_publishes(executor, spin, tmp_path, how):
+    """Stopped in the middle of a crossing's publish, the example still exits 0 without a traceback.
+
+    rclpy's own SIGINT handler ends the context at once, and a publish then under way fails; the
+    example makes a stop a KeyboardInterrupt instead. Here every prediction crosses the threshold,
+    so the example publishes at each of 500 messages a second.
+    """
+    flipping = Node("client_test_flipping_horde")
+    arrays = flipping.create_publisher(PredictionArray, "horde/predictions", 10)
+    count = itertools.count()
+
+    def publish() -> None:
+        n = next(count)
+        arrays.publish(
+            PredictionArray(questions=["q"], gammas=[0.0, 0.75], values=[0.0, 4.0 * (n % 2)], update_count=n)
+        )
+
+    flipping.create_timer(0.002, publish)
+    executor.add_node(flipping)
+    line = f"python {EXAMPLE} --ros-args -p question:=q -p tau:=4.0 -p threshold:=0.5"
+    if how == "ctrl-c with SIGINT ignored by the shell":  # as a background job of a script inherits it
+        line = f"trap '' INT; {line}"
+    example = Background(line, cwd=ROOT, log_path=tmp_path / "example.txt", shell=True)
+    crossed = lambda: example.output.count("q at tau 4 (published)") >= 50 or example.process.poll() is not None  # noqa: E731
+    assert spin(executor, crossed, timeout=120), example.output
+    if how == "SIGTERM":
+        os.killpg(example.process.pid, signal.SIGTERM)
+        code = example.process.wait(timeout=bound(30))
+        example.close()
+    else:
+        code = example.interrupt()
+    output = example.output
+    assert code == 0 and "Traceback" not in output, output
+    assert output.count("q at tau 4 (published)") >= 50, output
 
 
 def test_the_average_is_one_minus_gamma_times_v_and_is_interpolated_as_such():

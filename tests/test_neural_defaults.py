@@ -35,13 +35,15 @@ def test_the_default_holds_at_every_timescale_where_the_papers_scaling_does_not(
     chain = make_chain("walk", 11_000, seed=1)
     assert np.abs(chain.values(TAUS)).max() <= 1.0
     default = neural_errors(chain, chain_config())
-    paper = neural_errors(chain, chain_config(scaling="delta"))
+    # the two scalings compared at the paper's n-step, so that the comparison is of the scalings alone
+    normalized = neural_errors(chain, chain_config(n_step=4))
+    paper = neural_errors(chain, chain_config(scaling="delta", n_step=4))
     long = TAUS >= 60
-    # 1,250 updates (of 64, one every 8 steps) at Adam 5e-4: the default within 0.1 of the values' RMS at every
+    # 1,250 updates (of 64, one every 8 steps) at Adam 5e-4: the default within 0.2 of the values' RMS at every
     # τ; the paper's scaling errs 0.5-0.6 at τ 60-100, growing with τ (at Adam 2.5e-4, beyond the values' size).
     assert default.max() < 0.3, dict(zip(TAUS, default.round(3)))
     assert paper[-1] > 0.4 and paper[-1] > 5 * paper[0], dict(zip(TAUS, paper.round(3)))
-    assert np.all(default[long] < 0.5 * paper[long]), (default.round(3), paper.round(3))
+    assert np.all(normalized[long] < 0.5 * paper[long]), (normalized.round(3), paper.round(3))
 
 
 def test_the_papers_settings_are_one_call_away_and_the_studies_spell_them_out():
@@ -69,6 +71,7 @@ def test_the_papers_settings_are_one_call_away_and_the_studies_spell_them_out():
         "min_replay_history": 1_000,
         "update_period": 8,
         "target_sync_period": 100,
+        "n_step": 32,
     }
     assert {
         f.name for f in dataclasses.fields(NeuralConfig) if getattr(defaults, f.name) != getattr(paper, f.name)

@@ -32,6 +32,7 @@ def small(**changes) -> NeuralConfig:
         update_period=2,
         target_sync_period=5,
         step_size=1e-3,
+        n_step=4,  # the paper's: a first complete window within these short streams
         seed=3,
     )
     return NeuralConfig(**{**base, **changes})

@@ -90,6 +90,10 @@ STEP_SIZE = 5e-4
 #: The default fully connected layers: the paper's [512, 256, 128, 16] cost a CPU 2 to 3 times as much per update
 #: on the zoo's problems and were no more accurate there (docs/zoo.md, "At the defaults").
 DEFAULT_HIDDEN_SIZES = (64, 64)
+#: The default n of the n-step returns: a long timescale's value is carried n steps per target sync, and the paper's
+#: 4 leaves τ 30-100 short of it in 10⁴ updates; on the zoo 32 had the lower worst error over tau than 4, 8 and 16
+#: on most problems (docs/choosing-settings.md, "The neural Γ-net").
+DEFAULT_N_STEP = 32
 #: The paper's Atari settings where :class:`NeuralConfig`'s defaults differ (config/atari.yaml spells out all).
 PAPER_SETTINGS = {
     "hidden_sizes": HIDDEN_SIZES,
@@ -99,6 +103,7 @@ PAPER_SETTINGS = {
     "min_replay_history": 20_000,
     "update_period": 4,
     "target_sync_period": 10_000,
+    "n_step": 4,
 }
 
 
@@ -106,10 +111,10 @@ PAPER_SETTINGS = {
 class NeuralConfig:
     """Settings of a neural learner (sources in each help).
 
-    The defaults hold at every timescale on small problems as on Atari: the paper's Γ_t, replay
-    and n-step, with the output normalized per timescale, two hidden layers of 64, batches of 64
-    every 8 steps, the target network synced every 100 steps, training from the 1,000th step and
-    a larger step size, chosen on the zoo (docs/zoo.md, "At the defaults"; docs/neural.md,
+    The defaults hold at every timescale on small problems as on Atari: the paper's Γ_t and
+    replay, with the output normalized per timescale, 32-step returns, two hidden layers of 64,
+    batches of 64 every 8 steps, the target network synced every 100 steps, training from the
+    1,000th step and a larger step size, chosen on the zoo (docs/zoo.md, "At the defaults"; docs/neural.md,
     "Defaults", has the measurements). :meth:`paper` gives the paper's Atari settings, which
     the Atari and MinAtar studies use (config/atari.yaml, config/minatar.yaml).
     """
@@ -192,7 +197,13 @@ class NeuralConfig:
         low=1,
         high=65536,
     )
-    n_step: int = setting(4, "n of the n-step returns, in agent steps (appendix table: 4)", low=1, high=1000)
+    n_step: int = setting(
+        DEFAULT_N_STEP,
+        "n of the n-step returns, in agent steps (appendix table: 4; the default carries long timescales' values "
+        "further per target sync)",
+        low=1,
+        high=1000,
+    )
     replay_capacity: int = setting(100_000, "steps held in the replay (appendix table: 100000)", low=2, high=10**9)
     min_replay_history: int = setting(
         1_000, "steps observed before the first update (paper: 20000, appendix table)", low=0, high=10**12

@@ -20,9 +20,10 @@ torn down while anything still uses it, and the exit code after a signal is alwa
 process then ends at once (see :func:`run_node`), and further signals are ignored meanwhile.
 A process that the middleware holds inside rclpy's teardown after its own cleanup is done ends
 anyway, with one line and its threads' stacks in a file (:mod:`gamma_net_ros.shutdown_watch`).
-Where a thread holds the GIL inside C (nothing of Python can then run, not even a signal handler),
-a C thread still writes every thread's stack to a file once the loop has not come round for 5 s,
-or 7 s after the stop: a process that is then killed leaves where it was held.
+Every thread's stack goes to a file when the loop has not come round for 5 s, or 7 s after the
+stop; where a thread holds the GIL inside C (nothing of Python can then run, not even a signal
+handler), a C thread still writes them a second later: a process that is then killed leaves
+where it was held.
 
 Start. A node process starts in :mod:`gamma_net_ros.entry`, whose handlers end it at once
 (code 0, one line "[name] stopped while starting") while the node's module imports and rclpy

@@ -11,15 +11,19 @@ file in the ROS log directory, says so in one line and ends the process with cod
 node's own code runs (a checkpoint written slowly on a busy machine) it waits, however long; if
 that lasts :data:`REPORT_S` seconds, it leaves the stacks and one line all the same, once.
 
-:class:`LoopWatch` covers what a Python thread cannot: a thread that holds the GIL inside C
-(a middleware call that never returns and never lets the GIL go) freezes the signal handlers and
-:class:`StallWatch` alike, and the process, deaf to SIGINT and SIGTERM, is SIGKILLed with no word
-of where it was. faulthandler's watchdog is a C thread that needs no GIL.
+:class:`LoopWatch` writes every thread's stack when the spin loop is held. A Python thread
+writes them while Python runs; a thread that holds the GIL inside C (a middleware call that never
+returns and never lets the GIL go) freezes the signal handlers and every Python thread alike, and
+the process, deaf to SIGINT and SIGTERM, would be SIGKILLed with no word of where it was: for that,
+faulthandler's watchdog, a C thread that needs no GIL, writes them. It reads the other threads'
+frames without a lock, so it is armed only for when no Python can run: while Python runs it would
+read frames being freed, and a dump then can end the process with SIGSEGV.
 """
 
 from __future__ import annotations
 
 import faulthandler
+import math
 import os
 import pathlib
 import sys
@@ -40,7 +44,10 @@ HELD_S = 5.0
 #: Seconds after the spin loop ends (the stop seen, the teardown begun) before it writes them:
 #: after the SIGTERM that ``ros2 launch`` sends 5 s after its SIGINT, before its SIGKILL at 10 s.
 STOPPING_HELD_S = 7.0
-#: The loop re-arms the C watchdog at most this often (each arming starts a thread).
+#: How much longer than the bound the C watchdog waits: this thread re-arms it well within that if it can run
+#: at all (the GIL is handed on every 5 ms), so the C thread writes only while no Python runs.
+C_MARGIN_S = 1.0
+#: The looking thread looks (and re-arms the C watchdog, which starts a thread each time) at most this often.
 REARM_S = 1.0
 #: Where rclpy's own Python code lives: a frame there is rclpy's (or the middleware's under it).
 RCLPY_DIR = str(pathlib.Path(rclpy.__file__).resolve().parent)
@@ -116,17 +123,22 @@ class StallWatch:
 
 
 class LoopWatch:
-    """Every thread's stack in a file, written by a C thread, when the node's spin loop is held.
+    """Every thread's stack in a file when the node's spin loop is held.
 
-    Armed at each turn of the loop (:meth:`beat`, at most once a :data:`REARM_S`), faulthandler's
-    watchdog writes the stacks if the loop has not come round for :data:`HELD_S` s, and again every
-    :data:`HELD_S` s until it does (a hold for good adds a dump every HELD_S s); once the loop
-    has ended (:meth:`stopping`), if the process is still there :data:`STOPPING_HELD_S` s later.
+    The loop calls :meth:`beat` at each turn. A daemon thread looks every :func:`look_s` s: if the
+    loop has not come round for :data:`HELD_S` s it writes the stacks (holding the GIL, so no
+    frame changes under it), and again every :data:`HELD_S` s while the hold lasts; once the loop
+    has ended (:meth:`stopping`), once if the process is still there :data:`STOPPING_HELD_S` s
+    later. At each look it also re-arms faulthandler's C watchdog, which writes them only if this
+    thread could not run for that long: the GIL held inside C, when no Python runs and the C
+    thread's unlocked read of the frames is safe.
+
     It only writes: whether a held loop recovers is the loop's business, and a stop held by the
     middleware is :class:`StallWatch`'s. The file is ``NAME_PID_held_stacks.txt`` in the ROS log
-    directory; :meth:`close` removes it if nothing was written. A file with stacks in it belongs to
-    a process that was held (left by one without a clean end: killed while held); an empty one, to
-    a process killed, or ended by :class:`StallWatch`, before it was held that long.
+    directory, each dump under a ``Timeout (H:MM:SS)!`` line; :meth:`close` removes it if nothing
+    was written. A file with stacks in it belongs to a process that was held (left by one without
+    a clean end: killed while held); an empty one, to a process killed, or ended by
+    :class:`StallWatch`, before it was held that long.
 
     Args:
       name: the node's name, for the file.
@@ -137,29 +149,69 @@ class LoopWatch:
         directory = log_dir or pathlib.Path(rclpy.logging.get_logging_directory())
         directory.mkdir(parents=True, exist_ok=True)
         self.path = directory / f"{name}_{os.getpid()}_held_stacks.txt"
-        self.file = open(self.path, "w")  # the C watchdog writes to it until close()
-        self.armed_at = -REARM_S
+        self.file = open(self.path, "w")  # this thread and the C watchdog write to it until close()
+        self.turned_at = time.monotonic()
+        self.stopped_at: float | None = None
+        self.written_at = -math.inf  # the last dump while the loop ran
+        self.stop_written = False  # the dump after the loop ended
+        self.done = threading.Event()
+        self.lock = threading.Lock()  # the file's one user at a time: the looking thread or close()
+        self._arm()
+        self.thread = threading.Thread(target=self._watch, name="loop_watch", daemon=True)
+        self.thread.start()
 
     def beat(self) -> None:
-        """The loop came round: the stacks are written if it does not again within :data:`HELD_S` s."""
-        now = time.monotonic()
-        # Re-armed well before it would fire: armed only every HELD_S, a loop turning freely would
-        # see it fire between two turns, and a hold that began then would never be written. And it
-        # repeats until re-armed: a loop slowed past HELD_S (a starved machine) fires it once, and
-        # a hold that begins before the loop comes round again is written at the next repeat.
-        if now - self.armed_at >= min(REARM_S, HELD_S / 2):
-            self.armed_at = now
-            faulthandler.dump_traceback_later(HELD_S, repeat=True, file=self.file)
+        """The loop came round."""
+        self.turned_at = time.monotonic()
 
     def stopping(self) -> None:
         """The loop has ended: the stacks are written if the process is still there in :data:`STOPPING_HELD_S` s."""
-        faulthandler.dump_traceback_later(STOPPING_HELD_S, file=self.file)
+        self.stopped_at = time.monotonic()
 
     def close(self) -> str | None:
         """Disarm; the file's path if stacks were written, else None (the file removed)."""
-        faulthandler.cancel_dump_traceback_later()
-        self.file.close()
+        self.done.set()
+        self.thread.join(timeout=2 * look_s() + 1.0)
+        with self.lock:
+            faulthandler.cancel_dump_traceback_later()
+            self.file.close()
         if self.path.stat().st_size > 0:
             return str(self.path)
         self.path.unlink(missing_ok=True)
         return None
+
+    def due(self, now: float) -> float | None:
+        """The hold's bound, in seconds, if the stacks are due at ``now`` (else None): :data:`HELD_S` since the
+        last turn or the last dump, whichever is later; once, :data:`STOPPING_HELD_S` after the loop ended."""
+        if self.stopped_at is not None:
+            return STOPPING_HELD_S if not self.stop_written and now - self.stopped_at >= STOPPING_HELD_S else None
+        return HELD_S if now - max(self.turned_at, self.written_at) >= HELD_S else None
+
+    def _watch(self) -> None:
+        while not self.done.wait(look_s()):
+            self._arm()
+            if (held := self.due(time.monotonic())) is not None:
+                self._write(held)
+
+    def _arm(self) -> None:
+        """The C watchdog, for a hold in which this thread cannot run: it writes after the bound unless re-armed."""
+        with self.lock:
+            if not self.file.closed:
+                bound = STOPPING_HELD_S if self.stopped_at is not None else HELD_S
+                faulthandler.dump_traceback_later(bound + C_MARGIN_S, file=self.file)
+
+    def _write(self, held: float) -> None:
+        with self.lock:
+            if self.file.closed:
+                return
+            self.written_at = time.monotonic()
+            self.stop_written = self.stopped_at is not None
+            whole = int(held)
+            self.file.write(f"Timeout ({whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d})!\n")
+            self.file.flush()
+            faulthandler.dump_traceback(file=self.file, all_threads=True)
+
+
+def look_s() -> float:
+    """Seconds between :class:`LoopWatch`'s looks: a quarter of the bound, at most :data:`REARM_S`."""
+    return min(REARM_S, HELD_S / 4)

@@ -113,7 +113,9 @@ def test_off_policy_questions_run_from_a_questions_file_through_ros2_launch_and_
     try:
 
         def learned_and_scored() -> bool:
-            if not heard.arrays or heard.arrays[-1].update_count < 800:
+            # RUPEE falls as it learns (here 0.3-0.5 at 800 updates, 0.2-0.35 at 1,600; on a loaded CI machine
+            # once 1.04 at 800): scored at 1,600, its bound of 1 has room for a busy machine's irregular ticks
+            if not heard.arrays or heard.arrays[-1].update_count < 1600:
                 return False
             scored = [e for e in heard.errors if e.samples[0] > 100 and e.samples[3] > 100]
             return bool(scored)

@@ -22,6 +22,7 @@ read frames being freed, and a dump then can end the process with SIGSEGV.
 
 from __future__ import annotations
 
+import datetime
 import faulthandler
 import math
 import os
@@ -183,9 +184,15 @@ class LoopWatch:
     def due(self, now: float) -> float | None:
         """The hold's bound, in seconds, if the stacks are due at ``now`` (else None): :data:`HELD_S` since the
         last turn or the last dump, whichever is later; once, :data:`STOPPING_HELD_S` after the loop ended."""
+        bound = self.bound()
         if self.stopped_at is not None:
-            return STOPPING_HELD_S if not self.stop_written and now - self.stopped_at >= STOPPING_HELD_S else None
-        return HELD_S if now - max(self.turned_at, self.written_at) >= HELD_S else None
+            return bound if not self.stop_written and now - self.stopped_at >= bound else None
+        return bound if now - max(self.turned_at, self.written_at) >= bound else None
+
+    def bound(self) -> float:
+        """Seconds without a turn before the stacks are due: :data:`STOPPING_HELD_S` once the loop ended, else
+        :data:`HELD_S`."""
+        return STOPPING_HELD_S if self.stopped_at is not None else HELD_S
 
     def _watch(self) -> None:
         while not self.done.wait(look_s()):
@@ -197,8 +204,7 @@ class LoopWatch:
         """The C watchdog, for a hold in which this thread cannot run: it writes after the bound unless re-armed."""
         with self.lock:
             if not self.file.closed:
-                bound = STOPPING_HELD_S if self.stopped_at is not None else HELD_S
-                faulthandler.dump_traceback_later(bound + C_MARGIN_S, file=self.file)
+                faulthandler.dump_traceback_later(self.bound() + C_MARGIN_S, file=self.file)
 
     def _write(self, held: float) -> None:
         with self.lock:
@@ -206,8 +212,7 @@ class LoopWatch:
                 return
             self.written_at = time.monotonic()
             self.stop_written = self.stopped_at is not None
-            whole = int(held)
-            self.file.write(f"Timeout ({whole // 3600}:{whole // 60 % 60:02d}:{whole % 60:02d})!\n")
+            self.file.write(f"Timeout ({datetime.timedelta(seconds=int(held))})!\n")  # faulthandler's own line
             self.file.flush()
             faulthandler.dump_traceback(file=self.file, all_threads=True)
 

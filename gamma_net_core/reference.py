@@ -348,6 +348,7 @@ def off_policy_step(
     beta: float,
     lam: float,
     method: str,
+    kappa: float = 0.0,
 ) -> np.ndarray:
     """One off-policy update over Gamma_t on dense features, line by line (theta, h, z change in place).
 
@@ -359,7 +360,12 @@ def off_policy_step(
         e_k     = rho (gamma_k lambda e_k + x_k)
         gtd:  theta += alpha (delta_k e_k - gamma_k (1 - lambda) (e_k . h) x'_k)
               h     += beta (delta_k e_k - (h . x_k) x_k)
+              h     -= beta kappa [x_k != 0 for some k] h          (once a step)
         td:   theta += alpha delta_k e_k
+
+    ``kappa`` is h's ridge on the features some x_k holds, each once (TDRC's regularized correction, Ghiassian et
+    al. 2020, kept to the step's features so that a step stays sparse); 0 is GTD(lambda) / TDC. The ridge moves
+    h's fixed point, not theta's (still TD's); a large one tends to off-policy TD (h near 0), which can diverge.
 
     Args:
       theta, h: primary and secondary weights [n].
@@ -369,6 +375,9 @@ def off_policy_step(
       gammas: Gamma_t [K].
       rho: pi / b of A_t (already clipped).
       alpha, beta: step sizes of theta and h.
+      kappa: h's ridge on a feature of the step. The tile-coded learners pass ``secondary_regularization`` x
+        n_active, so that on a tile code h . x settles at about 1 / (1 + secondary_regularization) of the expected
+        TD error.
 
     Returns:
       The TD errors delta_k [K] before the step.
@@ -390,6 +399,8 @@ def off_policy_step(
         if method == "gtd":
             d_theta -= gammas[k] * (1.0 - lam) * eh[k] * x_tp1[k]
             d_h += deltas[k] * e[k] - hx[k] * x_t[k]
+    if method == "gtd":
+        d_h -= kappa * np.any(x_t != 0.0, axis=0) * h
     theta += alpha * d_theta
     h += beta * d_h
     return deltas
@@ -427,8 +438,21 @@ class ReferenceOffPolicyTD(ReferenceLinearTD):
         alpha = self.step_size()
         decay = cfg.step_size_decay_steps
         beta = cfg.secondary_step_size * (max(0.0, 1.0 - self.update_count / decay) if decay else 1.0) / self.n_active
+        kappa = cfg.secondary_regularization * self.n_active
         deltas = off_policy_step(
-            self.w, self.h, self.traces, x_t, x_tp1, scales * cumulant, gammas, rho, alpha, beta, cfg.lam, cfg.method
+            self.w,
+            self.h,
+            self.traces,
+            x_t,
+            x_tp1,
+            scales * cumulant,
+            gammas,
+            rho,
+            alpha,
+            beta,
+            cfg.lam,
+            cfg.method,
+            kappa,
         )
         if terminal and self.traces is not None:
             self.traces[:] = 0.0

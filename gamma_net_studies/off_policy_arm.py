@@ -14,7 +14,8 @@ Three answers learn on the same recording, each a linear Γ-net with the same se
 afresh every step (the bounds tau 1 and 100 and draws between them, so every probe tau but the bounds lies
 between trained ones):
 
-- off-policy, TDC (GTD(0); :class:`~gamma_net_core.linear.OffPolicyGammaNet`) with those rho: v_pi;
+- off-policy, TDRC (TDC with h's ridge, the default ``secondary_regularization``;
+  :class:`~gamma_net_core.linear.OffPolicyGammaNet`) with those rho: v_pi;
 - on-policy, the plain TD(0) Γ-net (Algorithm 1) on the same data, rho ignored: v_b, the behaviour's value;
 - off-policy TD(0) with per-decision importance sampling, the naive baseline.
 
@@ -26,8 +27,8 @@ stretch that turns away before the stop gives no return: its tail is unknown. St
 stop (return 0) are left out. Each answer's error is mean |V - G| / mean |G| over those steps, per probe tau.
 Reported over seeds: mean and spread of each error, each off-policy answer's paired difference from the
 on-policy answer with a 95 % bootstrap interval over seeds, and whether the off-policy answer is closer.
-The behaviour holds each command for ``decision_s``, which slows TDC (its h follows a held run of large rho
-delta): docs/off-policy.md, "Held actions".
+The behaviour holds each command for ``decision_s``, which held plain TDC back (its h follows a held run of
+large rho delta; the ridge stops that): docs/off-policy.md, "Held actions".
 """
 
 from __future__ import annotations
@@ -51,7 +52,7 @@ QUESTION_TAU = 90.0
 PROBE_TAUS = (1.0, 5.0, 10.0, 30.0, 60.0, 90.0, 100.0)
 #: N m per A of the XM430-W350 (4.1 N m at 2.3 A): effort to Present Current, as the driver reads it.
 TORQUE_CONSTANT = 4.1 / 2.3
-OFF, ON, NAIVE = "off-policy TDC", "on-policy TD(0)", "off-policy TD(0)"
+OFF, ON, NAIVE = "off-policy TDRC", "on-policy TD(0)", "off-policy TD(0)"
 ANSWERS = (OFF, ON, NAIVE)
 FIGURE_NAME = "off_policy_arm.png"
 JSON_NAME = "off_policy_arm.json"
@@ -365,8 +366,8 @@ def _report(data: dict, files: list[pathlib.Path]) -> Report:
     k = taus.index(data["question_tau"])
     d = data["difference"][OFF]
     summary = (
-        f"at τ {data['question_tau']:g} (3 s): error {data['mean'][OFF][k]:.3f} off-policy (TDC), "
-        f"{data['mean'][NAIVE][k]:.3f} off-policy TD(0), {data['mean'][ON][k]:.3f} on-policy; TDC − on-policy "
+        f"at τ {data['question_tau']:g} (3 s): error {data['mean'][OFF][k]:.3f} off-policy (TDRC), "
+        f"{data['mean'][NAIVE][k]:.3f} off-policy TD(0), {data['mean'][ON][k]:.3f} on-policy; TDRC − on-policy "
         f"{d['mean'][k]:+.3f} [{d['low'][k]:+.3f}, {d['high'][k]:+.3f}]: "
         + ("off-policy closer" if d["high"][k] < 0.0 else "off-policy not shown closer")
     )

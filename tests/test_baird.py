@@ -17,6 +17,7 @@ slowest direction, a constant offset, is seen by the Bellman error only through 
 from __future__ import annotations
 
 import numpy as np
+import pytest
 
 from gamma_net_core.reference import off_policy_step
 
@@ -50,7 +51,7 @@ def rmspbe(theta: np.ndarray, gamma: float) -> float:
     return float(np.sqrt(np.mean((gamma * v[6] - v) ** 2)))
 
 
-def run(method: str, steps: int, *, alpha=0.01, beta=0.02, lam=0.0, seed=0) -> tuple[np.ndarray, int]:
+def run(method: str, steps: int, *, alpha=0.01, beta=0.02, lam=0.0, kappa=0.0, seed=0) -> tuple[np.ndarray, int]:
     """Learn from the behaviour's stream; returns theta and the steps taken (fewer once |theta| passes 1e6).
 
     With ``lam`` > 0 Gamma_t is the rungs alone (one trace per rung), else the rungs and a draw between them.
@@ -65,16 +66,20 @@ def run(method: str, steps: int, *, alpha=0.01, beta=0.02, lam=0.0, seed=0) -> t
         gammas = RUNGS if lam else np.append(RUNGS, rng.uniform(RUNGS[0], RUNGS[-1]))
         x_t, x_tp1 = features(state, gammas), features(state_tp1, gammas)
         rho = 7.0 if solid else 0.0  # pi(solid) / b(solid) = 1 / (1/7); pi(dashed) = 0
-        off_policy_step(theta, h, traces, x_t, x_tp1, np.zeros(gammas.shape[0]), gammas, rho, alpha, beta, lam, method)
+        off_policy_step(theta, h, traces, x_t, x_tp1, np.zeros(gammas.shape[0]), gammas, rho, alpha, beta, lam, method,
+                        kappa)  # fmt: skip
         state = state_tp1
         if not np.max(np.abs(theta)) < 1e6:
             return theta, t + 1
     return theta, steps
 
 
-def test_off_policy_td_diverges_and_gtd_converges_at_every_timescale():
+@pytest.mark.parametrize("kappa", [0.0, 1.0, 3.0])
+def test_off_policy_td_diverges_and_gtd_converges_at_every_timescale(kappa):
+    """kappa: h's ridge (TDRC's); 1 and 3 shrink h . x here to about 5/8 and 5/14 of the expected TD error, around
+    the 1/2 of the learners' default on a tile code. Off-policy TD is the limit of a large one."""
     theta_td, steps_td = run("td", 8000)
-    theta_gtd, steps_gtd = run("gtd", 8000)
+    theta_gtd, steps_gtd = run("gtd", 8000, kappa=kappa)
     start = {g: rmspbe(THETA_0, g) for g in TESTED}
     # TD: the weights grow without bound (past 1e6 from a start of 10), and every timescale's error with them.
     assert steps_td < 8000 and np.max(np.abs(theta_td)) >= 1e6

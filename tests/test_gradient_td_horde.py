@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from gamma_net_core.horde.gradient_td_kernels import HordeWeights, OffPolicyQuestions, tdc_step
+from gamma_net_core.horde.gradient_td_kernels import HordeWeights, OffPolicyQuestions, SecondarySteps, tdc_step
 from gamma_net_core.horde.kernels import make_scratch
 from gamma_net_core.linear import OffPolicyConfig, OffPolicyGammaNet, coding
 from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
@@ -31,6 +31,9 @@ def test_a_horde_of_off_policy_questions_equals_single_learners():
     b = np.array([0.4, 0.6])
     alpha = coding.step_size(CONFIG, 0, coder.n_active)
     beta = np.full(Q, CONFIG.secondary_step_size / coder.n_active)
+    # The default ridge of H (kappa 1), as a single learner's.
+    beta = SecondarySteps(beta, beta * CONFIG.secondary_regularization * coder.n_active, np.zeros(n, np.uint8))
+    assert CONFIG.secondary_regularization > 0
     for _ in range(steps):
         s_t, s_tp1 = rng.random(2), rng.random(2)
         action = int(rng.random() < b[1])
@@ -57,3 +60,4 @@ def test_a_horde_of_off_policy_questions_equals_single_learners():
     assert tdc_step(weights, s_t, s_tp1, gammas, huge, alpha, beta, plain, scratch) == 2
     np.testing.assert_array_equal(weights.W, before[0])
     np.testing.assert_array_equal(weights.H, before[1])
+    assert not np.any(beta.marked)  # the ridge's record is clear between steps, a refused one too

@@ -107,6 +107,11 @@ def test_counts_estimate_each_bin_of_a_stochastic_target():
         ({**spin(), "colour": 1}, "question 'q'.policy: unknown keys ['colour']"),
         ({k: v for k, v in spin().items() if k != "action"}, "question 'q'.policy.action: required"),
         (spin(rho_max=0.5), "question 'q'.policy.rho_max: must be in [1, 1e+09]; got 0.5"),
+        (
+            spin(secondary_step_size=0.5, secondary_regularization=3),
+            "question 'q'.policy.secondary_step_size x secondary_regularization must be at most 1 (the ridge",
+        ),
+        (spin(secondary_regularization=-1), "question 'q'.policy.secondary_regularization: must be in [0, 10]"),
         ({**spin(), "target": {"kind": "interval", "low": 1, "high": 0}}, "low 1.0 must not be above high 0.0"),
         ({**spin(), "target": {"kind": "equals"}}, "policy.target.signal: required by an equals target"),
         (spin(behaviour={"kind": "field"}), "policy.behaviour.signal: required by a field behaviour"),

@@ -9,7 +9,10 @@ secondary ``H[feature, question]``::
 
     delta[q, k] = s_k C_q + gamma_k c_q W_q . x'_k - W_q . x_k
     W_q += alpha rho_q sum_k (delta[q, k] x_k - gamma_k c_q (H_q . x_k) x'_k)
-    H_q += beta_q sum_k (rho_q delta[q, k] - H_q . x_k) x_k
+    H_q += beta_q sum_k (rho_q delta[q, k] - H_q . x_k) x_k  -  beta_q kappa_q n [x touched] H_q
+
+the last term the ridge of H_q on the features some x_k holds, each once (TDRC's; kappa_q the question's
+``secondary_regularization``, n the active features; 0 is TDC), with H_q before the step, as every other term.
 
 Each question has its own beta_q: a question with beta_q 0 keeps H_q at 0, and its update is then TD(0)'s
 (rho_q 1: an on-policy question among off-policy ones learns as the Horde's TD(0) kernels teach it).
@@ -38,6 +41,16 @@ class OffPolicyQuestions(NamedTuple):
     rhos: np.ndarray
 
 
+class SecondarySteps(NamedTuple):
+    """Per question [Q]: ``beta`` (beta_q per active feature) and ``shrink`` (beta_q kappa_q n: the ridge's factor
+    on H before the step, once per feature the step touched); ``marked`` [n_features] uint8, all 0 between steps
+    (the kernel's record of the features it touched)."""
+
+    beta: np.ndarray
+    shrink: np.ndarray
+    marked: np.ndarray
+
+
 class HordeWeights(NamedTuple):
     """``W`` [n_features, Q] primary and ``H`` [n_features, Q] secondary weights, one column per question;
     ``w_max`` [2, Q] bounds from above max |W[:, q]| and max |H[:, q]| (zeros for zero weights; kept by the kernel)."""
@@ -48,8 +61,10 @@ class HordeWeights(NamedTuple):
 
 
 @numba.njit(cache=True)
-def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_coding, scratch):  # pragma: no cover
-    """One transition for every question (``beta`` [Q]: each question's beta). Returns -1 when applied; else the
+def tdc_step(
+    weights, state_t, state_tp1, gammas, questions, alpha, secondary, plain_coding, scratch
+):  # pragma: no cover - compiled
+    """One transition for every question (``secondary``: :class:`SecondarySteps`). Returns -1 when applied; else the
     first question whose update could move a weight beyond w_limit (or make it non-finite), with the weights
     unchanged. ``scratch.deltas`` [Q, K] holds the TD errors delta_V (cumulant units) on return; ``scratch.steps``
     [Q, K] each H_q . x_k."""
@@ -59,19 +74,15 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
     K = gammas.shape[0]
     Q = W.shape[1]
     idx_t, idx_tp1, deltas, hx = scratch.idx_t, scratch.idx_tp1, scratch.deltas, scratch.steps
+    beta, shrink, marked = secondary
     n_tilings = idx_t.shape[1]
     bias_index = coding.tiles.bias_index
     transition_errors(W, state_t, state_tp1, gammas, cumulants, continuations, coding, scratch)
-    for k in range(K):
-        for q in range(Q):
-            hx[q, k] = 0.0
-        for t in range(n_tilings):
-            i = idx_t[k, t]
-            for q in range(Q):
-                hx[q, k] += H[i, q]
-        if bias_index >= 0:
-            for q in range(Q):
-                hx[q, k] += H[bias_index, q]
+    ridge = np.any(shrink > 0.0)
+    # The features the step touches, each once, with H there before the step: the ridge's.
+    touched = np.empty(K * (n_tilings + 1) if ridge else 0, dtype=np.int64)
+    touched_h = np.empty((touched.shape[0], Q))
+    n_touched = _read_secondary(H, idx_t, K, bias_index, hx, ridge, marked, touched, touched_h)
     # Every coefficient first: the weight limit is checked on them (a bound on how far a weight can move, as the
     # Horde's TD(0) does), so the pass over a step's rows that writes W and H has no test in it.
     step_w = np.empty((K, Q))
@@ -86,6 +97,7 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
             step_h[k, q] = beta[q] * (rhos[q] * deltas[q, k] - hx[q, k])
             corr[k, q] = alpha * rhos[q] * gamma * continuations[q] * hx[q, k]
             reach_w[q, k] = abs(step_w[k, q]) + abs(corr[k, q])
+            # The ridge, once a step, pulls H towards 0 (its factor is below 1: policies.py)
             reach_h[q, k] = abs(step_h[k, q])
     n_active = n_tilings + (1 if bias_index >= 0 else 0)
     ok_q = scratch.ok
@@ -94,6 +106,7 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
         ok = bounded(H, reach_h, n_active, w_max[1], coding.w_limit, ok_q)
     to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
+        _ridge(H, shrink * 0.0, marked, touched, touched_h, n_touched)  # only clears the record
         return first_refused(ok_q)
     for k in range(K):
         sw = step_w[k]
@@ -111,4 +124,40 @@ def tdc_step(weights, state_t, state_tp1, gammas, questions, alpha, beta, plain_
             for q in range(Q):
                 W[bias_index, q] += sw[q] - cr[q]
                 H[bias_index, q] += sh[q]
+    _ridge(H, shrink, marked, touched, touched_h, n_touched)
     return -1
+
+
+@numba.njit(cache=True, inline="always")
+def _read_secondary(H, idx_t, K, bias_index, hx, ridge, marked, touched, touched_h):  # pragma: no cover - compiled
+    """hx[q, k] = H_q . x_k for the step's K gammas (``idx_t`` may have more rows); with ``ridge``, records each
+    feature of the step once (``touched``, and H there in ``touched_h``) and marks it; returns how many."""
+    n_tilings = idx_t.shape[1]
+    Q = H.shape[1]
+    n_touched = 0
+    for k in range(K):
+        for q in range(Q):
+            hx[q, k] = 0.0
+        for t in range(n_tilings + 1):
+            i = idx_t[k, t] if t < n_tilings else bias_index
+            if i < 0:
+                continue
+            for q in range(Q):
+                hx[q, k] += H[i, q]
+            if ridge and marked[i] == 0:
+                marked[i] = 1
+                touched[n_touched] = i
+                for q in range(Q):
+                    touched_h[n_touched, q] = H[i, q]
+                n_touched += 1
+    return n_touched
+
+
+@numba.njit(cache=True, inline="always")
+def _ridge(H, shrink, marked, touched, touched_h, n_touched):  # pragma: no cover - compiled
+    """H_q -= shrink_q H_q (before the step) on each recorded feature, and clears the record."""
+    for j in range(n_touched):
+        i = touched[j]
+        for q in range(H.shape[1]):
+            H[i, q] -= shrink[q] * touched_h[j, q]
+        marked[i] = 0

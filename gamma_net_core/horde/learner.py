@@ -196,6 +196,8 @@ class HordeLearner:
         self._w_max = self._bounds[0]
         # beta 0 keeps an on-policy question's H at 0: its update is TD(0)'s (gradient_td_kernels)
         self._secondary = np.array([0.0 if p is None else p.secondary_step_size for p in policies])
+        self._ridge = np.array([0.0 if p is None else p.secondary_regularization for p in policies])
+        self._marked = np.zeros(F, dtype=np.uint8)  # the TDC kernel's record of a step's features, 0 between steps
         self._rho_t = np.ones(Q)  # rho of the action taken at the previous step's inputs
         self.last_rhos = np.ones(Q)  # the rhos of the latest transition learned (or skipped)
 
@@ -520,10 +522,12 @@ class HordeLearner:
         betas = self._secondary * factor / self._coder.n_active  # alpha_at's arithmetic, per question
         weights = gradient_td_kernels.HordeWeights(self._W, self._H, self._bounds)
         questions = gradient_td_kernels.OffPolicyQuestions(cumulants, continuations, rhos)
+        secondary = gradient_td_kernels.SecondarySteps(
+            np.ascontiguousarray(betas), np.ascontiguousarray(betas * self._ridge * self._coder.n_active), self._marked
+        )
         return gradient_td_kernels.tdc_step(
-            weights, s_t, s_tp1, gammas, questions, alpha, np.ascontiguousarray(betas), self._plain_coding,
-            self._scratch,
-        )  # fmt: skip
+            weights, s_t, s_tp1, gammas, questions, alpha, secondary, self._plain_coding, self._scratch
+        )
 
     def _constant_step(self, s_t, s_tp1, gammas, cumulants, continuations) -> int:
         """TD(0) at the constant step size on Gamma_t ``gammas``: the run kernel, or the plain one."""

@@ -7,7 +7,9 @@ White's RUPEE instead estimates the root of the projected Bellman error the lear
 
     RUPEE = sqrt(| h^T E_b[rho delta x] |),   h ~ E[x x^T]^-1 E_b[rho delta x],
 
-for which TDC's secondary weights are the h (they learn exactly that regression). Since h moves
+for which TDC's secondary weights are the h (they learn that regression; with their ridge, the default, a
+shrunk one, h . x about 1 / (1 + kappa) of it on a tile code, so RUPEE reads about 1 / sqrt(1 + kappa) of the
+unshrunk estimate: a scale, which leaves its fall as the question learns as it was). Since h moves
 slowly, E_b[rho delta h^T x] is tracked instead of the vector E_b[rho delta x]: one running mean
 per question and published timescale, O(Q x G) a step. Per published gamma and step, with the
 predictions as published (V at S_t from the previous step, at S_{t+1} after this step's update)::

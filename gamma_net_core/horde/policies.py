@@ -14,6 +14,7 @@ goes to the learner (TDC, :mod:`gamma_net_core.horde.gradient_td_kernels`). In t
       behaviour: {kind: matching}                   # b: how often the behaviour matches, counted
       rho_max: 10.0                                 # default 10
       secondary_step_size: 0.1                      # TDC's beta, divided by the active features like alpha
+      secondary_regularization: 1.0                 # kappa, h's ridge (TDRC's); 0: TDC exactly
 
 Target kinds (:data:`TARGETS`): deterministic ``sign`` (``sign: positive|negative``),
 ``interval`` (``low``, ``high``: low <= A <= high), ``fixed`` (``value``, ``within``: |A - value|
@@ -43,11 +44,14 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gamma_net_core.horde.registry import Registry
+from gamma_net_core.linear.gradient_td import DEFAULT_SECONDARY_REGULARIZATION, check_ridge
 
 #: rho_max when the file gives none: OffPolicyConfig's default.
 RHO_MAX = 10.0
 #: TDC's beta when the file gives none: OffPolicyConfig's default.
 SECONDARY_STEP_SIZE = 0.1
+#: kappa of h's ridge when the file gives none: OffPolicyConfig's default (its reasons there).
+SECONDARY_REGULARIZATION = DEFAULT_SECONDARY_REGULARIZATION
 
 
 class TargetKind(NamedTuple):
@@ -170,6 +174,8 @@ class Policy:
         rho normal steps; the clip bounds that at a bias towards b).
       secondary_step_size: TDC's beta for the question's secondary weights, divided by the active features and
         decayed like alpha.
+      secondary_regularization: kappa, the ridge of the secondary weights on their active tiles (TDRC's, as
+        :attr:`~gamma_net_core.linear.OffPolicyConfig.secondary_regularization`); 0 is TDC exactly.
     """
 
     action: Any
@@ -180,6 +186,7 @@ class Policy:
     probability: Any = None
     rho_max: float = RHO_MAX
     secondary_step_size: float = SECONDARY_STEP_SIZE
+    secondary_regularization: float = SECONDARY_REGULARIZATION
 
     @property
     def n_bins(self) -> int:
@@ -198,7 +205,7 @@ def parse_policy(m: Any, label: str, signal: Callable[[Any, str], Any]) -> Polic
     """
     if not isinstance(m, Mapping):
         raise ValueError(f"{label}: must be a mapping; got {m!r}")
-    _known(m, {"action", "target", "behaviour", "rho_max", "secondary_step_size"}, label)
+    _known(m, {"action", "target", "behaviour", "rho_max", "secondary_step_size", "secondary_regularization"}, label)
     for key in ("action", "target", "behaviour"):
         if key not in m:
             raise ValueError(f"{label}.{key}: required")
@@ -219,7 +226,7 @@ def parse_policy(m: Any, label: str, signal: Callable[[Any, str], Any]) -> Polic
         if "signal" not in behaviour_m:
             raise ValueError(f"{label}.behaviour.signal: required by a field behaviour (b(A_t | S_t) in (0, 1])")
         probability = signal(behaviour_m["signal"], f"{label}.behaviour.signal")
-    return Policy(
+    policy = Policy(
         action=signal(m["action"], f"{label}.action"),
         target=target_m["kind"],
         parameters=target.parse(target_m, f"{label}.target"),
@@ -230,7 +237,15 @@ def parse_policy(m: Any, label: str, signal: Callable[[Any, str], Any]) -> Polic
         secondary_step_size=_number(
             m.get("secondary_step_size", SECONDARY_STEP_SIZE), f"{label}.secondary_step_size", low=0.0, high=1e3
         ),
+        secondary_regularization=_number(
+            m.get("secondary_regularization", SECONDARY_REGULARIZATION),
+            f"{label}.secondary_regularization",
+            low=0.0,
+            high=10.0,
+        ),
     )
+    check_ridge(policy.secondary_step_size, policy.secondary_regularization, f"{label}.")
+    return policy
 
 
 def _mapping(m: Any, label: str) -> Mapping[str, Any]:
@@ -340,6 +355,7 @@ def policy_from_mapping(m: Mapping[str, Any] | None) -> Policy | None:
         probability=signal(m.get("probability")),
         rho_max=float(m["rho_max"]),
         secondary_step_size=float(m["secondary_step_size"]),
+        secondary_regularization=float(m.get("secondary_regularization", 0.0)),  # before the ridge: none
     )
 
 

@@ -8,10 +8,13 @@ x(S_t, gamma_k), x'_k = x(S_{t+1}, gamma_k) (0 when S_{t+1} is terminal)::
     delta_k = s_k C + gamma_k theta . x'_k - theta . x_k
     e_k     = rho (gamma_k lambda e_k + x_k)                              (lambda 0: e_k = rho x_k, no trace kept)
     GTD:    theta += alpha (delta_k e_k - gamma_k (1 - lambda) (e_k . h) x'_k)
-            h     += beta  (delta_k e_k - (h . x_k) x_k)
+            h     += beta  (delta_k e_k - (h . x_k) x_k) - beta kappa n [x touched] h   (the ridge, once a step)
     TD:     theta += alpha delta_k e_k                                       (off-policy TD(lambda), the naive one)
 
-Every TD error, h . x_k and e_k . h is computed with the weights before the step, then the updates of every
+kappa is ``secondary_regularization`` (TDRC's ridge, kept to the features some x_k of the step holds, each once, so
+a step stays sparse and a feature every gamma_k shares, the bias, is not shrunk K times; 0: GTD(lambda) / TDC)
+and n the active features, so h . x settles at about 1 / (1 + kappa) of the expected TD error. Every TD error,
+h . x_k, e_k . h and the ridge's h is computed with the weights before the step, then the updates of every
 gamma_k are summed (Algorithm 1's order), so each drawn gamma gets its own correction. With lambda 0 (TDC,
 Sutton et al. 2009; GTD(0)) Gamma_t may change every step; with lambda > 0 each trace belongs to one gamma, so
 Gamma_t is a fixed ladder. A terminal S_{t+1} cuts the traces after its update.
@@ -57,14 +60,15 @@ class OffPolicyRecording(NamedTuple):
 
 
 class OffPolicyRule(NamedTuple):
-    """How to step: ``method`` (:data:`TD` or :data:`GTD`), ``lam``, and the step sizes of update number
+    """How to step: ``method`` (:data:`TD` or :data:`GTD`), ``lam``, the step sizes of update number
     ``first_count + n``: :func:`alpha_at` of (``step_size`` or ``secondary_step_size``, ``decay_steps``,
-    ``first_count + n``, ``n_active``)."""
+    ``first_count + n``, ``n_active``), and ``secondary_regularization`` (kappa)."""
 
     method: int
     lam: float
     step_size: float
     secondary_step_size: float
+    secondary_regularization: float
     decay_steps: int
     first_count: int
     n_active: int
@@ -72,8 +76,10 @@ class OffPolicyRule(NamedTuple):
 
 class OffPolicyWork(NamedTuple):
     """Scratch of one step: ``u_timescale``, ``keys_timescale`` (one gamma's normalized input and keys), ``idx_t``,
-    ``idx_tp1`` [K, n_tilings] (the active tiles of (S_t, gamma_k), (S_{t+1}, gamma_k)), ``deltas`` [K] (delta_f)
-    and ``hx`` [K] (h . x_k)."""
+    ``idx_tp1`` [K, n_tilings] (the active tiles of (S_t, gamma_k), (S_{t+1}, gamma_k)), ``deltas`` [K] (delta_f),
+    ``hx`` [K] (h . x_k), and the ridge's: ``marked`` [n_features] (1 on a feature the step touched; all 0
+    between steps), ``touched`` [K (n_tilings + 1)] (those features, each once) and ``touched_h`` (h there before
+    the step)."""
 
     u_timescale: np.ndarray
     keys_timescale: np.ndarray
@@ -81,6 +87,9 @@ class OffPolicyWork(NamedTuple):
     idx_tp1: np.ndarray
     deltas: np.ndarray
     hx: np.ndarray
+    marked: np.ndarray
+    touched: np.ndarray
+    touched_h: np.ndarray
 
 
 @numba.njit(cache=True, inline="always")
@@ -108,6 +117,28 @@ def _add(v, idx, bias_index, amount):  # pragma: no cover - compiled
         v[idx[t]] += amount
     if bias_index >= 0:
         v[bias_index] += amount
+
+
+@numba.njit(cache=True, inline="always")
+def _mark(v, idx, bias_index, work, n):  # pragma: no cover - compiled
+    """Records each feature of ``idx`` (and the bias) not yet touched this step, with v there; returns the count."""
+    for t in range(idx.shape[0] + 1):
+        i = idx[t] if t < idx.shape[0] else bias_index
+        if i >= 0 and work.marked[i] == 0:
+            work.marked[i] = 1
+            work.touched[n] = i
+            work.touched_h[n] = v[i]
+            n += 1
+    return n
+
+
+@numba.njit(cache=True, inline="always")
+def _shrink(v, work, n, amount):  # pragma: no cover - compiled
+    """The ridge: every feature the step touched, once, by ``amount`` times its value before the step."""
+    for j in range(n):
+        i = work.touched[j]
+        v[i] -= amount * work.touched_h[j]
+        work.marked[i] = 0
 
 
 @numba.njit(cache=True, inline="always")
@@ -146,12 +177,16 @@ def _step(weights, keys_t, keys_tp1, gammas, c, end, rho, rule, alpha, beta, cod
     K = gammas.shape[0]
     lam = rule.lam
     gtd = rule.method == GTD
+    shrink = beta * rule.secondary_regularization * rule.n_active if gtd else 0.0  # the ridge's, per feature
+    n_touched = 0
     for k in range(K):
         _active(keys_t, keys_tp1, gammas[k], coding, u_ts, keys_ts, idx_t[k], idx_tp1[k])
         f_t = _dot(theta, idx_t[k], bias_index)
         f_tp1 = 0.0 if end else _dot(theta, idx_tp1[k], bias_index)
         deltas[k] = output_scale(gammas[k], loss_scaling) * c + gammas[k] * f_tp1 - f_t
         hx[k] = _dot(h, idx_t[k], bias_index) if gtd else 0.0
+        if shrink > 0.0:
+            n_touched = _mark(h, idx_t[k], bias_index, work, n_touched)
         if not np.isfinite(deltas[k]):
             return False
     if lam == 0.0:
@@ -161,6 +196,7 @@ def _step(weights, keys_t, keys_tp1, gammas, c, end, rho, rule, alpha, beta, cod
                 if not end:
                     _add(theta, idx_tp1[k], bias_index, -alpha * rho * gammas[k] * hx[k])
                 _add(h, idx_t[k], bias_index, beta * (rho * deltas[k] - hx[k]))
+        _shrink(h, work, n_touched, shrink)
         return True
     # lambda > 0: dense traces, one per rung; e . h with h before the step. Two passes over the features per rung:
     # the trace's decay (rho gamma lambda) with e . h, then theta and h together.
@@ -199,6 +235,7 @@ def _step(weights, keys_t, keys_tp1, gammas, c, end, rho, rule, alpha, beta, cod
         else:
             for i in range(n):
                 theta[i] += a * zk[i]
+    _shrink(h, work, n_touched, shrink)
     if end:
         z[:] = 0.0
     return True
@@ -223,6 +260,9 @@ def learn_off_policy(weights, recording, gammas, rule, plain_coding, deltas_v): 
         np.empty((K, n_tilings), dtype=np.int64),
         np.empty(K),
         np.empty(K),
+        np.zeros(weights.h.shape[0], dtype=np.uint8),
+        np.empty(K * (n_tilings + 1), dtype=np.int64),
+        np.empty(K * (n_tilings + 1)),
     )
     deltas = work.deltas
     w_limit = coding.w_limit

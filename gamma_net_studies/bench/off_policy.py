@@ -95,8 +95,9 @@ def measure_linear(*, steps: int, repeats: int) -> dict:
 def measure_horde(*, questions: int, steps: int, repeats: int) -> dict:
     """Steps per second of a Horde's TD(0) step (plain and run kernels) and its TDC step, all questions at once."""
     from gamma_net_core.horde import kernels
-    from gamma_net_core.horde.gradient_td_kernels import HordeWeights, OffPolicyQuestions, tdc_step
+    from gamma_net_core.horde.gradient_td_kernels import HordeWeights, OffPolicyQuestions, SecondarySteps, tdc_step
     from gamma_net_core.linear import coding
+    from gamma_net_core.linear.gradient_td import DEFAULT_SECONDARY_REGULARIZATION
     from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
 
     config, s_t, _, s_tp1, gammas, _ = _arm(steps)
@@ -124,13 +125,14 @@ def measure_horde(*, questions: int, steps: int, repeats: int) -> dict:
 
         return once
 
-    betas = np.full(Q, alpha)
+    betas = np.full(Q, alpha)  # with the default ridge of H
+    secondary = SecondarySteps(betas, betas * DEFAULT_SECONDARY_REGULARIZATION * coder.n_active, np.zeros(n, np.uint8))
 
     def tdc() -> None:
         weights = HordeWeights(np.zeros((n, Q)), np.zeros((n, Q)), np.zeros((2, Q)))
         for t in range(steps):
             questions_t = OffPolicyQuestions(cumulants[t], ones, rhos[t])
-            tdc_step(weights, s_t[t], s_tp1[t], gammas[t], questions_t, alpha, betas, plain, scratch)
+            tdc_step(weights, s_t[t], s_tp1[t], gammas[t], questions_t, alpha, secondary, plain, scratch)
 
     rates = {
         name: steps / best_seconds(repeats, once)

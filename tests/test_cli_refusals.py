@@ -163,6 +163,20 @@ CASES = [
     ("demo-seconds-negative", "demo --seconds -1 --out {dir}", 2, "--seconds must be >= 20; got -1.0", None),
     ("demo-pretrain-negative", "demo --pretrain-circuits -1 --out {dir}", 2, "--pretrain-circuits must be >= 0", None),
     ("demo-reflex-seconds-negative", "demo --reflex-seconds -1 --out {dir}", 2, "--reflex-seconds must be >= 0", None),
+    (
+        "base-realtime-warmup-0",
+        "reflex base-realtime --conditions reactive,resumed --warmup-minutes 0 --out {new}",
+        2,
+        "--warmup-minutes must be > 0; got 0.0",
+        None,
+    ),
+    (
+        "base-realtime-unknown-condition",
+        "reflex base-realtime --conditions pretrained --out {new}",
+        2,
+        "--conditions must be of ('reactive', 'shipped', 'resumed'); got pretrained",
+        None,
+    ),
     ("demo-foreign-checkpoint", "demo --out {dir}", 2, "{dir}/predictor.npz exists and was not written by", None),
     ("demo-without-rclpy", "demo --seconds -1 --out {dir}", 2, "'rclpy', which is not installed", "rclpy"),
 ]

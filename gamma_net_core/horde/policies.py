@@ -44,7 +44,7 @@ from typing import Any, NamedTuple
 import numpy as np
 
 from gamma_net_core.horde.registry import Registry
-from gamma_net_core.linear.gradient_td import DEFAULT_SECONDARY_REGULARIZATION, check_ridge
+from gamma_net_core.linear.settings import DEFAULT_SECONDARY_REGULARIZATION, check_ridge
 
 #: rho_max when the file gives none: OffPolicyConfig's default.
 RHO_MAX = 10.0

@@ -48,25 +48,12 @@ from gamma_net_core.linear.gradient_td_kernels import (
     learn_off_policy,
 )
 from gamma_net_core.linear.kernels import predict_many
-from gamma_net_core.linear.settings import GammaNetConfig
+from gamma_net_core.linear.settings import DEFAULT_SECONDARY_REGULARIZATION, GammaNetConfig, check_ridge
 from gamma_net_core.timescales import TimescaleSampler, validate_gammas, validate_taus
 
 #: Checkpoint format version of :class:`OffPolicyGammaNet`.
 VERSION = 1
 METHODS = {"td": TD, "gtd": GTD}
-#: kappa of h's ridge (:attr:`OffPolicyConfig.secondary_regularization`): on two small MDPs at gamma 0.85 TDC's
-#: error was 2.1-2.3x on-policy TD(0)'s after 20,000 steps and this one's 1.3x, off-policy TD's own
-#: (docs/off-policy.md); Baird's star still converges.
-DEFAULT_SECONDARY_REGULARIZATION = 1.0
-
-
-def check_ridge(beta: float, kappa: float, label: str) -> None:
-    """Refuse a ridge that would take h past 0 in one step (beta kappa > 1), naming ``label``'s keys."""
-    if beta * kappa > 1.0:
-        raise ValueError(
-            f"{label}secondary_step_size x secondary_regularization must be at most 1 (the ridge would take "
-            f"h past 0 in one step); got {beta!r} x {kappa!r}"
-        )
 
 
 @dataclass(frozen=True)

@@ -367,3 +367,18 @@ def fixed_timescale_config(learner: LinearTDConfig, gamma: float) -> FixedTimesc
     """The fixed-timescale baseline of ``learner``: the same shared settings, no timescale input, one gamma."""
     shared = {f.name: getattr(learner, f.name) for f in dataclasses.fields(LinearTDConfig)}
     return FixedTimescaleConfig(**shared, gamma=float(gamma))
+
+
+#: kappa of h's ridge (:attr:`~gamma_net_core.linear.OffPolicyConfig.secondary_regularization`): on the ring at
+#: gamma 0.85 (5 seeds of 20,000 steps, tools/off_policy_mdps.py) TDC's error was 2.0-2.1x on-policy TD(0)'s and
+#: this one's 1.0x, off-policy TD's own; Baird's star still converges (docs/off-policy.md).
+DEFAULT_SECONDARY_REGULARIZATION = 1.0
+
+
+def check_ridge(beta: float, kappa: float, label: str) -> None:
+    """Refuse a ridge that would take h past 0 in one step (beta kappa > 1), naming ``label``'s keys."""
+    if beta * kappa > 1.0:
+        raise ValueError(
+            f"{label}secondary_step_size x secondary_regularization must be at most 1 (the ridge would take "
+            f"h past 0 in one step); got {beta!r} x {kappa!r}"
+        )

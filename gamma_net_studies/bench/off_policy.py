@@ -97,8 +97,7 @@ def measure_horde(*, questions: int, steps: int, repeats: int) -> dict:
     from gamma_net_core.horde import kernels
     from gamma_net_core.horde.gradient_td_kernels import HordeWeights, OffPolicyQuestions, SecondarySteps, tdc_step
     from gamma_net_core.linear import coding
-    from gamma_net_core.linear.gradient_td import DEFAULT_SECONDARY_REGULARIZATION
-    from gamma_net_core.linear.settings import N_TIMESCALE_DIMS
+    from gamma_net_core.linear.settings import DEFAULT_SECONDARY_REGULARIZATION, N_TIMESCALE_DIMS
 
     config, s_t, _, s_tp1, gammas, _ = _arm(steps)
     coder = coding.make_coder(config, config.timescale_input, rng=np.random.default_rng(1))

@@ -106,7 +106,7 @@ def tdc_step(
         ok = bounded(H, reach_h, n_active, w_max[1], coding.w_limit, ok_q)
     to_cumulant_units(deltas, gammas, coding.loss_scaling)
     if not ok:
-        _ridge(H, shrink * 0.0, marked, touched, touched_h, n_touched)  # only clears the record
+        _clear(marked, touched, n_touched)
         return first_refused(ok_q)
     for k in range(K):
         sw = step_w[k]
@@ -160,4 +160,11 @@ def _ridge(H, shrink, marked, touched, touched_h, n_touched):  # pragma: no cove
         i = touched[j]
         for q in range(H.shape[1]):
             H[i, q] -= shrink[q] * touched_h[j, q]
-        marked[i] = 0
+    _clear(marked, touched, n_touched)
+
+
+@numba.njit(cache=True, inline="always")
+def _clear(marked, touched, n_touched):  # pragma: no cover - compiled
+    """Unmarks the recorded features: the record is all 0 between steps, a refused one too."""
+    for j in range(n_touched):
+        marked[touched[j]] = 0

@@ -98,6 +98,7 @@ def warm_neural(config) -> None:
         hidden_sizes=(4,),
         batch_size=2,
         replay_capacity=64,
+        n_step=min(config.n_step, 8),
         min_replay_history=4,
         update_period=1,
         target_sync_period=4,

@@ -71,7 +71,8 @@ def test_the_papers_settings_are_one_call_away_and_the_studies_spell_them_out():
         "min_replay_history": 1_000,
         "update_period": 8,
         "target_sync_period": 100,
-        "n_step": 32,
+        "n_step": 64,
+        "average_decay": 0.99,
     }
     assert {
         f.name for f in dataclasses.fields(NeuralConfig) if getattr(defaults, f.name) != getattr(paper, f.name)
@@ -122,8 +123,9 @@ def test_normalized_learner_checkpoints_its_normalizer_and_does_not_stack(tmp_pa
         assert torch.equal(b, dict(loaded.online.named_buffers())[name]), name
     phi, gammas = np.eye(10), [0.0, 0.9, 0.99]
     np.testing.assert_array_equal(loaded.predict(phi, gammas), learner.predict(phi, gammas))
-    assert not can_stack(config) and can_stack(dataclasses.replace(config, scaling="delta"))
-    with pytest.raises(ValueError, match="scaling 'normalized' cannot be stacked"):
+    assert not can_stack(config) and not can_stack(dataclasses.replace(config, scaling="delta"))
+    assert can_stack(dataclasses.replace(config, scaling="delta", average_decay=0.0))
+    with pytest.raises(ValueError, match=r"scaling 'normalized', average_decay 0\.99 cannot be stacked"):
         LearnerEnsemble([config])
 
 

@@ -27,6 +27,8 @@ def small(**changes) -> NeuralConfig:
         target_sync_period=10,
         step_size=1e-3,
         scaling="delta",  # the Atari study's (a normalized learner keeps a running σ and does not stack)
+        average_decay=0.0,  # nor does an average of the weights
+        n_step=4,  # the paper's: windows that fit the small replay
     )
     return NeuralConfig(**{**base, **changes})
 

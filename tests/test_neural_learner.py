@@ -4,6 +4,7 @@ checkpoints and resume, bad input, a diverging loss."""
 from __future__ import annotations
 
 import dataclasses
+import json
 
 import numpy as np
 import pytest
@@ -185,6 +186,58 @@ def test_checkpoint_round_trip_and_resume_equals_not_stopping(tmp_path):
     for p, q in zip(learner.target.parameters(), resumed.target.parameters()):
         assert torch.equal(p, q)
     np.testing.assert_array_equal(learner.replay.tree.nodes, resumed.replay.tree.nodes)
+
+
+def test_predictions_come_from_the_average_of_the_weights_a_plain_loop_computes():
+    """The average moves only what predicts: training is the same with or without it, and the predicting
+    weights are the exponential average of the trained ones after each update, as a plain loop computes it."""
+    data = stream(160, seed=5)
+    averaged, plain = NeuralLearner(small(average_decay=0.9)), NeuralLearner(small(average_decay=0.0))
+    assert plain.average is None and plain.predicting is plain.online
+    expected = [p.detach().clone() for p in averaged.online.parameters()]
+    updates = 0
+    for t in range(160):
+        args = (data[0][t], float(data[1][t]))
+        kwargs = {"terminal": bool(data[2][t]), "truncated": bool(data[3][t])}
+        a, b = averaged.observe(*args, **kwargs), plain.observe(*args, **kwargs)
+        assert a == b
+        if a is not None:
+            updates += 1
+            expected = [0.9 * e + 0.1 * p.detach() for e, p in zip(expected, averaged.online.parameters())]
+    assert updates == averaged.updates > 50
+    for e, q in zip(expected, averaged.average.parameters()):
+        torch.testing.assert_close(q, e, rtol=1e-5, atol=1e-6)
+    for p, q in zip(averaged.online.parameters(), plain.online.parameters()):
+        assert torch.equal(p, q)
+    probe = np.random.default_rng(2).random((4, D))
+    with torch.no_grad():
+        by_average = averaged.outputs(
+            averaged.average, torch.as_tensor(probe, dtype=torch.float32), torch.tensor([0.5])
+        )
+    scale = averaged.output_scale(averaged.average, torch.tensor([0.5], dtype=torch.float64)).numpy()
+    np.testing.assert_allclose(averaged.predict(probe, [0.5]), by_average.double().numpy() / scale, rtol=1e-6)
+    assert not np.allclose(averaged.predict(probe, [0.5]), plain.predict(probe, [0.5]))
+
+
+def test_the_average_is_checkpointed_and_a_checkpoint_from_before_it_loads_without_one(tmp_path):
+    learner = NeuralLearner(small(average_decay=0.9))
+    learner.observe_many(*stream(120, seed=4))
+    resumed = NeuralLearner.load(learner.save(tmp_path / "averaged.pt"))
+    probe = np.random.default_rng(1).random((5, D))
+    np.testing.assert_array_equal(resumed.predict(probe, [0.0, 0.9]), learner.predict(probe, [0.0, 0.9]))
+    # A learner saved before the setting existed predicted with its network: it loads so, and still predicts so.
+    old = NeuralLearner(small(average_decay=0.0))
+    old.observe_many(*stream(120, seed=4))
+    state = old.state_dict()
+    config = json.loads(state["config"])
+    del config["average_decay"]
+    state["config"] = json.dumps(config)
+    torch.save(state, tmp_path / "before.pt")
+    loaded = NeuralLearner.load(tmp_path / "before.pt")
+    assert loaded.config.average_decay == 0.0 and loaded.average is None
+    np.testing.assert_array_equal(loaded.predict(probe, [0.5]), old.predict(probe, [0.5]))
+    with pytest.raises(CheckpointError, match=r"average_decay: file has 0\.0, expected 0\.9"):
+        NeuralLearner.load(tmp_path / "before.pt", config=small(average_decay=0.9))
 
 
 def test_checkpoint_of_another_configuration_is_refused(tmp_path):

@@ -1,10 +1,12 @@
 """Neural Γ-net settings against the default linear Γ-net on the zoo (recording mode), as in
 docs/choosing-settings.md ("The neural Γ-net").
 
-    python tools/neural_zoo.py SEEDS VARIANTS_JSON [PROBLEMS]
+    python tools/neural_zoo.py SEEDS VARIANTS_JSON [PROBLEMS] [FEATURES]
     e.g.  python tools/neural_zoo.py 2 '{"n4": {"n_step": 4}, "n32": {"n_step": 32}}' rare_ring_10,ar1_square
 
-VARIANTS_JSON: name -> NeuralConfig changes. PROBLEMS: default every zoo problem. The linear Γ-net sees
+VARIANTS_JSON: name -> NeuralConfig changes. PROBLEMS: default every zoo problem (or ""). FEATURES: what
+the networks see, ``problem`` (one-hot states or the scaled observation; the default) or ``tiles`` (the linear
+Γ-net's state tiles, the zoo's ``neural_tiles``). The linear Γ-net sees
 30,000 transitions a stream and the networks 24,000, as in the zoo's full tier. Prints per problem and
 variant the largest ratio over tau of the network's error to the linear's (mean over seeds) and, in
 brackets, the network's largest error; then per variant how many problems are within 2x at every tau,
@@ -21,11 +23,13 @@ from gamma_net_core.zoo import problems as zoo_problems
 from gamma_net_core.zoo import runner
 
 
-def main(seeds: str, variants: str, problems: str | None = None) -> None:
+def main(seeds: str, variants: str, problems: str | None = None, features: str = "problem") -> None:
     named = json.loads(variants)
     names = problems.split(",") if problems else list(zoo_problems.PROBLEMS)
     learners = [zoo_learners.LinearGammaNetLearner()]
-    learners += [zoo_learners.NeuralLearner(name, changes=changes) for name, changes in named.items()]
+    learners += [
+        zoo_learners.NeuralLearner(name, changes=changes, features=features) for name, changes in named.items()
+    ]
     results = runner.run_zoo(
         names, learners, steps=30_000, neural_steps=24_000, seeds=range(int(seeds)), modes=("recording",), workers=2
     )

@@ -92,8 +92,9 @@ def stack_key(config: NeuralConfig) -> tuple:
 
 def can_stack(config: NeuralConfig) -> bool:
     """Whether a learner of this configuration can be an ensemble member (every network kind can; a learner
-    whose scaling is ``normalized`` keeps a running σ per timescale, which the ensemble's update does not)."""
-    return config.network in ("gamma_net", "probes") and config.scaling != "normalized"
+    whose scaling is ``normalized`` keeps a running σ per timescale, and one with ``average_decay`` an average
+    of its weights, which the ensemble's update does not: the paper's settings stack)."""
+    return config.network in ("gamma_net", "probes") and config.scaling != "normalized" and config.average_decay == 0.0
 
 
 def check_stackable(configs: list[NeuralConfig]) -> None:
@@ -102,7 +103,10 @@ def check_stackable(configs: list[NeuralConfig]) -> None:
         raise ValueError("an ensemble needs at least one learner configuration")
     for i, c in enumerate(configs):
         if not can_stack(c):
-            raise ValueError(f"ensemble member {i}: network {c.network!r}, scaling {c.scaling!r} cannot be stacked")
+            raise ValueError(
+                f"ensemble member {i}: network {c.network!r}, scaling {c.scaling!r}, average_decay {c.average_decay!r} "
+                "cannot be stacked"
+            )
     first = dict(stack_key(configs[0]))
     for i, c in enumerate(configs[1:], start=1):
         for name, value in stack_key(c):
@@ -563,7 +567,10 @@ class LearnerEnsemble:
             raise ValueError("an ensemble needs at least one learner configuration")
         for i, c in enumerate(configs):
             if not can_stack(c):
-                raise ValueError(f"ensemble member {i}: network {c.network!r}, scaling {c.scaling!r} cannot be stacked")
+                raise ValueError(
+                    f"ensemble member {i}: network {c.network!r}, scaling {c.scaling!r}, "
+                    f"average_decay {c.average_decay!r} cannot be stacked"
+                )
             for name in STREAM_SETTINGS:
                 if getattr(c, name) != getattr(configs[0], name):
                     raise ValueError(

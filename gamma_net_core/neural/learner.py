@@ -91,9 +91,16 @@ STEP_SIZE = 5e-4
 #: on the zoo's problems and were no more accurate there (docs/zoo.md, "At the defaults").
 DEFAULT_HIDDEN_SIZES = (64, 64)
 #: The default n of the n-step returns: a long timescale's value is carried n steps per target sync, and the paper's
-#: 4 leaves τ 30-100 short of it in 10⁴ updates; on the zoo 32 had the lower worst error over tau than 4, 8 and 16
-#: on most problems (docs/choosing-settings.md, "The neural Γ-net").
-DEFAULT_N_STEP = 32
+#: 4 leaves τ 30-100 short of it in 10⁴ updates; on the zoo 32 to 64 had the lowest worst error over tau of 4 to 64,
+#: and with the average of the weights 64 the lower of the two (docs/choosing-settings.md, "The neural Γ-net").
+DEFAULT_N_STEP = 64
+#: The default decay of the predicting network's average of the weights (``average_decay``): an average over about the
+#: last 100 updates. A network trained at a constant step size keeps moving about where it settles; on the zoo, fed
+#: the linear Γ-net's tiles, the average brought it within 2x the linear Γ-net's error on more problems, and 0.99
+#: did as well as 0.995 at half the lag (docs/choosing-settings.md, "The neural Γ-net").
+DEFAULT_AVERAGE_DECAY = 0.99
+#: Settings a checkpoint saved before they existed learned with (the checkpoint's configuration lacks them).
+BEFORE_SETTINGS = {"average_decay": 0.0}
 #: The paper's Atari settings where :class:`NeuralConfig`'s defaults differ (config/atari.yaml spells out all).
 PAPER_SETTINGS = {
     "hidden_sizes": HIDDEN_SIZES,
@@ -104,6 +111,7 @@ PAPER_SETTINGS = {
     "update_period": 4,
     "target_sync_period": 10_000,
     "n_step": 4,
+    "average_decay": 0.0,
 }
 
 
@@ -112,11 +120,12 @@ class NeuralConfig:
     """Settings of a neural learner (sources in each help).
 
     The defaults hold at every timescale on small problems as on Atari: the paper's Γ_t and
-    replay, with the output normalized per timescale, 32-step returns, two hidden layers of 64,
+    replay, with the output normalized per timescale, 64-step returns, two hidden layers of 64,
     batches of 64 every 8 steps, the target network synced every 100 steps, training from the
-    1,000th step and a larger step size, chosen on the zoo (docs/zoo.md, "At the defaults"; docs/neural.md,
-    "Defaults", has the measurements). :meth:`paper` gives the paper's Atari settings, which
-    the Atari and MinAtar studies use (config/atari.yaml, config/minatar.yaml).
+    1,000th step, a larger step size and predictions from an average of the weights, chosen on
+    the zoo (docs/zoo.md, "At the defaults"; docs/neural.md, "Defaults", has the measurements).
+    :meth:`paper` gives the paper's Atari settings, which the Atari and MinAtar studies use
+    (config/atari.yaml, config/minatar.yaml).
     """
 
     network: str = setting(
@@ -235,6 +244,14 @@ class NeuralConfig:
         "weight each sample's loss by 1/sqrt(p) over its maximum (Dopamine Rainbow's β = 1/2; the paper does not "
         "mention them); false: plain mean",
     )
+    average_decay: float = setting(
+        DEFAULT_AVERAGE_DECAY,
+        "predictions come from an exponential moving average of the network's weights, moved this much less than "
+        "all the way to them after each update (Polyak averaging: about 1 / (1 - decay) updates; σ is the "
+        "network's own); 0: predict with the network as trained (paper)",
+        low=0.0,
+        high=0.9999,
+    )
     seed: int = setting(0, "seeds the initial weights, the replay's sampling and Γ_t", low=0, high=2**63 - 1)
     device: str = setting("cpu", "torch device: cpu, cuda, cuda:1, ... (not part of a checkpoint's identity)")
 
@@ -346,6 +363,11 @@ class NeuralLearner:
         self.online = build_network(config, weight_seed).to(self.device)
         self.target = copy.deepcopy(self.online)
         self.target.requires_grad_(False)
+        #: The average of the network's weights that predicts (``average_decay``), or None: the network predicts.
+        self.average = None
+        if config.average_decay > 0.0:
+            self.average = copy.deepcopy(self.online)
+            self.average.requires_grad_(False)
         self.optimizer = torch.optim.Adam(
             self.online.parameters(), lr=config.step_size, eps=config.adam_eps, fused=True
         )
@@ -458,6 +480,7 @@ class NeuralLearner:
         self.optimizer.zero_grad(set_to_none=True)
         loss.backward()
         self.optimizer.step()
+        self._move_average()
         squared = delta.detach().square().cpu().numpy()
         if self.is_gamma_net:
             self.replay.update_priorities(batches[0].indices, priorities_from_losses(squared, c.priority))
@@ -468,6 +491,21 @@ class NeuralLearner:
         if self.sync_due():
             self.sync_target()
         return value
+
+    def _move_average(self) -> None:
+        """Move the predicting average of the weights toward the network's; its σ is the network's own."""
+        if self.average is None:
+            return
+        with torch.no_grad():
+            mine, theirs = list(self.average.parameters()), list(self.online.parameters())
+            torch._foreach_lerp_(mine, theirs, 1.0 - self.config.average_decay)
+            for kept, current in zip(self.average.buffers(), self.online.buffers()):
+                kept.copy_(current)
+
+    @property
+    def predicting(self) -> GammaNet | ProbeNets:
+        """The network whose outputs are the predictions: the average of the weights, or the network itself."""
+        return self.online if self.average is None else self.average
 
     def sync_due(self) -> bool:
         """Whether a target sync step (a multiple of target_sync_period, in agent steps) falls between the update
@@ -586,8 +624,8 @@ class NeuralLearner:
     def _values(self, phi: np.ndarray, gammas: np.ndarray) -> np.ndarray:
         with torch.no_grad():
             g = torch.as_tensor(gammas, dtype=torch.float32, device=self.device)
-            out = self.outputs(self.online, torch.as_tensor(phi, device=self.device), g)
-        scale = self.output_scale(self.online, torch.as_tensor(gammas, dtype=torch.float64)).cpu().numpy()
+            out = self.outputs(self.predicting, torch.as_tensor(phi, device=self.device), g)
+        scale = self.output_scale(self.predicting, torch.as_tensor(gammas, dtype=torch.float64)).cpu().numpy()
         return out.double().cpu().numpy() / scale[None, :]
 
     # --------------------------------------------------------------- checkpoints
@@ -600,6 +638,7 @@ class NeuralLearner:
             "config": json.dumps(to_mapping(self.config), sort_keys=True),
             "online": self.online.state_dict(),
             "target": self.target.state_dict(),
+            **({} if self.average is None else {"average": self.average.state_dict()}),
             "optimizer": self.optimizer.state_dict(),
             "replay": {k: torch.from_numpy(np.array(v)) for k, v in self.replay.to_state_dict().items()},
             "timescale_rng": json.dumps(self.timescale_rng.bit_generator.state),
@@ -609,7 +648,7 @@ class NeuralLearner:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` (same configuration apart from the device)."""
-        saved = json.loads(state["config"])
+        saved = {**BEFORE_SETTINGS, **json.loads(state["config"])}
         mine = to_mapping(self.config)
         check_same_config(
             "state",
@@ -618,6 +657,12 @@ class NeuralLearner:
         )
         self.online.load_state_dict(state["online"])
         self.target.load_state_dict(state["target"])
+        if self.average is not None:
+            if "average" not in state:
+                raise CheckpointError(
+                    f"the checkpoint has no average of the weights (average_decay {self.config.average_decay})"
+                )
+            self.average.load_state_dict(state["average"])
         self.optimizer.load_state_dict(state["optimizer"])
         self.replay.from_state_dict({k: v.numpy() for k, v in state["replay"].items()})
         self.timescale_rng.bit_generator.state = json.loads(state["timescale_rng"])
@@ -663,6 +708,7 @@ class NeuralLearner:
             raise CheckpointError(f"{path}: its 'config' entry is not a configuration ({exc})") from None
         if not isinstance(saved, dict):
             raise CheckpointError(f"{path}: its 'config' entry is not a configuration (got {type(saved).__name__})")
+        saved = {**BEFORE_SETTINGS, **saved}
         if config is not None:
             check_same_config(
                 path,

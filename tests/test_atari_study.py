@@ -278,6 +278,10 @@ def test_train_and_evaluate_end_to_end(data, tmp_path, capsys):
     assert learner.config.seed == 1 and learner.transitions == 240
     np.testing.assert_allclose(learner.predict(points.features, saved.gammas), saved.predictions[-1], rtol=1e-6)
 
+    # A run saved before a setting existed (here average_decay, which the study sets to the paper's 0) is kept too.
+    older = study.RunPredictions.load(run / "reference" / "seed-0" / study.PREDICTIONS)
+    assert older.config["learner"].pop("average_decay") == 0.0
+    older.save(run / "reference" / "seed-0" / study.PREDICTIONS)
     # Running it again trains nothing (finished runs are kept; the device is not part of a study) and adds a series.
     again = [*train_argv(data, run, "--series", "reference,unscaled"), "--set", "device=cpu:0"]
     assert main([*again, "--json", str(tmp_path / "again.json")]) == 0

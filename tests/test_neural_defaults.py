@@ -81,6 +81,7 @@ def test_the_papers_settings_are_one_call_away_and_the_studies_spell_them_out():
     assert atari == paper
     minatar = load_config(NeuralConfig, config_file("minatar"), "neural_predictor", "learner")
     assert minatar.scaling == "delta" and minatar.step_size == 6.25e-5
+    assert (minatar.n_step, minatar.average_decay) == (4, 0.0)  # the paper's returns, predicting with the network
 
 
 def test_the_normalizer_matches_its_plain_reference():

@@ -97,16 +97,21 @@ def can_stack(config: NeuralConfig) -> bool:
     return config.network in ("gamma_net", "probes") and config.scaling != "normalized" and config.average_decay == 0.0
 
 
+def check_member(i: int, config: NeuralConfig) -> None:
+    """Raise ValueError naming member ``i``'s settings unless it can be an ensemble member (:func:`can_stack`)."""
+    if not can_stack(config):
+        raise ValueError(
+            f"ensemble member {i}: network {config.network!r}, scaling {config.scaling!r}, "
+            f"average_decay {config.average_decay!r} cannot be stacked"
+        )
+
+
 def check_stackable(configs: list[NeuralConfig]) -> None:
     """Raise ValueError (naming the member and setting) unless these configurations stack as one group."""
     if not configs:
         raise ValueError("an ensemble needs at least one learner configuration")
     for i, c in enumerate(configs):
-        if not can_stack(c):
-            raise ValueError(
-                f"ensemble member {i}: network {c.network!r}, scaling {c.scaling!r}, average_decay {c.average_decay!r} "
-                "cannot be stacked"
-            )
+        check_member(i, c)
     first = dict(stack_key(configs[0]))
     for i, c in enumerate(configs[1:], start=1):
         for name, value in stack_key(c):
@@ -566,11 +571,7 @@ class LearnerEnsemble:
         if not configs:
             raise ValueError("an ensemble needs at least one learner configuration")
         for i, c in enumerate(configs):
-            if not can_stack(c):
-                raise ValueError(
-                    f"ensemble member {i}: network {c.network!r}, scaling {c.scaling!r}, "
-                    f"average_decay {c.average_decay!r} cannot be stacked"
-                )
+            check_member(i, c)
             for name in STREAM_SETTINGS:
                 if getattr(c, name) != getattr(configs[0], name):
                     raise ValueError(

@@ -728,7 +728,7 @@ def build_tasks(
 ) -> tuple[list[RunTask], list[Any]]:
     """One task per (series, seed) still to train, and the runs already trained (RunPredictions)."""
     from gamma_net_core.config import to_mapping
-    from gamma_net_core.neural.learner import BEFORE_SETTINGS, PORTABLE_SETTINGS
+    from gamma_net_core.neural.learner import PORTABLE_SETTINGS, saved_config_mapping
     from gamma_net_studies.atari_series import PREDICTIONS, RunPredictions, run_path, series_config
 
     out = pathlib.Path(args.out)
@@ -739,8 +739,7 @@ def build_tasks(
             where = run_path(out, name, seed)
             if (where / PREDICTIONS).is_file():
                 saved = RunPredictions.load(where / PREDICTIONS)
-                # a run saved before a setting existed learned with its BEFORE_SETTINGS value
-                learned = {**BEFORE_SETTINGS, **(saved.config.get("learner") or {})}
+                learned = saved_config_mapping(saved.config.get("learner") or {})
                 portable = {k: v for k, v in learned.items() if k not in PORTABLE_SETTINGS}
                 if portable != {k: v for k, v in config.items() if k not in PORTABLE_SETTINGS}:
                     raise ValueError(f"{where / PREDICTIONS} was trained with another configuration; remove it")

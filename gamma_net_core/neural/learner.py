@@ -99,8 +99,8 @@ DEFAULT_N_STEP = 64
 #: the linear Γ-net's tiles, the average brought it within 2x the linear Γ-net's error on more problems, and 0.99
 #: did as well as 0.995 at half the lag (docs/choosing-settings.md, "The neural Γ-net").
 DEFAULT_AVERAGE_DECAY = 0.99
-#: Settings a checkpoint saved before they existed learned with (the checkpoint's configuration lacks them).
-BEFORE_SETTINGS = {"average_decay": 0.0}
+#: Settings a configuration saved before they existed learned with (the saved configuration lacks them).
+_BEFORE_SETTINGS = {"average_decay": 0.0}
 #: The paper's Atari settings where :class:`NeuralConfig`'s defaults differ (config/atari.yaml spells out all).
 PAPER_SETTINGS = {
     "hidden_sizes": HIDDEN_SIZES,
@@ -285,6 +285,13 @@ class NeuralConfig:
     def probe_gammas(self) -> np.ndarray:
         """The probes' timescales as γ, increasing."""
         return np.sort(np.atleast_1d(gamma_from_tau(np.asarray(self.probe_taus, dtype=np.float64))))
+
+
+def saved_config_mapping(mapping: dict) -> dict:
+    """A saved neural learner's configuration as it was meant: a setting it lacks because it was saved before
+    the setting existed takes the value it learned with (``average_decay`` 0: it predicted with its network);
+    any other missing setting takes its default."""
+    return {**_BEFORE_SETTINGS, **mapping}
 
 
 class TrainingDiverged(RuntimeError):
@@ -648,7 +655,7 @@ class NeuralLearner:
 
     def load_state_dict(self, state: dict) -> None:
         """Restore :meth:`state_dict` (same configuration apart from the device)."""
-        saved = {**BEFORE_SETTINGS, **json.loads(state["config"])}
+        saved = saved_config_mapping(json.loads(state["config"]))
         mine = to_mapping(self.config)
         check_same_config(
             "state",
@@ -708,7 +715,7 @@ class NeuralLearner:
             raise CheckpointError(f"{path}: its 'config' entry is not a configuration ({exc})") from None
         if not isinstance(saved, dict):
             raise CheckpointError(f"{path}: its 'config' entry is not a configuration (got {type(saved).__name__})")
-        saved = {**BEFORE_SETTINGS, **saved}
+        saved = saved_config_mapping(saved)
         if config is not None:
             check_same_config(
                 path,
